@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Create (or refresh) the project's virtual environment with every pinned
+# dependency from PyPI, and prepare ansible-test to run offline.
+# Idempotent and quick when nothing changed. Prints the venv path last.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+venv=${AWA_OPS_VENV:-$root/.venv}
+python=${PYTHON:-python3}
+
+log() { printf '[bootstrap] %s\n' "$*" >&2; }
+
+# pip, quiet unless it fails (the machine's pip.conf makes it print a
+# harmless "Location ... is ignored" line per package).
+pip_run() {
+    local output
+    if ! output=$("$venv/bin/python" -m pip --disable-pip-version-check "$@" 2>&1); then
+        printf '%s\n' "$output" | grep -v 'is ignored' >&2
+        log "pip $1 failed"
+        return 1
+    fi
+}
+
+if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+    log "Python 3.11 or newer is required (found: $("$python" --version 2>&1 || echo none))."
+    exit 1
+fi
+
+if [ ! -x "$venv/bin/python" ]; then
+    log "creating virtual environment $venv"
+    if ! "$python" -m venv "$venv" 2>/dev/null; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+            log "python3-venv is missing; installing it with apt-get"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+            rm -rf "$venv"
+            "$python" -m venv "$venv"
+        else
+            log "could not create a virtual environment: install python3-venv (Debian/Ubuntu) and retry"
+            exit 1
+        fi
+    fi
+fi
+
+stamp="$venv/.requirements.sha256"
+want=$(sha256sum < "$root/requirements/test.txt" | cut -d' ' -f1)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+    log "installing pinned requirements (requirements/test.txt)"
+    pip_run install --quiet -r "$root/requirements/test.txt"
+    "$venv/bin/python" -m pip check >&2
+    echo "$want" > "$stamp"
+fi
+
+# Other awa-cli releases, for the compatibility tests: 0.6.8 (the other
+# release line with enqueue_shards the collection supports) and 0.5.7 (a
+# schema without enqueue_shards, which the modules must refuse). Only their
+# wheels are kept: two versions of one package cannot be installed.
+wheels="$venv/awa-wheels"
+for version in 0.6.8 0.5.7; do
+    if ! ls "$wheels"/awa_cli-"$version"-*.whl >/dev/null 2>&1; then
+        log "downloading the awa-cli $version wheel"
+        mkdir -p "$wheels"
+        pip_run download --quiet --no-deps -d "$wheels" "awa-cli==$version"
+    fi
+done
+
+# ansible-test bootstraps pip in its sanity venvs with a script from
+# ci-files.testing.ansible.com, which this network cannot reach. It uses a
+# cached copy when one exists: ours runs pip from the PyPI wheel instead.
+cache="$HOME/.ansible/test/cache"
+pip_version=$("$venv/bin/python" -c '
+import pathlib, re, ansible_test
+source = (pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py").read_text()
+print(re.search(r"pip=.([0-9.]+).", source).group(1))
+')
+standin="$cache/get_pip_${pip_version//./_}.py"
+if [ ! -f "$standin" ] || ! ls "$cache"/pip-"$pip_version"-py3-none-any.whl >/dev/null 2>&1; then
+    log "preparing the offline pip bootstrap for ansible-test (pip $pip_version from PyPI)"
+    mkdir -p "$cache"
+    pip_run download --quiet --no-deps -d "$cache" "pip==$pip_version"
+    cat > "$standin" <<EOF
+# Stand-in for get-pip.py (written by awa.operations hack/bootstrap.sh):
+# installs pip from the wheel fetched from PyPI next to this file.
+import os, sys
+wheel = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pip-$pip_version-py3-none-any.whl")
+sys.path.insert(0, wheel)
+from pip._internal.cli.main import main
+args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
+sys.exit(main(["install", "--upgrade", "--force-reinstall", wheel] + [a for a in args if not a.startswith("pip==")]))
+EOF
+fi
+
+echo "$venv"

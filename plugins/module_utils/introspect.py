@@ -1,0 +1,242 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read-only queries that return plain data about an Awa installation.
+
+Every function runs a fixed number of statements, whatever the number of
+queues, stripes or lanes involved (set-based SQL, no per-lane round trips).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
+
+# Awa always keeps queue_meta and the control plane in schema "awa"
+# (awa-facts.md §2); lanes live in the queue-storage schema.
+CONTROL_SCHEMA = "awa"
+LANE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
+
+
+@dataclass
+class Installation:
+    """What is installed, and who we are. Plain data."""
+
+    server_version_num: int
+    current_user: str
+    session_user: str
+    is_superuser: bool
+    has_awa_schema: bool
+    has_enqueue_shards: bool = False
+    has_queue_storage_tables: bool = False
+    schema_version: int | None = None
+    storage_state: str | None = None
+    storage_engine: str | None = None
+    queue_storage_schema: str | None = None
+    missing_roles: list[str] = field(default_factory=list)
+    ledger_exists: bool = False
+    can_create_ledger: bool = False
+    can_write_ledger: bool = False
+    # Runtime roles that can use whatever the connected role creates (superuser or member of it).
+    roles_with_creator_privileges: list[str] = field(default_factory=list)
+    database: str = ""
+
+
+INSTALLATION_SQL = """
+SELECT current_setting('server_version_num')::int,
+       current_user::text,
+       session_user::text,
+       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
+       to_regnamespace('awa') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute
+               WHERE attrelid = to_regclass('awa.queue_meta') AND attname = 'enqueue_shards' AND NOT attisdropped),
+       to_regclass('awa.schema_version') IS NOT NULL
+         AND to_regprocedure('awa.storage_status()') IS NOT NULL
+         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL,
+       ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r)),
+       to_regclass(%(ledger_table)s) IS NOT NULL,
+       CASE WHEN to_regnamespace(%(ledger_schema)s) IS NULL THEN has_database_privilege(current_database(), 'CREATE')
+            ELSE has_schema_privilege(to_regnamespace(%(ledger_schema)s), 'CREATE') END,
+       COALESCE(has_table_privilege(to_regclass(%(ledger_table)s), 'INSERT'), false),
+       ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r JOIN pg_roles AS pr ON pr.rolname = r
+             WHERE pr.rolsuper OR pg_has_role(r, current_user, 'USAGE')),
+       current_database()::text
+"""
+
+AWA_DETAILS_SQL = """
+SELECT (SELECT max(version) FROM awa.schema_version),
+       s.state, s.current_engine, awa.active_queue_storage_schema(),
+       to_regclass(quote_ident(COALESCE(awa.active_queue_storage_schema(), 'awa')) || '.queue_enqueue_heads') IS NOT NULL
+FROM awa.storage_status() AS s
+"""
+
+
+def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
+    """Two statements: what exists, then (when Awa is there) its version and engine."""
+    row = conn.execute(sql.SQL(INSTALLATION_SQL), {
+        "roles": list(roles),
+        "ledger_table": sql.Identifier(ledger_schema, ledger_table).as_string(conn),
+        "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
+    }).fetchone()
+    found = Installation(
+        server_version_num=row[0], current_user=row[1], session_user=row[2], is_superuser=bool(row[3]),
+        has_awa_schema=row[4], has_enqueue_shards=row[5], missing_roles=list(row[7]),
+        ledger_exists=row[8], can_create_ledger=row[9], can_write_ledger=row[10],
+        roles_with_creator_privileges=list(row[11]), database=row[12])
+    if row[4] and row[6]:
+        details = conn.execute(sql.SQL(AWA_DETAILS_SQL)).fetchone()
+        found.schema_version = details[0]
+        found.storage_state = details[1]
+        found.storage_engine = details[2]
+        found.queue_storage_schema = details[3]
+        found.has_queue_storage_tables = details[4]
+    return found
+
+
+# ---------------------------------------------------------------------------
+# Which physical queues exist for a logical queue
+
+
+QUEUE_NAMES_SQL = """
+SELECT DISTINCT queue FROM (
+    SELECT queue FROM {lanes} UNION ALL SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+) AS known
+WHERE queue = %(queue)s OR left(queue, %(prefix_length)s) = %(prefix)s
+"""
+
+
+def fetch_known_queue_names(conn, schema: str, logical: str) -> list[str]:
+    """Every stored queue name that is ``logical`` or starts with ``logical#``."""
+    prefix = logical + STRIPE_DELIMITER
+    rows = conn.execute(sql.SQL(QUEUE_NAMES_SQL).format(
+        lanes=sql.Identifier(schema, "queue_lanes"), heads=sql.Identifier(schema, "queue_enqueue_heads")),
+        {"queue": logical, "prefix": prefix, "prefix_length": len(prefix)}).fetchall()
+    return sorted(row[0] for row in rows)
+
+
+# ---------------------------------------------------------------------------
+# Shard counts and lanes of physical queues
+
+
+@dataclass
+class LaneState:
+    """One lane (queue, priority, shard) and the health of its objects."""
+
+    queue: str
+    priority: int
+    shard: int
+    has_lane_row: bool
+    has_enqueue_head: bool
+    has_claim_head: bool
+    enqueue_seq: str
+    claim_seq: str
+    has_enqueue_seq: bool
+    has_claim_seq: bool
+    head_names_ok: bool
+    enqueue_seq_owner: str | None
+    claim_seq_owner: str | None
+    # (role, privilege, sequence) the runtime roles lack.
+    missing_privileges: list[tuple[str, str, str]]
+    # Whether the connected role may GRANT on both sequences (owner or member of the owner).
+    grantable: bool
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.queue, self.priority, self.shard)
+
+    @property
+    def complete(self) -> bool:
+        return (self.has_lane_row and self.has_enqueue_head and self.has_claim_head
+                and self.has_enqueue_seq and self.has_claim_seq and self.head_names_ok)
+
+    @property
+    def heads_exist(self) -> bool:
+        return self.has_enqueue_head and self.has_claim_head
+
+
+@dataclass
+class QueueState:
+    """Shard counts (queue_meta) and every relevant lane of some physical queues."""
+
+    enqueue_shards: dict[str, int]
+    meta_row_exists: dict[str, bool]
+    lanes: list[LaneState]
+
+    def lanes_of(self, queue: str) -> list[LaneState]:
+        return [lane for lane in self.lanes if lane.queue == queue]
+
+
+LANE_STATE_SQL = """
+WITH schema_oid AS (
+    SELECT oid FROM pg_namespace WHERE nspname = %(schema)s
+), wanted AS (
+    SELECT q AS queue, p::smallint AS priority, s::smallint AS enqueue_shard
+    FROM unnest(%(queues)s::text[]) AS q, unnest(%(priorities)s::int[]) AS p,
+         generate_series(0, %(shards)s - 1) AS s
+), existing AS (
+    SELECT queue, priority, enqueue_shard FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
+    UNION SELECT queue, priority, enqueue_shard FROM {claim_heads} WHERE queue = ANY(%(queues)s)
+), lanes AS (
+    SELECT * FROM wanted UNION SELECT * FROM existing
+), named AS (
+    SELECT l.*,
+           {name_fn}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
+           {name_fn}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
+    FROM lanes AS l
+), resolved AS (
+    SELECT n.*,
+           (ql.queue IS NOT NULL) AS has_lane_row,
+           (eh.queue IS NOT NULL) AS has_enqueue_head,
+           (ch.queue IS NOT NULL) AS has_claim_head,
+           (eh.seq_name IS NOT DISTINCT FROM n.enqueue_seq OR eh.queue IS NULL)
+             AND (ch.seq_name IS NOT DISTINCT FROM n.claim_seq OR ch.queue IS NULL) AS head_names_ok,
+           es.oid AS enqueue_oid, cs.oid AS claim_oid, es.relowner AS enqueue_owner, cs.relowner AS claim_owner
+    FROM named AS n
+    LEFT JOIN {lane_rows} AS ql ON ql.queue = n.queue AND ql.priority = n.priority
+    LEFT JOIN {enqueue_heads} AS eh
+           ON eh.queue = n.queue AND eh.priority = n.priority AND eh.enqueue_shard = n.enqueue_shard
+    LEFT JOIN {claim_heads} AS ch
+           ON ch.queue = n.queue AND ch.priority = n.priority AND ch.enqueue_shard = n.enqueue_shard
+    LEFT JOIN pg_class AS es ON es.relname = n.enqueue_seq AND es.relnamespace = (SELECT oid FROM schema_oid)
+    LEFT JOIN pg_class AS cs ON cs.relname = n.claim_seq AND cs.relnamespace = (SELECT oid FROM schema_oid)
+)
+SELECT queue, priority, enqueue_shard, has_lane_row, has_enqueue_head, has_claim_head,
+       enqueue_seq, claim_seq, enqueue_oid IS NOT NULL, claim_oid IS NOT NULL, head_names_ok,
+       pg_get_userbyid(enqueue_owner), pg_get_userbyid(claim_owner),
+       ARRAY(SELECT ARRAY[r, priv, seq.name]
+             FROM unnest(%(roles)s::text[]) AS r, unnest(%(privileges)s::text[]) AS priv,
+                  (VALUES (enqueue_oid, enqueue_seq), (claim_oid, claim_seq)) AS seq(oid, name)
+             WHERE seq.oid IS NOT NULL AND NOT has_sequence_privilege(r, seq.oid, priv)
+             ORDER BY r, seq.name, priv),
+       (enqueue_oid IS NULL OR pg_has_role(enqueue_owner, 'USAGE'))
+         AND (claim_oid IS NULL OR pg_has_role(claim_owner, 'USAGE'))
+FROM resolved
+ORDER BY queue, priority, enqueue_shard
+"""
+
+META_SQL = """
+SELECT q, m.enqueue_shards, m.queue IS NOT NULL
+FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = q
+"""
+
+
+def fetch_queue_state(conn, schema: str, queues: list[str], shards: int, roles: list[str]) -> QueueState:
+    """queue_meta rows and lanes: all 1..4 x [0, shards) lanes plus every existing one.
+
+    Two statements whatever the lane count. ``shards`` = 0 reads existing lanes only.
+    """
+    meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
+    rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
+        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
+        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
+        lane_rows=sql.Identifier(schema, "queue_lanes"),
+        name_fn=sql.Identifier(schema, "queue_lane_sequence_name"),
+    ), {"queues": queues, "priorities": list(PRIORITIES), "shards": shards, "schema": schema,
+        "roles": list(roles), "privileges": list(LANE_PRIVILEGES)}).fetchall()
+    return QueueState(
+        enqueue_shards={queue: (shards_value or 1) for queue, shards_value, dummy in meta},
+        meta_row_exists={queue: exists for queue, dummy, exists in meta},
+        lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
+               for row in rows],
+    )

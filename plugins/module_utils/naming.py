@@ -1,0 +1,90 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Awa's names and limits: queues, stripes, shards, priorities. Pure functions."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+
+# awa.queue_meta CHECK (enqueue_shards >= 1 AND enqueue_shards <= 64)
+MIN_SHARDS = 1
+MAX_SHARDS = 64
+# Lanes are provisioned for the priorities Awa's SQL path accepts (1..4).
+PRIORITIES = (1, 2, 3, 4)
+# Queue striping: physical queues are "<logical>#<n>" (QUEUE_STRIPE_DELIMITER).
+STRIPE_DELIMITER = "#"
+MAX_STRIPES = 64
+# Bounded so every physical name stays far below btree's ~2.7 kB entry limit.
+MAX_QUEUE_NAME_LENGTH = 255
+
+
+def validate_queue_name(queue: object) -> str:
+    """Return ``queue`` unchanged if Awa can store it as a logical queue name."""
+    if not isinstance(queue, str):
+        raise InvalidRequest(f"queue must be a string, got {type(queue).__name__}")
+    if not queue.strip():
+        raise InvalidRequest("queue must be a non-empty name (it is empty or only whitespace)")
+    if len(queue) > MAX_QUEUE_NAME_LENGTH:
+        raise InvalidRequest(
+            f"queue name is {len(queue)} characters long; at most {MAX_QUEUE_NAME_LENGTH} are accepted")
+    if STRIPE_DELIMITER in queue:
+        raise InvalidRequest(
+            f"queue {queue!r} contains '{STRIPE_DELIMITER}': give the logical queue name "
+            f"(without the '{STRIPE_DELIMITER}<n>' stripe suffix) and set 'stripes' instead")
+    bad = sorted({f"U+{ord(ch):04X}" for ch in queue if unicodedata.category(ch) == "Cc"})
+    if bad:
+        raise InvalidRequest(f"queue {queue!r} contains control characters ({', '.join(bad)}); remove them")
+    return queue
+
+
+def validate_count(name: str, value: object, low: int, high: int) -> int:
+    """An integer option within [low, high]; booleans are not integers here."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidRequest(f"{name} must be an integer between {low} and {high}, got {value!r}")
+    if not low <= value <= high:
+        raise InvalidRequest(f"{name} must be between {low} and {high}, got {value}")
+    return value
+
+
+def validate_shards(shards: object) -> int:
+    return validate_count("shards", shards, MIN_SHARDS, MAX_SHARDS)
+
+
+def validate_stripes(stripes: object) -> int:
+    return validate_count("stripes", stripes, 1, MAX_STRIPES)
+
+
+def physical_queues(queue: str, stripes: int) -> list[str]:
+    """The queue names runtimes with ``stripes`` stripes read and write."""
+    if stripes == 1:
+        return [queue]
+    return [f"{queue}{STRIPE_DELIMITER}{stripe}" for stripe in range(stripes)]
+
+
+def stripe_index(logical: str, physical: str) -> int | None:
+    """n when ``physical`` is exactly ``<logical>#<n>`` (canonical decimal), else None."""
+    prefix = logical + STRIPE_DELIMITER
+    if not physical.startswith(prefix):
+        return None
+    suffix = physical[len(prefix):]
+    if not suffix.isdecimal() or not suffix.isascii() or (len(suffix) > 1 and suffix[0] == "0"):
+        return None
+    return int(suffix)
+
+
+def logical_queue(physical: str) -> str:
+    """The logical name of a physical queue (``q#3`` -> ``q``; ``q`` -> ``q``)."""
+    prefix, separator, suffix = physical.rpartition(STRIPE_DELIMITER)
+    if separator and prefix and suffix.isdecimal() and suffix.isascii():
+        return prefix
+    return physical
+
+
+def ordering_contract(shards: int) -> str:
+    """What FIFO promise S shards give (ADR-025)."""
+    if shards == 1:
+        return "strict FIFO per (queue, priority)"
+    return (f"partitioned FIFO: FIFO per (queue, priority, shard) across {shards} shards; "
+            "use ordering_key for per-key FIFO")

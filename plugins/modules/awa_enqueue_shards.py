@@ -1,0 +1,308 @@
+#!/usr/bin/python
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: awa_enqueue_shards
+short_description: Change an Awa queue's enqueue shard count safely, in one transaction
+version_added: 0.1.0
+description:
+  - Sets C(awa.queue_meta.enqueue_shards) of an Awa queue (every physical queue of a striped queue)
+    to O(shards), replacing the hand-written upsert of Awa's documentation.
+  - In the same transaction it provisions every lane the new count needs (priorities 1 to 4 for
+    every shard below O(shards) of every physical queue), grants O(runtime_roles) C(USAGE, SELECT, UPDATE)
+    on every lane sequence of the queue, and records the change in a ledger. The new count is written
+    last, just before commit, so no producer can see a count whose lanes do not exist yet.
+  - Concurrent runs on the same queue are serialized by a transaction advisory lock; the plan is made
+    inside the transaction that applies it.
+  - A run that finds nothing to change writes nothing at all and reports C(changed=false).
+  - Lowering the count needs no provisioning. Lanes of shards at or above the new count are never
+    deleted; jobs on them keep draining (see M(awa.operations.awa_enqueue_shards_info) with C(wait=drained)).
+  - Awa 0.6 worker runtimes cache the count until they restart. Restart them after a change
+    (the role C(awa.operations.enqueue_shards) does it) and wait with
+    M(awa.operations.awa_enqueue_shards_info) C(wait=converged).
+author:
+  - awa.operations engineers (@awa-operations)
+extends_documentation_fragment:
+  - awa.operations.connection
+  - awa.operations.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Runs the same reads in a READ ONLY transaction and returns the statements, diff and
+        C(changed) the real run would produce. It never writes and takes no locks.
+  diff_mode:
+    support: full
+    details:
+      - Before and after per physical queue - the shard count, complete lanes, lanes missing below
+        the count, and missing runtime-role privileges.
+options:
+  queue:
+    description:
+      - The logical queue name, exactly as the application uses it (stored literally; any characters but
+        C(#) and control characters, at most 255).
+      - For a striped queue give the logical name; the physical queues C(<queue>#0) .. C(<queue>#N-1)
+        follow from O(stripes).
+    type: str
+    required: true
+  shards:
+    description:
+      - The enqueue shard count to set, from 1 (strict FIFO per queue and priority) to 64
+        (partitioned FIFO across 64 shards).
+    type: int
+    required: true
+  stripes:
+    description:
+      - The queue stripe count of the runtimes (C(queue_storage_queue_stripe_count)). With more than one
+        stripe the count is set on every physical queue C(<queue>#0) .. C(<queue>#N-1).
+      - When not set it is detected from the stored C(<queue>#n) lanes, and is 1 when there are none.
+        A value that disagrees with the stored stripes is an error.
+    type: int
+  runtime_roles:
+    description:
+      - Roles Awa runtimes and producers connect as. Each gets C(USAGE, SELECT, UPDATE) on every lane
+        sequence of the queue, including lanes created earlier by other roles, which Awa 0.6.9's own
+        grants do not cover.
+      - Each role must exist. Awa 0.6.9 runtimes also need C(CREATE) on the queue-storage schema (its lane
+        triggers run C(CREATE SEQUENCE IF NOT EXISTS)); this module does not grant that.
+    type: list
+    elements: str
+    default: []
+  lock_timeout:
+    description:
+      - Seconds to wait for any lock (another run on the same queue, a lane being created by Awa, the
+        C(awa.queue_meta) row). When reached, the run fails, names the sessions holding locks if it can
+        see them, and changes nothing. V(0) waits without limit.
+    type: float
+    default: 5
+  ledger:
+    description:
+      - Record every change in the ledger table C(<ledger_schema>.enqueue_shards_changes) (who, when, from, to,
+        the physical queues, and the runtime instances live at that moment), in the change's own transaction.
+      - The ledger is created on first use, which needs C(CREATE) on the database (or on O(ledger_schema)).
+      - M(awa.operations.awa_enqueue_shards_info) needs it to judge whether runtimes run with the new count.
+    type: bool
+    default: true
+  ledger_schema:
+    description:
+      - Schema of the change ledger.
+    type: str
+    default: awa_operations
+  reason:
+    description:
+      - Free text stored with the ledger row, for example a change ticket and the operator's name.
+    type: str
+notes:
+  - Supports Awa 0.6.x (schema versions 39 and 40, tested with 0.6.8 and 0.6.9) with the queue-storage
+    engine active, on PostgreSQL 17 and 18.
+  - The lane sequences this module creates are owned by the connected role (or O(session_role)).
+seealso:
+  - module: awa.operations.awa_enqueue_shards_info
+  - name: Awa ADR-025 Sharded enqueue heads
+    description: Why and how Awa shards its enqueue heads.
+    link: https://github.com/hardbyte/awa/blob/main/docs/adr/025-sharded-enqueue-heads.md
+"""
+
+EXAMPLES = r"""
+- name: Raise the shard count of queue "orders" to 8 (check first with --check --diff)
+  awa.operations.awa_enqueue_shards:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
+    queue: orders
+    shards: 8
+    runtime_roles: [awa_runtime]
+    reason: "CHG-1234 raise orders to 8 shards"
+  register: orders_change
+
+- name: Lower a striped queue back to 2 shards on both stripes
+  awa.operations.awa_enqueue_shards:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
+    queue: events
+    stripes: 2
+    shards: 2
+
+- name: Ad hoc, from the shell
+  ansible.builtin.debug:
+    msg: >-
+      ansible localhost -m awa.operations.awa_enqueue_shards
+      -a 'login_host=db1 login_db=app login_user=awa_migrator queue=orders shards=8' --check --diff
+"""
+
+RETURN = r"""
+changed:
+  description: Whether anything was (or, in check mode, would be) written.
+  returned: always
+  type: bool
+  sample: true
+queue:
+  description: The logical queue.
+  returned: always
+  type: str
+  sample: orders
+shards:
+  description: The requested enqueue shard count.
+  returned: always
+  type: int
+  sample: 8
+stripes:
+  description: The stripe count used (requested or detected).
+  returned: always
+  type: int
+  sample: 1
+physical_queues:
+  description: The queue names the count was set on.
+  returned: always
+  type: list
+  elements: str
+  sample: [orders]
+previous_shards:
+  description: The effective shard count of each physical queue before the run (1 when it had no queue_meta row).
+  returned: always
+  type: dict
+  sample: {"orders": 1}
+lanes_created:
+  description: Lanes (queue, priority, shard) that were (or would be) created.
+  returned: always
+  type: int
+  sample: 28
+lanes_repaired:
+  description: Existing lanes whose sequences were missing and were (or would be) recreated by Awa's C(ensure_lane_sequences).
+  returned: always
+  type: int
+  sample: 0
+grants_added:
+  description: (runtime role, lane sequence) pairs that lacked C(USAGE), C(SELECT) or C(UPDATE) and were (or would be) granted.
+  returned: always
+  type: int
+  sample: 64
+ordering:
+  description: The ordering contract the new count gives.
+  returned: always
+  type: str
+  sample: "partitioned FIFO: FIFO per (queue, priority, shard) across 8 shards; use ordering_key for per-key FIFO"
+queries:
+  description:
+    - The statements that change the database, with their values bound, in the order they run (reads are
+      not listed). In check mode, the statements the real run would execute. Empty when nothing changes.
+  returned: always
+  type: list
+  elements: str
+  sample:
+    - >-
+      INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, 8::smallint FROM unnest('{orders}'::text[]) AS q
+      ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards RETURNING queue, enqueue_shards
+diff:
+  description: Before and after, per physical queue.
+  returned: when diff mode is on
+  type: dict
+  contains:
+    before:
+      description: Per physical queue - C(enqueue_shards), complete C(lanes), C(lanes_missing) below the count, C(missing_grants).
+      type: dict
+    after:
+      description: The same, after the run.
+      type: dict
+  sample:
+    before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 0, "missing_grants": 2}}
+    after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
+ledger:
+  description: The ledger row written for this change.
+  returned: when a change was applied and O(ledger=true)
+  type: dict
+  contains:
+    schema:
+      description: The ledger schema.
+      type: str
+    table:
+      description: The ledger table.
+      type: str
+    id:
+      description: The row id.
+      type: int
+    changed_at:
+      description: When the change was recorded, by the database clock (ISO 8601).
+      type: str
+    live_runtimes:
+      description: How many Awa runtime instances were live at that moment.
+      type: int
+  sample: {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7,
+           "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2}
+check_mode:
+  description: Whether the run was a check-mode run.
+  returned: always
+  type: bool
+  sample: false
+duration:
+  description: Seconds the run took, connecting excluded.
+  returned: always
+  type: float
+  sample: 0.045
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    HAS_PSYCOPG,
+    connection_argument_spec,
+    open_connection,
+)
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
+    DEFAULT_LOCK_TIMEOUT,
+    change_enqueue_shards,
+)
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+
+MAX_LOCK_TIMEOUT = 3600
+
+
+def argument_spec() -> dict:
+    spec = connection_argument_spec()
+    spec.update(
+        queue={"type": "str", "required": True},
+        shards={"type": "int", "required": True},
+        stripes={"type": "int"},
+        runtime_roles={"type": "list", "elements": "str", "default": []},
+        lock_timeout={"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
+        ledger={"type": "bool", "default": True},
+        ledger_schema={"type": "str", "default": DEFAULT_SCHEMA},
+        reason={"type": "str"},
+    )
+    return spec
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_PSYCOPG:
+        module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
+    params = module.params
+    try:
+        request = validate_request(params["queue"], params["shards"], params["stripes"],
+                                   params["runtime_roles"], params["ledger"])
+        if not 0 <= params["lock_timeout"] <= MAX_LOCK_TIMEOUT:
+            raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, "
+                                 f"got {params['lock_timeout']}")
+        with open_connection(params) as conn:
+            result = change_enqueue_shards(conn, request, check_mode=module.check_mode,
+                                           lock_timeout=params["lock_timeout"],
+                                           ledger_schema=params["ledger_schema"], reason=params["reason"])
+    except AwaOperationsError as exc:
+        module.fail_json(msg=exc.message, **exc.details)
+    for warning in result.pop("warnings"):
+        module.warn(warning)
+    if not module._diff:  # pylint: disable=protected-access
+        result.pop("diff")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""``python -m awa_testbed``: start and stop test environments from the shell.
+
+    up --state DIR [--major 18] [--apps 2] [--queue demo]
+                        PostgreSQL + a least-privilege Awa database + N Awa
+                        applications under supervisord; writes DIR/state.json
+    down --state DIR    stop and delete everything ``up`` made
+    reap [--run ID]     stop every detached server/supervisord the test bed
+                        registered (for one run id, or all of them)
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import signal
+
+from pathlib import Path
+
+from . import environment, lifecycle
+
+
+def reap(run_id: str | None) -> int:
+    """Stop registered detached processes and delete their folders."""
+    stopped = 0
+    for path, record in lifecycle.registered(run_id):
+        pid = record.get("pid")
+        if pid and lifecycle.pid_alive(pid):
+            # postmaster: SIGINT is a fast shutdown; supervisord: SIGTERM stops its children.
+            first = signal.SIGINT if record["kind"] == "pg" else signal.SIGTERM
+            lifecycle.terminate_pid(pid, first, timeout=30)
+            stopped += 1
+        folder = record.get("base_dir")
+        if folder:
+            shutil.rmtree(folder, ignore_errors=True)
+        path.unlink(missing_ok=True)
+    print(f"reaped {stopped} process(es)")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m awa_testbed", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = parser.add_subparsers(dest="command", required=True)
+    starter = commands.add_parser("up", help="start an Awa installation that outlives this command")
+    starter.add_argument("--state", type=Path, required=True, help="folder for state.json, logs and sockets")
+    starter.add_argument("--major", type=int, default=18, choices=(17, 18))
+    starter.add_argument("--apps", type=int, default=2, help="Awa applications (runtime + producer) to run")
+    starter.add_argument("--queue", default="demo")
+    starter.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second per application")
+    stopper = commands.add_parser("down", help="stop and delete what up started")
+    stopper.add_argument("--state", type=Path, required=True)
+    reaper = commands.add_parser("reap", help="stop detached processes left by a run")
+    reaper.add_argument("--run", help="only this run id (default: every registered process)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "up":
+        state = environment.up(args.state, args.major, args.apps, args.queue, args.produce_rate)
+        print(f"PostgreSQL {state['major']} on port {state['server']['port']}, database {state['database']}, "
+              f"applications {', '.join(state['programs'])}; state in {args.state}/state.json")
+        return 0
+    if args.command == "down":
+        environment.down(args.state)
+        return 0
+    if args.command == "reap":
+        return reap(args.run)
+    raise AssertionError(args.command)

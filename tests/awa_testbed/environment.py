@@ -1,0 +1,97 @@
+"""A whole Awa installation that outlives the command that built it.
+
+``up`` starts PostgreSQL (detached), creates a least-privilege Awa database
+(owner, migrator, runtime role as in Awa's docs/security.md), and runs N
+Awa applications (a worker runtime that also enqueues) under supervisord.
+It writes ``state.json`` and ``vars.yml`` (connection options and restart
+commands for playbooks) into the state folder. ``down`` removes it all.
+Molecule's prepare/destroy and the demo use it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from .awadb import AwaDatabase, AwaDatabaseFactory
+from .pgserver import PgServer
+from .supervisor import Program, Supervisor
+
+APP_PREFIX = "awa-app-"
+
+
+def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produce_rate: float) -> Program:
+    name = f"{APP_PREFIX}{index}"
+    argv = [sys.executable, "-m", "awa_testbed.worker", "--name", name, "--queue", f"{queue}=4",
+            "--env-file", str(env_file), "--record-dsn", f"'{db.dsn()}'"]
+    if produce_rate:
+        argv += ["--produce", queue, "--produce-rate", str(produce_rate)]
+    return Program(name, argv, {"AWA_DATABASE_URL": db.url("runtime1")})
+
+
+def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    seen: set[int] = set()
+    while time.monotonic() < deadline:
+        seen = {row[0] for row in db.query(
+            "SELECT pid FROM awa.runtime_instances WHERE NOT shutting_down AND last_seen_at > now() - interval '30 seconds'")}
+        if set(pids) <= seen:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"runtimes {sorted(set(pids) - seen)} did not publish a snapshot within {timeout}s")
+
+
+def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", produce_rate: float = 5.0,
+       database: str = "awa_demo") -> dict:
+    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o700)
+    server = PgServer(major)
+    server.start(detached=True)
+    db = AwaDatabaseFactory(server).create(name=database)
+    db.setup_least_privilege(runtime_count=1)
+
+    env_file = state_dir / "awa-app.env"
+    supervisor = Supervisor(state_dir)
+    programs = [_app_program(i + 1, db, queue, env_file, produce_rate) for i in range(apps)]
+    supervisor.write_config(programs)
+    supervisor.start()
+    pids = [supervisor.program_pid(p.name) for p in programs]
+    wait_for_live_runtimes(db, [pid for pid in pids if pid])
+
+    migrator = db.roles["migrator"]
+    state = {
+        "major": major,
+        "server": server.describe(),
+        "database": db.name,
+        "queue": queue,
+        "login": {**db.login_args("migrator")},
+        "superuser_dsn": db.dsn(),
+        "runtime_roles": [db.roles["runtime1"].name],
+        "migrator": migrator.name,
+        "env_file": str(env_file),
+        "supervisorctl": supervisor.ctl,
+        "programs": [p.name for p in programs],
+        "state_dir": str(state_dir),
+    }
+    (state_dir / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+    (state_dir / "vars.yml").write_text(json.dumps({"awa_testbed": state}, indent=2), encoding="utf-8")
+    return state
+
+
+def load_state(state_dir: Path) -> dict:
+    return json.loads((state_dir / "state.json").read_text(encoding="utf-8"))
+
+
+def down(state_dir: Path) -> None:
+    state_file = state_dir / "state.json"
+    if state_file.exists():
+        state = load_state(state_dir)
+        Supervisor(state_dir).shutdown()
+        PgServer.from_description(state["server"]).destroy()
+    else:
+        # A half-finished ``up``: stop whatever got started.
+        Supervisor(state_dir).shutdown()
+    shutil.rmtree(state_dir, ignore_errors=True)

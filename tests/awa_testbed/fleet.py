@@ -1,0 +1,79 @@
+"""A set of worker runtimes and producers started for one test, stopped together."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from . import processes
+from .awadb import AwaDatabase
+from .processes import ManagedProcess
+
+
+class Fleet:
+    """Starts real Awa programs against one database and tears them all down."""
+
+    def __init__(self, db: AwaDatabase, log_dir: Path | None = None) -> None:
+        self.db = db
+        self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="awa-fleet-"))
+        self.members: dict[str, ManagedProcess] = {}
+
+    def _add(self, process: ManagedProcess, start: bool) -> ManagedProcess:
+        if process.name in self.members:
+            raise ValueError(f"{process.name} already exists in this fleet")
+        self.members[process.name] = process
+        return process.start() if start else process
+
+    def worker(self, name: str, queues: list[str], *, role: str | None = None, start: bool = True,
+               **kwargs) -> ManagedProcess:
+        """A worker runtime serving ``queues`` (``"q"`` or ``"q=workers"``), as ``role`` if given."""
+        return self._add(processes.worker(name, self.db.url(role), queues, record_dsn=self.db.dsn(),
+                                          log_dir=self.log_dir, **kwargs), start)
+
+    def producer(self, name: str, queue: str, *, role: str | None = None, start: bool = True,
+                 **kwargs) -> ManagedProcess:
+        return self._add(processes.producer(name, self.db.url(role), queue, record_dsn=self.db.dsn(),
+                                            log_dir=self.log_dir, **kwargs), start)
+
+    def stop_all(self) -> None:
+        # Producers first, so workers can finish what was enqueued.
+        for process in sorted(self.members.values(), key=lambda p: p.module == "worker"):
+            process.stop()
+
+    def cleanup(self) -> None:
+        """Stop everything and delete the log folder."""
+        self.stop_all()
+        shutil.rmtree(self.log_dir, ignore_errors=True)
+
+    def logs(self) -> str:
+        return "\n".join(f"----- {name} (pids {p.pids}) -----\n{p.output()}" for name, p in self.members.items())
+
+    # -- what the programs recorded ---------------------------------------
+    def enqueued_tags(self, queue: str | None = None) -> set[str]:
+        rows = self.db.query("SELECT tag FROM testbed.enqueued WHERE %(q)s::text IS NULL OR queue = %(q)s",
+                             {"q": queue})
+        return {row[0] for row in rows}
+
+    def producer_errors(self) -> list[tuple[str, str, str]]:
+        return self.db.query("SELECT producer, error_type, message FROM testbed.producer_errors ORDER BY id")
+
+    def completed_job_counts(self) -> dict[str, int]:
+        """tag -> number of *completed* Awa jobs carrying it (exactly-once means all 1)."""
+        rows = self.db.query(
+            "SELECT args->>'tag', count(*) FROM awa.jobs WHERE state = 'completed' AND kind = 'test_job' GROUP BY 1")
+        return dict(rows)
+
+    def wait_all_completed(self, tags: set[str], timeout: float = 60.0) -> dict[str, int]:
+        """Poll until every tag has a completed job; returns the final counts."""
+        deadline = time.monotonic() + timeout
+        counts: dict[str, int] = {}
+        while time.monotonic() < deadline:
+            counts = self.completed_job_counts()
+            if tags <= counts.keys():
+                return counts
+            time.sleep(0.25)
+        missing = sorted(tags - counts.keys())
+        raise AssertionError(f"{len(missing)} of {len(tags)} jobs not completed after {timeout}s, "
+                             f"e.g. {missing[:5]}\n{self.logs()}")

@@ -1,0 +1,17 @@
+"""The one job type of the test bed."""
+
+from __future__ import annotations
+
+import dataclasses
+
+KIND = "test_job"
+
+
+@dataclasses.dataclass
+class TestJob:
+    """``tag`` identifies a job end to end: producer, Awa, worker."""
+
+    __test__ = False  # not a pytest test class
+
+    tag: str
+    n: int = 0

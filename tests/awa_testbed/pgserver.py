@@ -1,0 +1,225 @@
+"""Real PostgreSQL 17 / 18 servers on free TCP ports, run as an unprivileged user."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+
+from . import lifecycle
+from .binaries import pg_bin_dir
+from .osuser import OsIdentity, database_os_identity, run_as_kwargs
+
+SUPERUSER = "postgres"
+
+# Tests and the demo trade durability for speed; benchmarks keep it.
+FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+COMMON_SETTINGS = {
+    "max_connections": "300",
+    "shared_buffers": "128MB",
+    "log_min_messages": "warning",
+    "log_line_prefix": "%m [%p] %u@%d ",
+    "timezone": "UTC",
+}
+
+# Superuser connects without a password (test bed only); every other role
+# must authenticate, so password handling is exercised for real.
+PG_HBA = """\
+local all all trust
+host all postgres 127.0.0.1/32 trust
+host all all 127.0.0.1/32 scram-sha-256
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class PgServer:
+    """One PostgreSQL cluster in a fresh folder under /tmp.
+
+    ``start(detached=False)`` runs the postmaster as our child and asks the
+    kernel to stop it (SIGQUIT) if we die. ``detached=True`` uses pg_ctl so
+    the server outlives this process (molecule, demo); it is registered for
+    ``python -m awa_testbed reap``.
+    """
+
+    def __init__(self, major: int, *, durable: bool = False, base_dir: Path | None = None) -> None:
+        self.major = major
+        self.durable = durable
+        self.bin_dir = pg_bin_dir(major)
+        self.identity: OsIdentity = database_os_identity()
+        self.base_dir = base_dir or Path(tempfile.mkdtemp(prefix=f"awa-pg{major}-"))
+        self.data_dir = self.base_dir / "data"
+        self.socket_dir = self.base_dir / "socket"
+        self.log_path = self.base_dir / "server.log"
+        self.host = "127.0.0.1"
+        self.port: int | None = None
+        self._process: subprocess.Popen | None = None
+        self.detached = False
+
+    # -- lifecycle -------------------------------------------------------
+    def _run_as_db_user(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
+        return subprocess.run(argv, check=True, capture_output=True, text=True, cwd=self.base_dir,
+                              **run_as_kwargs(self.identity), **kwargs)
+
+    def init(self) -> None:
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        self.base_dir.chmod(0o700)
+        self.socket_dir.mkdir(exist_ok=True)
+        if not self.identity.is_current_user:
+            for path in (self.base_dir, self.socket_dir):
+                os.chown(path, self.identity.uid, self.identity.gid)
+        self._run_as_db_user([
+            str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
+            "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync",
+        ])
+        hba = self.data_dir / "pg_hba.conf"
+        self._run_as_db_user(["/bin/sh", "-c", 'cat > "$1"', "sh", str(hba)], input=PG_HBA)
+
+    def _server_options(self) -> list[str]:
+        settings = {**COMMON_SETTINGS, **({} if self.durable else FAST_SETTINGS)}
+        options = ["-p", str(self.port), "-h", self.host, "-k", str(self.socket_dir)]
+        for name, value in settings.items():
+            options += ["-c", f"{name}={value}"]
+        return options
+
+    def start(self, *, detached: bool = False, attempts: int = 5) -> None:
+        if not self.data_dir.exists():
+            self.init()
+        self.detached = detached
+        last_error = ""
+        for dummy in range(attempts):
+            self.port = free_port()
+            try:
+                self._start_once()
+                self._wait_ready()
+                break
+            except (RuntimeError, subprocess.CalledProcessError) as exc:
+                last_error = getattr(exc, "stderr", None) or str(exc)
+                self._kill_postmaster()
+        else:
+            raise RuntimeError(f"PostgreSQL {self.major} did not start: {last_error}\n{self.server_log()}")
+        if detached:
+            lifecycle.register("pg", self.base_dir.name, self.describe())
+
+    def _start_once(self) -> None:
+        if self.detached:
+            self._run_as_db_user([
+                str(self.bin_dir / "pg_ctl"), "-D", str(self.data_dir), "-l", str(self.log_path),
+                # pg_ctl hands -o to a shell: quote each option.
+                "-o", shlex.join(self._server_options()), "-w", "-t", "60", "start",
+            ], stdin=subprocess.DEVNULL)
+            return
+        log = open(self.log_path, "ab")  # pylint: disable=consider-using-with
+        if not self.identity.is_current_user:
+            os.chown(self.log_path, self.identity.uid, self.identity.gid)
+        self._process = subprocess.Popen(  # pylint: disable=consider-using-with
+            [str(self.bin_dir / "postgres"), "-D", str(self.data_dir), *self._server_options()],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.base_dir,
+            preexec_fn=lifecycle.die_with_parent(signal.SIGQUIT),  # pylint: disable=subprocess-popen-preexec-fn
+            **run_as_kwargs(self.identity),
+        )
+        log.close()
+
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process is not None and self._process.poll() is not None:
+                raise RuntimeError(f"postmaster exited with {self._process.returncode}")
+            try:
+                with psycopg.connect(self.dsn(), connect_timeout=2) as conn:
+                    conn.execute("SELECT 1")
+                    return
+            except psycopg.OperationalError:
+                time.sleep(0.1)
+        raise RuntimeError("timed out waiting for the server to accept connections")
+
+    def postmaster_pid(self) -> int | None:
+        if self._process is not None and self._process.poll() is None:
+            return self._process.pid
+        try:
+            return int((self.data_dir / "postmaster.pid").read_text(encoding="utf-8").split()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+
+    def _kill_postmaster(self) -> None:
+        pid = self.postmaster_pid()
+        if pid:
+            lifecycle.terminate_pid(pid, signal.SIGQUIT, timeout=10)
+        if self._process is not None:
+            self._process.wait(timeout=10)
+            self._process = None
+
+    def stop(self, *, mode_signal: int = signal.SIGINT, timeout: float = 30.0) -> None:
+        """Stop the server (fast shutdown by default), escalating if it hangs."""
+        pid = self.postmaster_pid()
+        if pid:
+            lifecycle.terminate_pid(pid, mode_signal, timeout=timeout)
+        if self._process is not None:
+            self._process.wait(timeout=10)
+            self._process = None
+
+    def restart(self) -> None:
+        """Stop and start on the same port (the data directory is kept)."""
+        self.stop()
+        self._start_once()
+        self._wait_ready()
+
+    def destroy(self) -> None:
+        """Stop the server and delete every file it had."""
+        self.stop()
+        lifecycle.unregister("pg", self.base_dir.name)
+        shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    # -- access ----------------------------------------------------------
+    def dsn(self, dbname: str = "postgres", user: str = SUPERUSER, password: str | None = None) -> str:
+        parts = [f"host={self.host}", f"port={self.port}", f"dbname={dbname}", f"user={user}"]
+        if password is not None:
+            parts.append(f"password={password}")
+        return " ".join(parts)
+
+    def url(self, dbname: str = "postgres", user: str = SUPERUSER, password: str | None = None) -> str:
+        """A postgres:// URL, the form awa-cli and awa-pg take."""
+        from urllib.parse import quote  # pylint: disable=import-outside-toplevel
+        auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password is not None else "")
+        return f"postgresql://{auth}@{self.host}:{self.port}/{quote(dbname, safe='')}"
+
+    def connect(self, dbname: str = "postgres", **kwargs) -> psycopg.Connection:
+        return psycopg.connect(self.dsn(dbname), autocommit=True, **kwargs)
+
+    def version_num(self) -> int:
+        with self.connect() as conn:
+            return int(conn.execute("SHOW server_version_num").fetchone()[0])
+
+    def server_log(self, tail: int = 60) -> str:
+        try:
+            lines = self.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return ""
+        return "\n".join(lines[-tail:])
+
+    def describe(self) -> dict:
+        return {"major": self.major, "host": self.host, "port": self.port, "base_dir": str(self.base_dir),
+                "bin_dir": str(self.bin_dir), "pid": self.postmaster_pid()}
+
+    @classmethod
+    def from_description(cls, record: dict) -> "PgServer":
+        server = cls(record["major"], base_dir=Path(record["base_dir"]))
+        server.port = record["port"]
+        server.detached = True
+        return server
+
+    def to_json(self) -> str:
+        return json.dumps(self.describe())

@@ -1,0 +1,114 @@
+"""Awa application processes under a real process manager (supervisord from PyPI).
+
+No systemd runs here, so the rollout role restarts applications through a
+restart command; supervisorctl is the one the test bed gives it.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import lifecycle
+from .processes import program_env
+
+CONFIG_TEMPLATE = """\
+[unix_http_server]
+file={state}/supervisor.sock
+chmod=0700
+
+[supervisord]
+logfile={state}/supervisord.log
+pidfile={state}/supervisord.pid
+childlogdir={state}/logs
+nodaemon=false
+minfds=1024
+
+[rpcinterface:supervisor]
+supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
+
+[supervisorctl]
+serverurl=unix://{state}/supervisor.sock
+"""
+
+PROGRAM_TEMPLATE = """
+[program:{name}]
+command={command}
+environment={environment}
+autostart=true
+autorestart=unexpected
+startsecs=2
+stopsignal=TERM
+stopwaitsecs=20
+redirect_stderr=true
+stdout_logfile={state}/logs/{name}.log
+"""
+
+
+@dataclass
+class Program:
+    name: str
+    argv: list[str]
+    environment: dict[str, str] = field(default_factory=dict)
+
+
+class Supervisor:
+    """One supervisord with its config, socket and logs in ``state_dir``."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.config = state_dir / "supervisord.conf"
+        self.bin_dir = Path(sys.executable).parent
+
+    @property
+    def ctl(self) -> list[str]:
+        """The supervisorctl command line for this supervisord."""
+        return [str(self.bin_dir / "supervisorctl"), "-c", str(self.config)]
+
+    def write_config(self, programs: list[Program]) -> None:
+        (self.state_dir / "logs").mkdir(parents=True, exist_ok=True)
+        text = CONFIG_TEMPLATE.format(state=self.state_dir)
+        base_env = {key: value for key, value in program_env().items() if key in ("PYTHONPATH", "NO_COLOR", "RUST_LOG", "PATH")}
+        for program in programs:
+            environment = {**base_env, **program.environment}
+            text += PROGRAM_TEMPLATE.format(
+                name=program.name, state=self.state_dir,
+                command=" ".join(program.argv),
+                environment=",".join(f'{key}="{value}"' for key, value in environment.items()))
+        self.config.write_text(text, encoding="utf-8")
+        self.config.chmod(0o600)
+
+    def start(self) -> None:
+        subprocess.run([str(self.bin_dir / "supervisord"), "-c", str(self.config)], check=True,
+                       env=program_env(), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            if self.run("status").returncode in (0, 3):  # 3: some programs not (yet) running
+                break
+            time.sleep(0.1)
+        lifecycle.register("supervisord", self.state_dir.name, {"pid": self.pid(), "config": str(self.config)})
+
+    def pid(self) -> int | None:
+        try:
+            return int((self.state_dir / "supervisord.pid").read_text(encoding="utf-8").strip())
+        except (OSError, ValueError):
+            return None
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
+
+    def program_pid(self, name: str) -> int | None:
+        result = self.run("pid", name)
+        text = result.stdout.strip()
+        return int(text) if text.isdigit() and text != "0" else None
+
+    def shutdown(self) -> None:
+        pid = self.pid()
+        if pid and lifecycle.pid_alive(pid):
+            self.run("shutdown")
+            if not lifecycle.wait_pid_gone(pid, 30):
+                lifecycle.terminate_pid(pid)
+        lifecycle.unregister("supervisord", self.state_dir.name)

@@ -1,0 +1,126 @@
+"""A real Awa worker runtime (awa-pg) as its own OS process.
+
+    python -m awa_testbed.worker --url URL --queue orders=4 [--queue other=1]
+        [--stripes N] [--name w1] [--handler-ms 0] [--env-file PATH]
+        [--produce QUEUE --produce-rate 5]
+
+Every job it runs is recorded in ``testbed.completions`` (tag, job id, worker,
+pid). SIGTERM or SIGINT shut the runtime down gracefully, so its
+``awa.runtime_instances`` row ends with ``shutting_down = true``.
+
+``--env-file`` loads KEY=VALUE lines into the environment before the runtime
+starts, the way a service manager's EnvironmentFile does. ``--produce`` also
+runs a producer in the same process: an application that enqueues and works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+
+import awa
+import psycopg
+
+from . import producer
+from .jobs import KIND, TestJob
+
+
+def parse_queue(text: str) -> tuple[str, int]:
+    name, separator, workers = text.rpartition("=")
+    if not separator:
+        return text, 4
+    return name, int(workers)
+
+
+def load_env_file(path: str) -> dict[str, str]:
+    """KEY=VALUE lines (``#`` comments, optional quotes), applied to os.environ."""
+    loaded: dict[str, str] = {}
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return loaded
+    for line in lines:
+        line = line.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        loaded[key.strip()] = value.strip().strip("'\"")
+    os.environ.update(loaded)
+    return loaded
+
+
+async def run(args: argparse.Namespace) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+
+    recorder = await psycopg.AsyncConnection.connect(args.record_dsn or args.url, autocommit=True)
+    record_lock = asyncio.Lock()
+    client = awa.AsyncClient(args.url, max_connections=args.connections)
+    queues = [parse_queue(q) for q in args.queue]
+
+    async def handle(job):
+        if args.handler_ms:
+            await asyncio.sleep(args.handler_ms / 1000)
+        async with record_lock:
+            await recorder.execute(
+                "INSERT INTO testbed.completions (tag, job_id, queue, worker, pid) VALUES (%s, %s, %s, %s, %s)",
+                (getattr(job.args, "tag", None), job.id, job.queue, args.name, os.getpid()))
+
+    for queue, dummy in queues:
+        client.task(TestJob, queue=queue, kind=KIND)(handle)
+
+    await client.start(queues, poll_interval_ms=args.poll_ms, queue_storage_queue_stripe_count=args.stripes)
+    print(f"worker {args.name} pid={os.getpid()} started queues={queues} stripes={args.stripes}", flush=True)
+
+    production = None
+    if args.produce:
+        producer_args = producer.build_parser().parse_args([
+            "--url", args.url, "--queue", args.produce, "--rate", str(args.produce_rate),
+            "--name", f"{args.name}-{os.getpid()}", "--connections", "2",
+            *(["--record-dsn", args.record_dsn] if args.record_dsn else [])])
+        production = asyncio.create_task(producer.Producer(producer_args).run(stop))
+
+    if args.ready_file:
+        Path(args.ready_file).write_text(str(os.getpid()), encoding="utf-8")
+    await stop.wait()
+    print(f"worker {args.name} shutting down", flush=True)
+    if production is not None:
+        await production
+    await client.shutdown(timeout_ms=5000)
+    await client.close()
+    await recorder.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--url", default=os.environ.get("AWA_DATABASE_URL"),
+                        help="postgres:// URL the runtime connects with (default: $AWA_DATABASE_URL)")
+    parser.add_argument("--record-dsn", help="where completions are recorded (default: --url)")
+    parser.add_argument("--queue", action="append", required=True, help="QUEUE[=WORKERS], repeatable")
+    parser.add_argument("--stripes", type=int, default=1, help="queue_storage_queue_stripe_count")
+    parser.add_argument("--name", default=f"worker-{os.getpid()}")
+    parser.add_argument("--handler-ms", type=int, default=0, help="time each job takes")
+    parser.add_argument("--poll-ms", type=int, default=200)
+    parser.add_argument("--connections", type=int, default=10)
+    parser.add_argument("--env-file", help="KEY=VALUE file loaded into the environment first")
+    parser.add_argument("--produce", metavar="QUEUE", help="also enqueue into QUEUE from this process")
+    parser.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second for --produce")
+    parser.add_argument("--ready-file")
+    args = parser.parse_args(argv)
+    if not args.url:
+        parser.error("--url or AWA_DATABASE_URL is required")
+    if args.env_file:
+        loaded = load_env_file(args.env_file)
+        print(f"worker {args.name} environment from {args.env_file}: {sorted(loaded.items())}", flush=True)
+    return asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

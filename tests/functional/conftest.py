@@ -1,0 +1,98 @@
+"""Fixtures: real PostgreSQL 17 and 18, fresh Awa databases, real Awa programs.
+
+Every test that takes ``awa_db`` (or ``pg``) runs once per PostgreSQL major.
+Servers start lazily, once per session, and stop at the end of the session
+(or when the session is interrupted or killed: see awa_testbed.lifecycle).
+"""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+
+from awa_testbed.awadb import AwaDatabaseFactory
+from awa_testbed.binaries import SUPPORTED_MAJORS
+from awa_testbed.fleet import Fleet
+from awa_testbed.pgserver import PgServer
+
+
+def _raise_keyboard_interrupt(signum, frame):  # pylint: disable=unused-argument
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+# SIGTERM (CI timeouts, kill) should unwind like Ctrl-C so finalizers stop servers.
+signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+
+class Servers:
+    """One lazily started server (and template factory) per PostgreSQL major."""
+
+    def __init__(self) -> None:
+        self._servers: dict[int, PgServer] = {}
+        self._factories: dict[int, AwaDatabaseFactory] = {}
+
+    def factory(self, major: int) -> AwaDatabaseFactory:
+        if major not in self._factories:
+            server = PgServer(major)
+            self._servers[major] = server
+            server.start()
+            self._factories[major] = AwaDatabaseFactory(server)
+        return self._factories[major]
+
+    def stop_all(self) -> None:
+        for server in self._servers.values():
+            server.destroy()
+
+
+@pytest.fixture(scope="session")
+def servers():
+    registry = Servers()
+    yield registry
+    registry.stop_all()
+
+
+@pytest.fixture(params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
+def pg_major(request) -> int:
+    return request.param
+
+
+@pytest.fixture
+def db_factory(servers, pg_major) -> AwaDatabaseFactory:
+    return servers.factory(pg_major)
+
+
+@pytest.fixture
+def pg(db_factory) -> PgServer:
+    return db_factory.server
+
+
+@pytest.fixture
+def awa_db(db_factory):
+    """A fresh database with the real Awa 0.6.9 schema, queue storage active."""
+    database = db_factory.create()
+    yield database
+    database.drop()
+
+
+@pytest.fixture
+def fleet(awa_db):
+    """Real worker runtimes and producers for this test; their logs are shown when it fails."""
+    programs = Fleet(awa_db)
+    yield programs
+    programs.cleanup()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
+    """Attach the programs' output and the server log to a failing test's report."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.when != "call" or not report.failed:
+        return
+    programs = getattr(item, "funcargs", {}).get("fleet")
+    if programs is not None:
+        report.sections.append(("awa programs", programs.logs()))
+    database = getattr(item, "funcargs", {}).get("awa_db")
+    if database is not None:
+        report.sections.append((f"PostgreSQL {database.server.major} log", database.server.server_log()))

@@ -1,0 +1,108 @@
+"""Proof that the test bed runs the real things: servers, Awa schema, runtimes, producers."""
+
+from __future__ import annotations
+
+import subprocess
+
+from awa_testbed.lifecycle import pid_alive
+from awa_testbed.pgserver import PgServer
+
+AWA_0_6_9_SCHEMA_VERSION = 40
+
+
+def test_server_runs_the_requested_major(pg, pg_major):
+    assert pg.version_num() // 10000 == pg_major
+    with pg.connect() as conn:
+        assert conn.execute("SHOW listen_addresses").fetchone()[0] == "127.0.0.1"
+        # The server does not run as root.
+        data_dir_owner = conn.execute("SELECT pg_stat_file('postmaster.pid')").fetchone()
+        assert data_dir_owner is not None
+
+
+def test_awa_schema_is_migrated_and_queue_storage_active(awa_db):
+    assert awa_db.scalar("SELECT max(version) FROM awa.schema_version") == AWA_0_6_9_SCHEMA_VERSION
+    state, engine = awa_db.query("SELECT state, current_engine FROM awa.storage_status()")[0]
+    assert (state, engine) == ("active", "queue_storage")
+    assert awa_db.scalar("SELECT awa.active_queue_storage_schema()") == "awa"
+
+
+def test_fresh_migrate_leaves_the_canonical_engine(db_factory):
+    """awa-facts.md §1: migrate alone does not activate queue storage on 0.6.9."""
+    database = db_factory.create(activate=False)
+    try:
+        assert database.query("SELECT state, current_engine FROM awa.storage_status()")[0] == (
+            "canonical", "canonical")
+        assert database.scalar("SELECT awa.active_queue_storage_schema()") is None
+    finally:
+        database.drop()
+
+
+def test_awa_0_6_8_database_has_enqueue_shards(db_factory):
+    database = db_factory.create(awa_version="0.6.8")
+    try:
+        assert database.scalar(
+            "SELECT count(*) FROM information_schema.columns "
+            "WHERE table_schema = 'awa' AND table_name = 'queue_meta' AND column_name = 'enqueue_shards'") == 1
+    finally:
+        database.drop()
+
+
+def test_producer_enqueues_100_and_a_worker_completes_all(awa_db, fleet):
+    producer = fleet.producer("p1", "proof", mode="insert", rate=0, count=100)
+    producer.wait(60)
+    tags = fleet.enqueued_tags("proof")
+    assert len(tags) == 100
+    assert fleet.producer_errors() == []
+
+    fleet.worker("w1", ["proof=8"])
+    counts = fleet.wait_all_completed(tags, timeout=60)
+    assert {tag: counts[tag] for tag in tags} == dict.fromkeys(tags, 1)
+    ran = awa_db.scalar("SELECT count(DISTINCT tag) FROM testbed.completions WHERE worker = 'w1'")
+    assert ran == 100
+
+
+def test_runtime_publishes_its_snapshot_and_restarts_as_a_new_instance(awa_db, fleet):
+    worker = fleet.worker("w1", ["proof"])
+    first_pid = worker.pid
+    rows = _wait_for_runtime_rows(awa_db, 1)
+    assert rows[0][1] == first_pid
+    worker.restart()
+    assert worker.pid != first_pid
+    rows = _wait_for_runtime_rows(awa_db, 2)
+    by_pid = {pid: (instance, shutting_down) for instance, pid, shutting_down in rows}
+    assert by_pid[first_pid][1] is True, "a graceful stop marks the old row shutting_down"
+    assert by_pid[worker.pid][1] is False
+    assert by_pid[first_pid][0] != by_pid[worker.pid][0]
+
+
+def _wait_for_runtime_rows(awa_db, count, timeout=20.0):
+    import time  # pylint: disable=import-outside-toplevel
+    deadline = time.monotonic() + timeout
+    rows = []
+    while time.monotonic() < deadline:
+        rows = awa_db.query("SELECT instance_id, pid, shutting_down FROM awa.runtime_instances ORDER BY started_at")
+        if len(rows) >= count:
+            return rows
+        time.sleep(0.1)
+    raise AssertionError(f"expected {count} runtime rows, saw {rows}")
+
+
+def test_servers_and_programs_leave_no_process_behind(db_factory):
+    """A server and a runtime of their own: after teardown neither pid exists."""
+    from awa_testbed.fleet import Fleet  # pylint: disable=import-outside-toplevel
+    server = PgServer(db_factory.server.major)
+    server.start()
+    postmaster = server.postmaster_pid()
+    try:
+        database = db_factory.__class__(server).create()
+        programs = Fleet(database)
+        worker = programs.worker("w1", ["proof"])
+        worker_pid = worker.pid
+        programs.cleanup()
+    finally:
+        server.destroy()
+    assert not pid_alive(worker_pid)
+    assert not pid_alive(postmaster)
+    leftover = subprocess.run(["pgrep", "-f", str(server.data_dir)], capture_output=True, text=True, check=False)
+    assert leftover.stdout.strip() == ""
+    assert not server.base_dir.exists()

@@ -1,0 +1,70 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+from __future__ import annotations
+
+import pytest
+
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.naming import (
+    logical_queue,
+    ordering_contract,
+    physical_queues,
+    stripe_index,
+    validate_queue_name,
+    validate_shards,
+)
+
+
+@pytest.mark.parametrize("name", ["orders", "o'rders", 'a "quoted" name', "with space", "ünïcødé-队列",
+                                  "x); DROP TABLE awa.queue_meta; --", "q" * 255])
+def test_queue_names_awa_can_store_are_accepted_literally(name):
+    assert validate_queue_name(name) == name
+
+
+@pytest.mark.parametrize("name, fragment", [
+    ("", "non-empty"),
+    ("   ", "non-empty"),
+    ("q" * 256, "at most 255"),
+    ("orders#1", "stripe suffix"),
+    ("bad\x00name", r"U\+0000"),
+    ("line\nbreak", r"U\+000A"),
+    (7, "must be a string"),
+    (None, "must be a string"),
+])
+def test_bad_queue_names_are_refused_with_what_to_do(name, fragment):
+    with pytest.raises(InvalidRequest, match=fragment):
+        validate_queue_name(name)
+
+
+@pytest.mark.parametrize("value", [1, 2, 63, 64])
+def test_shards_in_range(value):
+    assert validate_shards(value) == value
+
+
+@pytest.mark.parametrize("value", [0, -1, 65, 1000, True, False, 2.5, "8", None])
+def test_shards_outside_range_or_not_integers_are_refused(value):
+    with pytest.raises(InvalidRequest, match="shards must be"):
+        validate_shards(value)
+
+
+def test_physical_queues_follow_awa_stripe_names():
+    assert physical_queues("q", 1) == ["q"]
+    assert physical_queues("q", 3) == ["q#0", "q#1", "q#2"]
+
+
+@pytest.mark.parametrize("physical, expected", [
+    ("q#0", 0), ("q#12", 12), ("q", None), ("q#", None), ("q#01", None), ("q#x", None),
+    ("qq#1", None), ("q#1#2", None), ("q#²", None),
+])
+def test_stripe_index_only_for_canonical_suffixes(physical, expected):
+    assert stripe_index("q", physical) == expected
+
+
+def test_logical_queue_strips_a_numeric_suffix_only():
+    assert logical_queue("orders#3") == "orders"
+    assert logical_queue("orders") == "orders"
+    assert logical_queue("a#b") == "a#b"
+
+
+def test_ordering_contract_names_the_fifo_promise():
+    assert ordering_contract(1).startswith("strict FIFO")
+    assert "8 shards" in ordering_contract(8)
