@@ -68,7 +68,7 @@ def _observed_summary(state: introspect.QueueState, queue: str, shards: int) -> 
 
 def _verify(conn, plan: Plan, schema: str, roles: tuple[str, ...]) -> None:
     """Re-read inside the transaction: every planned lane and grant must now exist."""
-    state = introspect.fetch_queue_state(conn, schema, plan.physical_queues, plan.shards, list(roles))
+    state = introspect.fetch_queue_state(conn, schema, plan.physical_queues, list(roles), shards=plan.shards)
     observed = {queue: _observed_summary(state, queue, plan.shards) for queue in plan.physical_queues}
     if observed != plan.after:
         raise DatabaseError(
@@ -130,8 +130,8 @@ def _change(conn, request: ChangeRequest, *, check_mode: bool, lock_timeout: flo
     schema = installation.queue_storage_schema
     known = introspect.fetch_known_queue_names(conn, schema, request.queue)
     layout = planner.resolve_stripes(request.queue, request.stripes, known)
-    state = introspect.fetch_queue_state(conn, schema, layout.physical_queues, request.shards,
-                                         list(request.runtime_roles))
+    state = introspect.fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles),
+                                         shards=request.shards)
     plan = planner.plan_enqueue_shards(request, layout, state, installation)
     warnings += plan.warnings
     use_ledger = request.ledger and plan.changed

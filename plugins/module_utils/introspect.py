@@ -171,9 +171,9 @@ LANE_STATE_SQL = """
 WITH schema_oid AS (
     SELECT oid FROM pg_namespace WHERE nspname = %(schema)s
 ), wanted AS (
-    SELECT q AS queue, p::smallint AS priority, s::smallint AS enqueue_shard
-    FROM unnest(%(queues)s::text[]) AS q, unnest(%(priorities)s::int[]) AS p,
-         generate_series(0, %(shards)s - 1) AS s
+    SELECT q.queue, p::smallint AS priority, s::smallint AS enqueue_shard
+    FROM unnest(%(queues)s::text[], %(shards)s::int[]) AS q(queue, shards), unnest(%(priorities)s::int[]) AS p,
+         generate_series(0, q.shards - 1) AS s
 ), existing AS (
     SELECT queue, priority, enqueue_shard FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
     UNION SELECT queue, priority, enqueue_shard FROM {claim_heads} WHERE queue = ANY(%(queues)s)
@@ -221,21 +221,25 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def fetch_queue_state(conn, schema: str, queues: list[str], shards: int, roles: list[str]) -> QueueState:
-    """queue_meta rows and lanes: all 1..4 x [0, shards) lanes plus every existing one.
+def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
+                      shards: int | None = None) -> QueueState:
+    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane.
 
-    Two statements whatever the lane count. ``shards`` = 0 reads existing lanes only.
+    S is ``shards`` when given (a planned count), else each queue's current
+    count. Two statements, whatever the number of queues and lanes.
     """
     meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
+    current = {queue: (value or 1) for queue, value, dummy in meta}
     rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
         lane_rows=sql.Identifier(schema, "queue_lanes"),
         name_fn=sql.Identifier(schema, "queue_lane_sequence_name"),
-    ), {"queues": queues, "priorities": list(PRIORITIES), "shards": shards, "schema": schema,
-        "roles": list(roles), "privileges": list(LANE_PRIVILEGES)}).fetchall()
+    ), {"queues": list(queues), "shards": [shards or current[queue] for queue in queues],
+        "priorities": list(PRIORITIES), "schema": schema, "roles": list(roles),
+        "privileges": list(LANE_PRIVILEGES)}).fetchall()
     return QueueState(
-        enqueue_shards={queue: (shards_value or 1) for queue, shards_value, dummy in meta},
+        enqueue_shards=current,
         meta_row_exists={queue: exists for queue, dummy, exists in meta},
         lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
                for row in rows],
