@@ -8,6 +8,7 @@ queues, stripes or lanes involved (set-based SQL, no per-lane round trips).
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass, field
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import sql
@@ -55,10 +56,14 @@ SELECT current_setting('server_version_num')::int,
          AND to_regprocedure('awa.storage_status()') IS NOT NULL
          AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL,
        ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r)),
-       to_regclass(%(ledger_table)s) IS NOT NULL,
+       -- Catalog lookups, not to_regclass: that raises without USAGE on the ledger schema.
+       EXISTS (SELECT 1 FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
+               AND relname = %(ledger_table_name)s),
        CASE WHEN to_regnamespace(%(ledger_schema)s) IS NULL THEN has_database_privilege(current_database(), 'CREATE')
             ELSE has_schema_privilege(to_regnamespace(%(ledger_schema)s), 'CREATE') END,
-       COALESCE(has_table_privilege(to_regclass(%(ledger_table)s), 'INSERT'), false),
+       COALESCE(has_schema_privilege(to_regnamespace(%(ledger_schema)s), 'USAGE')
+                AND has_table_privilege((SELECT oid FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
+                                         AND relname = %(ledger_table_name)s), 'INSERT'), false),
        ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r JOIN pg_roles AS pr ON pr.rolname = r
              WHERE pr.rolsuper OR pg_has_role(r, current_user, 'USAGE')),
        current_database()::text
@@ -76,7 +81,7 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
     """Two statements: what exists, then (when Awa is there) its version and engine."""
     row = conn.execute(sql.SQL(INSTALLATION_SQL), {
         "roles": list(roles),
-        "ledger_table": sql.Identifier(ledger_schema, ledger_table).as_string(conn),
+        "ledger_table_name": ledger_table,
         "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
     }).fetchone()
     found = Installation(
@@ -244,3 +249,155 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
         lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
                for row in rows],
     )
+
+
+# ---------------------------------------------------------------------------
+# Every queue, for reports over all of them
+
+
+ALL_QUEUE_NAMES_SQL = """
+SELECT DISTINCT queue FROM (
+    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+) AS known ORDER BY queue
+"""
+
+
+def fetch_all_queue_names(conn, schema: str) -> list[str]:
+    """Every queue name with lanes or a queue_meta row (physical names, q#n included)."""
+    rows = conn.execute(sql.SQL(ALL_QUEUE_NAMES_SQL).format(heads=sql.Identifier(schema, "queue_enqueue_heads")))
+    return [row[0] for row in rows.fetchall()]
+
+
+# ---------------------------------------------------------------------------
+# Ready depth and lag per lane (awa-facts.md §9: the exact count Awa uses,
+# never the stale next_seq - claim_seq columns)
+
+
+@dataclass(frozen=True)
+class LaneDepth:
+    queue: str
+    priority: int
+    shard: int
+    readable: bool
+    seq_lag: int | None
+    ready_depth: int | None
+    oldest_ready_age_seconds: float | None
+
+
+LANE_DEPTH_SQL = """
+SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
+       cursor.enqueue_next - cursor.claim_next,
+       CASE WHEN NOT seqs.readable THEN NULL
+            WHEN cursor.enqueue_next <= cursor.claim_next THEN 0
+            ELSE ready.depth END,
+       CASE WHEN seqs.readable AND cursor.enqueue_next > cursor.claim_next
+            THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END
+FROM {enqueue_heads} AS h
+JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
+CROSS JOIN LATERAL (
+    SELECT to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(h.seq_name)) AS enqueue_oid,
+           to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(c.seq_name)) AS claim_oid
+) AS oids
+CROSS JOIN LATERAL (
+    SELECT oids.enqueue_oid IS NOT NULL AND oids.claim_oid IS NOT NULL
+           AND has_sequence_privilege(oids.enqueue_oid, 'SELECT')
+           AND has_sequence_privilege(oids.claim_oid, 'SELECT') AS readable
+) AS seqs
+LEFT JOIN LATERAL (
+    SELECT {next_value}(h.seq_name) AS enqueue_next, {next_value}(c.seq_name) AS claim_next
+    WHERE seqs.readable
+) AS cursor ON true
+LEFT JOIN LATERAL (
+    -- Only lanes whose enqueue cursor is ahead of the claim cursor can hold ready rows.
+    SELECT count(*) AS depth, min(r.run_at) AS oldest_run_at
+    FROM {ready_entries} AS r
+    WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+      AND r.lane_seq >= cursor.claim_next
+      AND NOT EXISTS (SELECT 1 FROM {ready_tombstones} AS t
+                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
+                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+                        AND t.ready_generation = r.ready_generation)
+) AS ready ON seqs.readable AND cursor.enqueue_next > cursor.claim_next
+WHERE h.queue = ANY(%(queues)s)
+ORDER BY h.queue, h.priority, h.enqueue_shard
+"""
+
+
+def fetch_lane_depths(conn, schema: str, queues: list[str]) -> list[LaneDepth]:
+    """Exact ready depth, sequence lag and oldest ready age of every lane of ``queues``.
+
+    Lanes whose sequences the connected role cannot read are reported with
+    ``readable=False`` and no numbers instead of failing the whole read.
+    """
+    rows = conn.execute(sql.SQL(LANE_DEPTH_SQL).format(
+        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
+        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
+        ready_entries=sql.Identifier(schema, "ready_entries"),
+        ready_tombstones=sql.Identifier(schema, "ready_tombstones"),
+        next_value=sql.Identifier(schema, "sequence_next_value"),
+    ), {"schema": schema, "queues": list(queues)}).fetchall()
+    return [LaneDepth(*row) for row in rows]
+
+
+# ---------------------------------------------------------------------------
+# Runtimes
+
+
+# Awa's own liveness rule for runtime rows (admin.rs stale_cutoff), by the database clock.
+LIVE_RUNTIME_PREDICATE = """NOT ri.shutting_down
+  AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
+      >= now()"""
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """One ``awa.runtime_instances`` row, with liveness judged by the database clock."""
+
+    instance_id: str
+    hostname: str | None
+    pid: int
+    version: str
+    started_at: datetime.datetime
+    last_seen_at: datetime.datetime
+    live: bool
+    shutting_down: bool
+    healthy: bool
+    leader: bool
+    seconds_since_seen: float
+    seconds_since_start: float
+    # physical queue -> shard count, when the snapshot reports one (no released Awa does yet).
+    reported_shards: dict = field(default_factory=dict)
+
+
+RUNTIMES_SQL = """
+SELECT ri.instance_id::text, ri.hostname, ri.pid, ri.version, ri.started_at, ri.last_seen_at,
+       {live} AS live, ri.shutting_down, ri.healthy, ri.leader,
+       extract(epoch FROM now() - ri.last_seen_at)::float8,
+       extract(epoch FROM now() - ri.started_at)::float8,
+       ri.queues
+FROM awa.runtime_instances AS ri
+ORDER BY ri.started_at, ri.instance_id
+"""
+
+
+def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
+    """Shard counts a runtime snapshot reports per queue, if its Awa version publishes them.
+
+    Awa 0.6.9 snapshots carry none. A later version may add ``enqueue_shards``
+    to a queue entry or to its ``config``; either is read.
+    """
+    reported = {}
+    for entry in queues_snapshot if isinstance(queues_snapshot, list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("queue"), str):
+            continue
+        config = entry.get("config") if isinstance(entry.get("config"), dict) else {}
+        value = entry.get("enqueue_shards", config.get("enqueue_shards"))
+        if isinstance(value, int) and not isinstance(value, bool):
+            reported[entry["queue"]] = value
+    return reported
+
+
+def fetch_runtimes(conn) -> list[Runtime]:
+    """Every runtime snapshot row, live or not."""
+    rows = conn.execute(sql.SQL(RUNTIMES_SQL).format(live=sql.SQL(LIVE_RUNTIME_PREDICATE))).fetchall()
+    return [Runtime(*row[:12], reported_shards=reported_shard_counts(row[12])) for row in rows]

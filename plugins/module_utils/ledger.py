@@ -11,16 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.introspect import LIVE_RUNTIME_PREDICATE
 
 DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"
 # Serializes the first creation of the ledger by concurrent runs.
 CREATE_LOCK_KEY = "awa.operations:ledger"
-
-# Runtime rows Awa itself considers live (admin.rs stale_cutoff), by the database clock.
-LIVE_RUNTIME_PREDICATE = """NOT ri.shutting_down
-  AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
-      >= now()"""
 
 LEDGER_DDL = """
 SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));

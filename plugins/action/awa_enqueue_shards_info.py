@@ -1,0 +1,80 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Action plugin of awa_enqueue_shards_info: waits from the controller, with progress.
+
+A module cannot print while it runs, so when ``wait`` is set this plugin polls
+by running the module with ``wait: none``, prints one progress line per poll,
+and applies the same predicates, deadline and timeout message as the module.
+Without ``wait`` (or under async) the module runs as is.
+"""
+
+from __future__ import annotations
+
+from ansible.plugins.action import ActionBase
+from ansible.utils.display import Display
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import connection_argument_spec
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
+    info_argument_spec,
+    progress_line,
+    timeout_message,
+    validate_wait,
+)
+from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, wait_until
+
+display = Display()
+
+MODULE = "awa.operations.awa_enqueue_shards_info"
+
+
+class PollFailed(Exception):
+    """The module failed during a poll; its result is passed on unchanged."""
+
+    def __init__(self, result: dict) -> None:
+        super().__init__(result.get("msg", "poll failed"))
+        self.result = result
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _supports_check_mode = True
+    _supports_async = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        del tmp
+        spec = connection_argument_spec()
+        spec.update(info_argument_spec())
+        validation, args = self.validate_argument_spec(argument_spec=spec)
+        del validation
+        if args["wait"] == "none" or self._task.async_val:
+            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars))
+            return result
+        try:
+            validate_wait(args["wait_timeout"], args["wait_sleep"])
+        except InvalidRequest as exc:
+            return dict(result, failed=True, msg=exc.message)
+
+        poll_args = dict(self._task.args, wait="none")
+        host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
+
+        def fetch() -> dict:
+            polled = self._execute_module(module_name=MODULE, module_args=poll_args, task_vars=task_vars)
+            if polled.get("failed"):
+                raise PollFailed(polled)
+            return polled
+
+        def on_poll(info: dict, elapsed: float) -> None:
+            state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
+            display.display(f"[{host}] {elapsed:5.0f}s {state}: {progress_line(info)}")
+
+        try:
+            outcome = wait_until(fetch, PREDICATES[args["wait"]], args["wait_timeout"], args["wait_sleep"],
+                                 on_poll=on_poll)
+        except PollFailed as exc:
+            return dict(result, **exc.result)
+        result.update(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
+        if not outcome.satisfied:
+            result.update(failed=True, msg=timeout_message(args["wait"], outcome.last, outcome.elapsed))
+        return result

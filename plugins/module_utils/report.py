@@ -1,0 +1,205 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The per-queue report of awa_enqueue_shards_info, built from observed data. Pure functions."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ansible_collections.awa.operations.plugins.module_utils import convergence
+from ansible_collections.awa.operations.plugins.module_utils.introspect import LaneDepth, QueueState, Runtime
+from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.naming import ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.planner import StripeLayout
+
+EXAMPLES_SHOWN = 3
+
+
+def runtime_view(runtime: Runtime) -> dict:
+    return {
+        "instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
+        "version": runtime.version, "started_at": runtime.started_at.isoformat(),
+        "last_seen_at": runtime.last_seen_at.isoformat(), "live": runtime.live, "stale": not runtime.live
+        and not runtime.shutting_down, "shutting_down": runtime.shutting_down, "healthy": runtime.healthy,
+        "leader": runtime.leader, "seconds_since_start": round(runtime.seconds_since_start, 1),
+        "seconds_since_seen": round(runtime.seconds_since_seen, 1), "reported_shards": runtime.reported_shards,
+    }
+
+
+def straggler_view(straggler: convergence.Straggler) -> dict:
+    runtime = straggler.runtime
+    return {"instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
+            "version": runtime.version, "started_at": runtime.started_at.isoformat(),
+            "seconds_since_start": round(runtime.seconds_since_start, 1),
+            "seconds_since_seen": round(runtime.seconds_since_seen, 1),
+            "physical_queue": straggler.physical_queue, "reason": straggler.reason}
+
+
+def describe_runtime(view: dict) -> str:
+    return (f"pid {view['pid']} on host {view['hostname'] or '(unreported)'} "
+            f"(instance {view['instance_id']}, up {view['seconds_since_start']:.0f}s)")
+
+
+def change_view(change: RecordedChange) -> dict:
+    return {"id": change.id, "changed_at": change.changed_at.isoformat(), "from_shards": change.from_shards,
+            "to_shards": change.to_shards, "changed_by": change.changed_by, "reason": change.reason}
+
+
+def _lane_views(depths: list[LaneDepth], state: QueueState) -> list[dict]:
+    complete = {lane.key: lane.complete for lane in state.lanes}
+    return [{
+        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
+        "beyond_count": depth.shard >= state.enqueue_shards[depth.queue],
+        "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
+        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
+        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
+        else round(depth.oldest_ready_age_seconds, 1),
+    } for depth in depths]
+
+
+def _shard_views(lanes: list[dict]) -> list[dict]:
+    """Lanes summed over priorities: one row per (physical queue, shard)."""
+    grouped: dict[tuple, list[dict]] = defaultdict(list)
+    for lane in lanes:
+        grouped[(lane["queue"], lane["shard"])].append(lane)
+    views = []
+    for (queue, shard), members in sorted(grouped.items()):
+        readable = all(lane["readable"] for lane in members)
+        ages = [lane["oldest_ready_age_seconds"] for lane in members if lane["oldest_ready_age_seconds"] is not None]
+        views.append({
+            "queue": queue, "shard": shard, "beyond_count": members[0]["beyond_count"],
+            "ready_depth": sum(lane["ready_depth"] for lane in members) if readable else None,
+            "seq_lag": sum(lane["seq_lag"] for lane in members) if readable else None,
+            "oldest_ready_age_seconds": max(ages) if ages else None,
+        })
+    return views
+
+
+def _grant_findings(queue: str, lanes: list, runtime_roles: tuple[str, ...]) -> tuple[dict, list[str]]:
+    missing: dict[str, dict] = {}
+    owners: dict[str, int] = defaultdict(int)
+    for lane in lanes:
+        for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner):
+            if owner:
+                owners[owner] += 1
+        for role, privilege, sequence in lane.missing_privileges:
+            entry = missing.setdefault(role, {"role": role, "privileges": set(), "sequences": set()})
+            entry["privileges"].add(privilege)
+            entry["sequences"].add(sequence)
+    findings = []
+    for role, entry in sorted(missing.items()):
+        findings.append(
+            f"{queue}: role {role} lacks {'/'.join(sorted(entry['privileges']))} on {len(entry['sequences'])} lane "
+            f"sequences (e.g. {', '.join(sorted(entry['sequences'])[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
+            f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
+            f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {role}.")
+    for owner, count in sorted(owners.items()):
+        if owner in runtime_roles:
+            findings.append(
+                f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
+                "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
+                f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
+    grants = {"missing": [{"role": entry["role"], "privileges": sorted(entry["privileges"]),
+                           "sequences": len(entry["sequences"]),
+                           "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
+                          for dummy, entry in sorted(missing.items())],
+              "sequence_owners": dict(sorted(owners.items()))}
+    return grants, findings
+
+
+def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
+                 runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
+                 margin_seconds: float) -> dict:
+    """Everything awa_enqueue_shards_info says about one logical queue."""
+    current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
+    queue_depths = [depth for depth in depths if depth.queue in current]
+    lanes = _lane_views(queue_depths, state)
+    verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
+    beyond = convergence.depth_beyond_count(lanes)
+    missing_lanes = [{"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
+                     for lane in state.lanes if lane.queue in current and lane.shard < current[lane.queue]
+                     and not lane.complete]
+    grants, findings = _grant_findings(logical, [lane for lane in state.lanes if lane.queue in current],
+                                       runtime_roles)
+    findings = list(layout.warnings) + findings
+    if missing_lanes:
+        example = missing_lanes[0]
+        findings.insert(0, (
+            f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
+            f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
+            "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue."))
+    unreadable = sum(1 for lane in lanes if not lane["readable"])
+    if unreadable:
+        findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
+                        "so their depth is unknown. Connect as their owner or a member of it.")
+    for straggler in verdict.stragglers:
+        if "outside awa_enqueue_shards" in straggler.reason:
+            findings.append(f"{straggler.physical_queue}: {straggler.reason}; re-apply the count with "
+                            "awa.operations.awa_enqueue_shards so the change is recorded.")
+            break
+    depth_values = [lane["ready_depth"] for lane in lanes]
+    shard_counts = sorted(set(current.values()))
+    return {
+        "queue": logical,
+        "stripes": layout.stripes,
+        "physical_queues": list(layout.physical_queues),
+        "enqueue_shards": current,
+        "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
+        f"mixed: the physical queues have different counts {current}",
+        "converged": verdict.complete,
+        "drained": convergence.is_drained(verdict, beyond),
+        "runtimes_live": verdict.live,
+        "runtimes_converged": verdict.converged,
+        "stragglers": [straggler_view(s) for s in verdict.stragglers],
+        "last_change": {queue: change_view(change) for queue, change in sorted(changes.items()) if queue in current},
+        "ready_depth": None if None in depth_values else sum(depth_values),
+        "depth_beyond_count": beyond,
+        "lanes_complete": sum(1 for lane in lanes if lane["complete"]),
+        "lanes_missing": missing_lanes,
+        "lanes": lanes,
+        "shards": _shard_views(lanes),
+        "grants": grants,
+        "findings": findings,
+    }
+
+
+def _depth_text(shards: list[dict], queue: str) -> str:
+    rows = [row for row in shards if row["queue"] == queue]
+    within = " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}"
+                      for row in rows if not row["beyond_count"])
+    beyond = [row for row in rows if row["beyond_count"]]
+    if not beyond:
+        tail = "no lanes beyond the count"
+    elif any(row["ready_depth"] is None for row in beyond):
+        tail = "beyond the count: unknown (unreadable)"
+    else:
+        total = sum(row["ready_depth"] for row in beyond)
+        first, last = beyond[0]["shard"], beyond[-1]["shard"]
+        tail = f"beyond the count (shards {first}..{last}): {total or 'none'} ready"
+    return f"ready by shard {within or '-'} | {tail}"
+
+
+def summary_lines(report: dict) -> list[str]:
+    """A few lines a playbook can print as is."""
+    counts = sorted(set(report["enqueue_shards"].values()))
+    changes = list(report["last_change"].values())
+    was = ""
+    if changes:
+        change = changes[0]
+        was = f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by {change['changed_by']})"
+    lines = [f"{report['queue']}: enqueue_shards {'/'.join(map(str, counts))}{was}; {report['ordering']}"]
+    waiting = ""
+    if report["stragglers"]:
+        first = report["stragglers"][0]
+        others = len({s["instance_id"] for s in report["stragglers"]}) - 1
+        waiting = (f"; waiting for {describe_runtime(first)}: {first['reason']}"
+                   + (f" (and {others} more)" if others > 0 else ""))
+    lines.append(f"  runtimes: {report['runtimes_converged']} of {report['runtimes_live']} live runtimes on the "
+                 f"current count{waiting}")
+    for queue in report["physical_queues"]:
+        prefix = f"  {queue}: " if len(report["physical_queues"]) > 1 else "  "
+        lines.append(prefix + _depth_text(report["shards"], queue))
+    lines.append(f"  converged: {'yes' if report['converged'] else 'no'}; drained: "
+                 f"{'yes' if report['drained'] else 'no'}"
+                 + (f"; {len(report['findings'])} finding(s)" if report["findings"] else ""))
+    return lines

@@ -1,0 +1,183 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read the shard state of one or all queues, and wait for convergence or drain. Read-only.
+
+    from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+    from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+
+    with open_connection({"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}) as conn:
+        info = read_shards_info(conn, queue="orders")
+        print("\\n".join(info["summary_lines"]))
+
+Each read is one REPEATABLE READ, READ ONLY transaction of a fixed number of
+statements, whatever the number of queues and lanes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Callable
+
+from ansible_collections.awa.operations.plugins.module_utils import introspect, ledger, planner, report, waiters
+from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, translated_errors
+from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue, validate_queue_name
+
+
+DEFAULT_WAIT_TIMEOUT = 300.0
+DEFAULT_WAIT_SLEEP = 2.0
+
+
+def info_argument_spec() -> dict:
+    """awa_enqueue_shards_info's own options (shared with its action plugin)."""
+    return {
+        "queue": {"type": "str"},
+        "stripes": {"type": "int"},
+        "runtime_roles": {"type": "list", "elements": "str", "default": []},
+        "wait": {"type": "str", "default": "none", "choices": list(waiters.WAIT_CHOICES)},
+        "wait_timeout": {"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
+        "wait_sleep": {"type": "float", "default": DEFAULT_WAIT_SLEEP},
+        "clock_margin": {"type": "float", "default": DEFAULT_MARGIN_SECONDS},
+        "ledger_schema": {"type": "str", "default": ledger.DEFAULT_SCHEMA},
+    }
+
+
+def validate_wait(timeout: float, sleep: float) -> None:
+    if not 0 <= timeout <= 86400:
+        raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
+    if not 0.1 <= sleep <= 3600:
+        raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
+
+
+def progress_line(info: dict) -> str:
+    """One line per poll: where each queue stands."""
+    parts = []
+    for name, queue_view in info["queues"].items():
+        beyond = queue_view["depth_beyond_count"]
+        parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
+                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards, "
+                     f"{'?' if beyond is None else beyond} ready beyond the count")
+    return "; ".join(parts) or "no queues"
+
+
+def _layouts(conn, schema: str, queue: str | None, stripes: int | None) -> tuple[dict, list[str]]:
+    """logical queue -> StripeLayout, for one queue or for every stored queue."""
+    if queue is not None:
+        known = introspect.fetch_known_queue_names(conn, schema, queue)
+        return {queue: planner.resolve_stripes(queue, stripes, known)}, []
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for name in introspect.fetch_all_queue_names(conn, schema):
+        grouped[logical_queue(name)].append(name)
+    layouts, findings = {}, []
+    for logical, names in sorted(grouped.items()):
+        try:
+            layouts[logical] = planner.resolve_stripes(logical, None, names)
+        except PreconditionFailed as exc:
+            findings.append(exc.message)
+    return layouts, findings
+
+
+def _read(conn, queue: str | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
+          margin_seconds: float) -> dict:
+    installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
+    warnings = planner.check_installation(installation, runtime_roles)
+    schema = installation.queue_storage_schema
+    layouts, findings = _layouts(conn, schema, queue, stripes)
+    physical = [name for layout in layouts.values() for name in layout.physical_queues]
+    state = introspect.fetch_queue_state(conn, schema, physical, list(runtime_roles))
+    depths = introspect.fetch_lane_depths(conn, schema, physical)
+    runtimes = introspect.fetch_runtimes(conn)
+    changes = ledger.fetch_latest_changes(conn, ledger_schema, physical) if installation.ledger_exists else {}
+    if not installation.ledger_exists:
+        warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
+                        "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
+    queues = {logical: report.queue_report(layout, logical, state, depths, runtimes, changes, runtime_roles,
+                                           margin_seconds)
+              for logical, layout in layouts.items()}
+    pending: dict[str, list[str]] = defaultdict(list)
+    for logical, queue_view in queues.items():
+        for straggler in queue_view["stragglers"]:
+            if logical not in pending[straggler["instance_id"]]:
+                pending[straggler["instance_id"]].append(logical)
+    runtime_views = []
+    for runtime in runtimes:
+        view = report.runtime_view(runtime)
+        view["pending_queues"] = pending.get(runtime.instance_id, [])
+        view["converged"] = runtime.live and not view["pending_queues"]
+        runtime_views.append(view)
+    lines = [line for queue_view in queues.values() for line in report.summary_lines(queue_view)]
+    return {
+        "changed": False,
+        "converged": all(q["converged"] for q in queues.values()),
+        "drained": all(q["drained"] for q in queues.values()),
+        "queues": queues,
+        "runtimes": runtime_views,
+        "findings": findings + [finding for q in queues.values() for finding in q["findings"]],
+        "summary": "\n".join(lines),
+        "summary_lines": lines,
+        "warnings": warnings,
+    }
+
+
+def read_shards_info(conn, *, queue: str | None = None, stripes: int | None = None,
+                     runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
+                     margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> dict:
+    """One consistent, read-only look at ``queue`` (or every queue when None)."""
+    if queue is not None:
+        validate_queue_name(queue)
+    if stripes is not None and queue is None:
+        raise InvalidRequest("stripes applies to one queue: set queue too (stripes are detected for every queue)")
+    conn.rollback()
+    conn.read_only = True
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    try:
+        with translated_errors(f"reading the shard state of {repr(queue) if queue else 'every queue'}"):
+            return _read(conn, queue, stripes, tuple(runtime_roles), ledger_schema, margin_seconds)
+    finally:
+        if not conn.closed:
+            conn.rollback()
+            conn.read_only = False
+            conn.isolation_level = None
+
+
+def timeout_message(wait: str, info: dict, elapsed: float) -> str:
+    """Why a wait ended without success: every straggler and every undrained queue, and what to do."""
+    problems, advice = [], []
+    for name, queue_view in info["queues"].items():
+        if not queue_view["converged"]:
+            stragglers = {s["instance_id"]: s for s in queue_view["stragglers"]}
+            listed = "; ".join(f"{report.describe_runtime(s)}: {s['reason']}" for s in stragglers.values())
+            problems.append(f"{name}: {queue_view['runtimes_converged']} of {queue_view['runtimes_live']} live "
+                            f"runtimes on the current count; not yet: {listed}")
+            advice.append("restart the runtimes named (a runtime that is gone stops counting once Awa marks "
+                          "it stale, 30 s after its last snapshot)")
+        elif wait == "drained" and not queue_view["drained"]:
+            beyond = queue_view["depth_beyond_count"]
+            if beyond is None:
+                problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
+                advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")
+            else:
+                problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count")
+                advice.append("make sure workers serve the queue, or wait longer")
+    unique_advice = list(dict.fromkeys(advice))
+    return (f"Timed out after {elapsed:.0f}s waiting until {wait}. " + " | ".join(problems)
+            + (". To finish: " + "; ".join(unique_advice) + "." if unique_advice else "."))
+
+
+def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
+                         on_poll: Callable[[dict, float], None] | None = None, **read_args) -> dict:
+    """Read until ``wait`` (converged or drained) holds; raise WaitTimeout with the last state otherwise."""
+    if wait not in waiters.WAIT_CHOICES:
+        raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
+    if wait == "none":
+        info = read_shards_info(conn, **read_args)
+        info.update(waited=False, polls=1, duration=0.0)
+        return info
+    outcome = waiters.wait_until(lambda: read_shards_info(conn, **read_args), waiters.PREDICATES[wait],
+                                 timeout, sleep, clock=time.monotonic, sleep=time.sleep, on_poll=on_poll)
+    info = dict(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
+    if not outcome.satisfied:
+        raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
+    return info

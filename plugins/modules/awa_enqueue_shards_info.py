@@ -1,0 +1,306 @@
+#!/usr/bin/python
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: awa_enqueue_shards_info
+short_description: Per-shard depth and lag, lane and grant health, and runtime convergence of Awa queues
+version_added: 0.1.0
+description:
+  - Reports, for one Awa queue or for every queue, the enqueue shard count of each physical queue and the
+    ordering it implies, which lanes exist or are missing, and per lane (priority, shard) the exact ready
+    depth, the sequence lag and the age of the oldest ready job, flagging shards at or above the count.
+  - Reports grant health - lane sequences a runtime role cannot use (C(USAGE), C(SELECT), C(UPDATE)) and lane
+    sequences owned by a runtime role - each with the fix.
+  - Reports every Awa runtime (C(awa.runtime_instances)), live or stale by Awa's own rule, and whether it runs
+    with the current count of each queue. Awa 0.6 runtimes cache the count until they restart and do not
+    publish it, so a runtime counts as converged when it is a new process since the last change recorded by
+    M(awa.operations.awa_enqueue_shards) (and started no earlier than O(clock_margin) before it). A snapshot
+    that reports its count (a future Awa) is judged by that report.
+  - Can wait until every live runtime has converged, or until the shards at or above the count have drained
+    (which implies converged first). Each poll prints a progress line.
+  - Never writes. Each look is one consistent READ ONLY transaction with a fixed number of statements.
+author:
+  - awa.operations engineers (@awa-operations)
+extends_documentation_fragment:
+  - awa.operations.connection
+  - awa.operations.attributes.info_module
+options:
+  queue:
+    description:
+      - The logical queue to report on. When not set, every queue with lanes or a C(awa.queue_meta) row is reported.
+    type: str
+  stripes:
+    description:
+      - The queue stripe count of O(queue). Detected from the stored C(<queue>#n) lanes when not set.
+    type: int
+  runtime_roles:
+    description:
+      - Runtime roles whose privileges on lane sequences are checked, and whose ownership of lane sequences is
+        reported as a hazard.
+    type: list
+    elements: str
+    default: []
+  wait:
+    description:
+      - V(none) reports at once.
+      - V(converged) polls until every live runtime runs with the current count of every queue reported.
+      - V(drained) polls until converged and no ready job is left on a shard at or above the count.
+      - On timeout the task fails, names every runtime still waited for (host, pid, instance id, age) and
+        returns the last observed state.
+    type: str
+    default: none
+    choices: [none, converged, drained]
+  wait_timeout:
+    description:
+      - Seconds to wait in total, over all queues. V(0) looks once.
+    type: float
+    default: 300
+  wait_sleep:
+    description:
+      - Seconds between polls.
+    type: float
+    default: 2
+  clock_margin:
+    description:
+      - Seconds of clock skew allowed between runtime hosts (whose clocks stamp C(started_at)) and the database
+        (whose clock stamps the change). A runtime that started up to this long before a change, and was not
+        live when it committed, still counts as started after it.
+    type: float
+    default: 5
+  ledger_schema:
+    description:
+      - Schema of the change ledger written by M(awa.operations.awa_enqueue_shards).
+    type: str
+    default: awa_operations
+notes:
+  - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the
+    owner); lanes it cannot read are reported with unknown depth, not as errors.
+  - Ready depth counts ready jobs only; jobs being worked (leases) and scheduled or retrying jobs
+    (C(deferred_jobs)) carry no shard until they are claimed back or promoted.
+seealso:
+  - module: awa.operations.awa_enqueue_shards
+"""
+
+EXAMPLES = r"""
+- name: Show the shard state of queue "orders"
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    queue: orders
+    runtime_roles: [awa_runtime]
+  register: orders_state
+
+- name: Print the summary as is
+  ansible.builtin.debug:
+    msg: "{{ orders_state.summary_lines }}"
+
+- name: After restarting the runtimes, wait until every live runtime has the new count
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    queue: orders
+    wait: converged
+    wait_timeout: 600
+
+- name: After a lowering, wait until the old shards have drained
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    queue: orders
+    wait: drained
+    wait_timeout: 1800
+    wait_sleep: 10
+"""
+
+RETURN = r"""
+converged:
+  description: Whether every live runtime runs with the current count of every queue reported.
+  returned: always
+  type: bool
+  sample: true
+drained:
+  description: Whether every queue reported has converged and holds no ready job on a shard at or above its count.
+  returned: always
+  type: bool
+  sample: false
+queues:
+  description: Per logical queue.
+  returned: always
+  type: dict
+  contains:
+    queue:
+      description: The logical queue.
+      type: str
+    stripes:
+      description: The stripe count.
+      type: int
+    physical_queues:
+      description: Its physical queues.
+      type: list
+      elements: str
+    enqueue_shards:
+      description: The current count of each physical queue.
+      type: dict
+    ordering:
+      description: The ordering contract of that count.
+      type: str
+    converged:
+      description: Whether every live runtime runs with the current count.
+      type: bool
+    drained:
+      description: Whether converged and no ready job is left at or above the count.
+      type: bool
+    runtimes_live:
+      description: Live runtimes (M).
+      type: int
+    runtimes_converged:
+      description: Live runtimes on the current count (N).
+      type: int
+    stragglers:
+      description: For each live runtime not yet on the current count - C(instance_id), C(hostname), C(pid),
+        C(version), C(started_at), C(seconds_since_start), C(seconds_since_seen), C(physical_queue), C(reason).
+      type: list
+      elements: dict
+    last_change:
+      description: Per physical queue, the last change of its count recorded in the ledger (C(id), C(changed_at),
+        C(from_shards), C(to_shards), C(changed_by), C(reason)).
+      type: dict
+    ready_depth:
+      description: Ready jobs over all lanes (null when some lane could not be read).
+      type: int
+    depth_beyond_count:
+      description: Ready jobs on shards at or above the count (null when some such lane could not be read).
+      type: int
+    lanes_complete:
+      description: Lanes whose head rows and sequences all exist.
+      type: int
+    lanes_missing:
+      description: Lanes below the count that do not (fully) exist, as C(queue), C(priority), C(shard).
+      type: list
+      elements: dict
+    lanes:
+      description: Every lane - C(queue), C(priority), C(shard), C(beyond_count), C(complete), C(readable),
+        C(ready_depth), C(seq_lag) (an upper bound), C(oldest_ready_age_seconds).
+      type: list
+      elements: dict
+    shards:
+      description: The lanes summed over priorities, one row per physical queue and shard.
+      type: list
+      elements: dict
+    grants:
+      description: C(missing) privileges per runtime role (C(role), C(privileges), C(sequences) count, C(examples))
+        and C(sequence_owners) (role to number of lane sequences it owns).
+      type: dict
+    findings:
+      description: Problems found, each saying what to do.
+      type: list
+      elements: str
+  sample:
+    orders:
+      queue: orders
+      stripes: 1
+      physical_queues: [orders]
+      enqueue_shards: {"orders": 8}
+      converged: false
+      drained: false
+      runtimes_live: 2
+      runtimes_converged: 1
+runtimes:
+  description: Every runtime snapshot row - C(instance_id), C(hostname), C(pid), C(version), C(started_at),
+    C(last_seen_at), C(live), C(stale), C(shutting_down), C(healthy), C(leader), C(seconds_since_start),
+    C(seconds_since_seen), C(reported_shards), C(converged), C(pending_queues).
+  returned: always
+  type: list
+  elements: dict
+  sample:
+    - instance_id: 3f1c2a9e-8d4b-4a57-9f0e-2b6d1c7a8e90
+      pid: 4242
+      live: true
+      converged: false
+      pending_queues: [orders]
+findings:
+  description: The findings of every queue (and of queues whose stripes could not be resolved).
+  returned: always
+  type: list
+  elements: str
+  sample: []
+summary:
+  description: A few human-readable lines per queue - the count, N of M runtimes converged, depth per shard.
+  returned: always
+  type: str
+  sample: "orders: enqueue_shards 8 (was 1, change #3 ...)\n  runtimes: 1 of 2 live runtimes on the current count ..."
+summary_lines:
+  description: The same summary as a list of lines, for ansible.builtin.debug.
+  returned: always
+  type: list
+  elements: str
+  sample: ["orders: enqueue_shards 8 (was 1, change #3 ...)", "  runtimes: 2 of 2 live runtimes on the current count"]
+waited:
+  description: Whether the task waited (O(wait) other than V(none)).
+  returned: always
+  type: bool
+  sample: true
+polls:
+  description: How many times the state was read.
+  returned: always
+  type: int
+  sample: 4
+duration:
+  description: Seconds spent waiting.
+  returned: always
+  type: float
+  sample: 6.2
+"""
+
+from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    HAS_PSYCOPG,
+    connection_argument_spec,
+    open_connection,
+)
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
+    info_argument_spec,
+    validate_wait,
+    wait_for_shards_info,
+)
+
+
+def argument_spec() -> dict:
+    spec = connection_argument_spec()
+    spec.update(info_argument_spec())
+    return spec
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    if not HAS_PSYCOPG:
+        module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
+    params = module.params
+    try:
+        validate_wait(params["wait_timeout"], params["wait_sleep"])
+        with open_connection(params) as conn:
+            info = wait_for_shards_info(
+                conn, params["wait"], params["wait_timeout"], params["wait_sleep"], queue=params["queue"],
+                stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
+                ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"])
+    except WaitTimeout as exc:
+        for warning in exc.result.pop("warnings", []):
+            module.warn(warning)
+        module.fail_json(msg=exc.message, **exc.result)
+    except AwaOperationsError as exc:
+        module.fail_json(msg=exc.message, **exc.details)
+    for warning in info.pop("warnings"):
+        module.warn(warning)
+    module.exit_json(**info)
+
+
+if __name__ == "__main__":
+    main()
