@@ -40,6 +40,8 @@ def info_argument_spec() -> dict:
         "wait_timeout": {"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
         "wait_sleep": {"type": "float", "default": DEFAULT_WAIT_SLEEP},
         "clock_margin": {"type": "float", "default": DEFAULT_MARGIN_SECONDS},
+        "known_runtimes": {"type": "list", "elements": "str", "default": []},
+        "expected_new_runtimes": {"type": "int", "default": 0},
         "ledger_schema": {"type": "str", "default": ledger.DEFAULT_SCHEMA},
     }
 
@@ -54,6 +56,8 @@ def validate_wait(timeout: float, sleep: float) -> None:
 def progress_line(info: dict) -> str:
     """One line per poll: where each queue stands."""
     parts = []
+    if info.get("expected_new_runtimes"):
+        parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
     for name, queue_view in info["queues"].items():
         beyond = queue_view["depth_beyond_count"]
         parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
@@ -80,7 +84,7 @@ def _layouts(conn, schema: str, queue: str | None, stripes: int | None) -> tuple
 
 
 def _read(conn, queue: str | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
-          margin_seconds: float) -> dict:
+          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int) -> dict:
     installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
     warnings = planner.check_installation(installation, runtime_roles)
     schema = installation.queue_storage_schema
@@ -108,8 +112,12 @@ def _read(conn, queue: str | None, stripes: int | None, runtime_roles: tuple[str
         view["converged"] = runtime.live and not view["pending_queues"]
         runtime_views.append(view)
     lines = [line for queue_view in queues.values() for line in report.summary_lines(queue_view)]
+    new_runtimes = [view for view in runtime_views
+                    if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     return {
         "changed": False,
+        "new_runtimes": new_runtimes,
+        "expected_new_runtimes": expected_new_runtimes,
         "converged": all(q["converged"] for q in queues.values()),
         "drained": all(q["drained"] for q in queues.values()),
         "queues": queues,
@@ -123,8 +131,13 @@ def _read(conn, queue: str | None, stripes: int | None, runtime_roles: tuple[str
 
 def read_shards_info(conn, *, queue: str | None = None, stripes: int | None = None,
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
-                     margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> dict:
-    """One consistent, read-only look at ``queue`` (or every queue when None)."""
+                     margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
+                     expected_new_runtimes: int = 0) -> dict:
+    """One consistent, read-only look at ``queue`` (or every queue when None).
+
+    ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
+    (instance ids seen before a restart), for ``wait: restarted``.
+    """
     if queue is not None:
         validate_queue_name(queue)
     if stripes is not None and queue is None:
@@ -134,7 +147,8 @@ def read_shards_info(conn, *, queue: str | None = None, stripes: int | None = No
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     try:
         with translated_errors(f"reading the shard state of {repr(queue) if queue else 'every queue'}"):
-            return _read(conn, queue, stripes, tuple(runtime_roles), ledger_schema, margin_seconds)
+            return _read(conn, queue, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
+                         frozenset(known_runtimes), expected_new_runtimes)
     finally:
         if not conn.closed:
             conn.rollback()
@@ -145,7 +159,13 @@ def read_shards_info(conn, *, queue: str | None = None, stripes: int | None = No
 def timeout_message(wait: str, info: dict, elapsed: float) -> str:
     """Why a wait ended without success: every straggler and every undrained queue, and what to do."""
     problems, advice = [], []
-    for name, queue_view in info["queues"].items():
+    if wait == "restarted":
+        new = info["new_runtimes"]
+        problems.append(f"{len(new)} of {info['expected_new_runtimes']} restarted runtimes are live and healthy"
+                        + (f" (seen: {', '.join(report.describe_runtime(view) for view in new)})" if new else ""))
+        advice.append("check the restarted services and their logs; the rollout stops here")
+    queues = {} if wait == "restarted" else info["queues"]
+    for name, queue_view in queues.items():
         if not queue_view["converged"]:
             stragglers = {s["instance_id"]: s for s in queue_view["stragglers"]}
             listed = "; ".join(f"{report.describe_runtime(s)}: {s['reason']}" for s in stragglers.values())

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-WAIT_CHOICES = ("none", "converged", "drained")
+WAIT_CHOICES = ("none", "converged", "drained", "restarted")
 
 
 def converged(info: dict) -> bool:
@@ -24,7 +24,12 @@ def drained(info: dict) -> bool:
     return bool(info["converged"] and info["drained"])
 
 
-PREDICATES: dict[str, Callable[[dict], bool]] = {"converged": converged, "drained": drained}
+def restarted(info: dict) -> bool:
+    # After a restart: enough new runtime instances are live and healthy.
+    return len(info["new_runtimes"]) >= info["expected_new_runtimes"]
+
+
+PREDICATES: dict[str, Callable[[dict], bool]] = {"converged": converged, "drained": drained, "restarted": restarted}
 
 
 @dataclass(frozen=True)

@@ -48,11 +48,13 @@ options:
       - V(none) reports at once.
       - V(converged) polls until every live runtime runs with the current count of every queue reported.
       - V(drained) polls until converged and no ready job is left on a shard at or above the count.
+      - V(restarted) polls until at least O(expected_new_runtimes) live, healthy runtimes are not in
+        O(known_runtimes) (used between the batches of a rolling restart).
       - On timeout the task fails, names every runtime still waited for (host, pid, instance id, age) and
         returns the last observed state.
     type: str
     default: none
-    choices: [none, converged, drained]
+    choices: [none, converged, drained, restarted]
   wait_timeout:
     description:
       - Seconds to wait in total, over all queues. V(0) looks once.
@@ -75,6 +77,17 @@ options:
       - Schema of the change ledger written by M(awa.operations.awa_enqueue_shards).
     type: str
     default: awa_operations
+  known_runtimes:
+    description:
+      - Runtime instance ids seen before a restart; runtimes not in this list are returned as RV(new_runtimes).
+    type: list
+    elements: str
+    default: []
+  expected_new_runtimes:
+    description:
+      - How many new runtimes O(wait=restarted) waits for.
+    type: int
+    default: 0
 notes:
   - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the
     owner); lanes it cannot read are reported with unknown depth, not as errors.
@@ -230,6 +243,17 @@ findings:
   type: list
   elements: str
   sample: []
+new_runtimes:
+  description: Live, healthy runtimes whose instance id is not in O(known_runtimes) (all of them when it is empty).
+  returned: always
+  type: list
+  elements: dict
+  sample: []
+expected_new_runtimes:
+  description: The value of O(expected_new_runtimes).
+  returned: always
+  type: int
+  sample: 0
 summary:
   description: A few human-readable lines per queue - the count, N of M runtimes converged, depth per shard.
   returned: always
@@ -290,7 +314,8 @@ def main() -> None:
             info = wait_for_shards_info(
                 conn, params["wait"], params["wait_timeout"], params["wait_sleep"], queue=params["queue"],
                 stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
-                ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"])
+                ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
+                known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"])
     except WaitTimeout as exc:
         for warning in exc.result.pop("warnings", []):
             module.warn(warning)
