@@ -12,6 +12,7 @@ import signal
 import pytest
 
 from awa_testbed.awadb import AwaDatabaseFactory
+from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.fleet import Fleet
 from awa_testbed.pgserver import PgServer
@@ -23,6 +24,9 @@ def _raise_keyboard_interrupt(signum, frame):  # pylint: disable=unused-argument
 
 # SIGTERM (CI timeouts, kill) should unwind like Ctrl-C so finalizers stop servers.
 signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+
+# Tests import ansible_collections.awa.operations and run ansible against this checkout.
+COLLECTIONS_PATH = make_importable()
 
 
 class Servers:
