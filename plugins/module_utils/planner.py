@@ -285,7 +285,8 @@ def check_ledger(installation: Installation, ledger_schema: str, ledger_table: s
     if installation.ledger_exists and not installation.can_write_ledger:
         raise PreconditionFailed(
             f"The change ledger {name} exists but {who!r} cannot INSERT into it. "
-            f"GRANT INSERT, SELECT ON {name} TO {who}; or set ledger: false to change without a record "
+            f"GRANT USAGE ON SCHEMA {ledger_schema} TO {who}; GRANT INSERT, SELECT ON {name} TO {who}; "
+            "or set ledger: false to change without a record "
             "(convergence can then not be judged). Nothing was changed.")
     if not installation.ledger_exists and not installation.can_create_ledger:
         raise PreconditionFailed(

@@ -31,7 +31,7 @@ CREATE TABLE testbed.enqueued (
     tag text PRIMARY KEY, producer text NOT NULL, queue text NOT NULL,
     at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE testbed.completions (
-    id bigserial PRIMARY KEY, tag text, job_id bigint NOT NULL, queue text NOT NULL,
+    id bigserial PRIMARY KEY, tag text, job_id bigint NOT NULL, queue text NOT NULL, enqueue_shard smallint,
     worker text NOT NULL, pid integer NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE testbed.producer_errors (
     id bigserial PRIMARY KEY, producer text NOT NULL, error_type text NOT NULL, message text NOT NULL,

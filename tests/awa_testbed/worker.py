@@ -68,9 +68,12 @@ async def run(args: argparse.Namespace) -> int:
         if args.handler_ms:
             await asyncio.sleep(args.handler_ms / 1000)
         async with record_lock:
+            # The job's ready row still exists while it runs; queue storage prunes it
+            # later, so the shard it was enqueued on is recorded now.
             await recorder.execute(
-                "INSERT INTO testbed.completions (tag, job_id, queue, worker, pid) VALUES (%s, %s, %s, %s, %s)",
-                (getattr(job.args, "tag", None), job.id, job.queue, args.name, os.getpid()))
+                "INSERT INTO testbed.completions (tag, job_id, queue, enqueue_shard, worker, pid) "
+                "VALUES (%s, %s, %s, (SELECT enqueue_shard FROM awa.ready_entries WHERE job_id = %s LIMIT 1), %s, %s)",
+                (getattr(job.args, "tag", None), job.id, job.queue, job.id, args.name, os.getpid()))
 
     for queue, dummy in queues:
         client.task(TestJob, queue=queue, kind=KIND)(handle)

@@ -1,0 +1,202 @@
+"""Shared helpers of the awa_enqueue_shards functional tests.
+
+They run the change through the collection's Python API or through real
+Ansible, and read what an Awa operator would look at: ``awa.queue_meta``, the
+lanes (head rows and their sequences), the change ledger and the exact ready
+depth per shard (awa-facts.md §9).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+from awa_testbed.awadb import AwaDatabase
+from awa_testbed.collection import collections_path
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
+from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
+from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+
+LEDGER = "awa_operations.enqueue_shards_changes"
+# Keys of a result that differ between two runs of the same plan.
+RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger")
+
+
+# -- running the change ---------------------------------------------------
+
+def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = None, check_mode: bool = False,
+           lock_timeout: float = 5.0, **request) -> dict:
+    """One run of the module's core, as ``role`` (superuser when None)."""
+    with open_connection(db.login_args(role)) as conn:
+        return change_enqueue_shards(conn, validate_request(queue, shards, **request),
+                                     check_mode=check_mode, lock_timeout=lock_timeout)
+
+
+def refused(db: AwaDatabase, queue: object, shards: object, **options) -> AwaOperationsError:
+    """Run a change that must be refused: assert it wrote nothing, return the error."""
+    before = snapshot(db)
+    with pytest.raises(AwaOperationsError) as refusal:
+        change(db, queue, shards, **options)
+    assert snapshot(db) == before, "a refused change wrote to the database"
+    return refusal.value
+
+
+def comparable(result: dict) -> dict:
+    """A result without what legitimately differs between a check run and a real run."""
+    return {key: value for key, value in result.items() if key not in RUN_SPECIFIC_KEYS}
+
+
+# -- what is in the database ------------------------------------------------
+
+CATALOG_SQL = """
+SELECT n.nspname, n.nspacl::text, c.relname, c.relkind::text, pg_get_userbyid(c.relowner), c.relacl::text
+FROM pg_namespace AS n LEFT JOIN pg_class AS c ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p', 'S', 'v')
+WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%'
+ORDER BY 1, 3
+"""
+# Tables whose rows a shard-count change may write.
+WRITTEN_TABLES = ("awa.queue_meta", "awa.queue_lanes", "awa.queue_enqueue_heads", "awa.queue_claim_heads", LEDGER)
+
+
+def snapshot(db: AwaDatabase) -> dict[str, list]:
+    """Every schema, relation (with owner and ACL) and row a change could write."""
+    with db.connect() as conn:
+        state = {"catalog": conn.execute(CATALOG_SQL).fetchall()}
+        for table in WRITTEN_TABLES:
+            if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None:
+                query = sql.SQL("SELECT to_jsonb(t)::text FROM {} AS t ORDER BY 1").format(
+                    sql.Identifier(*table.split(".")))
+                state[table] = [row[0] for row in conn.execute(query)]
+    return state
+
+
+def shard_counts(db: AwaDatabase) -> dict[str, int]:
+    """Every ``awa.queue_meta`` row: queue -> enqueue_shards."""
+    return dict(db.query("SELECT queue, enqueue_shards FROM awa.queue_meta"))
+
+
+COMPLETE_LANES_SQL = """
+SELECT h.queue, h.priority, h.enqueue_shard
+FROM awa.queue_enqueue_heads AS h
+JOIN awa.queue_claim_heads AS c USING (queue, priority, enqueue_shard)
+JOIN pg_class AS es ON es.relname = h.seq_name AND es.relnamespace = 'awa'::regnamespace AND es.relkind = 'S'
+JOIN pg_class AS cs ON cs.relname = c.seq_name AND cs.relnamespace = 'awa'::regnamespace AND cs.relkind = 'S'
+JOIN awa.queue_lanes AS l USING (queue, priority)
+"""
+
+
+def complete_lanes(db: AwaDatabase, queue: str) -> set[tuple[int, int]]:
+    """(priority, shard) of every lane of ``queue`` with lane row, both heads and both sequences."""
+    rows = db.query(sql.SQL(COMPLETE_LANES_SQL) + sql.SQL("WHERE h.queue = %s"), (queue,))
+    return {(priority, shard) for dummy, priority, shard in rows}
+
+
+def lanes_below(shards: int) -> set[tuple[int, int]]:
+    """The lanes a count of ``shards`` needs: every priority 1..4 on every shard below it."""
+    return {(priority, shard) for priority in PRIORITIES for shard in range(shards)}
+
+
+def lane_objects(db: AwaDatabase) -> dict[str, set]:
+    """Every head row and lane sequence in the database (to prove none appeared or vanished)."""
+    return {
+        "enqueue_heads": set(db.query("SELECT queue, priority, enqueue_shard FROM awa.queue_enqueue_heads")),
+        "claim_heads": set(db.query("SELECT queue, priority, enqueue_shard FROM awa.queue_claim_heads")),
+        "sequences": {row[0] for row in db.query(
+            "SELECT relname FROM pg_class WHERE relkind = 'S' AND relnamespace = 'awa'::regnamespace "
+            "AND relname ~ '^queue_(enqueue|claim)_seq_'")},
+    }
+
+
+READY_DEPTH_SQL = """
+SELECT h.enqueue_shard, sum((
+    SELECT count(*) FROM awa.ready_entries AS r
+    WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+      AND r.lane_seq >= awa.sequence_next_value(c.seq_name)
+      AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones AS t
+                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
+                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+                        AND t.ready_generation = r.ready_generation)))::int
+FROM awa.queue_enqueue_heads AS h JOIN awa.queue_claim_heads AS c USING (queue, priority, enqueue_shard)
+WHERE h.queue = %s
+GROUP BY 1
+"""
+
+
+def ready_depth_by_shard(db: AwaDatabase, queue: str) -> dict[int, int]:
+    """shard -> jobs ready to claim, counted the way Awa counts them (awa-facts.md §9)."""
+    return dict(db.query(READY_DEPTH_SQL, (queue,)))
+
+
+def completed_shards(db: AwaDatabase, queue: str, tag_prefix: str = "") -> set[int]:
+    """Shards of ``queue`` that test-bed workers completed jobs from (tags starting with ``tag_prefix``)."""
+    rows = db.query("SELECT DISTINCT enqueue_shard FROM testbed.completions WHERE queue = %s AND starts_with(tag, %s)",
+                    (queue, tag_prefix))
+    return {row[0] for row in rows}
+
+
+def ledger_rows(db: AwaDatabase) -> list[dict]:
+    if db.scalar("SELECT to_regclass(%s)", (LEDGER,)) is None:
+        return []
+    return [row[0] for row in db.query(f"SELECT to_jsonb(c) FROM {LEDGER} AS c ORDER BY id")]
+
+
+def next_transaction_id(db: AwaDatabase) -> int:
+    """The cluster's next transaction id; reading it assigns none."""
+    return int(db.scalar("SELECT txid_snapshot_xmax(txid_current_snapshot())"))
+
+
+# -- waiting ----------------------------------------------------------------
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
+    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+def backend_waiting_on_lock(db: AwaDatabase) -> int | None:
+    """The pid of the module's session while it waits for a lock, if it does."""
+    return db.scalar("SELECT pid FROM pg_stat_activity WHERE application_name = 'awa.operations' "
+                     "AND wait_event_type = 'Lock' AND datname = current_database()")
+
+
+# -- real Ansible -------------------------------------------------------------
+
+def ansible_env() -> dict[str, str]:
+    return {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(collections_path()), "ANSIBLE_NOCOLOR": "1",
+            "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_INVENTORY_UNPARSED_WARNING": "false",
+            "ANSIBLE_DEPRECATION_WARNINGS": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
+
+
+def ansible_command(program: str, *args: str) -> subprocess.CompletedProcess:
+    """Run ``ansible``/``ansible-playbook`` from this interpreter's environment."""
+    executable = Path(sys.executable).parent / program
+    return subprocess.run([str(executable), *args], env=ansible_env(), capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def ansible_adhoc(module_args: dict, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """``ansible localhost -m awa.operations.awa_enqueue_shards -a JSON``: the process and its result."""
+    process = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards",
+                              "-a", json.dumps(module_args), *flags)
+    # The default callback prints "localhost | STATUS => {json}" (a text diff, if any, comes first).
+    marker = process.stdout.find("localhost | ")
+    assert marker >= 0, f"no result in ansible output:\n{process.stdout}\n{process.stderr}"
+    result = json.loads(process.stdout[process.stdout.index("{", marker):])
+    return process, result
