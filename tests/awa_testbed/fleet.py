@@ -60,10 +60,26 @@ class Fleet:
         return self.db.query("SELECT producer, error_type, message FROM testbed.producer_errors ORDER BY id")
 
     def completed_job_counts(self) -> dict[str, int]:
-        """tag -> number of *completed* Awa jobs carrying it (exactly-once means all 1)."""
-        rows = self.db.query(
-            "SELECT args->>'tag', count(*) FROM awa.jobs WHERE state = 'completed' AND kind = 'test_job' GROUP BY 1")
+        """tag -> how many times a worker ran it to completion (exactly-once means all 1).
+
+        Read from the workers' own records: queue storage prunes completed rows
+        from ``awa.ready_entries`` when it rotates its ring (about every second),
+        so ``awa.jobs`` forgets completed jobs almost at once.
+        """
+        rows = self.db.query("SELECT tag, count(*) FROM testbed.completions WHERE tag IS NOT NULL GROUP BY 1")
         return dict(rows)
+
+    def awa_completed_total(self, queue: str) -> int:
+        """Completed jobs of ``queue`` (all its physical queues) by Awa's own tally.
+
+        Pruned completions are rolled up in ``awa.queue_terminal_rollups``; the
+        rest are still visible as completed in ``awa.jobs``.
+        """
+        return int(self.db.scalar(
+            "SELECT (SELECT coalesce(sum(pruned_completed_count), 0) FROM awa.queue_terminal_rollups "
+            "        WHERE queue = %(q)s OR left(queue, length(%(q)s) + 1) = %(q)s || '#')"
+            "     + (SELECT count(*) FROM awa.jobs WHERE state = 'completed' "
+            "        AND (queue = %(q)s OR left(queue, length(%(q)s) + 1) = %(q)s || '#'))", {"q": queue}))
 
     def wait_all_completed(self, tags: set[str], timeout: float = 60.0) -> dict[str, int]:
         """Poll until every tag has a completed job; returns the final counts."""

@@ -1,0 +1,188 @@
+"""awa_enqueue_shards_info against real Awa runtimes on PostgreSQL 17 and 18."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from psycopg import sql
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.errors import WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
+    read_shards_info,
+    wait_for_shards_info,
+)
+
+
+def change(db, queue: str, shards: int, role: str | None = None, **options) -> dict:
+    with open_connection(db.login_args(role)) as conn:
+        return change_enqueue_shards(conn, validate_request(queue, shards, **options))
+
+
+def info(db, role: str | None = None, wait: str = "none", timeout: float = 0, **options) -> dict:
+    with open_connection(db.login_args(role)) as conn:
+        return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
+
+
+def live_runtime_pids(db) -> set[int]:
+    return {runtime["pid"] for runtime in info(db)["runtimes"] if runtime["live"]}
+
+
+def wait_for_live_pids(db, pids: set[int], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not pids <= live_runtime_pids(db):
+        assert time.monotonic() < deadline, f"runtimes {pids} never published a live snapshot"
+        time.sleep(0.25)
+
+
+def test_convergence_counts_restarts_and_drops_sigkilled_runtimes_once_stale(awa_db, fleet):
+    workers = [fleet.worker(name, ["conv=2"]) for name in ("w1", "w2", "w3")]
+    wait_for_live_pids(awa_db, {worker.pid for worker in workers})
+    change(awa_db, "conv", 4)
+
+    before = info(awa_db, queue="conv")["queues"]["conv"]
+    assert (before["runtimes_converged"], before["runtimes_live"], before["converged"]) == (0, 3, False)
+    assert {s["pid"] for s in before["stragglers"]} == {worker.pid for worker in workers}
+    assert all("already running when the count changed" in s["reason"] for s in before["stragglers"])
+
+    with pytest.raises(WaitTimeout) as timeout:
+        info(awa_db, queue="conv", wait="converged", timeout=1)
+    assert str(workers[0].pid) in timeout.value.message and "restart the runtimes named" in timeout.value.message
+    assert timeout.value.result["queues"]["conv"]["runtimes_live"] == 3
+
+    workers[2].kill()  # SIGKILL: no goodbye, its row stays "live" until Awa's 30 s staleness rule
+    workers[0].restart()
+    wait_for_live_pids(awa_db, {workers[0].pid})
+    one = info(awa_db, queue="conv")["queues"]["conv"]
+    assert (one["runtimes_converged"], one["runtimes_live"]) == (1, 3)
+    assert "1 of 3 live runtimes" in "\n".join(info(awa_db, queue="conv")["summary_lines"])
+
+    workers[1].restart()
+    wait_for_live_pids(awa_db, {workers[1].pid})
+    two = info(awa_db, queue="conv")["queues"]["conv"]
+    assert (two["runtimes_converged"], two["runtimes_live"]) == (2, 3), "the killed runtime still counts"
+
+    done = info(awa_db, queue="conv", wait="converged", timeout=90)
+    assert done["converged"] and done["queues"]["conv"]["runtimes_live"] == 2
+    killed = next(r for r in done["runtimes"] if r["pid"] == workers[2].pids[0])
+    assert killed["stale"] and not killed["live"] and killed["seconds_since_seen"] >= 30
+
+
+def test_wait_drained_returns_only_after_a_worker_drains_the_old_shards(awa_db, fleet):
+    change(awa_db, "drain", 4)
+    fleet.producer("p", "drain", mode="enqueue_many_copy", keyed=True, batch=50, count=200, rate=0).wait(60)
+    change(awa_db, "drain", 1)
+
+    state = info(awa_db, queue="drain")["queues"]["drain"]
+    spread = {row["shard"]: row["ready_depth"] for row in state["shards"]}
+    assert sum(spread.values()) == 200 and all(spread[shard] > 0 for shard in range(4))
+    assert state["depth_beyond_count"] == sum(spread[shard] for shard in (1, 2, 3))
+    assert state["converged"] and not state["drained"]
+
+    with pytest.raises(WaitTimeout) as timeout:
+        info(awa_db, queue="drain", wait="drained", timeout=1)
+    assert "ready jobs remain on shards at or above the count" in timeout.value.message
+    assert timeout.value.result["queues"]["drain"]["depth_beyond_count"] > 0
+
+    fleet.worker("w", ["drain=8"])
+    drained = info(awa_db, queue="drain", wait="drained", timeout=60)
+    assert drained["drained"] and drained["queues"]["drain"]["depth_beyond_count"] == 0
+    # Ready depth 0 means claimed, not yet completed: the worker still finishes every job.
+    counts = fleet.wait_all_completed(fleet.enqueued_tags("drain"), timeout=60)
+    assert len(counts) == 200 and set(counts.values()) == {1}
+
+
+def test_grant_health_finds_a_missing_update_and_runtime_roles_fixes_it(awa_db, fleet):
+    awa_db.setup_least_privilege(runtime_count=2)
+    runtime1, runtime2 = awa_db.roles["runtime1"].name, awa_db.roles["runtime2"].name
+    change(awa_db, "grants", 2, role="migrator", runtime_roles=[runtime1, runtime2])
+    sequence = awa_db.scalar("SELECT seq_name FROM awa.queue_enqueue_heads WHERE queue = 'grants' "
+                             "AND priority = 2 AND enqueue_shard = 1")
+    awa_db.query(sql.SQL("REVOKE UPDATE ON SEQUENCE {} FROM {}").format(
+        sql.Identifier("awa", sequence), sql.Identifier(runtime2)))
+
+    found = info(awa_db, role="migrator", queue="grants", runtime_roles=[runtime1, runtime2])["queues"]["grants"]
+    assert found["grants"]["missing"] == [
+        {"role": runtime2, "privileges": ["UPDATE"], "sequences": 1, "examples": [sequence]}]
+    assert any(runtime2 in finding and "Fix: run awa.operations.awa_enqueue_shards" in finding
+               for finding in found["findings"])
+
+    fixed = change(awa_db, "grants", 2, role="migrator", runtime_roles=[runtime1, runtime2])
+    assert fixed["changed"] and fixed["grants_added"] == 1 and fixed["lanes_created"] == 0
+    after = info(awa_db, role="migrator", queue="grants", runtime_roles=[runtime1, runtime2])["queues"]["grants"]
+    assert after["grants"]["missing"] == [] and after["findings"] == []
+
+
+def test_lanes_a_runtime_role_created_itself_are_flagged(awa_db, fleet):
+    """The 0.6.9 hazard: lanes created lazily by one runtime role are unusable by another."""
+    awa_db.setup_least_privilege(runtime_count=2)
+    runtime1, runtime2 = awa_db.roles["runtime1"].name, awa_db.roles["runtime2"].name
+    fleet.producer("p1", "lazy", role="runtime1", count=5, rate=0).wait(60)
+    found = info(awa_db, queue="lazy", runtime_roles=[runtime1, runtime2])["queues"]["lazy"]
+    assert found["grants"]["sequence_owners"] == {runtime1: 2}
+    assert [entry["role"] for entry in found["grants"]["missing"]] == [runtime2]
+    assert any(f"owned by runtime role {runtime1}" in finding for finding in found["findings"])
+
+
+def test_a_snapshot_that_reports_its_count_is_judged_by_it(awa_db):
+    """No released Awa publishes its shard count yet: these rows are simulated, standing in for one that does."""
+    change(awa_db, "reported", 4)
+    for instance, reported in (("00000000-0000-4000-8000-000000000001", 4),
+                               ("00000000-0000-4000-8000-000000000002", 1)):
+        awa_db.query(
+            "INSERT INTO awa.runtime_instances (instance_id, pid, version, started_at, last_seen_at, "
+            "snapshot_interval_ms, healthy, postgres_connected, poll_loop_alive, heartbeat_alive, shutting_down, "
+            "leader, queues) VALUES (%s, 1, '0.8.0-simulated', now() - interval '1 hour', now(), 10000, true, true, "
+            "true, true, false, false, %s::jsonb)",
+            (instance, json.dumps([{"queue": "reported", "config": {"enqueue_shards": reported}}])))
+    state = info(awa_db, queue="reported")["queues"]["reported"]
+    assert (state["runtimes_converged"], state["runtimes_live"]) == (1, 2)
+    assert [s["instance_id"] for s in state["stragglers"]] == ["00000000-0000-4000-8000-000000000002"]
+    assert "reports enqueue_shards=1" in state["stragglers"][0]["reason"]
+
+
+def test_every_queue_is_reported_with_its_stripes_and_a_summary(awa_db):
+    change(awa_db, "alpha", 3)
+    change(awa_db, "striped", 2, stripes=2)
+    everything = info(awa_db)
+    assert set(everything["queues"]) == {"alpha", "striped"}
+    striped = everything["queues"]["striped"]
+    assert striped["physical_queues"] == ["striped#0", "striped#1"]
+    assert striped["enqueue_shards"] == {"striped#0": 2, "striped#1": 2}
+    assert striped["lanes_complete"] == 16 and striped["lanes_missing"] == []
+    assert [row["shard"] for row in everything["queues"]["alpha"]["shards"]] == [0, 1, 2]
+    assert everything["summary_lines"][0].startswith("alpha: enqueue_shards 3 (was 1, change #")
+    assert any(line.startswith("  striped#1: ready by shard 0:0 1:0") for line in everything["summary_lines"])
+    assert everything["converged"] and everything["drained"]
+
+
+def run_ansible(args: list[str]) -> subprocess.CompletedProcess:
+    ansible = Path(sys.executable).parent / "ansible"
+    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_NOCOLOR": "1",
+           "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
+    return subprocess.run([str(ansible), "localhost", "-m", "awa.operations.awa_enqueue_shards_info", *args],
+                          capture_output=True, text=True, env=env, check=False, timeout=300)
+
+
+def test_ansible_wait_prints_progress_every_poll_and_fails_naming_the_straggler(awa_db, fleet):
+    worker = fleet.worker("w1", ["ansible_q"])
+    wait_for_live_pids(awa_db, {worker.pid})
+    change(awa_db, "ansible_q", 2)
+    login = " ".join(f"{key}={value}" for key, value in awa_db.login_args().items())
+    failed = run_ansible(["-a", f"{login} queue=ansible_q wait=converged wait_timeout=3 wait_sleep=1"])
+    assert failed.returncode != 0
+    assert failed.stdout.count("waiting until converged: ansible_q: 0/1 runtimes on 2 shards") >= 2
+    assert f"pid {worker.pid}" in failed.stdout and "Timed out after" in failed.stdout
+
+    worker.restart()
+    done = run_ansible(["-a", f"{login} queue=ansible_q wait=converged wait_timeout=60 wait_sleep=1"])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "done: ansible_q: 1/1 runtimes on 2 shards" in done.stdout
