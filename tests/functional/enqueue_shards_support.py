@@ -8,14 +8,16 @@ depth per shard (awa-facts.md §9).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from psycopg import sql
 
@@ -170,6 +172,15 @@ def wait_until(condition: Callable[[], object], timeout: float, what: str, inter
         time.sleep(interval)
 
 
+@contextlib.contextmanager
+def session_holding(db: AwaDatabase, statement: str, *params) -> Iterator[int]:
+    """Another session holding a lock in an open transaction; yields its pid."""
+    with psycopg.connect(db.dsn()) as holder:
+        holder.execute(statement, params)
+        yield holder.info.backend_pid
+        holder.rollback()
+
+
 def backend_waiting_on_lock(db: AwaDatabase) -> int | None:
     """The pid of the module's session while it waits for a lock, if it does."""
     return db.scalar("SELECT pid FROM pg_stat_activity WHERE application_name = 'awa.operations' "
@@ -184,11 +195,11 @@ def ansible_env() -> dict[str, str]:
             "ANSIBLE_DEPRECATION_WARNINGS": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
 
 
-def ansible_command(program: str, *args: str) -> subprocess.CompletedProcess:
+def ansible_command(program: str, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run ``ansible``/``ansible-playbook`` from this interpreter's environment."""
     executable = Path(sys.executable).parent / program
-    return subprocess.run([str(executable), *args], env=ansible_env(), capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run([str(executable), *args], env={**ansible_env(), **(env_extra or {})}, capture_output=True,
+                          text=True, timeout=120, check=False)
 
 
 def ansible_adhoc(module_args: dict, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:

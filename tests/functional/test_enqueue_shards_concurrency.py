@@ -1,0 +1,109 @@
+"""awa_enqueue_shards when runs overlap or die: serialized, all-or-nothing, re-runnable."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from awa_testbed.awadb import AwaDatabase
+
+from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+
+from enqueue_shards_support import (
+    backend_waiting_on_lock,
+    change,
+    complete_lanes,
+    lanes_below,
+    ledger_rows,
+    session_holding,
+    shard_counts,
+    snapshot,
+    wait_until,
+)
+
+
+class Run(threading.Thread):
+    """One run of the change in its own thread and its own session."""
+
+    def __init__(self, db: AwaDatabase, queue: str, shards: int, **options) -> None:
+        super().__init__(daemon=True)
+        self.args = (db, queue, shards)
+        self.options = options
+        self.result: dict | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = change(*self.args, **self.options)
+        except BaseException as exc:  # pylint: disable=broad-exception-caught
+            self.error = exc
+
+    def outcome(self, timeout: float = 30.0) -> dict:
+        self.join(timeout)
+        assert not self.is_alive(), "the run did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def sessions_waiting_for_an_advisory_lock(db: AwaDatabase) -> int:
+    return db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+
+
+def run_together(db: AwaDatabase, queue: str, targets: list[int], **options) -> list[dict]:
+    """Start one run per target while the queue's lock is held, so all of them
+    are waiting at once, then let them go."""
+    runs = [Run(db, queue, shards, **options) for shards in targets]
+    with session_holding(db, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", QUEUE_LOCK_PREFIX + queue):
+        for run in runs:
+            run.start()
+        wait_until(lambda: sessions_waiting_for_an_advisory_lock(db) == len(runs), 10,
+                   f"{len(runs)} runs waiting for the queue lock")
+    return [run.outcome() for run in runs]
+
+
+def test_concurrent_runs_with_one_target_serialize_and_exactly_one_changes(awa_db):
+    results = run_together(awa_db, "race", [8, 8])
+
+    assert sorted(result["changed"] for result in results) == [False, True]
+    assert shard_counts(awa_db) == {"race": 8}
+    assert complete_lanes(awa_db, "race") == lanes_below(8)
+    assert len(ledger_rows(awa_db)) == 1
+
+
+@pytest.mark.parametrize("targets", [[4, 8], [8, 4]], ids=["4-and-8", "8-and-4"])
+def test_concurrent_runs_with_different_targets_end_in_one_of_them_on_every_stripe(awa_db, targets):
+    results = run_together(awa_db, "race", targets, stripes=2)
+
+    assert all(result["changed"] for result in results)
+    final = shard_counts(awa_db)
+    assert len(set(final.values())) == 1, f"the stripes disagree: {final}"
+    first, second = (row for row in ledger_rows(awa_db))
+    assert first["from_shards"] == {"race#0": 1, "race#1": 1}, "the first run found the original count"
+    assert second["from_shards"] == dict.fromkeys(final, first["to_shards"]), "the second run saw the first's result"
+    assert set(final.values()) == {second["to_shards"]}
+    for queue in final:
+        assert complete_lanes(awa_db, queue) >= lanes_below(max(targets))
+
+
+def test_a_run_terminated_mid_apply_leaves_the_old_state_and_a_rerun_converges(awa_db):
+    change(awa_db, "term", 2)
+    before = snapshot(awa_db)
+    with session_holding(awa_db, "SELECT 1 FROM awa.queue_meta WHERE queue = %s FOR UPDATE", "term"):
+        run = Run(awa_db, "term", 8, lock_timeout=0)
+        run.start()
+        pid = wait_until(lambda: backend_waiting_on_lock(awa_db), 10, "the run to wait for the queue_meta row")
+        waiting_in = awa_db.scalar("SELECT query FROM pg_stat_activity WHERE pid = %s", (pid,))
+        assert waiting_in.startswith("INSERT INTO awa.queue_meta"), "it has provisioned and waits to switch"
+        assert awa_db.scalar("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(DatabaseError) as failure:
+            run.outcome()
+    assert "connection was lost" in failure.value.message and "nothing was changed" in failure.value.message
+    assert snapshot(awa_db) == before, "the terminated run left something behind"
+
+    rerun = change(awa_db, "term", 8)
+    assert (rerun["changed"], rerun["previous_shards"], rerun["lanes_created"]) == (True, {"term": 2}, 24)
+    assert complete_lanes(awa_db, "term") == lanes_below(8)
+    assert change(awa_db, "term", 8)["changed"] is False

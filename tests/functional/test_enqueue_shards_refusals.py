@@ -1,0 +1,177 @@
+"""Every refusal of awa_enqueue_shards says what is wrong and writes nothing; odd
+queue names are data, stored literally, and work with real Awa programs."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
+
+from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    InvalidRequest,
+    LockTimeout,
+    PreconditionFailed,
+)
+
+from enqueue_shards_support import (
+    change,
+    complete_lanes,
+    lanes_below,
+    ledger_rows,
+    refused,
+    session_holding,
+    shard_counts,
+)
+
+
+@pytest.mark.parametrize("queue, shards, options, message", [
+    pytest.param("orders", 0, {}, "shards must be between 1 and 64, got 0", id="shards-0"),
+    pytest.param("orders", 65, {}, "shards must be between 1 and 64, got 65", id="shards-65"),
+    pytest.param("orders", "8", {}, "shards must be an integer between 1 and 64, got '8'", id="shards-text"),
+    pytest.param("orders", 8.0, {}, "shards must be an integer between 1 and 64, got 8.0", id="shards-float"),
+    pytest.param("orders", True, {}, "shards must be an integer between 1 and 64, got True", id="shards-bool"),
+    pytest.param("", 8, {}, "queue must be a non-empty name", id="queue-empty"),
+    pytest.param(" \t", 8, {}, "queue must be a non-empty name", id="queue-blank"),
+    pytest.param("orders#1", 8, {}, "give the logical queue name", id="queue-with-stripe-suffix"),
+    pytest.param("q" * 256, 8, {}, "queue name is 256 characters long; at most 255", id="queue-too-long"),
+    pytest.param("line\nbreak", 8, {}, "contains control characters (U+000A)", id="queue-newline"),
+    pytest.param("nul\x00byte", 8, {}, "contains control characters (U+0000)", id="queue-nul"),
+    pytest.param("orders", 8, {"stripes": 0}, "stripes must be between 1 and 64, got 0", id="stripes-0"),
+])
+def test_an_invalid_request_is_refused_before_touching_the_database(awa_db, queue, shards, options, message):
+    error = refused(awa_db, queue, shards, **options)
+    assert isinstance(error, InvalidRequest)
+    assert message in error.message
+
+
+def database_without_awa(factory: AwaDatabaseFactory) -> AwaDatabase:
+    return factory.empty()
+
+
+def awa_0_5_7_database(factory: AwaDatabaseFactory) -> AwaDatabase:
+    database = factory.create(awa_version="0.5.7", activate=False)
+    assert database.scalar("SELECT to_regclass('awa.jobs') IS NOT NULL"), "awa 0.5.7 did migrate"
+    assert not database.scalar(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_schema = 'awa' "
+        "AND table_name = 'queue_meta' AND column_name = 'enqueue_shards')"), "0.5.7 has no enqueue_shards"
+    return database
+
+
+def canonical_engine_database(factory: AwaDatabaseFactory) -> AwaDatabase:
+    return factory.create(activate=False)
+
+
+@pytest.mark.parametrize("make_database, messages", [
+    (database_without_awa, ["has no Awa schema 'awa'", "awa migrate"]),
+    (awa_0_5_7_database, ["has no enqueue shards", "Upgrade Awa to 0.6.8 or 0.6.9"]),
+    (canonical_engine_database, ["queue-storage engine is not active", "state=canonical",
+                                 "SELECT awa.storage_auto_finalize_if_fresh('awa')", "awa storage finalize"]),
+], ids=["no-awa-schema", "awa-0.5.7", "queue-storage-not-active"])
+def test_an_installation_the_change_cannot_apply_to_is_refused(
+        db_factory, make_database: Callable[[AwaDatabaseFactory], AwaDatabase], messages: list[str]):
+    database = make_database(db_factory)
+    try:
+        error = refused(database, "orders", 4)
+        assert isinstance(error, PreconditionFailed)
+        for message in messages:
+            assert message in error.message
+    finally:
+        database.drop()
+
+
+def test_a_runtime_role_that_does_not_exist_is_refused(awa_db):
+    error = refused(awa_db, "orders", 4, runtime_roles=["awa_runtime_typo"])
+    assert isinstance(error, PreconditionFailed)
+    assert "runtime_roles do not exist" in error.message and "awa_runtime_typo" in error.message
+
+
+def runtime_role_without_a_ledger(db: AwaDatabase) -> tuple[str, dict, list[str]]:
+    db.setup_least_privilege(runtime_count=1)
+    runtime = db.roles["runtime1"].name
+    return "runtime1", {}, [f"does not exist and {runtime!r} may not create it",
+                            f"GRANT CREATE ON DATABASE {db.name} TO {runtime}", "ledger: false"]
+
+
+def migrator_and_a_ledger_the_superuser_created(db: AwaDatabase) -> tuple[str, dict, list[str]]:
+    db.setup_least_privilege(runtime_count=1)
+    change(db, "first", 2)  # an administrator's run creates the ledger, owned by the superuser
+    migrator = db.roles["migrator"].name
+    return "migrator", {}, [f"exists but {migrator!r} cannot INSERT into it",
+                            f"GRANT USAGE ON SCHEMA awa_operations TO {migrator}",
+                            f"GRANT INSERT, SELECT ON awa_operations.enqueue_shards_changes TO {migrator}"]
+
+
+def runtime_role_with_only_the_documented_grants(db: AwaDatabase) -> tuple[str, dict, list[str]]:
+    db.setup_least_privilege(runtime_count=1, awa_0_6_9_schema_create=False)
+    return "runtime1", {"ledger": False}, ["permission denied for schema awa", "Nothing was changed"]
+
+
+@pytest.mark.parametrize("prepare", [
+    runtime_role_without_a_ledger,
+    migrator_and_a_ledger_the_superuser_created,
+    runtime_role_with_only_the_documented_grants,
+], ids=["runtime-cannot-create-ledger", "migrator-cannot-use-ledger", "runtime-cannot-create-lanes"])
+def test_missing_privileges_are_refused_naming_the_grant(awa_db, prepare):
+    role, options, messages = prepare(awa_db)
+    error = refused(awa_db, "orders", 4, role=role, **options)
+    assert isinstance(error, PreconditionFailed)
+    for message in messages:
+        assert message in error.message
+
+
+@pytest.mark.parametrize("statement, params", [
+    ("SELECT 1 FROM awa.queue_meta WHERE queue = %s FOR UPDATE", ("locked",)),
+    ("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (QUEUE_LOCK_PREFIX + "locked",)),
+], ids=["queue_meta-row", "another-run-of-the-module"])
+def test_a_lock_held_too_long_fails_within_lock_timeout_naming_the_holder(awa_db, statement, params):
+    change(awa_db, "locked", 2)
+    with session_holding(awa_db, statement, *params) as holder_pid:
+        started = time.monotonic()
+        error = refused(awa_db, "locked", 4, lock_timeout=1)
+        elapsed = time.monotonic() - started
+    assert isinstance(error, LockTimeout)
+    assert 1 <= elapsed < 4, f"failed after {elapsed:.1f}s with lock_timeout=1"
+    assert f"pid {holder_pid} " in error.message and "Nothing was changed" in error.message
+    assert shard_counts(awa_db) == {"locked": 2}
+
+
+TRICKY_QUEUE_NAMES = {
+    "single-quote": "o'rders",
+    "double-quotes": 'say "hi"',
+    "spaces": " spaced  out ",
+    "unicode": "ünïcødé 队列 🚀",
+    "sql-injection": "x'); DROP TABLE awa.queue_meta; --",
+    "placeholders": "%(shards)s {queue} %s $1",
+    "backslash": "back\\slash",
+}
+
+
+@pytest.mark.parametrize("queue", TRICKY_QUEUE_NAMES.values(), ids=TRICKY_QUEUE_NAMES.keys())
+def test_queue_names_are_stored_literally(awa_db, queue):
+    result = change(awa_db, queue, 3)
+
+    assert result["physical_queues"] == [queue]
+    assert shard_counts(awa_db) == {queue: 3}
+    assert complete_lanes(awa_db, queue) == lanes_below(3)
+    assert [row["queue"] for row in ledger_rows(awa_db)] == [queue]
+    assert change(awa_db, queue, 3)["changed"] is False
+
+
+def test_producers_and_a_worker_use_queues_with_such_names(awa_db, fleet):
+    for queue in TRICKY_QUEUE_NAMES.values():
+        change(awa_db, queue, 3)
+    # With its default pool of 10 connections an awa-pg 0.6.9 runtime serving 7 queues
+    # leaves the 5th and later ones unserved for about 90 s (with or without this module).
+    fleet.worker("w1", [f"{queue}=2" for queue in TRICKY_QUEUE_NAMES.values()], extra=["--connections", "30"])
+    for name, queue in TRICKY_QUEUE_NAMES.items():
+        fleet.producer(name, queue, mode="insert", rate=0, count=5).wait(30)
+    tags = fleet.enqueued_tags()
+    counts = fleet.wait_all_completed(tags, timeout=60)
+    assert {tag: counts[tag] for tag in tags} == dict.fromkeys(tags, 1)
+    assert fleet.producer_errors() == []
+    completed_in = {row[0] for row in awa_db.query("SELECT DISTINCT queue FROM testbed.completions")}
+    assert completed_in == set(TRICKY_QUEUE_NAMES.values())
