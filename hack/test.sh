@@ -23,7 +23,7 @@ for arg in "$@"; do
         *) steps+=("$arg") ;;
     esac
 done
-all_steps=(changelog sanity units lint importer functional)
+all_steps=(changelog sanity units lint importer molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 
 venv=$(bash hack/bootstrap.sh)
