@@ -175,16 +175,18 @@ class QueueState:
 LANE_STATE_SQL = """
 WITH schema_oid AS (
     SELECT oid FROM pg_namespace WHERE nspname = %(schema)s
-), wanted AS (
+), enqueue_heads AS MATERIALIZED (
+    SELECT queue, priority, enqueue_shard, seq_name FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
+), claim_heads AS MATERIALIZED (
+    SELECT queue, priority, enqueue_shard, seq_name FROM {claim_heads} WHERE queue = ANY(%(queues)s)
+), lanes AS (
     SELECT q.queue, p::smallint AS priority, s::smallint AS enqueue_shard
     FROM unnest(%(queues)s::text[], %(shards)s::int[]) AS q(queue, shards), unnest(%(priorities)s::int[]) AS p,
          generate_series(0, q.shards - 1) AS s
-), existing AS (
-    SELECT queue, priority, enqueue_shard FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
-    UNION SELECT queue, priority, enqueue_shard FROM {claim_heads} WHERE queue = ANY(%(queues)s)
-), lanes AS (
-    SELECT * FROM wanted UNION SELECT * FROM existing
-), named AS (
+    UNION SELECT queue, priority, enqueue_shard FROM enqueue_heads
+    UNION SELECT queue, priority, enqueue_shard FROM claim_heads
+), named AS MATERIALIZED (
+    -- Awa's own name function, called once per lane and sequence.
     SELECT l.*,
            {name_fn}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
            {name_fn}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
@@ -198,13 +200,19 @@ WITH schema_oid AS (
              AND (ch.seq_name IS NOT DISTINCT FROM n.claim_seq OR ch.queue IS NULL) AS head_names_ok,
            es.oid AS enqueue_oid, cs.oid AS claim_oid, es.relowner AS enqueue_owner, cs.relowner AS claim_owner
     FROM named AS n
-    LEFT JOIN {lane_rows} AS ql ON ql.queue = n.queue AND ql.priority = n.priority
-    LEFT JOIN {enqueue_heads} AS eh
+    LEFT JOIN (SELECT queue, priority FROM {lane_rows} WHERE queue = ANY(%(queues)s)) AS ql
+           ON ql.queue = n.queue AND ql.priority = n.priority
+    LEFT JOIN enqueue_heads AS eh
            ON eh.queue = n.queue AND eh.priority = n.priority AND eh.enqueue_shard = n.enqueue_shard
-    LEFT JOIN {claim_heads} AS ch
+    LEFT JOIN claim_heads AS ch
            ON ch.queue = n.queue AND ch.priority = n.priority AND ch.enqueue_shard = n.enqueue_shard
-    LEFT JOIN pg_class AS es ON es.relname = n.enqueue_seq AND es.relnamespace = (SELECT oid FROM schema_oid)
-    LEFT JOIN pg_class AS cs ON cs.relname = n.claim_seq AND cs.relnamespace = (SELECT oid FROM schema_oid)
+    -- One index lookup per sequence (OFFSET 0 keeps it a lookup): never a scan of every sequence in the schema.
+    LEFT JOIN LATERAL (SELECT c.oid, c.relowner FROM pg_class AS c
+                       WHERE c.relname = n.enqueue_seq AND c.relnamespace = (SELECT oid FROM schema_oid)
+                       OFFSET 0) AS es ON true
+    LEFT JOIN LATERAL (SELECT c.oid, c.relowner FROM pg_class AS c
+                       WHERE c.relname = n.claim_seq AND c.relnamespace = (SELECT oid FROM schema_oid)
+                       OFFSET 0) AS cs ON true
 )
 SELECT queue, priority, enqueue_shard, has_lane_row, has_enqueue_head, has_claim_head,
        enqueue_seq, claim_seq, enqueue_oid IS NOT NULL, claim_oid IS NOT NULL, head_names_ok,
