@@ -23,7 +23,7 @@ for arg in "$@"; do
         *) steps+=("$arg") ;;
     esac
 done
-all_steps=(changelog sanity units lint importer molecule functional)
+all_steps=(changelog sanity units lint importer integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 
 venv=$(bash hack/bootstrap.sh)
@@ -98,7 +98,7 @@ step_importer() {
     fi
 }
 
-step_integration() { bash hack/integration.sh "$stage" stage_collection; }
+step_integration() { stage_collection; bash hack/integration.sh "$stage"; }
 
 step_molecule() { (cd "$root" && molecule test --all); }
 
