@@ -20,7 +20,16 @@ CREATE_LOCK_KEY = "awa.operations:ledger"
 
 LEDGER_DDL = """
 SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
-CREATE SCHEMA IF NOT EXISTS {schema};
+-- CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema
+-- exists; a role given only CREATE on a prepared schema must skip it.
+SELECT set_config('awa_operations.ledger_schema', {schema_name}, true);
+DO $ledger$
+BEGIN
+  IF to_regnamespace(quote_ident(current_setting('awa_operations.ledger_schema'))) IS NULL THEN
+    EXECUTE format('CREATE SCHEMA %I', current_setting('awa_operations.ledger_schema'));
+  END IF;
+END
+$ledger$;
 CREATE TABLE IF NOT EXISTS {table} (
     id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
@@ -47,7 +56,7 @@ COMMENT ON TABLE {table} IS 'awa.operations: every enqueue_shards change (awa_en
 
 def ledger_ddl(schema: str) -> sql.Composed:
     return sql.SQL(LEDGER_DDL).format(
-        lock_key=sql.Literal(CREATE_LOCK_KEY), schema=sql.Identifier(schema),
+        lock_key=sql.Literal(CREATE_LOCK_KEY), schema_name=sql.Literal(schema),
         table=sql.Identifier(schema, TABLE), index=sql.Identifier(f"{TABLE}_physical_queues_idx"))
 
 

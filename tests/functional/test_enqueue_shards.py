@@ -177,8 +177,12 @@ def test_striped_queue_gets_lanes_and_count_on_every_stripe_and_runtimes_use_the
     assert fleet.producer_errors() == []
     assert {queue: completed_shards(awa_db, queue) for queue in physical} == dict.fromkeys(physical, {0, 1, 2, 3})
 
+    # The SQL insert path writes to the logical name, which striped runtimes never claim.
+    fleet.producer("logical", "striped", mode="insert", rate=0, count=1).wait(30)
     detected = change(awa_db, "striped", 4)
     assert (detected["stripes"], detected["changed"]) == (2, False)
+    assert any("runtimes with 2 stripes never claim jobs from 'striped' itself" in warning
+               for warning in detected["warnings"])
     mismatch = refused(awa_db, "striped", 4, stripes=3)
     assert "stripes=3 was requested, but queue 'striped' is stored with 2 stripes" in mismatch.message
 

@@ -91,3 +91,19 @@ def test_awa_0_6_9_runtimes_also_need_create_on_schema_awa(awa_db, fleet):
     fleet.producer("with-create", "docs", role="runtime1", rate=0, count=2).wait(30)
     assert len(fleet.producer_errors()) == 2, "with CREATE on the schema it enqueues"
     assert len(fleet.enqueued_tags("docs")) == 2
+
+
+def test_the_ledger_can_live_in_a_schema_an_administrator_prepared(awa_db):
+    """No CREATE on the database: an administrator creates schema awa_operations for the migrator."""
+    awa_db.setup_least_privilege(runtime_count=1)
+    migrator = awa_db.roles["migrator"].name
+    awa_db.query(sql.SQL("REVOKE CREATE ON DATABASE {} FROM {}").format(
+        sql.Identifier(awa_db.name), sql.Identifier(awa_db.roles["owner"].name)))
+    refusal = refused(awa_db, "orders", 2, role="migrator")
+    assert f"GRANT CREATE ON DATABASE {awa_db.name} TO {migrator}" in refusal.message
+
+    awa_db.query(sql.SQL("CREATE SCHEMA awa_operations AUTHORIZATION {}").format(sql.Identifier(migrator)))
+    result = change(awa_db, "orders", 2, role="migrator")
+
+    assert result["changed"] and result["ledger"]["id"] == 1
+    assert [row["changed_by"] for row in ledger_rows(awa_db)] == [migrator]
