@@ -259,6 +259,7 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards impo
     change_enqueue_shards,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
 
@@ -281,7 +282,7 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True)
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params

@@ -290,6 +290,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
     open_connection,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
     info_argument_spec,
     validate_wait,
@@ -304,7 +305,7 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True)
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params

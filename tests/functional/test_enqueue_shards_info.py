@@ -17,10 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import o
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import WaitTimeout
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
-    read_shards_info,
-    wait_for_shards_info,
-)
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 
 def change(db, queue: str, shards: int, role: str | None = None, **options) -> dict:

@@ -1,0 +1,119 @@
+"""Faults around a shard-count change: the database restarts or is unreachable.
+
+For each: the state is the old one or the new one, never a mix; the error is
+clear; a re-run converges. (Other faults live next to the features they hit:
+a backend terminated mid-apply, a lock held past lock_timeout and two
+operators at once in test_enqueue_shards_*; a runtime SIGKILLed during the
+convergence wait in test_enqueue_shards_info.)
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psycopg
+import pytest
+
+from awa_testbed.pgserver import free_port
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, ConnectionFailed
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
+
+from enqueue_shards_support import (
+    change,
+    complete_lanes,
+    lanes_below,
+    ledger_rows,
+    shard_counts,
+    snapshot,
+    wait_until,
+)
+
+
+def info(db, wait: str = "none", timeout: float = 0, **options) -> dict:
+    with open_connection(db.login_args()) as conn:
+        return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
+
+
+def hold_queue_lock(db, queue: str, release: threading.Event) -> threading.Thread:
+    """Another session holds the module's per-queue lock until ``release`` is set."""
+    ready = threading.Event()
+
+    def hold() -> None:
+        try:
+            with psycopg.connect(db.dsn()) as conn:  # autocommit off: the lock lives until we leave
+                conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+                             ("awa.operations:enqueue_shards:" + queue,))
+                ready.set()
+                release.wait(60)
+        except Exception:  # pylint: disable=broad-exception-caught
+            ready.set()  # the server went away under us: that is the point of the test
+
+    holder = threading.Thread(target=hold, daemon=True)
+    holder.start()
+    ready.wait(10)
+    return holder
+
+
+def test_a_database_restart_mid_apply_leaves_the_old_state_and_a_rerun_converges(awa_db):
+    change(awa_db, "restart_q", 2)
+    before = snapshot(awa_db)
+    release = threading.Event()
+    holder = hold_queue_lock(awa_db, "restart_q", release)
+    errors: list[AwaOperationsError] = []
+
+    def blocked_change() -> None:
+        try:
+            change(awa_db, "restart_q", 8, lock_timeout=60)
+        except AwaOperationsError as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=blocked_change)
+    worker.start()
+    wait_until(lambda: awa_db.scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
+                                     "'awa.operations' AND wait_event_type = 'Lock'"), 10, "the module to wait")
+    awa_db.server.restart()
+    worker.join(30)
+    release.set()
+    holder.join(10)
+
+    assert errors and "connection" in errors[0].message and "nothing was changed" in errors[0].message
+    assert snapshot(awa_db) == before, "a change cut short by a restart left something behind"
+    rerun = change(awa_db, "restart_q", 8)
+    assert rerun["changed"] and shard_counts(awa_db)["restart_q"] == 8
+    assert complete_lanes(awa_db, "restart_q") == lanes_below(8)
+
+
+def test_a_database_restart_between_the_change_and_the_wait(awa_db, fleet):
+    workers = [fleet.worker(name, ["restarted=2"]) for name in ("w1", "w2")]
+    wait_until(lambda: {w.pid for w in workers} <= {r["pid"] for r in info(awa_db)["runtimes"] if r["live"]},
+               30, "both runtimes to be live")
+    applied = change(awa_db, "restarted", 4)
+    awa_db.server.restart()
+
+    # The change survived the restart whole: count, lanes and ledger row.
+    assert shard_counts(awa_db)["restarted"] == 4
+    assert complete_lanes(awa_db, "restarted") == lanes_below(4)
+    assert [row["id"] for row in ledger_rows(awa_db)] == [applied["ledger"]["id"]]
+    # Runtimes reconnect on their own; they still run with the old count until restarted.
+    for worker in workers:
+        worker.restart()
+    done = info(awa_db, wait="converged", timeout=60, queue="restarted")
+    assert done["queues"]["restarted"]["runtimes_converged"] == 2
+    assert not change(awa_db, "restarted", 4)["changed"]
+
+
+def test_an_unreachable_database_fails_clearly_and_a_rerun_converges(awa_db):
+    unreachable = {**awa_db.login_args("migrator" if "migrator" in awa_db.roles else None),
+                   "login_port": free_port(), "login_password": "s3cret-never-shown"}
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailed) as failure:
+        with open_connection(unreachable):
+            pass
+    assert time.monotonic() - started < 15
+    message = failure.value.message
+    assert f"could not connect to database {awa_db.name!r} on 127.0.0.1:{unreachable['login_port']}" in message
+    assert "refused" in message.lower() and "s3cret-never-shown" not in message
+    assert change(awa_db, "reachable_again", 3)["changed"]

@@ -1,0 +1,75 @@
+"""Security: secrets stay secret, input never becomes SQL, the ledger says who did what.
+
+(Running as a non-superuser migrator, and failing clearly as a runtime role,
+are tested with the least-privilege setups in test_enqueue_shards_*.)
+"""
+
+from __future__ import annotations
+
+import json
+
+from psycopg import sql
+
+from enqueue_shards_support import ansible_command, change, ledger_rows, shard_counts
+
+SECRET_MARKER = "pw-must-never-show"
+
+
+def test_the_password_appears_nowhere_even_at_vvv(awa_db, tmp_path):
+    awa_db.setup_least_privilege(runtime_count=1)
+    secret = SECRET_MARKER + awa_db.roles["migrator"].password
+    awa_db.query(sql.SQL("ALTER ROLE {} PASSWORD {}").format(
+        sql.Identifier(awa_db.roles["migrator"].name), sql.Literal(secret)))
+    login = {**awa_db.login_args("migrator"), "login_password": secret}
+    log_file = tmp_path / "ansible.log"
+    runs = [
+        ("awa_enqueue_shards", {**login, "queue": "secret_q", "shards": 4}, ["--check", "--diff"]),
+        ("awa_enqueue_shards", {**login, "queue": "secret_q", "shards": 4}, ["--diff"]),
+        ("awa_enqueue_shards_info", {**login, "queue": "secret_q", "wait": "converged", "wait_timeout": 5}, []),
+        ("awa_enqueue_shards", {**login, "login_password": secret + "-wrong", "queue": "secret_q", "shards": 2}, []),
+    ]
+    outputs = []
+    for module, args, flags in runs:
+        process = ansible_command("ansible", "localhost", "-m", f"awa.operations.{module}", "-a", json.dumps(args),
+                                  "-vvv", *flags, env_extra={"ANSIBLE_LOG_PATH": str(log_file)})
+        outputs.append(process.stdout + process.stderr)
+    assert "CHANGED" in outputs[1] and "password authentication failed" in outputs[3]
+    everything = "\n".join(outputs) + log_file.read_text(encoding="utf-8") + awa_db.server.server_log(tail=10_000)
+    assert SECRET_MARKER not in everything
+    assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in outputs[0], "ansible masks the password in -vvv invocation logs"
+
+
+def test_injection_attempts_in_names_are_stored_and_granted_literally(awa_db):
+    queue = "q'); DROP TABLE awa.queue_meta; --"
+    role = 'r"; DROP TABLE awa.queue_meta; --'
+    awa_db.query(sql.SQL("CREATE ROLE {}").format(sql.Identifier(role)))
+    try:
+        result = change(awa_db, queue, 3, runtime_roles=[role])
+        assert result["changed"] and result["grants_added"] == 2 * 4 * 3
+        assert shard_counts(awa_db) == {queue: 3}
+        privileged = awa_db.scalar(
+            "SELECT count(*) FROM awa.queue_enqueue_heads AS h WHERE h.queue = %s "
+            "AND has_sequence_privilege(%s, format('awa.%%I', h.seq_name), 'USAGE, SELECT, UPDATE')", (queue, role))
+        assert privileged == 12
+        assert awa_db.scalar("SELECT to_regclass('awa.queue_meta') IS NOT NULL")
+    finally:
+        awa_db.query(sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(sql.Identifier(role), sql.Identifier(role)))
+
+
+def test_the_ledger_records_who_changed_what_and_why(awa_db):
+    awa_db.setup_least_privilege(runtime_count=1)
+    owner, migrator = awa_db.roles["owner"].name, awa_db.roles["migrator"].name
+    login = {**awa_db.login_args("migrator"), "session_role": owner}
+    process = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards", "-a", json.dumps(
+        {**login, "queue": "audited", "shards": 4, "runtime_roles": [awa_db.roles["runtime1"].name],
+         "reason": "CHG-42 raise audited"}))
+    assert "CHANGED" in process.stdout, process.stdout + process.stderr
+    row = ledger_rows(awa_db)[-1]
+    assert (row["queue"], row["from_shards"], row["to_shards"]) == ("audited", {"audited": 1}, 4)
+    assert (row["changed_by"], row["login_user"], row["reason"]) == (owner, migrator, "CHG-42 raise audited")
+    assert row["client_addr"] == "127.0.0.1" and row["application_name"] == "awa.operations"
+    assert row["lanes_created"] == 16 and row["grants_added"] == 32
+    sequence_owners = {r[0] for r in awa_db.query(
+        "SELECT pg_get_userbyid(c.relowner) FROM awa.queue_enqueue_heads AS h JOIN pg_class AS c "
+        "ON c.relname = h.seq_name WHERE h.queue = 'audited'")}
+    assert sequence_owners == {owner}, "session_role owns what the change created"
