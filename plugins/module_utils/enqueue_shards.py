@@ -21,7 +21,7 @@ import time
 
 from ansible_collections.awa.operations.plugins.module_utils import apply, introspect, ledger, planner
 from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, translated_errors
-from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.planner import ChangeRequest, Plan
 
 DEFAULT_LOCK_TIMEOUT = 5.0
@@ -118,6 +118,52 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
             conn.read_only = False
     result["duration"] = round(time.monotonic() - started, 3)
     return result
+
+
+# Shown once for a whole list run (merged over its queues), not again in each queue's result.
+MERGED_ONLY_KEYS = ("queries", "diff", "warnings")
+
+
+def merge_results(results: dict[str, dict], duration: float) -> dict:
+    """One result for a list of queues: totals and views merged over them, and each queue's own result."""
+    ordered = list(results.values())
+    return {
+        "changed": any(result["changed"] for result in ordered),
+        "check_mode": all(result["check_mode"] for result in ordered),
+        "physical_queues": [name for result in ordered for name in result["physical_queues"]],
+        "previous_shards": {name: count for result in ordered for name, count in result["previous_shards"].items()},
+        "lanes_created": sum(result["lanes_created"] for result in ordered),
+        "lanes_repaired": sum(result["lanes_repaired"] for result in ordered),
+        "grants_added": sum(result["grants_added"] for result in ordered),
+        "queries": [query for result in ordered for query in result["queries"]],
+        "diff": {side: {name: view for result in ordered for name, view in result["diff"][side].items()}
+                 for side in ("before", "after")},
+        "warnings": list(dict.fromkeys(warning for result in ordered for warning in result["warnings"])),
+        "queues": {queue: {key: value for key, value in result.items() if key not in MERGED_ONLY_KEYS}
+                   for queue, result in results.items()},
+        "duration": round(duration, 3),
+    }
+
+
+def change_many_queues(conn, requests: list[ChangeRequest], **options) -> dict:
+    """``change_enqueue_shards`` for each request in turn, on one connection, each in its own transaction.
+
+    It stops at the first queue that fails: the queues before it stay changed
+    (each committed on its own), the error names them, and a re-run (changes
+    are idempotent) finishes the list.
+    """
+    started = time.monotonic()
+    results: dict[str, dict] = {}
+    for request in requests:
+        try:
+            results[request.queue] = change_enqueue_shards(conn, request, **options)
+        except AwaOperationsError as exc:
+            changed = [queue for queue, result in results.items() if result["changed"]]
+            done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
+                    "re-run to finish the list." if changed else " No queue of the list was changed.")
+            raise type(exc)(f"Queue {request.queue!r}: {exc.message}{done}",
+                            **{**exc.details, "queues": results}) from None
+    return merge_results(results, time.monotonic() - started)
 
 
 def _change(conn, request: ChangeRequest, *, check_mode: bool, lock_timeout: float,

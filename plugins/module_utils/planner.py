@@ -59,6 +59,22 @@ def validate_request(queue: object, shards: object, stripes: object = None,
     )
 
 
+def validate_requests(entries: object, runtime_roles: object = (), ledger: bool = True) -> list[ChangeRequest]:
+    """A list of ``{queue, shards[, stripes]}`` changes, each checked like ``validate_request``."""
+    if not isinstance(entries, list) or not entries:
+        raise InvalidRequest("queues must be a non-empty list of {queue, shards[, stripes]} entries")
+    requests = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not {"queue", "shards"} <= entry.keys():
+            raise InvalidRequest(f"each entry of queues needs queue and shards (stripes is optional), got {entry!r}")
+        requests.append(validate_request(entry["queue"], entry["shards"], entry.get("stripes"), runtime_roles, ledger))
+    names = [request.queue for request in requests]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InvalidRequest(f"queues names a queue more than once: {', '.join(map(repr, repeated))}")
+    return requests
+
+
 def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ()) -> list[str]:
     """Refuse an installation we cannot safely change; return warnings otherwise."""
     where = f"database {found.database!r}"

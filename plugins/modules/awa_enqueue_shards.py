@@ -46,21 +46,44 @@ options:
         C(#) and control characters, at most 255).
       - For a striped queue give the logical name; the physical queues C(<queue>#0) .. C(<queue>#N-1)
         follow from O(stripes).
+      - Give either O(queue) (with O(shards)) or O(queues).
     type: str
-    required: true
   shards:
     description:
       - The enqueue shard count to set, from 1 (strict FIFO per queue and priority) to 64
         (partitioned FIFO across 64 shards).
+      - Required with O(queue).
     type: int
-    required: true
   stripes:
     description:
       - The queue stripe count of the runtimes (C(queue_storage_queue_stripe_count)). With more than one
         stripe the count is set on every physical queue C(<queue>#0) .. C(<queue>#N-1).
       - When not set it is detected from the stored C(<queue>#n) lanes, and is 1 when there are none.
         A value that disagrees with the stored stripes is an error.
+      - Only with O(queue); each entry of O(queues) has its own.
     type: int
+  queues:
+    description:
+      - Several queues in one module run, on one connection, in the order given. Each is changed in its own
+        transaction exactly as O(queue) would be. Prefer it to a loop over O(queue) when changing many queues -
+        each loop item is a module run of its own (about a second each on a small machine).
+      - O(runtime_roles), O(lock_timeout), O(ledger), O(ledger_schema) and O(reason) apply to every entry.
+      - The run stops at the first queue that fails. The queues before it stay changed, the error names them,
+        and a re-run (the change is idempotent) finishes the list.
+    type: list
+    elements: dict
+    suboptions:
+      queue:
+        description: The logical queue name, as for O(queue).
+        type: str
+        required: true
+      shards:
+        description: Its enqueue shard count, as for O(shards).
+        type: int
+        required: true
+      stripes:
+        description: Its stripe count, as for O(stripes).
+        type: int
   runtime_roles:
     description:
       - Roles Awa runtimes and producers connect as. Each gets C(USAGE, SELECT, UPDATE) on every lane
@@ -129,6 +152,17 @@ EXAMPLES = r"""
     stripes: 2
     shards: 2
 
+- name: Several queues in one run (one connection; each queue in its own transaction)
+  awa.operations.awa_enqueue_shards:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
+    queues:
+      - {queue: orders, shards: 8}
+      - {queue: events, shards: 4, stripes: 2}
+    runtime_roles: [awa_runtime]
+
 - name: Ad hoc, from the shell
   ansible.builtin.debug:
     msg: >-
@@ -144,17 +178,17 @@ changed:
   sample: true
 queue:
   description: The logical queue.
-  returned: always
+  returned: when O(queue) is set
   type: str
   sample: orders
 shards:
   description: The requested enqueue shard count.
-  returned: always
+  returned: when O(queue) is set
   type: int
   sample: 8
 stripes:
   description: The stripe count used (requested or detected).
-  returned: always
+  returned: when O(queue) is set
   type: int
   sample: 1
 physical_queues:
@@ -185,7 +219,7 @@ grants_added:
   sample: 64
 ordering:
   description: The ordering contract the new count gives.
-  returned: always
+  returned: when O(queue) is set
   type: str
   sample: "partitioned FIFO: FIFO per (queue, priority, shard) across 8 shards; use ordering_key for per-key FIFO"
 queries:
@@ -214,8 +248,8 @@ diff:
     before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 0, "missing_grants": 2}}
     after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
 ledger:
-  description: The ledger row written for this change.
-  returned: when a change was applied and O(ledger=true)
+  description: The ledger row written for this change (with O(queues), in each queue's result).
+  returned: when a change was applied, O(ledger=true) and O(queue) is set
   type: dict
   contains:
     schema:
@@ -235,6 +269,19 @@ ledger:
       type: int
   sample: {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7,
            "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2}
+queues:
+  description:
+    - With O(queues), each queue's own result by logical queue name, with the keys a run with O(queue)
+      returns (RV(queue), RV(shards), RV(stripes), RV(physical_queues), RV(previous_shards), RV(lanes_created),
+      RV(grants_added), RV(ordering), RV(ledger), ...) except RV(queries) and RV(diff), which the top level
+      gives once for the whole list, merged in order.
+    - The other top-level values are totals (RV(lanes_created), RV(grants_added)) or merged over the queues
+      (RV(physical_queues), RV(previous_shards)); RV(changed) is true when any queue changed.
+  returned: when O(queues) is set
+  type: dict
+  sample: {"orders": {"changed": true, "queue": "orders", "shards": 8, "stripes": 1, "physical_queues": ["orders"],
+           "previous_shards": {"orders": 1}, "lanes_created": 28, "lanes_repaired": 0, "grants_added": 0,
+           "ordering": "partitioned FIFO ...", "check_mode": false, "duration": 0.09}}
 check_mode:
   description: Whether the run was a check-mode run.
   returned: always
@@ -257,21 +304,33 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
     DEFAULT_LOCK_TIMEOUT,
     change_enqueue_shards,
+    change_many_queues,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request, validate_requests
 
 MAX_LOCK_TIMEOUT = 3600
+# One queue (queue, shards[, stripes]) or a list of them (queues).
+ARGUMENT_RULES = {
+    "required_one_of": [("queue", "queues")],
+    "mutually_exclusive": [("queue", "queues"), ("shards", "queues"), ("stripes", "queues")],
+    "required_together": [("queue", "shards")],
+}
 
 
 def argument_spec() -> dict:
     spec = connection_argument_spec()
     spec.update(
-        queue={"type": "str", "required": True},
-        shards={"type": "int", "required": True},
+        queue={"type": "str"},
+        shards={"type": "int"},
         stripes={"type": "int"},
+        queues={"type": "list", "elements": "dict", "options": {
+            "queue": {"type": "str", "required": True},
+            "shards": {"type": "int", "required": True},
+            "stripes": {"type": "int"},
+        }},
         runtime_roles={"type": "list", "elements": "str", "default": []},
         lock_timeout={"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
         ledger={"type": "bool", "default": True},
@@ -282,20 +341,26 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True)
+    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True, **ARGUMENT_RULES)
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params
     try:
-        request = validate_request(params["queue"], params["shards"], params["stripes"],
-                                   params["runtime_roles"], params["ledger"])
+        if params["queues"] is None:
+            requests = [validate_request(params["queue"], params["shards"], params["stripes"],
+                                         params["runtime_roles"], params["ledger"])]
+        else:
+            requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
         if not 0 <= params["lock_timeout"] <= MAX_LOCK_TIMEOUT:
             raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, "
                                  f"got {params['lock_timeout']}")
+        options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
+                   "ledger_schema": params["ledger_schema"], "reason": params["reason"]}
         with open_connection(params) as conn:
-            result = change_enqueue_shards(conn, request, check_mode=module.check_mode,
-                                           lock_timeout=params["lock_timeout"],
-                                           ledger_schema=params["ledger_schema"], reason=params["reason"])
+            if params["queues"] is None:
+                result = change_enqueue_shards(conn, requests[0], **options)
+            else:
+                result = change_many_queues(conn, requests, **options)
     except AwaOperationsError as exc:
         module.fail_json(msg=exc.message, **exc.details)
     for warning in result.pop("warnings"):
