@@ -21,8 +21,10 @@ from .osuser import OsIdentity, database_os_identity, run_as_kwargs
 
 SUPERUSER = "postgres"
 
-# Tests and the demo trade durability for speed; benchmarks keep it.
-FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+# Tests and the demo trade durability for speed; benchmarks keep it. No
+# autovacuum either: tests compare the cluster's next transaction id to prove
+# a run wrote nothing, and an automatic ANALYZE would take one.
+FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off", "autovacuum": "off"}
 COMMON_SETTINGS = {
     "max_connections": "300",
     "shared_buffers": "128MB",
