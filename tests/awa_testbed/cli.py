@@ -3,7 +3,7 @@
     up --state DIR [--major 18] [--apps 2] [--queue demo] [--handler-ms 0]
                         PostgreSQL + a least-privilege Awa database + N Awa
                         applications under supervisord; writes DIR/state.json
-    status --state DIR [--settled SECONDS]
+    status --state DIR [--settled SECONDS [--wait SECONDS]]
                         programs, live runtimes, the queue's shard count, jobs
     enqueue --state DIR --count N
                         enqueue N jobs into the queue at once (a backlog)
@@ -57,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     reporter = commands.add_parser("status", help="what the installation is doing")
     reporter.add_argument("--state", type=Path, required=True)
     reporter.add_argument("--settled", type=float, help="also check the jobs enqueued more than this many seconds ago")
+    reporter.add_argument("--wait", type=float, default=0, help="with --settled: seconds to let a backlog finish")
     burst = commands.add_parser("enqueue", help="enqueue jobs into the queue at once")
     burst.add_argument("--state", type=Path, required=True)
     burst.add_argument("--count", type=int, required=True)
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
               f"applications {', '.join(state['programs'])}; state in {args.state}/state.json")
         return 0
     if args.command == "status":
-        print("\n".join(status(args.state, args.settled)))
+        print("\n".join(status(args.state, args.settled, args.wait)))
         return 0
     if args.command == "enqueue":
         return enqueue(args.state, args.count)

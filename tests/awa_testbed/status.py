@@ -5,11 +5,12 @@
     queue     awa.queue_meta: the queue's enqueue_shards
     jobs      what the producers recorded as enqueued and the workers as completed;
               with --settled N, whether every job enqueued more than N seconds ago
-              was completed exactly once
+              was completed exactly once (--wait M: give a backlog up to M seconds)
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import psycopg
@@ -47,26 +48,36 @@ def program_lines(state_dir: Path) -> list[str]:
     return [" ".join(line.split()) for line in output.splitlines() if line.strip()]
 
 
-def database_lines(state: dict, settled: float | None) -> list[str]:
+def settled_line(conn, queue: str, settled: float, wait: float) -> str:
+    """Whether the jobs enqueued more than ``settled`` s ago completed once; polls up to ``wait`` s for a backlog."""
+    deadline = time.monotonic() + wait
+    while True:
+        old, missing, twice = conn.execute(SETTLED_SQL, {"q": queue, "settled": settled}).fetchone()
+        if missing == 0 or time.monotonic() >= deadline:
+            break
+        time.sleep(1)
+    verdict = ("every one completed exactly once" if missing == twice == 0
+               else f"{missing} not completed, {twice} completed more than once")
+    return f"jobs enqueued more than {settled:g}s ago: {old}; {verdict}"
+
+
+def database_lines(state: dict, settled: float | None, wait: float = 0) -> list[str]:
     queue = state["queue"]
     with psycopg.connect(state["superuser_dsn"], autocommit=True) as conn:
         runtimes = conn.execute(LIVE_RUNTIMES_SQL).fetchall()
         shards = conn.execute("SELECT enqueue_shards FROM awa.queue_meta WHERE queue = %s", (queue,)).fetchone()
+        settled_text = [] if settled is None else [settled_line(conn, queue, settled, wait)]
         enqueued, completed, errors = conn.execute(JOBS_SQL, {"q": queue}).fetchone()
-        lines = [
-            f"runtimes: {len(runtimes)} live - "
-            + ", ".join(f"pid {pid} (instance {instance}..., up {age}s)" for pid, instance, age in runtimes),
-            f"queue {queue}: enqueue_shards {shards[0] if shards else '1 (no awa.queue_meta row: the default)'}",
-            f"jobs: {enqueued} enqueued, {completed} completed, {errors} producer errors",
-        ]
-        if settled is not None:
-            old, missing, twice = conn.execute(SETTLED_SQL, {"q": queue, "settled": settled}).fetchone()
-            lines.append(f"jobs enqueued more than {settled:g}s ago: {old}, not completed: {missing}, "
-                         f"completed more than once: {twice}")
-    return lines
+    return [
+        f"runtimes: {len(runtimes)} live - "
+        + ", ".join(f"pid {pid} (instance {instance}..., up {age}s)" for pid, instance, age in runtimes),
+        f"queue {queue}: enqueue_shards {shards[0] if shards else '1 (no awa.queue_meta row: the default)'}",
+        f"jobs: {enqueued} enqueued, {completed} completed, {errors} producer errors",
+        *settled_text,
+    ]
 
 
-def status(state_dir: Path, settled: float | None = None) -> list[str]:
+def status(state_dir: Path, settled: float | None = None, wait: float = 0) -> list[str]:
     """The lines ``python -m awa_testbed status`` prints."""
     state = load_state(state_dir)
-    return [f"programs: {'; '.join(program_lines(state_dir)) or 'none'}", *database_lines(state, settled)]
+    return [f"programs: {'; '.join(program_lines(state_dir)) or 'none'}", *database_lines(state, settled, wait)]
