@@ -34,6 +34,7 @@ def info_argument_spec() -> dict:
     """awa_enqueue_shards_info's own options (shared with its action plugin)."""
     return {
         "queue": {"type": "str"},
+        "queues": {"type": "list", "elements": "str"},
         "stripes": {"type": "int"},
         "runtime_roles": {"type": "list", "elements": "str", "default": []},
         "wait": {"type": "str", "default": "none", "choices": list(waiters.WAIT_CHOICES)},
@@ -66,29 +67,35 @@ def progress_line(info: dict) -> str:
     return "; ".join(parts) or "no queues"
 
 
-def _layouts(conn, schema: str, queue: str | None, stripes: int | None) -> tuple[dict, list[str]]:
-    """logical queue -> StripeLayout, for one queue or for every stored queue."""
-    if queue is not None:
-        known = introspect.fetch_known_queue_names(conn, schema, queue)
-        return {queue: planner.resolve_stripes(queue, stripes, known)}, []
+def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int | None) -> tuple[dict, list[str]]:
+    """logical queue -> StripeLayout, for the selected queues or (None) every stored queue.
+
+    A stripe layout that cannot be resolved is an error for a queue asked for
+    by name, and a finding when every queue is scanned.
+    """
+    if selected is not None and len(selected) == 1:
+        known = introspect.fetch_known_queue_names(conn, schema, selected[0])
+        return {selected[0]: planner.resolve_stripes(selected[0], stripes, known)}, []
     grouped: dict[str, list[str]] = defaultdict(list)
     for name in introspect.fetch_all_queue_names(conn, schema):
         grouped[logical_queue(name)].append(name)
     layouts, findings = {}, []
-    for logical, names in sorted(grouped.items()):
+    for logical in sorted(grouped) if selected is None else selected:
         try:
-            layouts[logical] = planner.resolve_stripes(logical, None, names)
+            layouts[logical] = planner.resolve_stripes(logical, None, grouped.get(logical, []))
         except PreconditionFailed as exc:
+            if selected is not None:
+                raise
             findings.append(exc.message)
     return layouts, findings
 
 
-def _read(conn, queue: str | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
+def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
           margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int) -> dict:
     installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
     warnings = planner.check_installation(installation, runtime_roles)
     schema = installation.queue_storage_schema
-    layouts, findings = _layouts(conn, schema, queue, stripes)
+    layouts, findings = _layouts(conn, schema, selected, stripes)
     physical = [name for layout in layouts.values() for name in layout.physical_queues]
     state = introspect.fetch_queue_state(conn, schema, physical, list(runtime_roles))
     depths = introspect.fetch_lane_depths(conn, schema, physical)
@@ -129,25 +136,29 @@ def _read(conn, queue: str | None, stripes: int | None, runtime_roles: tuple[str
     }
 
 
-def read_shards_info(conn, *, queue: str | None = None, stripes: int | None = None,
+def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
                      expected_new_runtimes: int = 0) -> dict:
-    """One consistent, read-only look at ``queue`` (or every queue when None).
+    """One consistent, read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
 
     ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
     (instance ids seen before a restart), for ``wait: restarted``.
     """
-    if queue is not None:
-        validate_queue_name(queue)
-    if stripes is not None and queue is None:
+    if queue is not None and queues:
+        raise InvalidRequest("give queue or queues, not both")
+    selected = (queue,) if queue is not None else tuple(dict.fromkeys(queues)) if queues else None
+    for name in selected or ():
+        validate_queue_name(name)
+    if stripes is not None and (selected is None or len(selected) != 1):
         raise InvalidRequest("stripes applies to one queue: set queue too (stripes are detected for every queue)")
     conn.rollback()
     conn.read_only = True
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
+    what = ", ".join(map(repr, selected)) if selected else "every queue"
     try:
-        with translated_errors(f"reading the shard state of {repr(queue) if queue else 'every queue'}"):
-            return _read(conn, queue, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
+        with translated_errors(f"reading the shard state of {what}"):
+            return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
                          frozenset(known_runtimes), expected_new_runtimes)
     finally:
         if not conn.closed:

@@ -30,11 +30,19 @@ extends_documentation_fragment:
 options:
   queue:
     description:
-      - The logical queue to report on. When not set, every queue with lanes or a C(awa.queue_meta) row is reported.
+      - The logical queue to report on. When neither O(queue) nor O(queues) is set, every queue with lanes or an
+        C(awa.queue_meta) row is reported.
     type: str
+  queues:
+    description:
+      - Several logical queues to report on (and wait for) in one read; their stripes are detected.
+      - Mutually exclusive with O(queue).
+    type: list
+    elements: str
   stripes:
     description:
       - The queue stripe count of O(queue). Detected from the stored C(<queue>#n) lanes when not set.
+      - Only with O(queue).
     type: int
   runtime_roles:
     description:
@@ -305,7 +313,8 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True)
+    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True,
+                          mutually_exclusive=[("queue", "queues")])
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params
@@ -314,7 +323,7 @@ def main() -> None:
         with open_connection(params) as conn:
             info = wait_for_shards_info(
                 conn, params["wait"], params["wait_timeout"], params["wait_sleep"], queue=params["queue"],
-                stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
+                queues=params["queues"], stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
                 ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
                 known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"])
     except WaitTimeout as exc:

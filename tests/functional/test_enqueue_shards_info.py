@@ -161,6 +161,10 @@ def test_every_queue_is_reported_with_its_stripes_and_a_summary(awa_db):
     assert everything["summary_lines"][0].startswith("alpha: enqueue_shards 3 (was 1, change #")
     assert any(line.startswith("  striped#1: ready by shard 0:0 1:0") for line in everything["summary_lines"])
     assert everything["converged"] and everything["drained"]
+    chosen = info(awa_db, queues=["striped", "never_used"])
+    assert list(chosen["queues"]) == ["striped", "never_used"]
+    assert chosen["queues"]["never_used"]["enqueue_shards"] == {"never_used": 1}
+    assert len(chosen["queues"]["never_used"]["lanes_missing"]) == 4
 
 
 def run_ansible(args: list[str]) -> subprocess.CompletedProcess:
