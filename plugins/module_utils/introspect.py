@@ -52,9 +52,7 @@ SELECT current_setting('server_version_num')::int,
        to_regnamespace('awa') IS NOT NULL,
        EXISTS (SELECT 1 FROM pg_attribute
                WHERE attrelid = to_regclass('awa.queue_meta') AND attname = 'enqueue_shards' AND NOT attisdropped),
-       to_regclass('awa.schema_version') IS NOT NULL
-         AND to_regprocedure('awa.storage_status()') IS NOT NULL
-         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL,
+       to_regclass('awa.schema_version') IS NOT NULL,
        ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r)),
        -- Catalog lookups, not to_regclass: that raises without USAGE on the ledger schema.
        EXISTS (SELECT 1 FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
@@ -66,19 +64,22 @@ SELECT current_setting('server_version_num')::int,
                                          AND relname = %(ledger_table_name)s), 'INSERT'), false),
        ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r JOIN pg_roles AS pr ON pr.rolname = r
              WHERE pr.rolsuper OR pg_has_role(r, current_user, 'USAGE')),
-       current_database()::text
+       current_database()::text,
+       to_regprocedure('awa.storage_status()') IS NOT NULL
+         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL
 """
 
+SCHEMA_VERSION_SQL = "SELECT max(version) FROM awa.schema_version"
+
 AWA_DETAILS_SQL = """
-SELECT (SELECT max(version) FROM awa.schema_version),
-       s.state, s.current_engine, awa.active_queue_storage_schema(),
+SELECT s.state, s.current_engine, awa.active_queue_storage_schema(),
        to_regclass(quote_ident(COALESCE(awa.active_queue_storage_schema(), 'awa')) || '.queue_enqueue_heads') IS NOT NULL
 FROM awa.storage_status() AS s
 """
 
 
 def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
-    """Two statements: what exists, then (when Awa is there) its version and engine."""
+    """At most three statements: what exists, then (when Awa is there) its version and engine."""
     row = conn.execute(sql.SQL(INSTALLATION_SQL), {
         "roles": list(roles),
         "ledger_table_name": ledger_table,
@@ -89,13 +90,12 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
         has_awa_schema=row[4], has_enqueue_shards=row[5], missing_roles=list(row[7]),
         ledger_exists=row[8], can_create_ledger=row[9], can_write_ledger=row[10],
         roles_with_creator_privileges=list(row[11]), database=row[12])
-    if row[4] and row[6]:
+    if row[6]:
+        found.schema_version = conn.execute(SCHEMA_VERSION_SQL).fetchone()[0]
+    if row[13]:
         details = conn.execute(sql.SQL(AWA_DETAILS_SQL)).fetchone()
-        found.schema_version = details[0]
-        found.storage_state = details[1]
-        found.storage_engine = details[2]
-        found.queue_storage_schema = details[3]
-        found.has_queue_storage_tables = details[4]
+        found.storage_state, found.storage_engine, found.queue_storage_schema = details[:3]
+        found.has_queue_storage_tables = details[3]
     return found
 
 

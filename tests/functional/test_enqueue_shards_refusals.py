@@ -67,7 +67,7 @@ def canonical_engine_database(factory: AwaDatabaseFactory) -> AwaDatabase:
 
 @pytest.mark.parametrize("make_database, messages", [
     (database_without_awa, ["has no Awa schema 'awa'", "awa migrate"]),
-    (awa_0_5_7_database, ["has no enqueue shards", "Upgrade Awa to 0.6.8 or 0.6.9"]),
+    (awa_0_5_7_database, ["(schema version 11) has no enqueue shards", "Upgrade Awa to 0.6.8 or 0.6.9"]),
     (canonical_engine_database, ["queue-storage engine is not active", "state=canonical",
                                  "SELECT awa.storage_auto_finalize_if_fresh('awa')", "awa storage finalize"]),
 ], ids=["no-awa-schema", "awa-0.5.7", "queue-storage-not-active"])
