@@ -13,9 +13,28 @@ from __future__ import annotations
 import math
 
 
-def _infinite_int_options(spec: dict, params: dict) -> list[str]:
-    return [name for name, option in spec.items()
-            if option.get("type") == "int" and isinstance(params.get(name), float) and math.isinf(params[name])]
+def _entries(value: object) -> list[dict]:
+    """The dicts a sub-option value holds (a dict, or a list of them)."""
+    values = value if isinstance(value, list) else [value]
+    return [entry for entry in values if isinstance(entry, dict)]
+
+
+def _infinite_int_options(spec: dict, params: dict, prefix: str = "") -> list[str]:
+    names = []
+    for name, option in spec.items():
+        value = params.get(name)
+        if option.get("type") == "int" and isinstance(value, float) and math.isinf(value):
+            names.append(prefix + name)
+        for index, entry in enumerate(_entries(value) if "options" in option else []):
+            names += _infinite_int_options(option["options"], entry, f"{prefix}{name}[{index}].")
+    return names
+
+
+def _lenient(spec: dict) -> dict:
+    """``spec`` with every integer option, sub-options included, left raw."""
+    return {name: dict(option, **({"type": "raw"} if option.get("type") == "int" else {}),
+                       **({"options": _lenient(option["options"])} if "options" in option else {}))
+            for name, option in spec.items()}
 
 
 def build_module(module_class, argument_spec: dict, **kwargs):
@@ -24,8 +43,7 @@ def build_module(module_class, argument_spec: dict, **kwargs):
         return module_class(argument_spec=argument_spec, **kwargs)
     except OverflowError:
         # Re-read the options with integers left raw, to name the offending ones.
-        lenient = {name: dict(option, type="raw") if option.get("type") == "int" else option
-                   for name, option in argument_spec.items()}
+        lenient = _lenient(argument_spec)
         module = module_class(argument_spec=lenient, **kwargs)
         names = _infinite_int_options(argument_spec, module.params) or ["an integer option"]
         module.fail_json(msg=f"{', '.join(names)} must be a finite integer, got an infinite value")

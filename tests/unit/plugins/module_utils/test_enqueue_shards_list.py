@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import merge_results
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_requests
+from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
 
 
 def queue_result(queue: str, shards: int, *, changed: bool = True, stripes: int = 1) -> dict:
@@ -61,3 +65,13 @@ def test_merge_sums_and_merges_over_queues_and_keeps_each_queue_result():
 def test_merge_of_queues_that_need_nothing_is_unchanged():
     merged = merge_results({"a": queue_result("a", 2, changed=False), "b": queue_result("b", 2, changed=False)}, 0.1)
     assert merged["changed"] is False and merged["queries"] == [] and merged["lanes_created"] == 0
+
+
+def test_an_infinite_shard_count_in_the_list_is_refused_by_name(capsys):
+    args = {"queues": [{"queue": "orders", "shards": 8}, {"queue": "events", "shards": float("inf")}],
+            "login_host": "127.0.0.1", "login_port": 1}
+    with patch_module_args(args):
+        with pytest.raises(SystemExit):
+            awa_enqueue_shards.main()
+    result = json.loads(capsys.readouterr().out)
+    assert result["failed"] and result["msg"] == "queues[1].shards must be a finite integer, got an infinite value"
