@@ -1,7 +1,7 @@
 """A real Awa producer (awa-pg) as its own OS process.
 
     python -m awa_testbed.producer --url URL --queue orders --mode insert
-        [--batch 1] [--rate 50] [--count 0] [--keyed] [--scheduled-every 0]
+        [--batch 1] [--rate 50] [--burst 1] [--count 0] [--keyed] [--scheduled-every 0]
         [--stripes 1] [--name p1] [--summary PATH]
 
 Modes are the three enqueue paths of awa-pg 0.6.9 (awa-facts.md §6):
@@ -112,10 +112,11 @@ class Producer:
         while not stop.is_set():
             if self.args.count and self.sequence >= self.args.count:
                 break
-            # Keep up to --concurrency calls in flight, paced by --rate.
-            while len(pending) >= self.args.concurrency:
-                dummy, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            pending.add(asyncio.create_task(self.one_call(recorder, lock)))
+            # Keep up to --concurrency calls in flight; start --burst of them at each tick of --rate.
+            for dummy_call in range(self.args.burst):
+                while len(pending) >= self.args.concurrency:
+                    dummy, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                pending.add(asyncio.create_task(self.one_call(recorder, lock)))
             if interval:
                 next_at += interval
                 try:
@@ -149,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--batch", type=int, default=1, help="jobs per call")
     parser.add_argument("--rate", type=float, default=50.0, help="calls per second (0: as fast as possible)")
     parser.add_argument("--concurrency", type=int, default=1, help="calls in flight at once")
+    parser.add_argument("--burst", type=int, default=1,
+                        help="calls started together at each tick (bursty traffic; raise --concurrency to match)")
     parser.add_argument("--connections", type=int, default=10, help="client pool size")
     parser.add_argument("--count", type=int, default=0, help="stop after this many jobs (0: run until signalled)")
     parser.add_argument("--keyed", action="store_true", help="give every job an ordering key")

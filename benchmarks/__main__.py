@@ -1,0 +1,128 @@
+"""Run the benchmarks: ``bash benchmarks/run.sh [--quick] [--majors 17 18] [--suites ...]``.
+
+For each PostgreSQL major it starts a durable server (fsync on), runs the
+suites in order, prints one table per suite as soon as it is done, and writes
+everything measured to benchmarks/results/<UTC timestamp>.json (rewritten
+after each suite, so an interrupted run keeps what it measured).
+``--tables FILE.json`` prints the tables of an earlier run again.
+
+Suites: change (cost of one change), impact (live producers), scale (many
+queues, Ansible), convergence (restart pickup). It never passes or fails:
+it measures and reports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import shlex
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from . import change_cost, convergence, environment, producer_impact, scale
+from .environment import BenchServer
+from .producer_impact import Traffic
+
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+@dataclass(frozen=True)
+class Profile:
+    """How much of everything one run measures."""
+
+    name: str
+    change_iterations: int
+    impact_rounds: int
+    scale_queues: int
+    runtime_counts: tuple[int, ...]
+    traffic: Traffic = field(default_factory=Traffic)
+
+
+FULL = Profile("full", change_iterations=7, impact_rounds=3, scale_queues=100, runtime_counts=(2, 8))
+QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, runtime_counts=(2,),
+                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0))
+
+
+@dataclass(frozen=True)
+class Suite:
+    """How to run one suite for one server, and how to show its result."""
+
+    run: Callable[[BenchServer, Profile, Path], dict]
+    table: Callable[[int, dict], str]
+
+
+SUITES: dict[str, Suite] = {
+    "change": Suite(lambda bench, profile, work_dir: change_cost.run(bench, profile.change_iterations),
+                    change_cost.table),
+    "impact": Suite(lambda bench, profile, work_dir: producer_impact.run(
+        bench, profile.traffic, profile.impact_rounds, work_dir), producer_impact.table),
+    "scale": Suite(lambda bench, profile, work_dir: scale.run(bench, profile.scale_queues, work_dir), scale.table),
+    "convergence": Suite(lambda bench, profile, work_dir: convergence.run(bench, profile.runtime_counts, work_dir),
+                         convergence.table),
+}
+
+
+def suite_tables(report: dict) -> str:
+    """Every table of a report, major by major."""
+    parts = []
+    for major, suites in report["results"].items():
+        for name, measured in suites.items():
+            if "result" in measured:
+                parts.append(SUITES[name].table(int(major), measured["result"]))
+    return "\n".join(parts)
+
+
+def measure(report: dict, output: Path, profile: Profile, majors: list[int], suites: list[str]) -> None:
+    work_dir = Path(tempfile.mkdtemp(prefix="awa-bench-"))
+    for major in majors:
+        with environment.durable_server(major) as bench:
+            report["servers"][str(major)] = bench.settings()
+            results = report["results"].setdefault(str(major), {})
+            for name in suites:
+                started, load_before = time.monotonic(), environment.load_average()
+                result = SUITES[name].run(bench, profile, work_dir)
+                results[name] = {"seconds": round(time.monotonic() - started, 1), "load_before": load_before,
+                                 "load_after": environment.load_average(), "result": result}
+                print(SUITES[name].table(major, result), flush=True)
+                print(f"(load average {load_before} -> {results[name]['load_after']})\n", flush=True)
+                output.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="fewer iterations and queues (a few minutes)")
+    parser.add_argument("--majors", type=int, nargs="+", default=[17, 18], choices=(17, 18))
+    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=SUITES)
+    parser.add_argument("--output", type=Path, help="JSON file to write (default: benchmarks/results/<timestamp>.json)")
+    parser.add_argument("--tables", type=Path, metavar="FILE.json", help="print the tables of an earlier run and exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.tables:
+        print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8"))))
+        return 0
+    profile = QUICK if args.quick else FULL
+    started = datetime.datetime.now(datetime.timezone.utc)
+    output = args.output or RESULTS_DIR / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    report = {"started_at": started.isoformat(), "command": shlex.join([sys.argv[0], *sys.argv[1:]]),
+              "profile": asdict(profile), "machine": environment.machine(), "servers": {}, "results": {}}
+    print(f"awa.operations benchmarks ({profile.name}), PostgreSQL {', '.join(map(str, args.majors))}, "
+          f"durable servers (fsync on); writing {output}\n", flush=True)
+    measure(report, output, profile, args.majors, args.suites)
+    report["finished_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
+    output.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    print(f"results: {output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
