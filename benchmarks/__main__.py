@@ -17,6 +17,7 @@ import argparse
 import datetime
 import json
 import shlex
+import shutil
 import sys
 import tempfile
 import time
@@ -78,6 +79,7 @@ def suite_tables(report: dict) -> str:
 
 
 def measure(report: dict, output: Path, profile: Profile, majors: list[int], suites: list[str]) -> None:
+    """Run ``suites`` on each major; the programs' logs stay in a temporary folder only if a suite fails."""
     work_dir = Path(tempfile.mkdtemp(prefix="awa-bench-"))
     for major in majors:
         with environment.durable_server(major) as bench:
@@ -91,6 +93,7 @@ def measure(report: dict, output: Path, profile: Profile, majors: list[int], sui
                 print(SUITES[name].table(major, result), flush=True)
                 print(f"(load average {load_before} -> {results[name]['load_after']})\n", flush=True)
                 output.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+    shutil.rmtree(work_dir, ignore_errors=True)
 
 
 def build_parser() -> argparse.ArgumentParser:
