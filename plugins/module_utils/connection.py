@@ -149,10 +149,16 @@ def translated_errors(action: str, on_lock_timeout=None) -> Iterator[None]:
     except pg_errors.InsufficientPrivilege as exc:
         raise PreconditionFailed(f"{action}: {_first_line(exc)}. Nothing was changed.",
                                  sqlstate=exc.sqlstate) from None
-    except (pg_errors.AdminShutdown, pg_errors.QueryCanceled, psycopg.OperationalError) as exc:
-        raise DatabaseError(f"{action}: the database connection was lost or the statement was cancelled "
-                            f"({_first_line(exc)}). The transaction did not commit, so nothing was changed; "
-                            "re-run to apply.", sqlstate=getattr(exc, "sqlstate", None)) from None
     except psycopg.Error as exc:
-        raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back.",
-                            sqlstate=getattr(exc, "sqlstate", None)) from None
+        if _connection_lost(exc):
+            raise DatabaseError(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
+                                "did not commit, so nothing was changed; re-run to apply.",
+                                sqlstate=exc.sqlstate) from None
+        raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
+                            "changed.", sqlstate=exc.sqlstate) from None
+
+
+def _connection_lost(exc: BaseException) -> bool:
+    """The session is gone (client-side failure, connection class 08, or the server shutting it down)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")

@@ -9,14 +9,16 @@
         info = read_shards_info(conn, queue="orders")
         print("\\n".join(info["summary_lines"]))
 
-Each read is one REPEATABLE READ, READ ONLY transaction of a fixed number of
-statements, whatever the number of queues and lanes.
+Each read is a REPEATABLE READ, READ ONLY transaction of a fixed number of
+statements; only the lane depths of more than a thousand lanes are read in
+further transactions of a thousand lanes each, because reading a lane's
+cursors locks its sequences until the transaction ends.
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils import introspect, ledger, planner, report, waiters
@@ -90,6 +92,24 @@ def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int |
     return layouts, findings
 
 
+# Lanes whose depth is read in one transaction (two sequence locks each).
+DEPTH_LANES_PER_TRANSACTION = 1000
+
+
+def depth_chunks(physical: list[str], state: introspect.QueueState) -> list[list[str]]:
+    """Physical queues grouped so each group has at most DEPTH_LANES_PER_TRANSACTION lanes (unless one alone has more)."""
+    lanes = Counter(lane.queue for lane in state.lanes)
+    chunks: list[list[str]] = []
+    size = 0
+    for queue in physical:
+        if not chunks or size + lanes[queue] > DEPTH_LANES_PER_TRANSACTION:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(queue)
+        size += lanes[queue]
+    return chunks
+
+
 def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
           margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int) -> dict:
     installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
@@ -98,9 +118,14 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
     layouts, findings = _layouts(conn, schema, selected, stripes)
     physical = [name for layout in layouts.values() for name in layout.physical_queues]
     state = introspect.fetch_queue_state(conn, schema, physical, list(runtime_roles))
-    depths = introspect.fetch_lane_depths(conn, schema, physical)
     runtimes = introspect.fetch_runtimes(conn)
     changes = ledger.fetch_latest_changes(conn, ledger_schema, physical) if installation.ledger_exists else {}
+    depths = []
+    for chunk in depth_chunks(physical, state):
+        depths += introspect.fetch_lane_depths(conn, schema, chunk)
+        # Reading a lane's cursors locks its two sequences until the transaction ends:
+        # end it after each chunk so thousands of lanes cannot exhaust the lock table.
+        conn.rollback()
     if not installation.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")

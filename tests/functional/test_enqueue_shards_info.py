@@ -17,6 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import o
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import WaitTimeout
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils import shards_info
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 
@@ -189,3 +190,15 @@ def test_ansible_wait_prints_progress_every_poll_and_fails_naming_the_straggler(
     done = run_ansible(["-a", f"{login} queue=ansible_q wait=converged wait_timeout=60 wait_sleep=1"])
     assert done.returncode == 0, done.stdout + done.stderr
     assert "done: ansible_q: 1/1 runtimes on 2 shards" in done.stdout
+
+
+def test_depths_of_many_lanes_are_read_a_thousand_lanes_per_transaction(awa_db, fleet, monkeypatch):
+    """Reading a lane's cursors locks its sequences until the transaction ends; big reads are chunked."""
+    monkeypatch.setattr(shards_info, "DEPTH_LANES_PER_TRANSACTION", 8)  # one 2-shard queue per transaction
+    for queue in ("chunk_a", "chunk_b", "chunk_c"):
+        change(awa_db, queue, 2)
+        fleet.producer(f"p_{queue}", queue, mode="enqueue_many_copy", keyed=True, batch=20, count=20, rate=0).wait(60)
+    everything = info(awa_db)
+    for queue in ("chunk_a", "chunk_b", "chunk_c"):
+        assert everything["queues"][queue]["ready_depth"] == 20
+        assert sum(row["ready_depth"] for row in everything["queues"][queue]["shards"]) == 20

@@ -1,0 +1,28 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Pure parts of shards_info: how depth reads are split into transactions, and what a timeout says."""
+
+from __future__ import annotations
+
+from ansible_collections.awa.operations.plugins.module_utils import shards_info
+from ansible_collections.awa.operations.plugins.module_utils.introspect import QueueState
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_planner import grid
+
+
+def test_depth_reads_are_chunked_by_lane_count_keeping_queues_whole(monkeypatch):
+    monkeypatch.setattr(shards_info, "DEPTH_LANES_PER_TRANSACTION", 64)
+    lanes = grid("a", 8, 8) + grid("b", 8, 8) + grid("c", 16, 16) + grid("d", 1, 1)  # 32, 32, 64, 4 lanes
+    state = QueueState(enqueue_shards={}, meta_row_exists={}, lanes=lanes)
+    assert shards_info.depth_chunks(["a", "b", "c", "d"], state) == [["a", "b"], ["c"], ["d"]]
+    assert shards_info.depth_chunks([], state) == []
+
+
+def test_a_timeout_names_every_straggler_and_what_to_do():
+    straggler = {"instance_id": "i-1", "hostname": None, "pid": 42, "seconds_since_start": 90.0,
+                 "reason": "it was already running when the count changed (change #3)"}
+    info = {"queues": {"orders": {"converged": False, "runtimes_converged": 1, "runtimes_live": 2,
+                                  "stragglers": [straggler], "drained": False, "depth_beyond_count": 5}}}
+    message = shards_info.timeout_message("drained", info, 61.2)
+    assert message.startswith("Timed out after 61s waiting until drained. orders: 1 of 2 live runtimes")
+    assert "pid 42 on host (unreported) (instance i-1, up 90s)" in message
+    assert "To finish: restart the runtimes named" in message
