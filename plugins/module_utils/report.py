@@ -139,7 +139,7 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
             break
     depth_values = [lane["ready_depth"] for lane in lanes]
     shard_counts = sorted(set(current.values()))
-    return {
+    view = {
         "queue": logical,
         "stripes": layout.stripes,
         "physical_queues": list(layout.physical_queues),
@@ -161,6 +161,8 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         "grants": grants,
         "findings": findings,
     }
+    view["summary_lines"] = summary_lines(view)
+    return view
 
 
 def _depth_text(shards: list[dict], queue: str) -> str:

@@ -143,7 +143,7 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
         view["pending_queues"] = pending.get(runtime.instance_id, [])
         view["converged"] = runtime.live and not view["pending_queues"]
         runtime_views.append(view)
-    lines = [line for queue_view in queues.values() for line in report.summary_lines(queue_view)]
+    lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
     new_runtimes = [view for view in runtime_views
                     if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     return {

@@ -222,6 +222,10 @@ queues:
       description: Problems found, each saying what to do.
       type: list
       elements: str
+    summary_lines:
+      description: This queue's lines of RV(summary_lines).
+      type: list
+      elements: str
   sample:
     orders:
       queue: orders
