@@ -8,7 +8,9 @@ tree serves both (ansible-tooling.md §2).
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -27,6 +29,8 @@ def collections_path() -> Path:
         if entry and _provides_us(Path(entry)):
             return Path(entry)
     root = Path(tempfile.mkdtemp(prefix="awa-collections-"))
+    # Only a symlink lives in there; remove the folder when this process ends.
+    atexit.register(shutil.rmtree, root, True)
     link = root / "ansible_collections" / "awa" / "operations"
     link.parent.mkdir(parents=True)
     link.symlink_to(REPO)
