@@ -14,31 +14,16 @@
 # Everything it starts is stopped again when it ends (or is interrupted).
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
+# shellcheck source=hack/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
 
-venv=$(bash hack/bootstrap.sh)
-export PATH="$venv/bin:$PATH"
-export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
-AWA_TESTBED_RUN_ID="demo-$$-$(date +%s)"
-export AWA_TESTBED_RUN_ID
-
-state=$(mktemp -d /tmp/awa-demo.XXXXXX)
-collections=$(mktemp -d /tmp/awa-demo-collections.XXXXXX)
-cleanup() {
+state="$work/testbed"
+on_exit() {
     echo
     echo "Stopping the Awa applications, supervisord and PostgreSQL."
     python -m awa_testbed down --state "$state" >/dev/null 2>&1 || true
-    python -m awa_testbed reap --run "$AWA_TESTBED_RUN_ID" >/dev/null 2>&1 || true
-    rm -rf "$collections"
 }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
-# This checkout as the collection awa.operations, for ansible-playbook.
-mkdir -p "$collections/ansible_collections/awa"
-ln -s "$root" "$collections/ansible_collections/awa/operations"
-export ANSIBLE_COLLECTIONS_PATH="$collections"
 # The inventory reads the test bed's state.json (extensions/testbed/group_vars/all.yml).
 export AWA_TESTBED_STATE="$state"
 export ANSIBLE_NOCOLOR=1 ANSIBLE_DISPLAY_SKIPPED_HOSTS=false

@@ -11,9 +11,6 @@
 # again, and ends with the pytest summary line of the functional tests.
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-cd "$root"
-
 long=0
 steps=()
 for arg in "$@"; do
@@ -26,25 +23,8 @@ done
 all_steps=(changelog sanity units lint importer integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 
-venv=$(bash hack/bootstrap.sh)
-export PATH="$venv/bin:$PATH"
-AWA_TESTBED_RUN_ID="test-$$-$(date +%s)"
-export AWA_TESTBED_RUN_ID
-export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
-export ANSIBLE_NOCOLOR=1 PY_COLORS=0 NO_COLOR=1
-
-work=$(mktemp -d /tmp/awa-ops-test.XXXXXX)
-cleanup() {
-    python -m awa_testbed reap --run "$AWA_TESTBED_RUN_ID" >/dev/null 2>&1 || true
-    rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-# The live tree as a collection, for ansible-playbook, ansible-lint and molecule.
-mkdir -p "$work/collections/ansible_collections/awa"
-ln -s "$root" "$work/collections/ansible_collections/awa/operations"
-export ANSIBLE_COLLECTIONS_PATH="$work/collections"
+# shellcheck source=hack/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh" test
 
 # ansible-test needs a real folder named ansible_collections/awa/operations,
 # outside this git repository (inside it, it would ask git for the file list).
