@@ -26,8 +26,6 @@ class Installation:
 
     server_version_num: int
     current_user: str
-    session_user: str
-    is_superuser: bool
     has_awa_schema: bool
     has_enqueue_shards: bool = False
     has_queue_storage_tables: bool = False
@@ -47,8 +45,6 @@ class Installation:
 INSTALLATION_SQL = """
 SELECT current_setting('server_version_num')::int,
        current_user::text,
-       session_user::text,
-       (SELECT rolsuper FROM pg_roles WHERE rolname = current_user),
        to_regnamespace('awa') IS NOT NULL,
        EXISTS (SELECT 1 FROM pg_attribute
                WHERE attrelid = to_regclass('awa.queue_meta') AND attname = 'enqueue_shards' AND NOT attisdropped),
@@ -85,14 +81,16 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
         "ledger_table_name": ledger_table,
         "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
     }).fetchone()
+    (server_version_num, current_user, has_awa_schema, has_enqueue_shards, has_version_table, missing_roles,
+     ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions) = row
     found = Installation(
-        server_version_num=row[0], current_user=row[1], session_user=row[2], is_superuser=bool(row[3]),
-        has_awa_schema=row[4], has_enqueue_shards=row[5], missing_roles=list(row[7]),
-        ledger_exists=row[8], can_create_ledger=row[9], can_write_ledger=row[10],
-        roles_with_creator_privileges=list(row[11]), database=row[12])
-    if row[6]:
+        server_version_num=server_version_num, current_user=current_user, has_awa_schema=has_awa_schema,
+        has_enqueue_shards=has_enqueue_shards, missing_roles=list(missing_roles), ledger_exists=ledger_exists,
+        can_create_ledger=can_create_ledger, can_write_ledger=can_write_ledger,
+        roles_with_creator_privileges=list(creator_privileged), database=database)
+    if has_version_table:
         found.schema_version = conn.execute(SCHEMA_VERSION_SQL).fetchone()[0]
-    if row[13]:
+    if has_storage_functions:
         details = conn.execute(sql.SQL(AWA_DETAILS_SQL)).fetchone()
         found.storage_state, found.storage_engine, found.queue_storage_schema = details[:3]
         found.has_queue_storage_tables = details[3]
@@ -165,7 +163,6 @@ class QueueState:
     """Shard counts (queue_meta) and every relevant lane of some physical queues."""
 
     enqueue_shards: dict[str, int]
-    meta_row_exists: dict[str, bool]
     lanes: list[LaneState]
 
     def lanes_of(self, queue: str) -> list[LaneState]:
@@ -229,7 +226,7 @@ ORDER BY queue, priority, enqueue_shard
 """
 
 META_SQL = """
-SELECT q, m.enqueue_shards, m.queue IS NOT NULL
+SELECT q, m.enqueue_shards
 FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = q
 """
 
@@ -242,7 +239,8 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     count. Two statements, whatever the number of queues and lanes.
     """
     meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
-    current = {queue: (value or 1) for queue, value, dummy in meta}
+    # No row means 1 (Awa's readers COALESCE it).
+    current = {queue: (value or 1) for queue, value in meta}
     rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
@@ -253,7 +251,6 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
         "privileges": list(LANE_PRIVILEGES)}).fetchall()
     return QueueState(
         enqueue_shards=current,
-        meta_row_exists={queue: exists for queue, dummy, exists in meta},
         lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
                for row in rows],
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
@@ -222,6 +221,3 @@ class PgServer:
         server.port = record["port"]
         server.detached = True
         return server
-
-    def to_json(self) -> str:
-        return json.dumps(self.describe())

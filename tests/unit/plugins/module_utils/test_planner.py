@@ -22,7 +22,7 @@ RUNTIME = "awa_runtime"
 
 def installation(**changes) -> Installation:
     base = Installation(
-        server_version_num=180006, current_user="awa_migrator", session_user="awa_migrator", is_superuser=False,
+        server_version_num=180006, current_user="awa_migrator",
         has_awa_schema=True, has_enqueue_shards=True, has_queue_storage_tables=True, schema_version=40,
         storage_state="active", storage_engine="queue_storage", queue_storage_schema="awa",
         ledger_exists=True, can_create_ledger=True, can_write_ledger=True, database="app")
@@ -50,8 +50,7 @@ def grid(queue, shards, existing_shards, **lane_options):
 
 
 def state(lanes, shards_by_queue):
-    return QueueState(enqueue_shards=dict(shards_by_queue),
-                      meta_row_exists={q: True for q in shards_by_queue}, lanes=lanes)
+    return QueueState(enqueue_shards=dict(shards_by_queue), lanes=lanes)
 
 
 def plan(queue="orders", shards=8, lanes=None, current=None, roles=(), stripes=None, known=None, found=None):

@@ -12,7 +12,7 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_pla
 def test_depth_reads_are_chunked_by_lane_count_keeping_queues_whole(monkeypatch):
     monkeypatch.setattr(shards_info, "DEPTH_LANES_PER_TRANSACTION", 64)
     lanes = grid("a", 8, 8) + grid("b", 8, 8) + grid("c", 16, 16) + grid("d", 1, 1)  # 32, 32, 64, 4 lanes
-    state = QueueState(enqueue_shards={}, meta_row_exists={}, lanes=lanes)
+    state = QueueState(enqueue_shards={}, lanes=lanes)
     assert shards_info.depth_chunks(["a", "b", "c", "d"], state) == [["a", "b"], ["c"], ["d"]]
     assert shards_info.depth_chunks([], state) == []
 
