@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import psycopg
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
 
 from . import environment, stats, tables
@@ -125,7 +126,7 @@ def measure_raw_upsert(conn: psycopg.Connection, queue: str, shards: int) -> dic
 
 def measure_by_hand(conn: TimedConnection, queue: str, shards: int, stripes: int) -> dict:
     """The documented provisioning SQL and the upsert, in one transaction (no plan, no verify, no ledger)."""
-    queues = [queue] if stripes == 1 else [f"{queue}#{index}" for index in range(stripes)]
+    queues = physical_queues(queue, stripes)
     conn.take_events()
     with protocol_trace(conn) as wire:
         for statement in BY_HAND_SQL:
@@ -180,9 +181,8 @@ def table(major: int, result: dict) -> str:
     for scenario in result["scenarios"]:
         rows.append(_row(f"module: {scenario['scenario']}", scenario["lanes"], scenario["runs"])
                     + [scenario["rerun_unchanged"]["round_trips"], scenario["check_mode_fresh_queue"]["round_trips"]])
-        if "by_hand" in scenario:
-            rows.append(_row(f"by hand (awa-facts.md §3 SQL): {scenario['scenario']}", scenario["lanes"],
-                             scenario["by_hand"]) + [None, None])
+        rows.append(_row(f"by hand (awa-facts.md §3 SQL): {scenario['scenario']}", scenario["lanes"],
+                         scenario["by_hand"]) + [None, None])
     rows.append(_row("raw upsert (1 statement, no lanes)", 0, result["raw_upsert"]) + [None, None])
     iterations = len(result["scenarios"][0]["runs"])
     return tables.render(

@@ -16,11 +16,12 @@ from pathlib import Path
 
 from awa_testbed import processes
 from awa_testbed.awadb import AwaDatabase
+from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.processes import ManagedProcess
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info, wait_for_shards_info
 
 from . import environment, tables
 from .environment import BenchServer
@@ -51,29 +52,6 @@ def restart_all(workers: list[ManagedProcess]) -> float:
     return start_all(workers)
 
 
-def wait_live(conn, count: int) -> float:
-    """Seconds until ``count`` live runtimes are seen (they publish a snapshot when they start)."""
-    started = time.perf_counter()
-    while time.perf_counter() - started < TIMEOUT_SECONDS:
-        info = read_shards_info(conn)
-        if sum(1 for runtime in info["runtimes"] if runtime["live"]) >= count:
-            return time.perf_counter() - started
-        time.sleep(POLL_SECONDS)
-    raise RuntimeError(f"{count} runtimes did not become live within {TIMEOUT_SECONDS}s")
-
-
-def wait_converged(conn, queue: str) -> tuple[float, int]:
-    """perf_counter when the info read first says converged, and the number of reads."""
-    polls = 0
-    deadline = time.perf_counter() + TIMEOUT_SECONDS
-    while time.perf_counter() < deadline:
-        polls += 1
-        if read_shards_info(conn, queue=queue)["converged"]:
-            return time.perf_counter(), polls
-        time.sleep(POLL_SECONDS)
-    raise RuntimeError(f"queue {queue} did not converge within {TIMEOUT_SECONDS}s")
-
-
 def measure(db: AwaDatabase, count: int, log_dir: Path) -> dict:
     queue = f"converge_{count}"
     workers = [processes.worker(f"{queue}-w{index}", db.url(), [f"{queue}=2"], record_dsn=db.dsn(),
@@ -81,12 +59,13 @@ def measure(db: AwaDatabase, count: int, log_dir: Path) -> dict:
     try:
         start_all(workers)
         with environment.connect(db) as conn:
-            wait_live(conn, count)
+            wait_for_live_runtimes(db, [worker.pid for worker in workers], TIMEOUT_SECONDS)
             change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS))
             committed = time.perf_counter()
             converged_before_restart = read_shards_info(conn, queue=queue)["converged"]
             last_ready = restart_all(workers)
-            converged, polls = wait_converged(conn, queue)
+            polls = wait_for_shards_info(conn, "converged", TIMEOUT_SECONDS, POLL_SECONDS, queue=queue)["polls"]
+            converged = time.perf_counter()
     finally:
         for worker in workers:
             worker.stop()

@@ -18,7 +18,6 @@ from pathlib import Path
 import psycopg
 from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
 from awa_testbed.binaries import pg_version_string
-from awa_testbed.collection import make_importable
 from awa_testbed.pgserver import PgServer
 
 # The settings that shape the numbers, read back from each server.
@@ -59,11 +58,6 @@ def durable_server(major: int) -> Iterator[BenchServer]:
 def connect(db: AwaDatabase, connection_class: type = psycopg.Connection) -> psycopg.Connection:
     """A superuser connection to ``db`` as the module opens one (autocommit off)."""
     return connection_class.connect(db.dsn(), application_name="awa.operations-benchmark")
-
-
-def collections_path() -> Path:
-    """This checkout as the collection awa.operations, importable and on ANSIBLE_COLLECTIONS_PATH."""
-    return make_importable()
 
 
 def load_average() -> list[float]:

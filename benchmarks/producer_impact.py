@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from awa_testbed.awadb import AwaDatabase
+from awa_testbed import processes
 from awa_testbed.processes import ManagedProcess
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
@@ -58,24 +59,23 @@ class Traffic:
     window_after: float = 3.0
 
 
-def _producer_args(db: AwaDatabase, queue: str, summary: Path) -> list[str]:
-    return ["--url", db.url(), "--record-dsn", db.dsn(), "--queue", queue, "--summary", str(summary)]
+def summary_path(program_name: str, log_dir: Path) -> Path:
+    """Where a producer writes its JSON summary (every call: finish time, latency, ok)."""
+    return log_dir / f"{program_name}.json"
 
 
 def start_producers(db: AwaDatabase, queue: str, traffic: Traffic, log_dir: Path) -> list[ManagedProcess]:
     """The insert producers and the keyed COPY producer of one arm, started and ready."""
-    programs = []
-    for index in range(traffic.insert_producers):
-        name = f"{queue}-insert{index}"
-        args = _producer_args(db, queue, log_dir / f"{name}.json") + [
-            "--mode", "insert", "--rate", str(traffic.bursts_per_second), "--burst", str(traffic.burst),
-            "--concurrency", str(traffic.burst), "--connections", str(traffic.burst)]
-        programs.append(ManagedProcess(name, "producer", args, log_dir))
-    name = f"{queue}-copy"
-    args = _producer_args(db, queue, log_dir / f"{name}.json") + [
-        "--mode", "enqueue_many_copy", "--keyed", "--batch", str(traffic.copy_batch),
-        "--rate", str(traffic.copy_batches_per_second), "--concurrency", "2", "--connections", "2"]
-    programs.append(ManagedProcess(name, "producer", args, log_dir))
+    common = {"record_dsn": db.dsn(), "log_dir": log_dir}
+    inserts = [f"{queue}-insert{index}" for index in range(traffic.insert_producers)]
+    programs = [processes.producer(name, db.url(), queue, mode="insert", rate=traffic.bursts_per_second,
+                                   burst=traffic.burst, concurrency=traffic.burst, connections=traffic.burst,
+                                   summary=summary_path(name, log_dir), **common)
+                for name in inserts]
+    copy = f"{queue}-copy"
+    programs.append(processes.producer(copy, db.url(), queue, mode="enqueue_many_copy", keyed=True,
+                                       batch=traffic.copy_batch, rate=traffic.copy_batches_per_second,
+                                       concurrency=2, connections=2, summary=summary_path(copy, log_dir), **common))
     for program in programs:
         program.start()
     return programs
@@ -91,7 +91,7 @@ def switch(arm: str, conn, queue: str) -> None:
 
 def load_calls(program: ManagedProcess) -> list[tuple[float, float, bool]]:
     """(start unix time, latency ms, ok) of every call the producer made."""
-    summary = json.loads((program.log_dir / f"{program.name}.json").read_text(encoding="utf-8"))
+    summary = json.loads(summary_path(program.name, program.log_dir).read_text(encoding="utf-8"))
     return [(finished - latency / 1000, latency, ok) for finished, latency, ok in summary["calls"]]
 
 
@@ -108,14 +108,12 @@ def new_shards_written(db: AwaDatabase, queue: str) -> int:
                      "WHERE queue = %s AND enqueue_shard > 0", (queue,))
 
 
-def timeline(calls: list[tuple[float, float, bool]], switch_at: float, since: float, until: float,
-             bucket: float = TIMELINE_BUCKET) -> list[dict]:
-    """Calls grouped by start time, in ``bucket``-second steps relative to the switch."""
+def timeline(calls: list[tuple[float, float, bool]], switch_at: float) -> list[dict]:
+    """Calls grouped by start time, in TIMELINE_BUCKET-second steps relative to the switch."""
     buckets: dict[int, list[tuple[float, float, bool]]] = {}
     for call in calls:
-        if since <= call[0] <= until:
-            buckets.setdefault(int((call[0] - switch_at) // bucket), []).append(call)
-    return [{"from_s": round(index * bucket, 3), "calls": len(group),
+        buckets.setdefault(int((call[0] - switch_at) // TIMELINE_BUCKET), []).append(call)
+    return [{"from_s": round(index * TIMELINE_BUCKET, 3), "calls": len(group),
              "p50": stats.percentile([latency for dummy, latency, ok in group], 0.5),
              "max": max(latency for dummy, latency, ok in group),
              "errors": sum(1 for dummy, latency, ok in group if not ok)}
@@ -147,7 +145,7 @@ def run_arm(db: AwaDatabase, arm: str, queue: str, traffic: Traffic, log_dir: Pa
         "errors_by_type": errors_by_type(db, queue, since, until),
         "all_calls": len(calls), "all_errors": sum(1 for call in calls if not call[2]),
         "new_shards_written": new_shards_written(db, queue),
-        "timeline": timeline(calls, started, since, until),
+        "timeline": timeline(in_window, started),
     }
 
 

@@ -20,7 +20,7 @@ import re
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import psycopg
 from psycopg import pq, sql
@@ -112,7 +112,6 @@ class ProtocolCount:
 
     round_trips: int = 0
     statements: int = 0
-    messages: dict[str, int] = field(default_factory=dict)
 
 
 def count_protocol(trace_text: str) -> ProtocolCount:
@@ -123,8 +122,6 @@ def count_protocol(trace_text: str) -> ProtocolCount:
         if len(parts) < 4:
             continue
         direction, message = parts[0], parts[2]
-        key = f"{direction} {message}"
-        count.messages[key] = count.messages.get(key, 0) + 1
         if direction == "B" and message == "ReadyForQuery":
             count.round_trips += 1
         if direction == "F" and message in ("Query", "Execute"):
@@ -146,7 +143,7 @@ def protocol_trace(conn: psycopg.Connection) -> Iterator[ProtocolCount]:
             conn.pgconn.untrace()
         with open(path, encoding="utf-8", errors="replace") as trace:
             counted = count_protocol(trace.read())
-        count.round_trips, count.statements, count.messages = counted.round_trips, counted.statements, counted.messages
+        count.round_trips, count.statements = counted.round_trips, counted.statements
     finally:
         os.close(descriptor)
         os.unlink(path)

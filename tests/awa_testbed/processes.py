@@ -117,11 +117,11 @@ def worker(name: str, url: str, queues: list[str], *, stripes: int = 1, handler_
 
 def producer(name: str, url: str, queue: str, *, mode: str = "insert", rate: float = 50.0, batch: int = 1,
              count: int = 0, keyed: bool = False, scheduled_every: int = 0, stripes: int = 1,
-             concurrency: int = 1, record_dsn: str | None = None, summary: Path | None = None,
-             log_dir: Path | None = None) -> ManagedProcess:
+             concurrency: int = 1, burst: int = 1, connections: int = 10, record_dsn: str | None = None,
+             summary: Path | None = None, log_dir: Path | None = None) -> ManagedProcess:
     args = ["--url", url, "--queue", queue, "--mode", mode, "--rate", str(rate), "--batch", str(batch),
             "--count", str(count), "--scheduled-every", str(scheduled_every), "--stripes", str(stripes),
-            "--concurrency", str(concurrency)]
+            "--concurrency", str(concurrency), "--burst", str(burst), "--connections", str(connections)]
     if keyed:
         args.append("--keyed")
     if record_dsn:
