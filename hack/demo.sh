@@ -26,7 +26,7 @@ on_exit() {
 
 # The inventory reads the test bed's state.json (extensions/testbed/group_vars/all.yml).
 export AWA_TESTBED_STATE="$state"
-export ANSIBLE_NOCOLOR=1 ANSIBLE_DISPLAY_SKIPPED_HOSTS=false
+export ANSIBLE_DISPLAY_SKIPPED_HOSTS=false
 
 chapter() { printf '\n\n######## %s\n\n' "$*"; }
 say() { printf '%s\n' "$@" | fold -s -w 100; echo; }

@@ -1,4 +1,5 @@
-# Sourced (not run) by hack/test.sh, hack/demo.sh and benchmarks/run.sh:
+# Sourced (not run) by hack/test.sh, hack/integration.sh, hack/demo.sh and
+# benchmarks/run.sh:
 #
 #     source "$(dirname "${BASH_SOURCE[0]}")/../hack/env.sh" KIND
 #
@@ -8,6 +9,7 @@
 # a work folder $work holding this checkout as the collection awa.operations
 # (ANSIBLE_COLLECTIONS_PATH). On exit it calls the caller's on_exit function,
 # if there is one, then stops whatever the run left running and removes $work.
+# stage_collection copies the checkout to $stage for ansible-test.
 # shellcheck shell=bash
 
 run_kind=${1:?"usage: source hack/env.sh KIND"}
@@ -31,5 +33,18 @@ finish_run() {
     python -m awa_testbed reap --run "$AWA_TESTBED_RUN_ID" >/dev/null 2>&1 || true
     rm -rf "$work"
 }
+# ansible-test needs a real folder named ansible_collections/awa/operations,
+# outside this git repository (inside it, it would ask git for the file list).
+stage="$work/stage/ansible_collections/awa/operations"
+stage_collection() {
+    rm -rf "$stage" && mkdir -p "$stage"
+    git -C "$root" ls-files -z --cached --others --exclude-standard \
+        | tar -C "$root" --null -T - -cf - | tar -xf - -C "$stage"
+}
+
+# The machine's pip.conf names file:// indexes that do not exist; pip says so
+# once per package. Drop that noise (and pip's progress bars), keep the rest.
+without_pip_noise() { grep -vE --line-buffered 'is ignored: it is neither a file nor a directory|━' || true; }
+
 trap finish_run EXIT
 trap 'exit 130' INT TERM

@@ -3,46 +3,28 @@
 # with the real Awa 0.6.9 schema (a least-privilege database: owner, migrator,
 # runtime role, as in Awa's docs/security.md).
 #
-#     bash hack/integration.sh [STAGED_COLLECTION]
+#     bash hack/integration.sh
 #
-# STAGED_COLLECTION is a copy of this repository at
-# .../ansible_collections/awa/operations outside any git work tree (hack/test.sh
-# passes its own); without it one is made. For each major the script starts a
-# server and database with the test bed, writes
+# It stages a copy of this repository for ansible-test (hack/env.sh). For each
+# major it starts a server and database with the test bed, writes
 # tests/integration/integration_config.yml into the staged copy, runs
 # ansible-test, and stops the server, also when something fails.
 set -euo pipefail
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 majors=(17 18)
 targets=(awa_enqueue_shards)
 
-venv=$(bash "$root/hack/bootstrap.sh")
-export PATH="$venv/bin:$PATH"
-export PYTHONPATH="$root/tests${PYTHONPATH:+:$PYTHONPATH}"
-export AWA_TESTBED_RUN_ID="${AWA_TESTBED_RUN_ID:-integration-$$-$(date +%s)}"
+# shellcheck source=hack/env.sh
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh" integration
 
-work=$(mktemp -d /tmp/awa-ops-integration.XXXXXX)
-stop_servers() {
+on_exit() {
     local state
     for state in "$work"/pg*; do
         [ -d "$state" ] && python -m awa_testbed down --state "$state" >/dev/null 2>&1
     done
-    rm -rf "$work"
 }
-trap stop_servers EXIT
-trap 'exit 130' INT TERM
 
-stage=${1:-}
-if [ -z "$stage" ]; then
-    stage="$work/stage/ansible_collections/awa/operations"
-    mkdir -p "$stage"
-    (cd "$root" && git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$stage")
-fi
-
-# The machine's pip.conf names file:// indexes that do not exist; drop pip's
-# line about each, keep everything else (and ansible-test's exit status).
-without_pip_noise() { grep -vE --line-buffered 'is ignored: it is neither a file nor a directory' || true; }
+stage_collection
 
 # The variables tasks/main.yml reads, from the test bed's state.json (JSON is YAML).
 write_integration_config() {

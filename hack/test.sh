@@ -26,15 +26,6 @@ all_steps=(changelog sanity units lint importer integration molecule functional)
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" test
 
-# ansible-test needs a real folder named ansible_collections/awa/operations,
-# outside this git repository (inside it, it would ask git for the file list).
-stage="$work/stage/ansible_collections/awa/operations"
-stage_collection() {
-    rm -rf "$stage" && mkdir -p "$stage"
-    git ls-files -z --cached --others --exclude-standard \
-        | tar --null -T - -cf - | tar -xf - -C "$stage"
-}
-
 timings=()
 run_step() {
     local name=$1; shift
@@ -43,10 +34,6 @@ run_step() {
     "$@"
     timings+=("$(printf '%-12s %4ss' "$name" $((SECONDS - started)))")
 }
-
-# The machine's pip.conf names file:// indexes that do not exist; pip says so
-# once per package. Drop that noise, keep everything else.
-without_pip_noise() { grep -vE --line-buffered 'is ignored: it is neither a file nor a directory|━' || true; }
 
 step_changelog() { antsibull-changelog lint; }
 
@@ -78,7 +65,7 @@ step_importer() {
     fi
 }
 
-step_integration() { stage_collection; bash hack/integration.sh "$stage"; }
+step_integration() { bash hack/integration.sh; }
 
 step_molecule() { (cd "$root" && molecule test --all); }
 
