@@ -11,7 +11,6 @@ drain) runs in molecule on PostgreSQL 17 and 18 (extensions/molecule).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -38,7 +37,6 @@ def testbed() -> Iterator[Path]:
         yield state_dir
     finally:
         environment.down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +62,15 @@ def set_enqueue_shards(state_dir: Path, shards: int, **variables) -> subprocess.
 def test_invalid_input_is_refused_before_anything_changes(testbed, awa_db):
     before, pids = snapshot(awa_db), program_pids(testbed)
 
-    process = set_enqueue_shards(testbed, 65, enqueue_shards_batch_size=0, enqueue_shards_restart_command="")
+    process = set_enqueue_shards(testbed, 65, enqueue_shards_batch_size=0, enqueue_shards_restart_command="",
+                                 enqueue_shards_converge_timeout=0)
 
     assert process.returncode != 0
     assert "Invalid input for localhost, nothing was changed" in process.stdout
     for problem in ("shards must be between 1 (strict FIFO) and 64, got: demo=65",
                     "enqueue_shards_batch_size must be at least 1, got 0",
-                    "enqueue_shards_restart_command is empty"):
+                    "enqueue_shards_restart_command is empty",
+                    "timeouts must be greater than 0 and at most 86400 seconds: enqueue_shards_converge_timeout=0"):
         assert problem in process.stdout, problem
     assert (snapshot(awa_db), program_pids(testbed)) == (before, pids)
 
