@@ -17,7 +17,6 @@ cursors locks its sequences until the transaction ends.
 
 from __future__ import annotations
 
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 
@@ -224,7 +223,7 @@ def timeout_message(wait: str, info: dict, elapsed: float) -> str:
 
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
                          on_poll: Callable[[dict, float], None] | None = None, **read_args) -> dict:
-    """Read until ``wait`` (converged or drained) holds; raise WaitTimeout with the last state otherwise."""
+    """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise."""
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
     if wait == "none":
@@ -232,7 +231,7 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
         info.update(waited=False, polls=1, duration=0.0)
         return info
     outcome = waiters.wait_until(lambda: read_shards_info(conn, **read_args), waiters.PREDICATES[wait],
-                                 timeout, sleep, clock=time.monotonic, sleep=time.sleep, on_poll=on_poll)
+                                 timeout, sleep, on_poll=on_poll)
     info = dict(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
     if not outcome.satisfied:
         raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
