@@ -3,8 +3,8 @@
 ``up`` starts PostgreSQL (detached), creates a least-privilege Awa database
 (owner, migrator, runtime role as in Awa's docs/security.md), and runs N
 Awa applications (a worker runtime that also enqueues) under supervisord.
-It writes ``state.json`` and ``vars.yml`` (connection options and restart
-commands for playbooks) into the state folder. ``down`` removes it all.
+It writes ``state.json`` (connection options and restart commands for
+playbooks) into the state folder. ``down`` removes it all.
 Molecule's prepare/destroy and the demo use it.
 """
 
@@ -79,7 +79,6 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
         "state_dir": str(state_dir),
     }
     (state_dir / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
-    (state_dir / "vars.yml").write_text(json.dumps({"awa_testbed": state}, indent=2), encoding="utf-8")
     return state
 
 

@@ -11,7 +11,7 @@ import signal
 
 import pytest
 
-from awa_testbed.awadb import AwaDatabaseFactory
+from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabaseFactory
 from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.fleet import Fleet
@@ -26,7 +26,7 @@ def _raise_keyboard_interrupt(signum, frame):  # pylint: disable=unused-argument
 signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
 
 # Tests import ansible_collections.awa.operations and run ansible against this checkout.
-COLLECTIONS_PATH = make_importable()
+make_importable()
 
 
 class Servers:
@@ -72,9 +72,12 @@ def pg(db_factory) -> PgServer:
 
 
 @pytest.fixture
-def awa_db(db_factory):
-    """A fresh database with the real Awa 0.6.9 schema, queue storage active."""
-    database = db_factory.create()
+def awa_db(request, db_factory):
+    """A fresh database with the real Awa 0.6.9 schema, queue storage active.
+
+    Another released version: ``@pytest.mark.parametrize("awa_db", ["0.6.8"], indirect=True)``.
+    """
+    database = db_factory.create(awa_version=getattr(request, "param", DEFAULT_AWA_VERSION))
     yield database
     database.drop()
 

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards impo
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
 # Keys of a result that differ between two runs of the same plan.
@@ -43,6 +45,12 @@ def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = No
     with open_connection(db.login_args(role)) as conn:
         return change_enqueue_shards(conn, validate_request(queue, shards, **request),
                                      check_mode=check_mode, lock_timeout=lock_timeout)
+
+
+def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, **options) -> dict:
+    """One read (or wait) of the info module's core, as ``role`` (superuser when None), polling every 0.5 s."""
+    with open_connection(db.login_args(role)) as conn:
+        return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
 
 
 def refused(db: AwaDatabase, queue: object, shards: object, **options) -> AwaOperationsError:
@@ -153,6 +161,19 @@ def ledger_rows(db: AwaDatabase) -> list[dict]:
     return [row[0] for row in db.query(f"SELECT to_jsonb(c) FROM {LEDGER} AS c ORDER BY id")]
 
 
+def sequence_owners(db: AwaDatabase, queue: str) -> set[str]:
+    """The roles owning the enqueue sequences of ``queue``'s lanes."""
+    return {row[0] for row in db.query(
+        "SELECT DISTINCT pg_get_userbyid(c.relowner) FROM awa.queue_enqueue_heads AS h "
+        "JOIN pg_class AS c ON c.relname = h.seq_name AND c.relnamespace = 'awa'::regnamespace WHERE h.queue = %s",
+        (queue,))}
+
+
+def enqueued_per_producer(db: AwaDatabase) -> dict[str, int]:
+    """Jobs each test-bed producer recorded as enqueued, by producer name."""
+    return dict(db.query("SELECT producer, count(*) FROM testbed.enqueued GROUP BY 1 ORDER BY 1"))
+
+
 def next_transaction_id(db: AwaDatabase) -> int:
     """The cluster's next transaction id; reading it assigns none."""
     return int(db.scalar("SELECT txid_snapshot_xmax(txid_current_snapshot())"))
@@ -185,6 +206,30 @@ def backend_waiting_on_lock(db: AwaDatabase) -> int | None:
     """The pid of the module's session while it waits for a lock, if it does."""
     return db.scalar("SELECT pid FROM pg_stat_activity WHERE application_name = 'awa.operations' "
                      "AND wait_event_type = 'Lock' AND datname = current_database()")
+
+
+class Run(threading.Thread):
+    """One run of the change in its own thread and its own session."""
+
+    def __init__(self, db: AwaDatabase, queue: str, shards: int, **options) -> None:
+        super().__init__(daemon=True)
+        self.args = (db, queue, shards)
+        self.options = options
+        self.result: dict | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.result = change(*self.args, **self.options)
+        except BaseException as exc:  # pylint: disable=broad-exception-caught
+            self.error = exc
+
+    def outcome(self, timeout: float = 30.0) -> dict:
+        self.join(timeout)
+        assert not self.is_alive(), "the run did not finish"
+        if self.error is not None:
+            raise self.error
+        return self.result
 
 
 # -- real Ansible -------------------------------------------------------------

@@ -14,7 +14,6 @@ import pytest
 from psycopg import sql
 
 from awa_testbed.awadb import AwaDatabase
-from awa_testbed.fleet import Fleet
 
 from enqueue_shards_support import (
     COMPLETE_LANES_SQL,
@@ -22,6 +21,7 @@ from enqueue_shards_support import (
     comparable,
     complete_lanes,
     completed_shards,
+    enqueued_per_producer,
     lane_objects,
     lanes_below,
     next_transaction_id,
@@ -79,10 +79,6 @@ class CountObserver(threading.Thread):
 
     def counts_without_their_lanes(self) -> list[tuple[int, int]]:
         return [(shards, lanes) for shards, lanes in self.seen if shards is not None and lanes < 4 * shards]
-
-
-def enqueued_per_producer(db: AwaDatabase) -> dict[str, int]:
-    return dict(db.query("SELECT producer, count(*) FROM testbed.enqueued GROUP BY 1"))
 
 
 def test_raise_under_load_is_atomic_and_every_job_runs_once_on_every_shard(awa_db, fleet):
@@ -224,25 +220,20 @@ def test_check_mode_reports_exactly_what_the_real_run_does_and_writes_nothing(
     assert change(awa_db, "chk", shards, check_mode=True, **options)["changed"] is False
 
 
-def test_awa_0_6_8_database_is_supported(db_factory):
+@pytest.mark.parametrize("awa_db", ["0.6.8"], indirect=True)
+def test_awa_0_6_8_database_is_supported(awa_db, fleet):
     """Compatibility smoke: the module on an awa 0.6.8 schema, used by awa-pg programs."""
-    database = db_factory.create(awa_version="0.6.8")
-    programs = Fleet(database)
-    try:
-        raised = change(database, "compat", 4)
-        assert (raised["changed"], raised["lanes_created"]) == (True, 16)
-        assert not any("untested" in warning for warning in raised["warnings"])
-        assert complete_lanes(database, "compat") == lanes_below(4)
-        assert change(database, "compat", 4)["changed"] is False
+    raised = change(awa_db, "compat", 4)
+    assert (raised["changed"], raised["lanes_created"]) == (True, 16)
+    assert not any("untested" in warning for warning in raised["warnings"])
+    assert complete_lanes(awa_db, "compat") == lanes_below(4)
+    assert change(awa_db, "compat", 4)["changed"] is False
 
-        programs.worker("w1", ["compat=4"])
-        programs.producer("p1", "compat", count=100, **KEYED_BATCH).wait(60)
-        tags = programs.enqueued_tags("compat")
-        assert set(programs.wait_all_completed(tags, timeout=60)) >= tags
-        assert completed_shards(database, "compat") == {0, 1, 2, 3}
+    fleet.worker("w1", ["compat=4"])
+    fleet.producer("p1", "compat", count=100, **KEYED_BATCH).wait(60)
+    tags = fleet.enqueued_tags("compat")
+    assert set(fleet.wait_all_completed(tags, timeout=60)) >= tags
+    assert completed_shards(awa_db, "compat") == {0, 1, 2, 3}
 
-        assert change(database, "compat", 1)["previous_shards"] == {"compat": 4}
-        assert shard_counts(database) == {"compat": 1}
-    finally:
-        programs.cleanup()
-        database.drop()
+    assert change(awa_db, "compat", 1)["previous_shards"] == {"compat": 4}
+    assert shard_counts(awa_db) == {"compat": 1}

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 
 from awa_testbed.awadb import AwaDatabase
@@ -12,6 +10,7 @@ from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 
 from enqueue_shards_support import (
+    Run,
     backend_waiting_on_lock,
     change,
     complete_lanes,
@@ -22,30 +21,6 @@ from enqueue_shards_support import (
     snapshot,
     wait_until,
 )
-
-
-class Run(threading.Thread):
-    """One run of the change in its own thread and its own session."""
-
-    def __init__(self, db: AwaDatabase, queue: str, shards: int, **options) -> None:
-        super().__init__(daemon=True)
-        self.args = (db, queue, shards)
-        self.options = options
-        self.result: dict | None = None
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.result = change(*self.args, **self.options)
-        except BaseException as exc:  # pylint: disable=broad-exception-caught
-            self.error = exc
-
-    def outcome(self, timeout: float = 30.0) -> dict:
-        self.join(timeout)
-        assert not self.is_alive(), "the run did not finish"
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 def sessions_waiting_for_an_advisory_lock(db: AwaDatabase) -> int:

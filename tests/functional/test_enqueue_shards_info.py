@@ -3,48 +3,30 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pytest
 from psycopg import sql
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from awa_testbed.environment import wait_for_live_runtimes
+
 from ansible_collections.awa.operations.plugins.module_utils.errors import WaitTimeout
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
 from ansible_collections.awa.operations.plugins.module_utils import shards_info
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
+
+from enqueue_shards_support import ansible_command, change, info
 
 
-def change(db, queue: str, shards: int, role: str | None = None, **options) -> dict:
-    with open_connection(db.login_args(role)) as conn:
-        return change_enqueue_shards(conn, validate_request(queue, shards, **options))
-
-
-def info(db, role: str | None = None, wait: str = "none", timeout: float = 0, **options) -> dict:
-    with open_connection(db.login_args(role)) as conn:
-        return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
-
-
-def live_runtime_pids(db) -> set[int]:
-    return {runtime["pid"] for runtime in info(db)["runtimes"] if runtime["live"]}
-
-
-def wait_for_live_pids(db, pids: set[int], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not pids <= live_runtime_pids(db):
-        assert time.monotonic() < deadline, f"runtimes {pids} never published a live snapshot"
-        time.sleep(0.25)
+def run_info_module(module_args: str):
+    """``ansible localhost -m awa.operations.awa_enqueue_shards_info -a ARGS`` (with its action plugin)."""
+    return ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards_info", "-a", module_args,
+                           env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
 
 
 def test_convergence_counts_restarts_and_drops_a_runtime_sigkilled_during_the_wait(awa_db, fleet):
     workers = [fleet.worker(name, ["conv=2"]) for name in ("w1", "w2", "w3")]
-    wait_for_live_pids(awa_db, {worker.pid for worker in workers})
+    wait_for_live_runtimes(awa_db, [worker.pid for worker in workers], 30)
     change(awa_db, "conv", 4)
 
     before = info(awa_db, queue="conv")["queues"]["conv"]
@@ -59,7 +41,7 @@ def test_convergence_counts_restarts_and_drops_a_runtime_sigkilled_during_the_wa
 
     for converged, worker in enumerate(workers[:2], start=1):
         worker.restart()
-        wait_for_live_pids(awa_db, {worker.pid})
+        wait_for_live_runtimes(awa_db, [worker.pid], 30)
         now = info(awa_db, queue="conv")
         assert (now["queues"]["conv"]["runtimes_converged"], now["queues"]["conv"]["runtimes_live"]) == (converged, 3)
         assert f"{converged} of 3 live runtimes" in now["summary"]
@@ -168,26 +150,18 @@ def test_every_queue_is_reported_with_its_stripes_and_a_summary(awa_db):
     assert len(chosen["queues"]["never_used"]["lanes_missing"]) == 4
 
 
-def run_ansible(args: list[str]) -> subprocess.CompletedProcess:
-    ansible = Path(sys.executable).parent / "ansible"
-    env = {**os.environ, "ANSIBLE_LOCALHOST_WARNING": "false", "ANSIBLE_NOCOLOR": "1",
-           "ANSIBLE_PYTHON_INTERPRETER": sys.executable}
-    return subprocess.run([str(ansible), "localhost", "-m", "awa.operations.awa_enqueue_shards_info", *args],
-                          capture_output=True, text=True, env=env, check=False, timeout=300)
-
-
 def test_ansible_wait_prints_progress_every_poll_and_fails_naming_the_straggler(awa_db, fleet):
     worker = fleet.worker("w1", ["ansible_q"])
-    wait_for_live_pids(awa_db, {worker.pid})
+    wait_for_live_runtimes(awa_db, [worker.pid], 30)
     change(awa_db, "ansible_q", 2)
     login = " ".join(f"{key}={value}" for key, value in awa_db.login_args().items())
-    failed = run_ansible(["-a", f"{login} queue=ansible_q wait=converged wait_timeout=3 wait_sleep=1"])
+    failed = run_info_module(f"{login} queue=ansible_q wait=converged wait_timeout=3 wait_sleep=1")
     assert failed.returncode != 0
     assert failed.stdout.count("waiting until converged: ansible_q: 0/1 runtimes on 2 shards") >= 2
     assert f"pid {worker.pid}" in failed.stdout and "Timed out after" in failed.stdout
 
     worker.restart()
-    done = run_ansible(["-a", f"{login} queue=ansible_q wait=converged wait_timeout=60 wait_sleep=1"])
+    done = run_info_module(f"{login} queue=ansible_q wait=converged wait_timeout=60 wait_sleep=1")
     assert done.returncode == 0, done.stdout + done.stderr
     assert "done: ansible_q: 1/1 runtimes on 2 shards" in done.stdout
 

@@ -10,17 +10,18 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 
-from enqueue_shards_support import change, complete_lanes, completed_shards, lanes_below, ledger_rows, refused
+from enqueue_shards_support import (
+    change,
+    complete_lanes,
+    completed_shards,
+    lanes_below,
+    ledger_rows,
+    refused,
+    sequence_owners,
+)
 
 # Jobs over 97 ordering keys: every shard of the queue gets some.
 KEYED = {"mode": "enqueue_many_copy", "keyed": True, "batch": 20, "rate": 0}
-
-
-def sequence_owners(db, queue: str) -> set[str]:
-    return {row[0] for row in db.query(
-        "SELECT DISTINCT pg_get_userbyid(c.relowner) FROM awa.queue_enqueue_heads AS h "
-        "JOIN pg_class AS c ON c.relname = h.seq_name AND c.relnamespace = 'awa'::regnamespace WHERE h.queue = %s",
-        (queue,))}
 
 
 def test_the_migrator_provisions_lanes_both_runtime_roles_use_including_one_a_runtime_created(awa_db, fleet):

@@ -15,26 +15,25 @@ import time
 import psycopg
 import pytest
 
+from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.pgserver import free_port
 
+from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, ConnectionFailed
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 from enqueue_shards_support import (
+    Run,
+    backend_waiting_on_lock,
     change,
     complete_lanes,
+    info,
     lanes_below,
     ledger_rows,
     shard_counts,
     snapshot,
     wait_until,
 )
-
-
-def info(db, wait: str = "none", timeout: float = 0, **options) -> dict:
-    with open_connection(db.login_args()) as conn:
-        return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
 
 
 def hold_queue_lock(db, queue: str, release: threading.Event) -> threading.Thread:
@@ -45,7 +44,7 @@ def hold_queue_lock(db, queue: str, release: threading.Event) -> threading.Threa
         try:
             with psycopg.connect(db.dsn()) as conn:  # autocommit off: the lock lives until we leave
                 conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-                             ("awa.operations:enqueue_shards:" + queue,))
+                             (QUEUE_LOCK_PREFIX + queue,))
                 ready.set()
                 release.wait(60)
         except Exception:  # pylint: disable=broad-exception-caught
@@ -62,24 +61,16 @@ def test_a_database_restart_mid_apply_leaves_the_old_state_and_a_rerun_converges
     before = snapshot(awa_db)
     release = threading.Event()
     holder = hold_queue_lock(awa_db, "restart_q", release)
-    errors: list[AwaOperationsError] = []
-
-    def blocked_change() -> None:
-        try:
-            change(awa_db, "restart_q", 8, lock_timeout=60)
-        except AwaOperationsError as exc:
-            errors.append(exc)
-
-    worker = threading.Thread(target=blocked_change)
-    worker.start()
-    wait_until(lambda: awa_db.scalar("SELECT count(*) FROM pg_stat_activity WHERE application_name = "
-                                     "'awa.operations' AND wait_event_type = 'Lock'"), 10, "the module to wait")
+    blocked = Run(awa_db, "restart_q", 8, lock_timeout=60)
+    blocked.start()
+    wait_until(lambda: backend_waiting_on_lock(awa_db), 10, "the module to wait")
     awa_db.server.restart()
-    worker.join(30)
+    with pytest.raises(AwaOperationsError) as failure:
+        blocked.outcome(30)
     release.set()
     holder.join(10)
 
-    assert errors and "connection" in errors[0].message and "nothing was changed" in errors[0].message
+    assert "connection" in failure.value.message and "nothing was changed" in failure.value.message
     assert snapshot(awa_db) == before, "a change cut short by a restart left something behind"
     rerun = change(awa_db, "restart_q", 8)
     assert rerun["changed"] and shard_counts(awa_db)["restart_q"] == 8
@@ -88,8 +79,7 @@ def test_a_database_restart_mid_apply_leaves_the_old_state_and_a_rerun_converges
 
 def test_a_database_restart_between_the_change_and_the_wait(awa_db, fleet):
     workers = [fleet.worker(name, ["restarted=2"]) for name in ("w1", "w2")]
-    wait_until(lambda: {w.pid for w in workers} <= {r["pid"] for r in info(awa_db)["runtimes"] if r["live"]},
-               30, "both runtimes to be live")
+    wait_for_live_runtimes(awa_db, [worker.pid for worker in workers], 30)
     applied = change(awa_db, "restarted", 4)
     awa_db.server.restart()
 
@@ -106,7 +96,7 @@ def test_a_database_restart_between_the_change_and_the_wait(awa_db, fleet):
 
 
 def test_an_unreachable_database_fails_clearly_and_a_rerun_converges(awa_db):
-    unreachable = {**awa_db.login_args("migrator" if "migrator" in awa_db.roles else None),
+    unreachable = {**awa_db.login_args(),
                    "login_port": free_port(), "login_password": "s3cret-never-shown"}
     started = time.monotonic()
     with pytest.raises(ConnectionFailed) as failure:

@@ -10,7 +10,7 @@ import json
 
 from psycopg import sql
 
-from enqueue_shards_support import ansible_command, change, ledger_rows, shard_counts
+from enqueue_shards_support import ansible_adhoc, ansible_command, change, ledger_rows, sequence_owners, shard_counts
 
 SECRET_MARKER = "pw-must-never-show"
 
@@ -60,16 +60,13 @@ def test_the_ledger_records_who_changed_what_and_why(awa_db):
     awa_db.setup_least_privilege(runtime_count=1)
     owner, migrator = awa_db.roles["owner"].name, awa_db.roles["migrator"].name
     login = {**awa_db.login_args("migrator"), "session_role": owner}
-    process = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards", "-a", json.dumps(
-        {**login, "queue": "audited", "shards": 4, "runtime_roles": [awa_db.roles["runtime1"].name],
-         "reason": "CHG-42 raise audited"}))
+    process, dummy_result = ansible_adhoc({**login, "queue": "audited", "shards": 4,
+                                           "runtime_roles": [awa_db.roles["runtime1"].name],
+                                           "reason": "CHG-42 raise audited"})
     assert "CHANGED" in process.stdout, process.stdout + process.stderr
     row = ledger_rows(awa_db)[-1]
     assert (row["queue"], row["from_shards"], row["to_shards"]) == ("audited", {"audited": 1}, 4)
     assert (row["changed_by"], row["login_user"], row["reason"]) == (owner, migrator, "CHG-42 raise audited")
     assert row["client_addr"] == "127.0.0.1" and row["application_name"] == "awa.operations"
     assert row["lanes_created"] == 16 and row["grants_added"] == 32
-    sequence_owners = {r[0] for r in awa_db.query(
-        "SELECT pg_get_userbyid(c.relowner) FROM awa.queue_enqueue_heads AS h JOIN pg_class AS c "
-        "ON c.relname = h.seq_name WHERE h.queue = 'audited'")}
-    assert sequence_owners == {owner}, "session_role owns what the change created"
+    assert sequence_owners(awa_db, "audited") == {owner}, "session_role owns what the change created"

@@ -21,12 +21,10 @@ from pathlib import Path
 
 import pytest
 
+from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.fleet import Fleet
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
-
-from enqueue_shards_support import change, wait_until
+from enqueue_shards_support import change, enqueued_per_producer, info
 
 QUEUE = "soak"
 WALK = (4, 8, 2, 1)
@@ -48,19 +46,10 @@ class Step:
     drain_seconds: float | None
 
 
-def info(db, wait: str, timeout: float) -> dict:
-    with open_connection(db.login_args()) as conn:
-        return wait_for_shards_info(conn, wait, timeout, 0.5, queue=QUEUE)
-
-
-def live_pids(db) -> set[int]:
-    return {runtime["pid"] for runtime in info(db, "none", 0)["runtimes"] if runtime["live"]}
-
-
 def rolling_restart(db, workers) -> None:
     for worker in workers:
         worker.restart()
-        wait_until(lambda w=worker: w.pid in live_pids(db), 30, f"{worker.name} to publish a live snapshot")
+        wait_for_live_runtimes(db, [worker.pid], 30)
 
 
 def walk(db, fleet: Fleet, dwell: float) -> list[Step]:
@@ -75,11 +64,11 @@ def walk(db, fleet: Fleet, dwell: float) -> list[Step]:
         assert applied["changed"]
         committed = time.monotonic()
         rolling_restart(db, workers)
-        info(db, "converged", 120)
+        info(db, wait="converged", timeout=120, queue=QUEUE)
         converged = time.monotonic()
         drained = None
         if target < current:
-            info(db, "drained", 120)
+            info(db, wait="drained", timeout=120, queue=QUEUE)
             drained = time.monotonic() - converged
         steps.append(Step(current, target, round(committed - started, 3), round(converged - committed, 2),
                           None if drained is None else round(drained, 2)))
@@ -89,7 +78,7 @@ def walk(db, fleet: Fleet, dwell: float) -> list[Step]:
 
 
 def report(db, fleet: Fleet, pg_major: int, steps: list[Step], label: str) -> dict:
-    enqueued = dict(db.query("SELECT producer, count(*) FROM testbed.enqueued GROUP BY 1 ORDER BY 1"))
+    enqueued = enqueued_per_producer(db)
     handled = dict(db.query("SELECT tag, count(*) FROM testbed.completions GROUP BY 1"))
     failed = int(db.scalar("SELECT coalesce(sum(pruned_failed_count), 0) FROM awa.queue_terminal_rollups"))
     summary = {
@@ -122,7 +111,7 @@ def test_walking_the_shard_count_loses_nothing(awa_db, fleet, pg_major, capsys, 
         fleet.members[name].stop()
     tags = fleet.enqueued_tags(QUEUE)
     fleet.wait_all_completed(tags, timeout=120)
-    final = info(awa_db, "drained", 120)["queues"][QUEUE]
+    final = info(awa_db, wait="drained", timeout=120, queue=QUEUE)["queues"][QUEUE]
     with capsys.disabled():
         summary = report(awa_db, fleet, pg_major, steps, label)
 

@@ -10,13 +10,14 @@ from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import merge_results
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_requests
 from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
 
 
 def queue_result(queue: str, shards: int, *, changed: bool = True, stripes: int = 1) -> dict:
     """What change_enqueue_shards returns for one queue (the keys the merge reads)."""
-    physical = [queue] if stripes == 1 else [f"{queue}#{index}" for index in range(stripes)]
+    physical = physical_queues(queue, stripes)
     return {
         "changed": changed, "check_mode": False, "queue": queue, "shards": shards, "stripes": stripes,
         "physical_queues": physical, "previous_shards": dict.fromkeys(physical, 1),
