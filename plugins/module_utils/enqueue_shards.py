@@ -21,10 +21,19 @@ import time
 
 from ansible_collections.awa.operations.plugins.module_utils import apply, introspect, ledger, planner
 from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, translated_errors
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError, InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.planner import ChangeRequest, Plan
 
 DEFAULT_LOCK_TIMEOUT = 5.0
+MAX_LOCK_TIMEOUT = 3600
+
+
+def validate_lock_timeout(seconds: float) -> float:
+    """Seconds to wait for a lock: 0 (no limit) up to an hour."""
+    if not 0 <= seconds <= MAX_LOCK_TIMEOUT:
+        raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, got {seconds}")
+    return seconds
+
 
 LOCK_HOLDERS_SQL = """
 SELECT a.pid, a.usename, a.application_name, a.state,

@@ -164,6 +164,8 @@ class QueueState:
 
     enqueue_shards: dict[str, int]
     lanes: list[LaneState]
+    # Physical queues paused with `awa queue pause` (their workers claim nothing).
+    paused: frozenset = frozenset()
 
     def lanes_of(self, queue: str) -> list[LaneState]:
         return [lane for lane in self.lanes if lane.queue == queue]
@@ -226,7 +228,7 @@ ORDER BY queue, priority, enqueue_shard
 """
 
 META_SQL = """
-SELECT q, m.enqueue_shards
+SELECT q, m.enqueue_shards, COALESCE(m.paused, false)
 FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = q
 """
 
@@ -240,7 +242,7 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     """
     meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
     # No row means 1 (Awa's readers COALESCE it).
-    current = {queue: (value or 1) for queue, value in meta}
+    current = {queue: (value or 1) for queue, value, dummy in meta}
     rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
@@ -251,6 +253,7 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
         "privileges": list(LANE_PRIVILEGES)}).fetchall()
     return QueueState(
         enqueue_shards=current,
+        paused=frozenset(queue for queue, dummy, paused in meta if paused),
         lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
                for row in rows],
     )

@@ -64,7 +64,8 @@ def progress_line(info: dict) -> str:
         beyond = queue_view["depth_beyond_count"]
         parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
                      f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards, "
-                     f"{'?' if beyond is None else beyond} ready beyond the count")
+                     f"{'?' if beyond is None else beyond} ready beyond the count"
+                     + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else ""))
     return "; ".join(parts) or "no queues"
 
 
@@ -74,6 +75,8 @@ def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int |
     A stripe layout that cannot be resolved is an error for a queue asked for
     by name, and a finding when every queue is scanned.
     """
+    if selected == ():
+        return {}, []
     if selected is not None and len(selected) == 1:
         known = introspect.fetch_known_queue_names(conn, schema, selected[0])
         return {selected[0]: planner.resolve_stripes(selected[0], stripes, known)}, []
@@ -112,6 +115,7 @@ def depth_chunks(physical: list[str], state: introspect.QueueState) -> list[list
 def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
           margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int) -> dict:
     installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
+    read_at = conn.execute("SELECT now()").fetchone()[0]
     warnings = planner.check_installation(installation, runtime_roles)
     schema = installation.queue_storage_schema
     layouts, findings = _layouts(conn, schema, selected, stripes)
@@ -147,6 +151,7 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
                     if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     return {
         "changed": False,
+        "read_at": read_at.isoformat(),
         "new_runtimes": new_runtimes,
         "expected_new_runtimes": expected_new_runtimes,
         "converged": all(q["converged"] for q in queues.values()),
@@ -171,7 +176,8 @@ def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None
     """
     if queue is not None and queues:
         raise InvalidRequest("give queue or queues, not both")
-    selected = (queue,) if queue is not None else tuple(dict.fromkeys(queues)) if queues else None
+    # No queue named: every queue. An empty list of queues: none, only the runtimes.
+    selected = (queue,) if queue is not None else tuple(dict.fromkeys(queues)) if queues is not None else None
     for name in selected or ():
         validate_queue_name(name)
     if stripes is not None and (selected is None or len(selected) != 1):
@@ -179,7 +185,7 @@ def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None
     conn.rollback()
     conn.read_only = True
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    what = ", ".join(map(repr, selected)) if selected else "every queue"
+    what = ", ".join(map(repr, selected)) if selected else "the runtimes" if selected == () else "every queue"
     try:
         with translated_errors(f"reading the shard state of {what}"):
             return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,

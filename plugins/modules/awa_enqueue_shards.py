@@ -305,13 +305,13 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards impo
     DEFAULT_LOCK_TIMEOUT,
     change_enqueue_shards,
     change_many_queues,
+    validate_lock_timeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request, validate_requests
 
-MAX_LOCK_TIMEOUT = 3600
 # One queue (queue, shards[, stripes]) or a list of them (queues).
 ARGUMENT_RULES = {
     "required_one_of": [("queue", "queues")],
@@ -351,9 +351,7 @@ def main() -> None:
                                          params["runtime_roles"], params["ledger"])]
         else:
             requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
-        if not 0 <= params["lock_timeout"] <= MAX_LOCK_TIMEOUT:
-            raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, "
-                                 f"got {params['lock_timeout']}")
+        validate_lock_timeout(params["lock_timeout"])
         options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
                    "ledger_schema": params["ledger_schema"], "reason": params["reason"]}
         with open_connection(params) as conn:

@@ -36,6 +36,7 @@ options:
   queues:
     description:
       - Several logical queues to report on (and wait for) in one read; their stripes are detected.
+      - An empty list reports no queue, only the runtimes (enough for O(wait=restarted)).
       - Mutually exclusive with O(queue).
     type: list
     elements: str
@@ -168,6 +169,10 @@ queues:
     enqueue_shards:
       description: The current count of each physical queue.
       type: dict
+    paused:
+      description: Whether a physical queue of it is paused (C(awa queue pause)); its workers claim nothing, so
+        nothing drains until it is resumed.
+      type: bool
     ordering:
       description: The ordering contract of that count.
       type: str
@@ -236,6 +241,11 @@ queues:
       drained: false
       runtimes_live: 2
       runtimes_converged: 1
+read_at:
+  description: The database's clock when the (last) read began, ISO 8601.
+  returned: always
+  type: str
+  sample: "2026-11-30T16:39:40.123456+00:00"
 runtimes:
   description: Every runtime snapshot row - C(instance_id), C(hostname), C(pid), C(version), C(started_at),
     C(last_seen_at), C(live), C(stale), C(shutting_down), C(healthy), C(leader), C(seconds_since_start),

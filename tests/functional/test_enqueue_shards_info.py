@@ -113,6 +113,12 @@ def test_lanes_a_runtime_role_created_itself_are_flagged(awa_db, fleet):
     assert [entry["role"] for entry in found["grants"]["missing"]] == [runtime2]
     assert any(f"owned by runtime role {runtime1}" in finding for finding in found["findings"])
 
+    # Once every runtime role is granted, the ownership is no longer a finding (it was reported on every run).
+    change(awa_db, "lazy", 1, runtime_roles=[runtime1, runtime2])
+    after = info(awa_db, queue="lazy", runtime_roles=[runtime1, runtime2])["queues"]["lazy"]
+    assert after["grants"]["sequence_owners"] == {runtime1: 2}
+    assert (after["grants"]["missing"], after["findings"]) == ([], [])
+
 
 def test_a_snapshot_that_reports_its_count_is_judged_by_it(awa_db):
     """No released Awa publishes its shard count yet: these rows are simulated, standing in for one that does."""
