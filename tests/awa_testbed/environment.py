@@ -52,7 +52,9 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
     server = PgServer(major)
     server.start(detached=True)
     db = AwaDatabaseFactory(server).create(name=database)
-    db.setup_least_privilege(runtime_count=1)
+    # As the runbook sets it up: the migrator is a member of the runtime role, so it can read and re-grant
+    # the lanes the applications create lazily before any change.
+    db.setup_least_privilege(runtime_count=1, migrator_in_runtime_roles=True)
 
     env_file = state_dir / "awa-app.env"
     supervisor = Supervisor(state_dir)

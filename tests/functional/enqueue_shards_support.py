@@ -244,7 +244,7 @@ def ansible_command(program: str, *args: str, env_extra: dict[str, str] | None =
     """Run ``ansible``/``ansible-playbook`` from this interpreter's environment."""
     executable = Path(sys.executable).parent / program
     return subprocess.run([str(executable), *args], env={**ansible_env(), **(env_extra or {})}, capture_output=True,
-                          text=True, timeout=120, check=False)
+                          text=True, timeout=300, check=False)
 
 
 def ansible_adhoc(module_args: dict, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:
