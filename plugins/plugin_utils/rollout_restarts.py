@@ -214,9 +214,9 @@ def restart_plan(hosts: list[dict], read: dict, change: dict | None, batch_size:
         listed = ", ".join(f"pid {s['pid']} (instance {s['instance_id']}, up {s['seconds_since_start']:.0f}s)"
                            for s in list(stragglers.values())[:5])
         lines.append(f"{len(stragglers)} live runtime(s) run an older count but only {len(order)} service(s) of "
-                     f"the inventory are restarted: at least {outside} runtime(s) run outside the inventory "
-                     f"({listed}). Restart them yourselves or add their hosts to awa_producers; the wait "
-                     "names them until they run the count.")
+                     f"the inventory are restarted: at least {outside} runtime(s) run outside the inventory. "
+                     f"On an older count: {listed}. Restart those outside yourselves, or add their hosts to "
+                     "awa_producers; the wait names them until they run the count.")
     return {"batches": [[list(member) for member in batch] for batch in batches], "lines": lines,
             "problems": problems, "restarts": len(order), "headline": _headline(batches, batch_size, check_mode)}
 
