@@ -15,7 +15,7 @@ from awa_testbed.pgserver import free_port
 from enqueue_shards_support import ansible_command, change, snapshot
 
 REPO = Path(__file__).resolve().parents[2]
-INVENTORY = REPO / "tests" / "functional" / "playbooks" / "local_inventory.yml"
+INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
 PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
 
 
