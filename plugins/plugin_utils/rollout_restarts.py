@@ -60,7 +60,7 @@ def parse_systemctl_show(output: str) -> list[dict[str, str]]:
                 units.append(current)
                 current = {}
             continue
-        key, _, value = line.partition("=")
+        key, dummy, value = line.partition("=")
         current[key] = value
     return units
 

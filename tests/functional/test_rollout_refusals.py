@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from awa_testbed.pgserver import free_port
 from enqueue_shards_support import ansible_command, change, snapshot
 

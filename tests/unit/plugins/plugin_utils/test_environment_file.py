@@ -20,7 +20,7 @@ def test_a_base_variable_can_be_overridden_or_left_out():
 def test_values_that_need_it_are_double_quoted_and_read_back_unchanged():
     value = 'a "quoted" $HOME and a \\ backslash'
     [line] = environment_lines({"NOTE": value}, base={})
-    name, _, text = line.partition("=")
+    name, dummy, text = line.partition("=")
     # systemd's EnvironmentFile unquotes double quotes with backslash escapes, as a POSIX shell does.
     assert (name, shlex.split(text)[0]) == ("NOTE", value)
     assert environment_lines({"ON": True, "PORT": 5432}, base={}) == ["ON=true", "PORT=5432"]

@@ -48,8 +48,9 @@ def test_lowered_queues_are_those_whose_last_change_lowered_the_count():
 
 def test_the_summary_after_a_real_change_shows_before_and_after_and_n_of_m():
     lines = summary(DEMO_TO_6, UNCONVERGED["queues"], REAL, False)
-    assert [cell.strip() for cell in lines[0].split(" | ")] == ["queue", "S before -> after", "runtimes on S", "ready jobs by shard",
-                                     "beyond S", "converged / drained"]
+    header = [cell.strip() for cell in lines[0].split(" | ")]
+    assert header == ["queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
+                      "converged / drained"]
     row = [cell.strip() for cell in lines[2].split(" | ")]
     assert row == ["demo", "4 -> 6", "0 of 3", "0:? 1:0 2:0 3:0 4:0 5:0", "0", "no / no"]
     assert lines[4:] == UNCONVERGED["queues"]["demo"]["summary_lines"]
