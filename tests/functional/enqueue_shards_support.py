@@ -29,7 +29,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import o
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
