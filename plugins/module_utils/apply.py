@@ -60,7 +60,7 @@ def _columns(keys: list[tuple]) -> list[list]:
 
 
 def lane_locks(schema: str, keys: list[tuple]) -> Statement:
-    """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0)."""
+    """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
     queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "

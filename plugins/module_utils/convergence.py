@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Has a shard-count change taken effect, and have the old shards drained? Pure functions.
 
-Awa 0.6 runtimes cache the count per process and publish no shard count, so a
-runtime runs with the current count when:
+Awa 0.6 runtimes cache the count per process and publish no shard count
+(docs/awa-internals.md §2, §5), so a runtime runs with the current count when:
 
 * its snapshot reports a count for the queue (no released Awa does yet; a
   future one may): the report decides; otherwise

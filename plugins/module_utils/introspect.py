@@ -20,7 +20,7 @@ from ansible_collections.awa.operations.plugins.module_utils.ledger import Recor
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
 
 # awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
-# queue-storage schema (docs/awa-internals.md, "queue_meta").
+# queue-storage schema (docs/awa-internals.md §2).
 LANE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
 
 
@@ -278,8 +278,8 @@ def fetch_all_queue_names(conn, schema: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# Ready depth and lag per lane (docs/awa-internals.md, "Ready depth": the exact
-# count Awa uses, never the stale next_seq - claim_seq columns)
+# Ready depth and lag per lane (docs/awa-internals.md §9: the exact count Awa
+# uses, never the stale next_seq - claim_seq columns)
 
 
 @dataclass(frozen=True)
@@ -352,7 +352,7 @@ def fetch_lane_depths(conn, schema: str, queues: list[str]) -> list[LaneDepth]:
 # Runtimes
 
 
-# Awa's own liveness rule for runtime rows (admin.rs stale_cutoff), by the database clock.
+# Awa's own liveness rule for runtime rows (docs/awa-internals.md §5), by the database clock.
 LIVE_RUNTIME_PREDICATE = """NOT ri.shutting_down
   AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
       >= now()"""
@@ -476,5 +476,5 @@ def describe_lock_holders(conn, schemas: list[str]) -> str:
     holders = "; ".join(
         f"pid {pid} (user {user}, application {app or '-'}, {state}, transaction open {age}s: {query!r})"
         for pid, user, app, state, age, query in rows)
-    return (f"Sessions that may hold it (writers of awa.queue_meta, advisory locks, DDL in schema "
+    return (f"Sessions that may hold it (writers of awa.queue_meta, advisory locks, DDL in schemas "
             f"{', '.join(schemas)}): {holders}.")

@@ -144,7 +144,7 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
         changes = introspect.fetch_latest_changes(conn, ledger_schema, physical) if installation.ledger_exists else {}
         chunks = depth_chunks(physical, state)
         depths = introspect.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
-    # Reading a lane's cursors locks its two sequences until the transaction ends:
+    # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
     # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
     for chunk in chunks[1:]:
         with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):

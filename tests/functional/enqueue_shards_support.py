@@ -3,7 +3,7 @@
 They run the change through the collection's Python API or through real
 Ansible, and read what an Awa operator would look at: ``awa.queue_meta``, the
 lanes (head rows and their sequences), the change ledger and the exact ready
-depth per shard (awa-facts.md §9).
+depth per shard (docs/awa-internals.md §9).
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ GROUP BY 1
 
 
 def ready_depth_by_shard(db: AwaDatabase, queue: str) -> dict[int, int]:
-    """shard -> jobs ready to claim, counted the way Awa counts them (awa-facts.md §9)."""
+    """shard -> jobs ready to claim, counted the way Awa counts them (docs/awa-internals.md §9)."""
     return dict(db.query(READY_DEPTH_SQL, (queue,)))
 
 
