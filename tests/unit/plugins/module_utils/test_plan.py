@@ -50,7 +50,7 @@ def test_lowering_provisions_nothing_and_warns_about_drain():
 
 def test_new_lanes_get_grants_for_every_runtime_role_that_cannot_use_our_objects():
     result = plan_for(shards=2, lanes=grid("orders", 2, 1), roles=[RUNTIME, "member_of_us"],
-                  found=installation(roles_with_creator_privileges=["member_of_us"]))
+                      found=installation(roles_with_creator_privileges=["member_of_us"]))
     new_sequences = 4 * 2  # 4 new lanes x (enqueue, claim)
     assert result.grants.pairs == new_sequences
     assert result.grants.roles == [RUNTIME]
