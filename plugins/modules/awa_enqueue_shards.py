@@ -234,17 +234,16 @@ queries:
       upsert. In check mode, the statements the real run would execute. Empty when nothing changes.
     - Not listed are the C(lock_timeout) setting and the per-queue advisory lock every real run takes first, and the
       reads - those the plan is made from, and the re-read that verifies the lanes and grants before the ledger row.
-    - The sample is a raise of a new queue from 1 to 2 shards without O(runtime_roles) (so without grants), with
-      an existing ledger.
+    - The sample is a real run raising queue C(orders) from 1 to 2 shards, its shard-0 lanes complete, without
+      O(runtime_roles) (so without grants), the ledger existing.
   returned: always
   type: list
   elements: str
   sample:
     - >-
       SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', 'awa'::text, q, p, s), 0)))
-      FROM (SELECT q, p, s FROM unnest('{orders,orders,orders,orders,orders,orders,orders,orders}'::text[],
-      '{1,1,2,2,3,3,4,4}'::int2[]::int[], '{0,1,0,1,0,1,0,1}'::int2[]::int[]) WITH ORDINALITY AS lane(q, p, s, n)
-      ORDER BY n) AS ordered
+      FROM (SELECT q, p, s FROM unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::int[],
+      '{1,1,1,1}'::int2[]::int[]) WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered
     - >-
       INSERT INTO "awa"."queue_enqueue_heads" (queue, priority, enqueue_shard) SELECT * FROM
       unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[], '{1,1,1,1}'::int2[]::smallint[])
@@ -252,23 +251,12 @@ queries:
     - >-
       INSERT INTO "awa"."queue_claim_heads" (queue, priority, enqueue_shard) SELECT * FROM
       unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[], '{1,1,1,1}'::int2[]::smallint[])
-      ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING
-    - >-
-      INSERT INTO "awa"."queue_lanes" (queue, priority) SELECT * FROM
-      unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[]) ON CONFLICT (queue, priority) DO NOTHING
-    - >-
-      INSERT INTO "awa"."queue_enqueue_heads" (queue, priority, enqueue_shard) SELECT * FROM
-      unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[], '{0,0,0,0}'::int2[]::smallint[])
-      ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING
-    - >-
-      INSERT INTO "awa"."queue_claim_heads" (queue, priority, enqueue_shard) SELECT * FROM
-      unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[], '{0,0,0,0}'::int2[]::smallint[])
       ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING
     - >-
       INSERT INTO "awa_operations"."enqueue_shards_changes" (queue, physical_queues, stripes, from_shards, to_shards,
       lanes_created, grants_added, runtime_roles, live_runtime_ids, reason)
       SELECT CAST('orders' AS text), '{orders}'::text[], CAST(1 AS int), CAST('{"orders": 1}' AS jsonb),
-      CAST(2 AS smallint), CAST(8 AS int), CAST(0 AS int), '{}'::text[],
+      CAST(2 AS smallint), CAST(4 AS int), CAST(0 AS int), '{}'::text[],
       ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE NOT ri.shutting_down
       AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
       >= now() ORDER BY ri.instance_id), CAST(NULL AS text)

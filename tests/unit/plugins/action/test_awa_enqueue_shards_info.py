@@ -14,6 +14,8 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_info as plugin
 
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_waiters import FakeClock
+
 STRAGGLER = {"instance_id": "i-1", "hostname": None, "pid": 42, "seconds_since_start": 90.0,
              "reason": "it was already running when the count changed (change #3)"}
 
@@ -26,21 +28,6 @@ def polled(converged: bool, runtimes_converged: int = 1) -> dict:
                                   "runtimes_converged": 2 if converged else runtimes_converged,
                                   "enqueue_shards": {"orders": 8}, "depth_beyond_count": 0,
                                   "stragglers": [] if converged else [STRAGGLER]}}}
-
-
-class FakeClock:
-    """Monotonic time that only moves when the plugin sleeps."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class Harness:
@@ -78,7 +65,7 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
     result = harness.run()
     assert [call["module"] for call in harness.calls] == ["awa.operations.awa_enqueue_shards_info"] * 3
     assert all(call["args"] == dict(ARGS, wait="none") for call in harness.calls)
-    assert harness.clock.slept == [5, 5]
+    assert harness.clock.sleeps == [5, 5]
     assert harness.lines == [
         "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
         "[db1]     5s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
@@ -91,7 +78,7 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
 def test_at_the_deadline_it_fails_naming_the_stragglers_and_returns_the_last_state(monkeypatch):
     harness = Harness(monkeypatch, dict(ARGS, wait_timeout=12), [polled(False)] * 4)
     result = harness.run()
-    assert harness.clock.slept == [5, 5, 2]
+    assert harness.clock.sleeps == [5, 5, 2]
     assert result["failed"] is True and result["polls"] == 4
     assert result["msg"].startswith("Timed out after 12s waiting until converged. orders: 1 of 2 live runtimes on "
                                     "the current count; not yet: pid 42 on host (unreported) (instance i-1, up 90s)")
