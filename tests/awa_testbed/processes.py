@@ -118,7 +118,8 @@ def worker(name: str, url: str, queues: list[str], *, stripes: int = 1, handler_
 def producer(name: str, url: str, queue: str, *, mode: str = "insert", rate: float = 50.0, batch: int = 1,
              count: int = 0, keyed: bool = False, scheduled_every: int = 0, stripes: int = 1,
              concurrency: int = 1, burst: int = 1, connections: int = 10, record_dsn: str | None = None,
-             summary: Path | None = None, log_dir: Path | None = None) -> ManagedProcess:
+             summary: Path | None = None, log_dir: Path | None = None, gate: Path | None = None,
+             record_enqueued: bool = True) -> ManagedProcess:
     args = ["--url", url, "--queue", queue, "--mode", mode, "--rate", str(rate), "--batch", str(batch),
             "--count", str(count), "--scheduled-every", str(scheduled_every), "--stripes", str(stripes),
             "--concurrency", str(concurrency), "--burst", str(burst), "--connections", str(connections)]
@@ -128,4 +129,8 @@ def producer(name: str, url: str, queue: str, *, mode: str = "insert", rate: flo
         args += ["--record-dsn", record_dsn]
     if summary:
         args += ["--summary", str(summary)]
+    if gate:
+        args += ["--gate", str(gate)]
+    if not record_enqueued:
+        args.append("--no-record-enqueued")
     return ManagedProcess(name, "producer", args, log_dir)

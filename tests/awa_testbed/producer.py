@@ -2,16 +2,19 @@
 
     python -m awa_testbed.producer --url URL --queue orders --mode insert
         [--batch 1] [--rate 50] [--burst 1] [--count 0] [--keyed] [--scheduled-every 0]
-        [--stripes 1] [--name p1] [--summary PATH]
+        [--stripes 1] [--name p1] [--summary PATH] [--gate PATH] [--no-record-enqueued]
 
 Modes are the three enqueue paths of awa-pg 0.6.9 (awa-facts.md §6):
 ``insert`` and ``insert_many_copy`` go through SQL ``insert_job_compat``,
 ``enqueue_many_copy`` through direct COPY into queue storage.
 
 Every job carries a unique tag. Tags of successful calls go to
-``testbed.enqueued``; failures to ``testbed.producer_errors``. ``--summary``
-writes counts and per-call latencies as JSON when the producer stops
-(after ``--count`` jobs, or on SIGTERM/SIGINT).
+``testbed.enqueued`` (unless ``--no-record-enqueued``: that is one more
+commit per call, which a benchmark must not pay); failures to
+``testbed.producer_errors``. ``--summary`` writes counts and per-call
+latencies as JSON when the producer stops (after ``--count`` jobs, or on
+SIGTERM/SIGINT). With ``--gate PATH`` it starts calls only while PATH exists,
+so one process can produce in several measured windows.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import awa
 import psycopg
 
 from .jobs import KIND, TestJob
+
+GATE_POLL_SECONDS = 0.01
 
 
 class Producer:
@@ -88,6 +93,8 @@ class Producer:
         elapsed = (time.perf_counter() - started) * 1000
         self.latencies.append((time.time(), elapsed, True))
         self.enqueued += len(jobs)
+        if not self.args.record_enqueued:
+            return
         async with lock:
             async with recorder.cursor() as cur:
                 await cur.executemany(
@@ -112,6 +119,10 @@ class Producer:
         while not stop.is_set():
             if self.args.count and self.sequence >= self.args.count:
                 break
+            if self.args.gate and not os.path.exists(self.args.gate):
+                await self.wait_for_gate(stop)
+                next_at = time.monotonic()
+                continue
             # Keep up to --concurrency calls in flight; start --burst of them at each tick of --rate.
             for dummy_call in range(self.args.burst):
                 while len(pending) >= self.args.concurrency:
@@ -131,6 +142,14 @@ class Producer:
         await recorder.close()
         self.write_summary()
         print(f"producer {self.args.name} done enqueued={self.enqueued} errors={self.errors}", flush=True)
+
+    async def wait_for_gate(self, stop: asyncio.Event) -> None:
+        """Until --gate exists again (or the producer is stopped)."""
+        while not stop.is_set() and not os.path.exists(self.args.gate):
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=GATE_POLL_SECONDS)
+            except asyncio.TimeoutError:
+                pass
 
     def write_summary(self) -> None:
         if not self.args.summary:
@@ -159,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stripes", type=int, default=1, help="queue stripe count for enqueue_many_copy")
     parser.add_argument("--name", default=f"producer-{os.getpid()}")
     parser.add_argument("--summary", help="write a JSON summary here on exit")
+    parser.add_argument("--gate", help="start calls only while this file exists")
+    parser.add_argument("--record-enqueued", action=argparse.BooleanOptionalAction, default=True,
+                        help="record every job's tag in testbed.enqueued (one more commit per call)")
     parser.add_argument("--ready-file")
     return parser
 
