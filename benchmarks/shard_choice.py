@@ -7,18 +7,22 @@ It measures and decides nothing (issue 14, section 1).
   ``awa.insert_job_compat``), ``copy`` (``enqueue_many_copy``, direct COPY,
   ``copy_batch`` jobs a call, no ordering key) and ``copy_keyed`` (the same
   with an ordering key per job, 97 distinct keys).
-* An episode is one (path, N, repeat) on a fresh queue: one worker runtime
-  and N producer processes (test bed programs, each one connection, one call
-  in flight, as fast as it can) start, then the episode walks through every
-  S, in an order rotated by the repeat so no S always comes first. Within an
-  episode the producers keep their connections, so the S values are compared
-  on the same backends; repeats use new processes (new backend pids, which
-  the SQL path's shard choice depends on).
-* Per S, a window: S is set with the module's code (``change_enqueue_shards``,
-  which provisions the lanes), the producers' gate file is created, after a
-  warm-up the measured window runs, the gate is removed, the worker drains
-  the queue. During the window pg_stat_activity and pg_locks are sampled
-  every ``sample_interval`` (benchmarks/wait_sampler.py).
+* An episode is one (path, N, repeat): one queue per S, each set to that S
+  with the module's code (``change_enqueue_shards``, which provisions its
+  lanes, so a queue has exactly 4 x S lanes for the claims to scan),
+  ``worker_runtimes`` worker runtimes serving them all (two, so claims
+  compete for claim heads as in any redundant deployment), and N producer
+  processes (test bed
+  programs, each one connection, one call in flight, as fast as it can).
+  The episode walks through every S in an order rotated by the repeat, so no
+  S always comes first. Within an episode the producers keep their
+  connections, so the S values are compared on the same backends; repeats
+  use new processes (new backend pids, which the SQL path's shard choice
+  depends on).
+* Per S, a window: the producers' gate file is written with the queue of
+  that S, after a warm-up the measured window runs, the gate is removed, the
+  worker drains the queue. During the window pg_stat_activity and pg_locks
+  are sampled every ``sample_interval`` (benchmarks/wait_sampler.py).
 
 Recorded per window, as a monitoring role would read it where it can
 (benchmarks/shard_choice_report.py turns it into tables): enqueue calls and
@@ -33,9 +37,9 @@ backend pids (the SQL path routes by ``pg_backend_pid() % S``).
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -49,6 +53,7 @@ from ansible_collections.awa.operations.plugins.module_utils.introspect import f
 from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
 
 from . import environment, shard_choice_report
+from .convergence import start_all, stop_all
 from .environment import BenchServer
 from .producer_impact import errors_by_type
 from .wait_sampler import WaitSampler, fetch_lane_keys
@@ -57,7 +62,6 @@ PRODUCER_APP = "awa-bench-producer"
 WORKER_APP = "awa-bench-worker"
 ROLES = {PRODUCER_APP: "producer", WORKER_APP: "worker"}
 TRACKED_FUNCTIONS = ("insert_job_compat", "reserve_enqueue_seq", "claim_ready_runtime")
-READY_TIMEOUT = 60.0
 DRAIN_POLL_SECONDS = 0.1
 
 
@@ -89,9 +93,10 @@ class Matrix:
     warmup_seconds: float = 0.5
     episode_warmup_seconds: float = 1.0
     copy_batch: int = 20
+    worker_runtimes: int = 2
     worker_slots: int = 128
     sample_interval: float = 0.025
-    drain_timeout: float = 30.0
+    drain_timeout: float = 20.0
 
     def batch(self, path: str) -> int:
         return self.copy_batch if PATHS[path].batched else 1
@@ -152,9 +157,9 @@ def read_functions(conn) -> dict[str, dict]:
 
 def backlog(conn, queue: str) -> dict[str, dict]:
     """Ready jobs and the oldest one's age per lane that has any (the exact count the info module reads)."""
-    return {f"{lane.priority}/{lane.shard}": {"ready": lane.ready_depth,
-                                               "oldest_s": round(lane.oldest_ready_age_seconds or 0.0, 3)}
-            for lane in fetch_lane_depths(conn, "awa", [queue]) if lane.ready_depth}
+    lanes = [lane for lane in fetch_lane_depths(conn, "awa", [queue]) if lane.ready_depth]
+    return {f"{lane.priority}/{lane.shard}": {
+        "ready": lane.ready_depth, "oldest_s": round(lane.oldest_ready_age_seconds or 0.0, 3)} for lane in lanes}
 
 
 def wait_drained(conn, queue: str, timeout: float) -> dict:
@@ -187,7 +192,8 @@ DEFINITION_CHECKS = (
      "claim_ready_runtime", r"LIMIT 1\s+FOR UPDATE OF claims SKIP LOCKED"),
     ("a claim considers every lane of the queue: no shard predicate, both sequences read per lane",
      "claim_ready_runtime", r"awa\.sequence_next_value\(claims\.seq_name\) AS claim_seq,\s+"
-     r"awa\.sequence_next_value\(enqueues\.seq_name\) AS next_seq[\s\S]*?(WHERE claims\.queue = p_queue\s+AND NOT EXISTS)"),
+     r"awa\.sequence_next_value\(enqueues\.seq_name\) AS next_seq[\s\S]*?"
+     r"(WHERE claims\.queue = p_queue\s+AND NOT EXISTS)"),
 )
 
 
@@ -210,7 +216,8 @@ def definition_evidence(conn) -> list[dict]:
 
 @dataclass
 class Episode:
-    """One (path, N, repeat) on its own queue: the programs and where they write."""
+    """One (path, N, repeat): its programs, its queues (one per S, provisioned at exactly that S, and one
+    to warm up on) and where they write."""
 
     db: AwaDatabase
     path: str
@@ -220,53 +227,51 @@ class Episode:
     log_dir: Path
 
     @property
-    def queue(self) -> str:
+    def name(self) -> str:
         return f"sc_{self.path}_n{self.producers}_r{self.repeat}"
+
+    def queue(self, shards: int) -> str:
+        return f"{self.name}_s{shards}"
+
+    @property
+    def warmup_queue(self) -> str:
+        return f"{self.name}_warmup"
 
     @property
     def gate(self) -> Path:
-        return self.log_dir / f"{self.queue}.gate"
+        return self.log_dir / f"{self.name}.gate"
 
     def producer_summary(self, index: int) -> Path:
-        return self.log_dir / f"{self.queue}-p{index}.json"
+        return self.log_dir / f"{self.name}-p{index}.json"
 
-    @property
-    def worker_summary(self) -> Path:
-        return self.log_dir / f"{self.queue}-worker.json"
+    def worker_summary(self, index: int) -> Path:
+        return self.log_dir / f"{self.name}-w{index}.json"
 
     def url(self, application: str) -> str:
         return f"{self.db.url()}?application_name={application}"
 
-    def programs(self) -> tuple[ManagedProcess, list[ManagedProcess]]:
-        path = PATHS[self.path]
-        worker = processes.worker(f"{self.queue}-worker", self.url(WORKER_APP), [f"{self.queue}={self.matrix.worker_slots}"],
-                                  record_dsn=self.db.dsn(), log_dir=self.log_dir,
-                                  extra=["--latency-summary", str(self.worker_summary)])
-        producers = [processes.producer(f"{self.queue}-p{index}", self.url(PRODUCER_APP), self.queue, mode=path.mode,
-                                        rate=0, batch=self.matrix.batch(self.path), keyed=path.keyed, concurrency=1,
-                                        connections=1, record_dsn=self.db.dsn(), summary=self.producer_summary(index),
-                                        log_dir=self.log_dir, gate=self.gate, record_enqueued=False)
+    def programs(self) -> tuple[list[ManagedProcess], list[ManagedProcess]]:
+        path, slots = PATHS[self.path], self.matrix.worker_slots
+        queues = [f"{queue}={slots}" for queue in (self.warmup_queue, *map(self.queue, self.matrix.shards))]
+        workers = [processes.worker(f"{self.name}-w{index}", self.url(WORKER_APP), queues, record_dsn=self.db.dsn(),
+                                    log_dir=self.log_dir, extra=["--latency-summary", str(self.worker_summary(index))])
+                   for index in range(self.matrix.worker_runtimes)]
+        producers = [processes.producer(f"{self.name}-p{index}", self.url(PRODUCER_APP), self.warmup_queue,
+                                        mode=path.mode, rate=0, batch=self.matrix.batch(self.path), keyed=path.keyed,
+                                        concurrency=1, connections=1, record_dsn=self.db.dsn(),
+                                        summary=self.producer_summary(index), log_dir=self.log_dir, gate=self.gate,
+                                        record_enqueued=False)
                      for index in range(self.producers)]
-        return worker, producers
+        return workers, producers
 
-    def open_gate(self) -> None:
-        self.gate.touch()
+    def open_gate(self, queue: str) -> None:
+        """Let the producers call, into ``queue`` (the file appears whole: they read the queue from it)."""
+        pending = self.gate.with_suffix(".pending")
+        pending.write_text(queue, encoding="utf-8")
+        os.replace(pending, self.gate)
 
     def close_gate(self) -> None:
         self.gate.unlink(missing_ok=True)
-
-
-def start_all(programs: list[ManagedProcess]) -> None:
-    """Start every program at once, then wait until each is ready (started from this thread)."""
-    for program in programs:
-        program.start(wait_ready=0)
-    for program in programs:
-        program.wait_ready(READY_TIMEOUT)
-
-
-def stop_all(programs: list[ManagedProcess]) -> None:
-    with ThreadPoolExecutor(max_workers=max(1, len(programs))) as pool:
-        list(pool.map(lambda program: program.stop(), programs))
 
 
 def set_shards(conn, queue: str, shards: int) -> None:
@@ -274,31 +279,33 @@ def set_shards(conn, queue: str, shards: int) -> None:
     change_enqueue_shards(conn, validate_request(queue, shards))
 
 
-def measure_window(episode: Episode, change_conn, conn, shards: int, position: int, wal_syncs_sql: str) -> dict:
-    """Set S, open the gate, warm up, measure one window, close the gate, drain."""
-    matrix = episode.matrix
-    set_shards(change_conn, episode.queue, shards)
-    lane_keys = fetch_lane_keys(conn, episode.queue)
+def measure_window(episode: Episode, conn, shards: int, position: int, wal_syncs_sql: str) -> dict:
+    """Open the gate on the queue of S, warm up, measure one window, close the gate, drain."""
+    matrix, queue = episode.matrix, episode.queue(shards)
+    lane_keys = fetch_lane_keys(conn, queue)
     pids = [pid for (pid,) in conn.execute(PRODUCER_PIDS_SQL, (PRODUCER_APP,)).fetchall()]
-    episode.open_gate()
+    episode.open_gate(queue)
     time.sleep(matrix.warmup_seconds)
     functions_before, syncs_before = read_functions(conn), conn.execute(wal_syncs_sql).fetchone()[0]
-    cursors_before = read_cursors(conn, episode.queue)
+    cursors_before = read_cursors(conn, queue)
     sampler = WaitSampler(episode.db.dsn(), ROLES, lane_keys, matrix.sample_interval)
     started = time.time()
     sampler.start()
     time.sleep(matrix.window_seconds)
     waits = sampler.stop()
     ended = time.time()
-    cursors_after = read_cursors(conn, episode.queue)
+    cursors_after = read_cursors(conn, queue)
     functions_after, syncs_after = read_functions(conn), conn.execute(wal_syncs_sql).fetchone()[0]
     episode.close_gate()
-    at_end = backlog(conn, episode.queue)
-    drain = wait_drained(conn, episode.queue, matrix.drain_timeout)
+    at_end = backlog(conn, queue)
+    drain = wait_drained(conn, queue, matrix.drain_timeout)
+    # What the claims did while the workers drained the backlog with no producer left.
+    drain["functions"] = shard_choice_report.function_deltas(functions_after, read_functions(conn))
+    drain["lanes"] = shard_choice_report.lane_deltas(cursors_after, read_cursors(conn, queue))
     return {
         "path": episode.path, "producers": episode.producers, "shards": shards, "repeat": episode.repeat,
-        "position": position, "queue": episode.queue, "started_at": started, "ended_at": ended,
-        "seconds": round(ended - started, 3), "producer_pids": pids,
+        "position": position, "queue": queue, "lanes_provisioned": len(cursors_after),
+        "started_at": started, "ended_at": ended, "seconds": round(ended - started, 3), "producer_pids": pids,
         "lanes": shard_choice_report.lane_deltas(cursors_before, cursors_after),
         "cursors": {"before": cursors_before, "after": cursors_after},
         "backlog_end": at_end, "waits": waits,
@@ -312,41 +319,47 @@ def run_episode(episode: Episode, wal_syncs_sql: str) -> tuple[list[dict], dict]
 
     Also returns where the episode's time went (seconds), to size a run.
     """
-    order = shard_order(episode.matrix.shards, episode.repeat)
+    matrix = episode.matrix
     episode.close_gate()
-    worker, producers = episode.programs()
+    workers, producers = episode.programs()
     windows: list[dict] = []
     clock = PhaseClock()
     # The change needs a transaction of its own (autocommit off); the reads must see fresh statistics (autocommit).
-    with environment.connect(episode.db) as change_conn, episode.db.connect() as conn:
-        set_shards(change_conn, episode.queue, order[0])
+    with environment.connect(episode.db) as change_conn:
+        set_shards(change_conn, episode.warmup_queue, 1)
+        for shards in matrix.shards:
+            set_shards(change_conn, episode.queue(shards), shards)
+    with episode.db.connect() as conn:
         try:
-            start_all([worker])
+            start_all(workers)
             start_all(producers)
             clock.lap("start")
-            episode.open_gate()  # connections, prepared statements and caches, then an empty queue
-            time.sleep(episode.matrix.episode_warmup_seconds)
+            episode.open_gate(episode.warmup_queue)  # connections, prepared statements and caches
+            time.sleep(matrix.episode_warmup_seconds)
             episode.close_gate()
-            wait_drained(conn, episode.queue, episode.matrix.drain_timeout)
+            wait_drained(conn, episode.warmup_queue, matrix.drain_timeout)
             clock.lap("warmup")
-            windows = [measure_window(episode, change_conn, conn, shards, position, wal_syncs_sql)
-                       for position, shards in enumerate(order)]
+            windows = [measure_window(episode, conn, shards, position, wal_syncs_sql)
+                       for position, shards in enumerate(shard_order(matrix.shards, episode.repeat))]
             clock.lap("windows")
         finally:
             episode.close_gate()
             stop_all(producers)
-            stop_all([worker])
+            stop_all(workers)
             clock.lap("stop")
-    calls = [load_json(episode.producer_summary(index))["calls"] for index in range(episode.producers)]
-    completions = load_json(episode.worker_summary)
+    producer_files = [episode.producer_summary(index) for index in range(episode.producers)]
+    worker_files = [episode.worker_summary(index) for index in range(matrix.worker_runtimes)]
+    calls = [load_json(path)["calls"] for path in producer_files]
+    completions = [load_json(path) for path in worker_files]
+    created = [at for completion in completions for at in completion["created_at"]]
+    handled = [at for completion in completions for at in completion["handled_at"]]
     for window in windows:
-        window["enqueue"] = shard_choice_report.enqueue_stats(calls, episode.matrix.batch(episode.path),
-                                                             window["started_at"], window["ended_at"])
-        window["completion"] = shard_choice_report.completion_stats(
-            completions["created_at"], completions["handled_at"], window["started_at"], window["ended_at"])
-        window["errors_by_type"] = errors_by_type(episode.db, episode.queue, window["started_at"], window["ended_at"])
-    for summary in [episode.producer_summary(index) for index in range(episode.producers)] + [episode.worker_summary]:
-        summary.unlink(missing_ok=True)
+        started, ended = window["started_at"], window["ended_at"]
+        window["enqueue"] = shard_choice_report.enqueue_stats(calls, matrix.batch(episode.path), started, ended)
+        window["completion"] = shard_choice_report.completion_stats(created, handled, started, ended)
+        window["errors_by_type"] = errors_by_type(episode.db, episode.name, started, ended)
+    for path in producer_files + worker_files:
+        path.unlink(missing_ok=True)
     return windows, clock.phases
 
 

@@ -94,7 +94,8 @@ def mean_per_sample(histogram: dict[str, int]) -> float | None:
 def episode_line(windows: list[dict]) -> str:
     """One progress line for an episode: jobs/s per S."""
     first = windows[0]
-    per_s = ", ".join(f"S={w['shards']} {w['enqueue']['jobs_per_s']:.0f}/s" for w in sorted(windows, key=lambda w: w["shards"]))
+    per_s = ", ".join(f"S={w['shards']} {w['enqueue']['jobs_per_s']:.0f}/s"
+                      for w in sorted(windows, key=lambda w: w["shards"]))
     return f"{first['path']} N={first['producers']} repeat {first['repeat'] + 1}: {per_s}"
 
 
@@ -171,6 +172,7 @@ def _cell(key: tuple[str, int, int], entries: list[tuple[dict, float | None]]) -
         "undrained": sum(1 for w in windows if not w["drain"]["drained"]),
         "claim_ms": median_of(lambda w: per_claim(w)[0]),
         "jobs_per_claim": median_of(lambda w: per_claim(w)[1]),
+        "drain_jobs_per_claim": median_of(lambda w: per_claim(w["drain"])[1] if "lanes" in w["drain"] else None),
         "wal_syncs_per_s": median_of(lambda w: w["wal_syncs"] / w["seconds"]),
         "calls_per_wal_sync": median_of(lambda w: w["enqueue"]["calls_per_s"] * w["seconds"] / w["wal_syncs"]
                                         if w["wal_syncs"] else None),
@@ -213,7 +215,8 @@ def matrix_table(major: int, result: dict, cells: dict) -> str:
             row = [path, producers]
             for count in shards:
                 cell = cells.get((path, producers, count))
-                row.append("-" if cell is None else _number(cell["jobs_per_s"]["median"]) + _gain(cell, count == baseline))
+                row.append("-" if cell is None
+                           else _number(cell["jobs_per_s"]["median"]) + _gain(cell, count == baseline))
             rows.append(row)
     return tables.render(
         f"Shard choice, PostgreSQL {major}: enqueue throughput (jobs/s, median of {matrix['repeats']}) "
@@ -222,8 +225,9 @@ def matrix_table(major: int, result: dict, cells: dict) -> str:
         f"Gain: median [min-max] of the per-repeat ratios to S={baseline} measured by the same producer processes. "
         f"Paths: insert = awa-pg insert (SQL awa.insert_job_compat, 1 job a call); copy = enqueue_many_copy "
         f"({matrix['copy_batch']} jobs a call, no ordering key); copy_keyed = the same with an ordering key per job. "
-        f"Each producer is its own process with one connection and one call in flight; one worker runtime "
-        f"({matrix['worker_slots']} slots) serves the queue. Windows of {matrix['window_seconds']:g} s; "
+        f"Each producer is its own process with one connection and one call in flight; "
+        f"{matrix['worker_runtimes']} worker runtimes ({matrix['worker_slots']} slots each) serve the queue. "
+        f"Windows of {matrix['window_seconds']:g} s; "
         f"pg_stat_activity and pg_locks sampled every {_number(interval, 1)} ms (median).")
 
 
@@ -262,15 +266,18 @@ def worker_table(major: int, path: str, cells: dict) -> str:
                      _number(cell["e2e_p99_ms"], 1), _number(cell["backlog_end"]),
                      _number(cell["drain_s"], 1) + (f" ({cell['undrained']} undrained)" if cell["undrained"] else ""),
                      _number(cell["claim_ms"], 2), _number(cell["jobs_per_claim"], 1),
+                     _number(cell["drain_jobs_per_claim"], 1),
                      _number(cell["wal_syncs_per_s"]), _number(cell["calls_per_wal_sync"], 2),
                      _top(cell["worker_waits"])])
     return tables.render(
         f"Shard choice, PostgreSQL {major}, {path}: workers and the server",
         ["N", "S", "completed/s", "e2e p50 ms", "e2e p99 ms", "backlog at end", "drain s", "claim ms",
-         "jobs per claim", "WAL syncs/s", "enqueue calls per WAL sync", "worker backends (top 3)"], rows,
-        "e2e: job created_at to its handler's end, jobs created in the window (one worker runtime). Claim ms and "
+         "jobs per claim", "jobs per claim (drain)", "WAL syncs/s", "enqueue calls per WAL sync",
+         "worker backends (top 3)"], rows,
+        "e2e: job created_at to its handler's end, jobs created in the window. Claim ms and "
         "jobs per claim: awa.claim_ready_runtime from pg_stat_user_functions (flushed by backends about once a "
-        "second, so approximate). WAL syncs: the whole server's, workers included.")
+        "second, so approximate), in the window and while the workers drained the backlog after it. "
+        "WAL syncs: the whole server's, workers included.")
 
 
 def definitions_table(major: int, result: dict) -> str:

@@ -35,7 +35,7 @@ import psycopg
 
 SAMPLE_SQL = """
 SELECT a.application_name, a.state, a.wait_event_type, a.wait_event,
-       l.locktype, l.database::int8, l.classid::int8, l.objid::int8
+       l.locktype, l.database::int8, l.classid::int8, l.objid::int8, left(a.query, 120)
 FROM pg_stat_activity AS a
 LEFT JOIN pg_locks AS l ON l.pid = a.pid AND NOT l.granted
 WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
@@ -80,8 +80,8 @@ def wait_label(state: str | None, wait_event_type: str | None, wait_event: str |
 
 
 def classify(row: tuple, roles: dict[str, str], lane_keys: LaneKeys) -> BackendSample:
-    """One ``SAMPLE_SQL`` row as a BackendSample."""
-    application, state, wait_type, wait_event, locktype, database, classid, objid = row
+    """One ``SAMPLE_SQL`` row as a BackendSample (the statement text is kept only in example samples)."""
+    application, state, wait_type, wait_event, locktype, database, classid, objid = row[:8]
     role = roles.get(application, OTHER_ROLE)
     wait = wait_label(state, wait_type, wait_event)
     if locktype is None:

@@ -14,7 +14,8 @@ commit per call, which a benchmark must not pay); failures to
 ``testbed.producer_errors``. ``--summary`` writes counts and per-call
 latencies as JSON when the producer stops (after ``--count`` jobs, or on
 SIGTERM/SIGINT). With ``--gate PATH`` it starts calls only while PATH exists,
-so one process can produce in several measured windows.
+into the queue the file names (``--queue`` when it is empty), so one process
+can produce in several measured windows, each on its own queue.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ class Producer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.client = awa.AsyncClient(args.url, max_connections=args.connections)
+        self.queue = args.queue
         self.sequence = 0
         self.enqueued = 0
         self.errors: dict[str, int] = {}
@@ -61,7 +63,7 @@ class Producer:
         return jobs
 
     async def enqueue(self, jobs: list[tuple[TestJob, dict]]) -> None:
-        queue = self.args.queue
+        queue = self.queue
         if self.args.mode == "insert":
             for job, opts in jobs:
                 await self.client.insert(job, kind=KIND, queue=queue, **opts)
@@ -99,7 +101,7 @@ class Producer:
             async with recorder.cursor() as cur:
                 await cur.executemany(
                     "INSERT INTO testbed.enqueued (tag, producer, queue) VALUES (%s, %s, %s)",
-                    [(job.tag, self.args.name, self.args.queue) for job, dummy in jobs])
+                    [(job.tag, self.args.name, self.queue) for job, dummy in jobs])
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Produce until ``--count`` is reached or ``stop`` is set (default: on SIGTERM/SIGINT)."""
@@ -121,6 +123,7 @@ class Producer:
                 break
             if self.args.gate and not os.path.exists(self.args.gate):
                 await self.wait_for_gate(stop)
+                self.queue = self.gate_queue()
                 next_at = time.monotonic()
                 continue
             # Keep up to --concurrency calls in flight; start --burst of them at each tick of --rate.
@@ -151,6 +154,14 @@ class Producer:
             except asyncio.TimeoutError:
                 pass
 
+    def gate_queue(self) -> str:
+        """The queue the gate file names (write it whole, e.g. with os.replace), else --queue."""
+        try:
+            named = Path(self.args.gate).read_text(encoding="utf-8").strip()
+        except OSError:
+            named = ""
+        return named or self.args.queue
+
     def write_summary(self) -> None:
         if not self.args.summary:
             return
@@ -178,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stripes", type=int, default=1, help="queue stripe count for enqueue_many_copy")
     parser.add_argument("--name", default=f"producer-{os.getpid()}")
     parser.add_argument("--summary", help="write a JSON summary here on exit")
-    parser.add_argument("--gate", help="start calls only while this file exists")
+    parser.add_argument("--gate", help="start calls only while this file exists, into the queue it names")
     parser.add_argument("--record-enqueued", action=argparse.BooleanOptionalAction, default=True,
                         help="record every job's tag in testbed.enqueued (one more commit per call)")
     parser.add_argument("--ready-file")
