@@ -20,8 +20,9 @@ client backend of the database, and tallies:
 
 Classifying and tallying are pure functions of the rows, so recorded samples
 can be replayed in tests; the sampler keeps the raw rows (idle backends left
-out) of the sample with the most lane-lock waiters and of the one with the
-most NOTIFY-lock waiters for that.
+out, statement text added) of the sample with the most lane-lock waiters, of
+the one with the most NOTIFY-lock waiters and of the one with the most
+workers waiting on a lock, for that.
 """
 
 from __future__ import annotations
@@ -145,7 +146,7 @@ class WaitSampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="wait-sampler", daemon=True)
         self._started = self._stopped = 0.0
-        self.examples: dict[str, dict] = {}  # "lane" / "notify" -> {"waiters": n, "rows": [...]}
+        self.examples: dict[str, dict] = {}  # "lane" / "notify" / "worker lock" -> {"waiters": n, "rows": [...]}
 
     def _run(self) -> None:
         next_at = time.monotonic()
@@ -155,6 +156,7 @@ class WaitSampler:
             self.tally.add(backends)
             self._keep_example("lane", sum(1 for backend in backends if backend.lane), rows)
             self._keep_example("notify", sum(1 for backend in backends if backend.lock == "notify"), rows)
+            self._keep_example("worker lock", sum(1 for b in backends if b.role == "worker" and b.lock), rows)
             next_at += self.interval
             self._stop.wait(max(0.0, next_at - time.monotonic()))
 
