@@ -58,8 +58,10 @@ def _round(value: float | None, digits: int = 2) -> float | None:
 
 
 def enqueue_stats(calls_per_producer: Iterable[Calls], batch: int, started: float, ended: float) -> dict:
-    """Calls that finished inside [started, ended]: throughput (``batch`` jobs an ok call) and latency."""
-    window = [call for calls in calls_per_producer for call in calls if started <= call[0] <= ended]
+    """Calls that started inside [started, ended] (so into the window's queue): throughput (``batch`` jobs an
+    ok call) and latency."""
+    window = [call for calls in calls_per_producer for call in calls
+              if started <= call[0] - call[1] / 1000 <= ended]
     ok = [latency for dummy, latency, succeeded in window if succeeded]
     seconds = ended - started
     return {"calls": len(window), "errors": len(window) - len(ok), "jobs": len(ok) * batch,
@@ -248,7 +250,8 @@ def producer_table(major: int, path: str, result: dict, cells: dict) -> str:
         ["N", "S", "jobs/s [min-max]", "call p50 ms", "call p99 ms", "shards hit (per repeat)", "pid % S shards",
          "largest shard",
          "lane-lock waiters", "NOTIFY-lock waiters", "producer backends (top 3)", "errors"], rows,
-        f"Each repeat is a {window:g} s window. Call latency: median over repeats of each window's p50/p99. "
+        f"Each repeat is a {window:g} s window; calls count when they start in it. Call latency: median over "
+        "repeats of each window's p50/p99. "
         "Shards hit and largest shard: from the lane sequences (jobs enqueued per shard); pid % S shards: "
         "how many shards the producers' backend pids map to (the SQL path's choice). Waiters: mean number "
         "of backends waiting on a lane's advisory locks (reservation or insert) / on the NOTIFY commit lock per "

@@ -14,8 +14,9 @@ commit per call, which a benchmark must not pay); failures to
 ``testbed.producer_errors``. ``--summary`` writes counts and per-call
 latencies as JSON when the producer stops (after ``--count`` jobs, or on
 SIGTERM/SIGINT). With ``--gate PATH`` it starts calls only while PATH exists,
-into the queue the file names (``--queue`` when it is empty), so one process
-can produce in several measured windows, each on its own queue.
+each into the queue the file names when the call starts (``--queue`` when it
+is empty), so one process can produce in several measured windows, each on
+its own queue.
 """
 
 from __future__ import annotations
@@ -121,11 +122,13 @@ class Producer:
         while not stop.is_set():
             if self.args.count and self.sequence >= self.args.count:
                 break
-            if self.args.gate and not os.path.exists(self.args.gate):
-                await self.wait_for_gate(stop)
-                self.queue = self.gate_queue()
-                next_at = time.monotonic()
-                continue
+            if self.args.gate:
+                named = self.gate_queue()
+                if named is None:
+                    await self.wait_for_gate(stop)
+                    next_at = time.monotonic()
+                    continue
+                self.queue = named or self.args.queue
             # Keep up to --concurrency calls in flight; start --burst of them at each tick of --rate.
             for dummy_call in range(self.args.burst):
                 while len(pending) >= self.args.concurrency:
@@ -154,13 +157,13 @@ class Producer:
             except asyncio.TimeoutError:
                 pass
 
-    def gate_queue(self) -> str:
-        """The queue the gate file names (write it whole, e.g. with os.replace), else --queue."""
+    def gate_queue(self) -> str | None:
+        """What the gate file says now (None: closed). Read before every call, so a call always goes to the
+        queue named when it starts; write the file whole (e.g. with os.replace)."""
         try:
-            named = Path(self.args.gate).read_text(encoding="utf-8").strip()
-        except OSError:
-            named = ""
-        return named or self.args.queue
+            return Path(self.args.gate).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
 
     def write_summary(self) -> None:
         if not self.args.summary:
