@@ -50,12 +50,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# Other awa-cli releases, for the compatibility tests: 0.6.8 (the other
-# release line with enqueue_shards the collection supports) and 0.5.7 (a
-# schema without enqueue_shards, which the modules must refuse). Only their
-# wheels are kept: two versions of one package cannot be installed.
+# Other awa-cli releases, for the compatibility tests: one of each schema
+# family of the 0.6 line the collection supports - 0.6.0 (schema 39), 0.6.5
+# (schema 40, as 0.6.2-0.6.7) and 0.6.8 (schema 40 with the
+# wait_free_dirty_marks patch, as 0.6.9) - and 0.5.7 (a schema without
+# enqueue_shards, which the modules must refuse). Only their wheels are
+# kept: two versions of one package cannot be installed.
 wheels="$venv/awa-wheels"
-for version in 0.6.8 0.5.7; do
+for version in 0.6.0 0.6.5 0.6.8 0.5.7; do
     if ! ls "$wheels"/awa_cli-"$version"-*.whl >/dev/null 2>&1; then
         log "downloading the awa-cli $version wheel"
         mkdir -p "$wheels"
