@@ -82,8 +82,8 @@ def certificate_login(db: AwaDatabase, certificates: Certificates, key_folder: P
     role = DbRole(f"{db.name}_certop", None)
     db.query(sql.SQL("CREATE ROLE {} LOGIN IN ROLE {}, {}").format(
         sql.Identifier(role.name), sql.Identifier(CERT_LOGIN_GROUP), sql.Identifier(db.roles["owner"].name)))
-    db.query(sql.SQL("GRANT CONNECT, TEMP ON DATABASE {} TO {}").format(sql.Identifier(db.name),
-                                                                       sql.Identifier(role.name)))
+    db.query(sql.SQL("GRANT CONNECT, TEMP ON DATABASE {} TO {}").format(
+        sql.Identifier(db.name), sql.Identifier(role.name)))
     db.roles["certop"] = role
     return client_certificate_options(db, certificates.ca.issue(role.name, client=True), key_folder) | {
         "login_user": role.name, "ca_cert": str(certificates.ca.cert), "session_role": db.roles["owner"].name}
