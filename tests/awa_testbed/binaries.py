@@ -175,3 +175,17 @@ def awa_cli(version: str | None = None) -> Path:
             partial.chmod(0o755)
             partial.rename(target)
     return target
+
+
+def awa_pg_path(version: str | None = None) -> Path | None:
+    """A folder to put first on ``PYTHONPATH`` so programs import awa-pg ``version``.
+
+    None for the installed awa-pg. Older releases (the package has no
+    dependencies) are unpacked by hack/bootstrap.sh into ``<venv>/awa-pg/<version>``.
+    """
+    if version in (None, importlib.metadata.version("awa-pg")):
+        return None
+    folder = Path(sys.prefix) / "awa-pg" / version
+    if not (folder / "awa").is_dir():
+        raise RuntimeError(f"awa-pg {version} not found in {folder}; run hack/bootstrap.sh")
+    return folder

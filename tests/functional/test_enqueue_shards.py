@@ -224,10 +224,10 @@ def test_check_mode_reports_exactly_what_the_real_run_does_and_writes_nothing(
 
 # One awa-cli release of each schema family of the 0.6 line (docs/enqueue_shards.md, "Supported
 # Awa versions"): 0.6.0-0.6.1 (schema 39), 0.6.2-0.6.7 (schema 40) and 0.6.8 (schema 40 with the
-# wait_free_dirty_marks patch, as 0.6.9). The programs are awa-pg 0.6.9 on every schema.
+# wait_free_dirty_marks patch, as 0.6.9). The programs are awa-pg of the same release.
 @pytest.mark.parametrize("awa_db", ["0.6.0", "0.6.5", "0.6.8"], indirect=True)
 def test_every_schema_of_the_0_6_line_is_supported(awa_db, fleet):
-    """Compatibility smoke: raise, re-run and lower on an older awa-cli's schema, used by awa-pg programs."""
+    """Compatibility smoke: raise, re-run and lower on an older release's schema, used by that release's programs."""
     raised = change(awa_db, "compat", 4)
     assert (raised["changed"], raised["lanes_created"]) == (True, 16)
     assert not any("untested" in warning for warning in raised["warnings"])
@@ -235,6 +235,8 @@ def test_every_schema_of_the_0_6_line_is_supported(awa_db, fleet):
     assert change(awa_db, "compat", 4)["changed"] is False
 
     worker = fleet.worker("w1", ["compat=4"])
+    wait_for_live_runtimes(awa_db, [worker.pid], 30)
+    assert awa_db.query("SELECT version FROM awa.runtime_instances") == [(awa_db.awa_version,)]
     fleet.producer("p1", "compat", count=100, **KEYED_BATCH).wait(60)
     tags = fleet.enqueued_tags("compat")
     assert set(fleet.wait_all_completed(tags, timeout=60)) >= tags
