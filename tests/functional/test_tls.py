@@ -33,14 +33,12 @@ SECRET_MARKER = "must-never-show"
 class Certificates:
     ca: CertificateAuthority
     impostor: CertificateAuthority
-    folder: Path
 
 
 @pytest.fixture(scope="session")
 def certificates(tmp_path_factory) -> Certificates:
     folder = tmp_path_factory.mktemp("tls")
-    return Certificates(CertificateAuthority("awa-test-ca", folder), CertificateAuthority("impostor-ca", folder),
-                        folder)
+    return Certificates(CertificateAuthority("awa-test-ca", folder), CertificateAuthority("impostor-ca", folder))
 
 
 @pytest.fixture(scope="session")
@@ -70,9 +68,9 @@ def tls_db(tls_factories, pg_major):
     database.drop()
 
 
-def verify_full(db: AwaDatabase, certificates: Certificates, role: str = "migrator") -> dict:
-    """Connection options: ``role`` with its password, TLS with verify-full against the test CA."""
-    return {**db.login_args(role), "login_host": "localhost", "ssl_mode": "verify-full",
+def verify_full(db: AwaDatabase, certificates: Certificates) -> dict:
+    """Connection options: the migrator with its password, TLS with verify-full against the test CA."""
+    return {**db.login_args("migrator"), "login_host": "localhost", "ssl_mode": "verify-full",
             "ca_cert": str(certificates.ca.cert)}
 
 
