@@ -16,7 +16,7 @@ from ansible_collections.awa.operations.plugins.module_utils.introspect import I
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues, stripe_index
 
 # Awa schema versions (max(awa.schema_version.version)) of the releases this collection
-# is tested with (docs/awa-internals.md §10): 39 = awa 0.6.0, 40 = 0.6.3 .. 0.6.9.
+# is tested with (docs/awa-internals.md §10): 39 = awa 0.6.0 and 0.6.1, 40 = 0.6.2 .. 0.6.9.
 TESTED_SCHEMA_VERSIONS = (39, 40)
 MIN_SERVER_VERSION_NUM = 170000
 
