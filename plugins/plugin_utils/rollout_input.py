@@ -13,10 +13,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import validate_lock_timeout
+from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, validate_lock_timeout
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import validate_wait
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import DEFAULT_WAIT_SLEEP, validate_read_options
 
 PREFIX = "enqueue_shards_"
 
@@ -214,10 +214,12 @@ def _wait_problems(settings: dict, timeouts: tuple[str, ...]) -> list[str]:
     problems = []
     for name in timeouts:
         timeout = _number(settings.get(PREFIX + name, 1))
-        for message in _checked(lambda: validate_wait(-1 if timeout is None else timeout, 1)):
+        for message in _checked(lambda: validate_read_options(-1 if timeout is None else timeout, DEFAULT_WAIT_SLEEP,
+                                                              DEFAULT_LOCK_TIMEOUT)):
             problems.append(message.replace("wait_timeout", PREFIX + name, 1))
     problems += [message.replace("wait_sleep", PREFIX + "wait_sleep", 1)
-                 for message in _checked(lambda: validate_wait(0, -1 if sleep is None else sleep))]
+                 for message in _checked(lambda: validate_read_options(0, -1 if sleep is None else sleep,
+                                                                       DEFAULT_LOCK_TIMEOUT))]
     return problems
 
 
