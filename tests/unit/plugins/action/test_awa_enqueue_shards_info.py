@@ -26,7 +26,7 @@ def polled(converged: bool, runtimes_converged: int = 1) -> dict:
             "expected_new_runtimes": 0,
             "queues": {"orders": {"converged": converged, "drained": converged, "runtimes_live": 2,
                                   "runtimes_converged": 2 if converged else runtimes_converged,
-                                  "enqueue_shards": {"orders": 8}, "depth_beyond_count": 0,
+                                  "enqueue_shards": {"orders": 8}, "depth_beyond_count": 0, "paused": False,
                                   "stragglers": [] if converged else [STRAGGLER]}}}
 
 
