@@ -2,7 +2,7 @@
 
 ``awa migrate`` (awa-cli) runs once per server and Awa version into a template
 database; each test then gets ``CREATE DATABASE ... TEMPLATE`` (fast). A fresh
-0.6.9 database stays on the canonical engine after migrate (awa-facts.md §1),
+0.6.9 database stays on the canonical engine after migrate (docs/awa-internals.md §1),
 so the "active" templates also run ``awa.storage_auto_finalize_if_fresh``.
 """
 
@@ -93,7 +93,7 @@ class AwaDatabase:
 
         Ownership of every object moves to the owner role (security.md §3) and
         the runtimes get exactly the documented grants (§4). Awa 0.6.9 also
-        needs CREATE on the schema for its lane triggers (awa-facts.md §7); that
+        needs CREATE on the schema for its lane triggers (docs/awa-internals.md §7); that
         extra grant is made only when ``awa_0_6_9_schema_create`` is true.
         ``migrator_in_runtime_roles`` makes the migrator a member of each
         runtime role, as the runbook tells operators: it can then read and
