@@ -45,6 +45,16 @@ def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60
     raise RuntimeError(f"runtimes {sorted(set(pids) - seen)} did not publish a snapshot within {timeout}s")
 
 
+def wait_for_first_jobs(db: AwaDatabase, producers: int, timeout: float = 60.0) -> None:
+    """Until every application has enqueued: its first write creates the lane lazily, which changes the catalog."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.scalar("SELECT count(DISTINCT producer) FROM testbed.enqueued") >= producers:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the {producers} applications did not enqueue within {timeout}s")
+
+
 def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", produce_rate: float = 5.0,
        database: str = "awa_demo", handler_ms: int = 0) -> dict:
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -63,6 +73,8 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
     supervisor.start()
     pids = [supervisor.program_pid(p.name) for p in programs]
     wait_for_live_runtimes(db, [pid for pid in pids if pid])
+    if produce_rate:
+        wait_for_first_jobs(db, apps)
 
     migrator = db.roles["migrator"]
     state = {
