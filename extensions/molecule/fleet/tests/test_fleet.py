@@ -16,17 +16,14 @@ read over SSH by snapshot.yml. Tests of another pass skip.
 from __future__ import annotations
 
 import json
-import os
 import re
-from functools import cache
-from pathlib import Path
 
 import pytest
 from awa_testbed import queue_facts
+from awa_testbed.verify_state import bed_state, molecule_pass, read_json, state_dir
 
 testinfra_hosts = ["awa_producers"]
 
-STATE_DIR = Path(os.environ["AWA_TESTBED_STATE"])
 QUEUE = "demo"
 ENV_FILE = "/etc/awa/producer.env"
 # The role's default, merged under the scenario's enqueue_shards_environment.
@@ -35,18 +32,8 @@ REFRESH_LINE = "AWA_OVERRIDE_REFRESH_MS=1000"
 CLOCK_MARGIN = 5
 
 
-def read_json(name: str) -> dict:
-    return json.loads((STATE_DIR / name).read_text(encoding="utf-8"))
-
-
-@cache
 def superuser_dsn() -> str:
-    return read_json("state.json")["superuser_dsn"]
-
-
-@cache
-def molecule_pass() -> dict:
-    return read_json("molecule-pass.json")
+    return bed_state()["superuser_dsn"]
 
 
 def snapshot(moment: str) -> list[dict]:
@@ -69,7 +56,7 @@ def variables(host) -> dict:
 
 def main_pids(host) -> dict[str, int]:
     services = variables(host)["enqueue_shards_services"]
-    values = host.check_output("systemctl show --property=MainPID --value %s", " ".join(services)).split()
+    values = host.check_output("systemctl show --property=MainPID --value" + " %s" * len(services), *services).split()
     return dict(zip(services, map(int, values)))
 
 
@@ -150,6 +137,18 @@ def test_each_running_unit_logged_the_environment_file_it_started_with(host):
         assert started_with(host, service, pid) == in_file, service
 
 
+def test_each_unit_enqueues_and_works_jobs(host):
+    """Every unit is a real Awa application: its producer enqueued jobs and its runtime completed some."""
+    for service in variables(host)["enqueue_shards_services"]:
+        # The unit's --name: the host name (the inventory name) and the unit.
+        name = f"{inventory_name(host)}/{service}.service"
+        enqueued = queue_facts.query(superuser_dsn(), "SELECT count(*) FROM testbed.enqueued WHERE producer LIKE %s",
+                                     (f"{name}-%",))[0][0]
+        completed = queue_facts.query(superuser_dsn(), "SELECT count(*) FROM testbed.completions WHERE worker = %s",
+                                      (name,))[0][0]
+        assert enqueued > 0 and completed > 0, f"{name}: {enqueued} enqueued, {completed} completed"
+
+
 # ---- after a real run: raise (and its idempotent re-run), lower, recover ----
 
 def test_environment_file_is_rendered_with_owner_group_and_mode(host):
@@ -201,7 +200,7 @@ def test_the_lowering_waited_until_the_retired_shards_drained():
 
 def test_the_failed_run_named_the_host_and_unit(host):
     in_pass("fault")
-    output = (STATE_DIR / "fault-run.log").read_text(encoding="utf-8")
+    output = (state_dir() / "fault-run.log").read_text(encoding="utf-8")
     stopped = [line for line in output.splitlines() if "Rollout stopped at batch" in line]
     assert stopped, output[-3000:]
     named = (variables(host)["fleet_fault_host"], variables(host)["fleet_fault_service"])

@@ -11,33 +11,15 @@ in the test bed's state folder says which one and what count to expect:
 
 from __future__ import annotations
 
-import json
-import os
-from functools import cache
-from pathlib import Path
-
 import pytest
 from awa_testbed import queue_facts
+from awa_testbed.verify_state import bed_state, molecule_pass, read_json
 
-STATE_DIR = Path(os.environ["AWA_TESTBED_STATE"])
 QUEUE = "demo"
 PRIORITIES = (1, 2, 3, 4)
 ENV_LINE = "AWA_OVERRIDE_REFRESH_MS=1000"
 # The role's default clock margin (seconds) between runtime hosts and the database.
 CLOCK_MARGIN = 5
-
-def read_json(name: str) -> dict:
-    return json.loads((STATE_DIR / name).read_text(encoding="utf-8"))
-
-
-@cache
-def bed_state() -> dict:
-    return read_json("state.json")
-
-
-@cache
-def molecule_pass() -> dict:
-    return read_json("molecule-pass.json")
 
 
 def runtimes_before() -> dict:
