@@ -177,4 +177,3 @@ def login_ids(tree: Path, user: str = LOGIN_USER) -> tuple[int, int]:
         if fields[0] == user:
             return int(fields[2]), int(fields[3])
     raise RootfsError(f"user {user} is missing from {tree}; delete the tree to rebuild it")
-
