@@ -28,7 +28,7 @@ import psycopg
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from . import environment, stats, tables
 from .environment import BenchServer

@@ -20,7 +20,7 @@ from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.processes import ManagedProcess
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info, wait_for_shards_info
 
 from . import environment, tables
@@ -45,10 +45,15 @@ def start_all(workers: list[ManagedProcess]) -> float:
     return time.perf_counter()
 
 
+def stop_all(programs: list[ManagedProcess]) -> None:
+    """Stop every program gracefully, in parallel."""
+    with ThreadPoolExecutor(max_workers=max(1, len(programs))) as pool:
+        list(pool.map(lambda program: program.stop(), programs))
+
+
 def restart_all(workers: list[ManagedProcess]) -> float:
     """Stop every runtime gracefully (in parallel), then start them all again."""
-    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-        list(pool.map(lambda worker: worker.stop(), workers))
+    stop_all(workers)
     return start_all(workers)
 
 

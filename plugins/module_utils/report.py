@@ -10,7 +10,7 @@ from ansible_collections.awa.operations.plugins.module_utils import convergence
 from ansible_collections.awa.operations.plugins.module_utils.introspect import LaneDepth, QueueState, Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.naming import ordering_contract
-from ansible_collections.awa.operations.plugins.module_utils.planner import StripeLayout
+from ansible_collections.awa.operations.plugins.module_utils.preconditions import StripeLayout
 
 EXAMPLES_SHOWN = 3
 
@@ -32,7 +32,7 @@ def straggler_view(straggler: convergence.Straggler) -> dict:
             "version": runtime.version, "started_at": runtime.started_at.isoformat(),
             "seconds_since_start": round(runtime.seconds_since_start, 1),
             "seconds_since_seen": round(runtime.seconds_since_seen, 1),
-            "physical_queue": straggler.physical_queue, "reason": straggler.reason}
+            "physical_queue": straggler.physical_queue, "reason": straggler.verdict.reason}
 
 
 def describe_runtime(view: dict) -> str:
@@ -133,8 +133,8 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
                         "so their depth is unknown. Connect as their owner or a member of it.")
     for straggler in verdict.stragglers:
-        if "outside awa_enqueue_shards" in straggler.reason:
-            findings.append(f"{straggler.physical_queue}: {straggler.reason}; re-apply the count with "
+        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
+            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
                             "awa.operations.awa_enqueue_shards so the change is recorded.")
             break
     depth_values = [lane["ready_depth"] for lane in lanes]

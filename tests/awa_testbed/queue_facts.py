@@ -12,7 +12,7 @@ from datetime import datetime
 
 import psycopg
 
-# Ready jobs on the shards at or above a count, exactly as Awa counts them (awa-facts.md section 9).
+# Ready jobs on the shards at or above a count, exactly as Awa counts them (docs/awa-internals.md §9).
 READY_BEYOND_SQL = """
 SELECT coalesce(sum((SELECT count(*) FROM awa.ready_entries r
          WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard

@@ -3,7 +3,7 @@
 They run the change through the collection's Python API or through real
 Ansible, and read what an Awa operator would look at: ``awa.queue_meta``, the
 lanes (head rows and their sequences), the change ledger and the exact ready
-depth per shard (awa-facts.md §9).
+depth per shard (docs/awa-internals.md §9).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import o
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
@@ -40,16 +40,18 @@ RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger")
 # -- running the change ---------------------------------------------------
 
 def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = None, check_mode: bool = False,
-           lock_timeout: float = 5.0, **request) -> dict:
-    """One run of the module's core, as ``role`` (superuser when None)."""
-    with open_connection(db.login_args(role)) as conn:
+           lock_timeout: float = 5.0, login: dict | None = None, **request) -> dict:
+    """One run of the module's core, as ``role`` (superuser when None) or with the connection options ``login``."""
+    with open_connection(login or db.login_args(role)) as conn:
         return change_enqueue_shards(conn, validate_request(queue, shards, **request),
                                      check_mode=check_mode, lock_timeout=lock_timeout)
 
 
-def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, **options) -> dict:
-    """One read (or wait) of the info module's core, as ``role`` (superuser when None), polling every 0.5 s."""
-    with open_connection(db.login_args(role)) as conn:
+def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, *,
+         login: dict | None = None, **options) -> dict:
+    """One read (or wait) of the info module's core, as ``role`` (superuser when None) or with the
+    connection options ``login``, polling every 0.5 s."""
+    with open_connection(login or db.login_args(role)) as conn:
         return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
 
 
@@ -144,7 +146,7 @@ GROUP BY 1
 
 
 def ready_depth_by_shard(db: AwaDatabase, queue: str) -> dict[int, int]:
-    """shard -> jobs ready to claim, counted the way Awa counts them (awa-facts.md §9)."""
+    """shard -> jobs ready to claim, counted the way Awa counts them (docs/awa-internals.md §9)."""
     return dict(db.query(READY_DEPTH_SQL, (queue,)))
 
 

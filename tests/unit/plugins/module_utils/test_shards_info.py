@@ -6,7 +6,7 @@ from __future__ import annotations
 from ansible_collections.awa.operations.plugins.module_utils import shards_info
 from ansible_collections.awa.operations.plugins.module_utils.introspect import QueueState
 
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_planner import grid
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import grid
 
 
 def test_depth_reads_are_chunked_by_lane_count_keeping_queues_whole(monkeypatch):
