@@ -24,6 +24,7 @@ import argparse
 import os
 import shutil
 import signal
+import sys
 
 from pathlib import Path
 
@@ -89,6 +90,23 @@ def enqueue(state_dir: Path, count: int) -> int:
                           "--concurrency", "8", "--connections", "8", "--name", f"burst-{os.getpid()}"])
 
 
+def hosts_command(args: argparse.Namespace) -> int:
+    """hosts-up, hosts-down, rootfs: a message, not a traceback, when this machine cannot run the hosts."""
+    try:
+        if args.command == "hosts-up":
+            booted = hosts.up(args.state, args.host)
+            print(f"hosts {', '.join(booted['hosts'])} booted in {booted['boot_seconds']}s; "
+                  f"ssh -F {booted['ssh_config']} NAME")
+        elif args.command == "hosts-down":
+            hosts.down(args.state)
+        else:
+            print(rootfs.ensure_rootfs())
+    except (rootfs.RootfsError, hosts.HostError) as error:
+        print(f"python -m awa_testbed {args.command}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "up":
@@ -105,17 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "down":
         environment.down(args.state)
         return 0
-    if args.command == "hosts-up":
-        booted = hosts.up(args.state, args.host)
-        print(f"hosts {', '.join(booted['hosts'])} booted in {booted['boot_seconds']}s; "
-              f"ssh -F {booted['ssh_config']} NAME")
-        return 0
-    if args.command == "hosts-down":
-        hosts.down(args.state)
-        return 0
-    if args.command == "rootfs":
-        print(rootfs.ensure_rootfs())
-        return 0
+    if args.command in ("hosts-up", "hosts-down", "rootfs"):
+        return hosts_command(args)
     if args.command == "reap":
         return reap(args.run)
     raise AssertionError(args.command)
