@@ -67,7 +67,8 @@ step_importer() {
 
 step_integration() { bash hack/integration.sh; }
 
-step_molecule() { (cd "$root" && molecule test --all); }
+# The fleet scenario boots Debian hosts with systemd-nspawn: hack/hosts.sh installs the tools and builds their cached root filesystem.
+step_molecule() { bash hack/hosts.sh && (cd "$root" && molecule test --all); }
 
 step_functional() {
     local marker=(-m "not slow")

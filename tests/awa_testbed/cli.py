@@ -11,6 +11,12 @@
                         when PROGRAM's current process started, as unix
                         seconds (the role's enqueue_shards_status_command)
     down --state DIR    stop and delete everything ``up`` made
+    hosts-up --state DIR --host NAME [--host NAME ...]
+                        boot producer hosts (Debian 12, systemd, sshd) with
+                        systemd-nspawn; writes DIR/hosts.json and DIR/ssh_config
+    hosts-down --state DIR
+                        power the hosts off and delete their layers
+    rootfs              build (or find) the hosts' cached root filesystem
     reap [--run ID]     stop every detached server/supervisord the test bed
                         registered (for one run id, or all of them)
 """
@@ -27,7 +33,7 @@ from pathlib import Path
 
 import psutil
 
-from . import environment, lifecycle, producer
+from . import environment, hosts, lifecycle, producer, rootfs
 from .status import status
 from .supervisor import Supervisor
 
@@ -38,7 +44,8 @@ def reap(run_id: str | None) -> int:
     for path, record in lifecycle.registered(run_id):
         pid = record.get("pid")
         if pid and lifecycle.pid_alive(pid):
-            # postmaster: SIGINT is a fast shutdown; supervisord: SIGTERM stops its children.
+            # postmaster: SIGINT is a fast shutdown; supervisord: SIGTERM stops its children;
+            # host (systemd-nspawn): SIGTERM powers the container off.
             first = signal.SIGINT if record["kind"] == "pg" else signal.SIGTERM
             lifecycle.terminate_pid(pid, first, timeout=30)
             stopped += 1
@@ -57,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     starter = commands.add_parser("up", help="start an Awa installation that outlives this command")
     starter.add_argument("--state", type=Path, required=True, help="folder for state.json, logs and sockets")
     starter.add_argument("--major", type=int, default=18, choices=(17, 18))
-    starter.add_argument("--apps", type=int, default=2, help="Awa applications (runtime + producer) to run")
+    starter.add_argument("--apps", type=int, default=2, help="Awa applications (runtime + producer) to run under supervisord (0: none)")
     starter.add_argument("--queue", default="demo")
     starter.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second per application")
     starter.add_argument("--handler-ms", type=int, default=0, help="time each job takes in the workers")
@@ -73,6 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     starter_time.add_argument("program")
     stopper = commands.add_parser("down", help="stop and delete what up started")
     stopper.add_argument("--state", type=Path, required=True)
+    booter = commands.add_parser("hosts-up", help="boot producer hosts that outlive this command")
+    booter.add_argument("--state", type=Path, required=True, help="folder for hosts.json, keys and host layers")
+    booter.add_argument("--host", action="append", required=True, help="inventory name of a host, repeatable")
+    halter = commands.add_parser("hosts-down", help="power off what hosts-up booted")
+    halter.add_argument("--state", type=Path, required=True)
+    commands.add_parser("rootfs", help="build the producer hosts' root filesystem once (cached)")
     reaper = commands.add_parser("reap", help="stop detached processes left by a run")
     reaper.add_argument("--run", help="only this run id (default: every registered process)")
     return parser
@@ -96,6 +109,23 @@ def started(state_dir: Path, program: str) -> int:
     return 0
 
 
+def hosts_command(args: argparse.Namespace) -> int:
+    """hosts-up, hosts-down, rootfs: a message, not a traceback, when this machine cannot run the hosts."""
+    try:
+        if args.command == "hosts-up":
+            booted = hosts.up(args.state, args.host)
+            print(f"hosts {', '.join(booted['hosts'])} booted in {booted['boot_seconds']}s; "
+                  f"ssh -F {booted['ssh_config']} NAME")
+        elif args.command == "hosts-down":
+            hosts.down(args.state)
+        else:
+            print(rootfs.ensure_rootfs())
+    except (rootfs.RootfsError, hosts.HostError) as error:
+        print(f"python -m awa_testbed {args.command}: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "up":
@@ -114,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "down":
         environment.down(args.state)
         return 0
+    if args.command in ("hosts-up", "hosts-down", "rootfs"):
+        return hosts_command(args)
     if args.command == "reap":
         return reap(args.run)
     raise AssertionError(args.command)

@@ -69,12 +69,14 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
     env_file = state_dir / "awa-app.env"
     supervisor = Supervisor(state_dir)
     programs = [_app_program(i + 1, db, queue, env_file, produce_rate, handler_ms) for i in range(apps)]
-    supervisor.write_config(programs)
-    supervisor.start()
-    pids = [supervisor.program_pid(p.name) for p in programs]
-    wait_for_live_runtimes(db, [pid for pid in pids if pid])
-    if produce_rate:
-        wait_for_first_jobs(db, apps)
+    # apps=0: only the database (the applications run elsewhere, e.g. on the fleet's hosts).
+    if programs:
+        supervisor.write_config(programs)
+        supervisor.start()
+        pids = [supervisor.program_pid(p.name) for p in programs]
+        wait_for_live_runtimes(db, [pid for pid in pids if pid])
+        if produce_rate:
+            wait_for_first_jobs(db, apps)
 
     migrator = db.roles["migrator"]
     state = {

@@ -2,7 +2,7 @@
 
     python -m awa_testbed.worker --url URL --queue orders=4 [--queue other=1]
         [--stripes N] [--name w1] [--handler-ms 0] [--env-file PATH]
-        [--produce QUEUE --produce-rate 5] [--latency-summary PATH]
+        [--produce QUEUE --produce-rate 5] [--latency-summary PATH] [--log-env NAME]
 
 Every job it runs is recorded in ``testbed.completions`` (tag, job id, worker,
 pid). With ``--latency-summary`` it records nothing in the database (that
@@ -12,8 +12,10 @@ shut the runtime down gracefully, so its ``awa.runtime_instances`` row ends
 with ``shutting_down = true``.
 
 ``--env-file`` loads KEY=VALUE lines into the environment before the runtime
-starts, the way a service manager's EnvironmentFile does. ``--produce`` also
-runs a producer in the same process: an application that enqueues and works.
+starts, the way a service manager's EnvironmentFile does. ``--log-env NAME``
+prints the variable's value (JSON) at start, so a service's log shows which
+environment a process started with. ``--produce`` also runs a producer in the
+same process: an application that enqueues and works.
 """
 
 from __future__ import annotations
@@ -133,6 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second for --produce")
     parser.add_argument("--latency-summary", metavar="PATH",
                         help="record no completions; write every job's created_at and handler end here on exit")
+    parser.add_argument("--log-env", action="append", default=[], metavar="NAME",
+                        help="print this environment variable at start, repeatable")
     parser.add_argument("--ready-file")
     args = parser.parse_args(argv)
     if not args.url:
@@ -140,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.env_file:
         loaded = load_env_file(args.env_file)
         print(f"worker {args.name} environment from {args.env_file}: {sorted(loaded.items())}", flush=True)
+    if args.log_env:
+        started_with = {name: os.environ.get(name) for name in args.log_env}
+        print(f"worker {args.name} pid={os.getpid()} environment {json.dumps(started_with, sort_keys=True)}", flush=True)
     return asyncio.run(run(args))
 
 

@@ -11,54 +11,15 @@ in the test bed's state folder says which one and what count to expect:
 
 from __future__ import annotations
 
-import json
-import os
-from functools import cache
-from pathlib import Path
-
-import psycopg
 import pytest
+from awa_testbed import queue_facts
+from awa_testbed.verify_state import bed_state, molecule_pass, read_json
 
-STATE_DIR = Path(os.environ["AWA_TESTBED_STATE"])
 QUEUE = "demo"
 PRIORITIES = (1, 2, 3, 4)
 ENV_LINE = "AWA_OVERRIDE_REFRESH_MS=1000"
 # The role's default clock margin (seconds) between runtime hosts and the database.
 CLOCK_MARGIN = 5
-
-# Ready jobs of one lane, exactly as Awa counts them (docs/awa-internals.md §9).
-READY_BEYOND_SQL = """
-SELECT coalesce(sum((SELECT count(*) FROM awa.ready_entries r
-         WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-           AND r.lane_seq >= awa.sequence_next_value(c.seq_name)
-           AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
-                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-                   AND t.ready_generation = r.ready_generation))), 0)
-FROM awa.queue_enqueue_heads h JOIN awa.queue_claim_heads c USING (queue, priority, enqueue_shard)
-WHERE h.queue = %s AND h.enqueue_shard >= %s
-"""
-
-LIVE_RUNTIMES_SQL = """
-SELECT instance_id::text, pid, started_at, healthy FROM awa.runtime_instances
-WHERE NOT shutting_down
-  AND last_seen_at + make_interval(secs => GREATEST(((GREATEST(snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
-      >= now()
-"""
-
-
-def read_json(name: str) -> dict:
-    return json.loads((STATE_DIR / name).read_text(encoding="utf-8"))
-
-
-@cache
-def bed_state() -> dict:
-    return read_json("state.json")
-
-
-@cache
-def molecule_pass() -> dict:
-    return read_json("molecule-pass.json")
 
 
 def runtimes_before() -> dict:
@@ -66,8 +27,7 @@ def runtimes_before() -> dict:
 
 
 def query(statement: str, params: tuple = ()) -> list[tuple]:
-    with psycopg.connect(bed_state()["superuser_dsn"], autocommit=True) as conn:
-        return conn.execute(statement, params).fetchall()
+    return queue_facts.query(bed_state()["superuser_dsn"], statement, params)
 
 
 def scalar(statement: str, params: tuple = ()):
@@ -107,7 +67,7 @@ def test_queue_meta_holds_the_expected_count():
 
 def test_no_ready_job_is_left_at_or_above_the_count():
     # Drained after the lowering (shards 2..7); trivially true after the raise and the check.
-    assert scalar(READY_BEYOND_SQL, (QUEUE, molecule_pass()["shards"])) == 0
+    assert queue_facts.ready_beyond(bed_state()["superuser_dsn"], QUEUE, molecule_pass()["shards"]) == 0
 
 
 # ---- after the check-mode run: nothing changed, nothing restarted ----
@@ -123,7 +83,7 @@ def test_check_mode_wrote_nothing(host, after_check):
 def test_check_mode_restarted_nothing(host, after_check):
     before = runtimes_before()
     assert supervisor_pids(host) == before["pids"]
-    assert {row[0] for row in query(LIVE_RUNTIMES_SQL)} == set(before["instance_ids"])
+    assert {r.instance_id for r in queue_facts.live_runtimes(bed_state()["superuser_dsn"])} == set(before["instance_ids"])
 
 
 # ---- after the raise and after the lowering ----
@@ -159,19 +119,15 @@ def test_environment_file_is_rendered_with_owner_and_mode(host, after_change):
 def test_every_application_was_restarted(host, after_change):
     before = runtimes_before()
     now = supervisor_pids(host)
-    live = query(LIVE_RUNTIMES_SQL)
+    live = queue_facts.live_runtimes(bed_state()["superuser_dsn"])
     assert all(now[program] != pid for program, pid in before["pids"].items()), (before["pids"], now)
-    assert not {row[0] for row in live} & set(before["instance_ids"]), "a runtime from before is still live"
-    assert sorted(row[1] for row in live) == sorted(now.values()), "the live runtimes are the restarted programs"
-    assert all(row[3] for row in live), "every live runtime is healthy"
+    assert not {r.instance_id for r in live} & set(before["instance_ids"]), "a runtime from before is still live"
+    assert sorted(r.pid for r in live) == sorted(now.values()), "the live runtimes are the restarted programs"
+    assert all(r.healthy for r in live), "every live runtime is healthy"
 
 
 def test_every_live_runtime_converged_on_the_recorded_change(after_change):
-    change_id, changed_at, to_shards, live_at_change = query(
-        "SELECT id, changed_at, to_shards, live_runtime_ids::text[] FROM awa_operations.enqueue_shards_changes "
-        "WHERE %s = ANY(physical_queues) AND (from_shards ->> %s)::int IS DISTINCT FROM to_shards "
-        "ORDER BY id DESC LIMIT 1", (QUEUE, QUEUE))[0]
-    assert to_shards == after_change["shards"], f"change #{change_id}"
-    for instance_id, pid, started_at, dummy in query(LIVE_RUNTIMES_SQL):
-        assert instance_id not in live_at_change, f"runtime pid {pid} was live at change #{change_id}"
-        assert started_at.timestamp() >= changed_at.timestamp() - CLOCK_MARGIN, f"runtime pid {pid}"
+    change = queue_facts.last_count_change(bed_state()["superuser_dsn"], QUEUE)
+    assert change.to_shards == after_change["shards"], f"change #{change.change_id}"
+    for runtime in queue_facts.live_runtimes(bed_state()["superuser_dsn"]):
+        assert queue_facts.converged_on(change, runtime, CLOCK_MARGIN), f"runtime pid {runtime.pid}"

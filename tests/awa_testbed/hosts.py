@@ -1,0 +1,269 @@
+"""Producer hosts: real Debian 12 systems with systemd as PID 1, booted with systemd-nspawn.
+
+Each host boots an overlay of the cached root filesystem (rootfs.py): the
+overlay is mounted in a private mount namespace that lives exactly as long
+as the container, so nothing stays mounted on the controller. Its own layer
+holds what makes it one host: a host name, an ed25519 host key, sshd on its
+own port on 127.0.0.1 (the hosts share the controller's network, so they
+also reach the test bed's PostgreSQL there), the login user's authorized
+key and the test bed's Python package for the producer program.
+
+``up`` writes ``hosts.json`` and an ``ssh_config`` (one ``Host`` entry per
+host, the key, a known_hosts file with each host key) into the state folder:
+Ansible and testinfra reach the hosts with ``ssh -F ssh_config NAME``.
+Every container is registered with the lifecycle registry, so ``python -m
+awa_testbed reap --run ID`` shuts them down (SIGTERM makes systemd-nspawn
+power the container off cleanly).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from . import lifecycle, rootfs
+from .pgserver import free_port
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+BOOT_TIMEOUT = 90.0
+# The overlay is mounted in the container's own mount namespace, then nspawn replaces the shell.
+BOOT_SCRIPT = ('mount -t overlay overlay -o "lowerdir=$1,upperdir=$2,workdir=$3" "$4" && shift 3 && '
+               'exec systemd-nspawn --quiet --register=no --keep-unit --console=read-only -b -D "$@"')
+
+SSHD_CONFIG = """\
+# Written by the awa.operations test bed: this host's sshd, on its own port.
+Port {port}
+ListenAddress 127.0.0.1
+HostKey /etc/ssh/ssh_host_ed25519_key
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+AllowUsers {user}
+"""
+
+SSH_CLIENT_HOST = """\
+Host {name}
+  HostName 127.0.0.1
+  Port {port}
+  HostKeyAlias {name}
+"""
+
+SSH_CLIENT_COMMON = """\
+Host *
+  User {user}
+  IdentityFile {identity}
+  IdentitiesOnly yes
+  UserKnownHostsFile {known_hosts}
+  StrictHostKeyChecking yes
+  PasswordAuthentication no
+"""
+
+
+class HostError(RuntimeError):
+    """A host did not come up; the message carries its boot log."""
+
+
+@dataclass
+class Host:
+    """One booted container and how to reach it."""
+
+    name: str
+    machine: str
+    port: int
+    folder: str
+    nspawn_pid: int = 0
+
+    @property
+    def upper(self) -> Path:
+        return Path(self.folder) / "upper"
+
+    @property
+    def boot_log(self) -> Path:
+        return Path(self.folder) / "boot.log"
+
+    def leader_pid(self) -> int | None:
+        """The container's PID 1 (systemd), seen from the controller."""
+        children = Path(f"/proc/{self.nspawn_pid}/task/{self.nspawn_pid}/children")
+        try:
+            pids = children.read_text(encoding="utf-8").split()
+        except OSError:
+            return None
+        return int(pids[0]) if pids else None
+
+    def run(self, *argv: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
+        """Run a command inside the container (all its namespaces), as root."""
+        leader = self.leader_pid()
+        if leader is None:
+            raise HostError(f"{self.name}: the container is not running\n{self.boot_log_tail()}")
+        return subprocess.run(["nsenter", "-t", str(leader), "-a", *argv], capture_output=True, text=True,
+                              check=False, timeout=timeout)
+
+    def boot_log_tail(self, lines: int = 40) -> str:
+        try:
+            text = self.boot_log.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+def _owned_like_lower(upper: Path, lower: Path, relative: Path) -> None:
+    """Create the parents of ``relative`` in the upper layer with the lower layer's owner and mode.
+
+    A directory that exists in both layers shows the upper one's attributes;
+    one only in the upper layer is root's, 0755.
+    """
+    for parent in reversed(relative.parents):
+        source, target = lower / parent, upper / parent
+        if parent == Path(".") or target.exists():
+            continue
+        target.mkdir()
+        info = source.stat() if source.exists() else None
+        target.chmod(info.st_mode & 0o7777 if info else 0o755)
+        shutil.chown(target, info.st_uid if info else 0, info.st_gid if info else 0)
+
+
+def _put(host: Host, tree: Path, path: str, content: str | bytes, mode: int, owner: tuple[int, int] = (0, 0)) -> None:
+    relative = Path(path.lstrip("/"))
+    _owned_like_lower(host.upper, tree, relative)
+    target = host.upper / relative
+    target.write_bytes(content.encode() if isinstance(content, str) else content)
+    target.chmod(mode)
+    shutil.chown(target, *owner)
+
+
+def _host_key(folder: Path, name: str) -> tuple[bytes, str]:
+    key = folder / "ssh_host_ed25519_key"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", name, "-f", str(key)], check=True)
+    return key.read_bytes(), key.with_suffix(".pub").read_text(encoding="utf-8").strip()
+
+
+def _prepare_layer(host: Host, tree: Path, client_public_key: str) -> str:
+    """Write the host's own files into its upper layer; returns its public host key."""
+    for sub in ("upper", "work", "root"):
+        (Path(host.folder) / sub).mkdir(parents=True)
+    private_key, public_key = _host_key(Path(host.folder), host.name)
+    uid, gid = rootfs.login_ids(tree)
+    home = f"/home/{rootfs.LOGIN_USER}"
+    _put(host, tree, "/etc/hostname", f"{host.name}\n", 0o644)
+    _put(host, tree, "/etc/hosts", f"127.0.0.1 localhost\n127.0.1.1 {host.name}\n", 0o644)
+    _put(host, tree, "/etc/ssh/sshd_config.d/awa-testbed.conf",
+         SSHD_CONFIG.format(port=host.port, user=rootfs.LOGIN_USER), 0o644)
+    _put(host, tree, "/etc/ssh/ssh_host_ed25519_key", private_key, 0o600)
+    _put(host, tree, "/etc/ssh/ssh_host_ed25519_key.pub", public_key + "\n", 0o644)
+    _put(host, tree, f"{home}/.ssh/authorized_keys", client_public_key + "\n", 0o600, (uid, gid))
+    ssh_dir = host.upper / home.lstrip("/") / ".ssh"
+    ssh_dir.chmod(0o700)
+    shutil.chown(ssh_dir, uid, gid)
+    for module in sorted(PACKAGE_DIR.glob("*.py")):
+        _put(host, tree, f"{rootfs.APP_DIR}/{PACKAGE_DIR.name}/{module.name}", module.read_bytes(), 0o644)
+    return public_key
+
+
+def _boot(host: Host, tree: Path) -> None:
+    folder = Path(host.folder)
+    with open(host.boot_log, "ab") as log:
+        process = subprocess.Popen(  # pylint: disable=consider-using-with
+            ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", BOOT_SCRIPT, "boot",
+             str(tree), str(host.upper), str(folder / "work"), str(folder / "root"), "-M", host.machine],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=rootfs.nspawn_env(),
+            start_new_session=True)
+    host.nspawn_pid = process.pid
+    lifecycle.register("host", host.machine, {"pid": process.pid, "base_dir": host.folder})
+
+
+def _wait_booted(host: Host, deadline: float) -> None:
+    """Until systemd reached its default target and sshd accepts connections."""
+    while time.monotonic() < deadline:
+        if not lifecycle.pid_alive(host.nspawn_pid):
+            raise HostError(f"{host.name}: systemd-nspawn exited during boot\n{host.boot_log_tail()}")
+        if host.leader_pid() is not None:
+            state = host.run("systemctl", "is-system-running", "--wait",
+                             timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
+            if state == "running":
+                break
+            if state == "degraded":
+                failed = host.run("systemctl", "--failed", "--no-legend").stdout.strip()
+                raise HostError(f"{host.name}: booted with failed units:\n{failed}\n{host.boot_log_tail()}")
+        time.sleep(0.2)
+    else:
+        raise HostError(f"{host.name}: not booted after {BOOT_TIMEOUT}s\n{host.boot_log_tail()}")
+    with socket.create_connection(("127.0.0.1", host.port), timeout=5):
+        pass
+
+
+def _write_client_files(state_dir: Path, hosts: list[Host], public_keys: dict[str, str]) -> None:
+    known_hosts = state_dir / "known_hosts"
+    known_hosts.write_text("".join(f"{name} {key}\n" for name, key in public_keys.items()), encoding="utf-8")
+    config = "".join(SSH_CLIENT_HOST.format(name=h.name, port=h.port) for h in hosts)
+    config += SSH_CLIENT_COMMON.format(user=rootfs.LOGIN_USER, identity=state_dir / "id_ed25519",
+                                       known_hosts=known_hosts)
+    (state_dir / "ssh_config").write_text(config, encoding="utf-8")
+
+
+def up(state_dir: Path, names: list[str]) -> dict:
+    """Boot one host per name; returns (and writes) hosts.json."""
+    tree = rootfs.ensure_rootfs()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    state_dir.chmod(0o700)
+    identity = state_dir / "id_ed25519"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "awa-testbed", "-f", str(identity)],
+                   check=True)
+    client_key = identity.with_suffix(".pub").read_text(encoding="utf-8").strip()
+    token = secrets.token_hex(3)
+    hosts = [Host(name, f"awa-{token}-{index}", free_port(), str(state_dir / name))
+             for index, name in enumerate(names, start=1)]
+    started = time.monotonic()
+    try:
+        public_keys = {host.name: _prepare_layer(host, tree, client_key) for host in hosts}
+        for host in hosts:
+            _boot(host, tree)
+        # Written now, so that ``down`` finds the containers even if the boot does not finish.
+        _describe(state_dir, tree, hosts)
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        for host in hosts:
+            _wait_booted(host, deadline)
+    except BaseException:
+        _stop(hosts)
+        raise
+    _write_client_files(state_dir, hosts, public_keys)
+    return _describe(state_dir, tree, hosts, boot_seconds=round(time.monotonic() - started, 1))
+
+
+def _describe(state_dir: Path, tree: Path, hosts: list[Host], **extra) -> dict:
+    description = {"rootfs": str(tree), "user": rootfs.LOGIN_USER, "ssh_config": str(state_dir / "ssh_config"),
+                   **extra, "hosts": {host.name: asdict(host) for host in hosts}}
+    (state_dir / "hosts.json").write_text(json.dumps(description, indent=2), encoding="utf-8")
+    return description
+
+
+def _stop(hosts: list[Host]) -> None:
+    """Power every container off (all at once), then delete their layers."""
+    running = [host for host in hosts if host.nspawn_pid and lifecycle.pid_alive(host.nspawn_pid)]
+    for host in running:
+        # systemd-nspawn turns SIGTERM into a clean poweroff of the container.
+        os.kill(host.nspawn_pid, signal.SIGTERM)
+    for host in running:
+        if not lifecycle.wait_pid_gone(host.nspawn_pid, 30):
+            lifecycle.terminate_pid(host.nspawn_pid, signal.SIGKILL)
+    for host in hosts:
+        lifecycle.unregister("host", host.machine)
+        shutil.rmtree(host.folder, ignore_errors=True)
+
+
+def load(state_dir: Path) -> list[Host]:
+    description = json.loads((state_dir / "hosts.json").read_text(encoding="utf-8"))
+    return [Host(**host) for host in description["hosts"].values()]
+
+
+def down(state_dir: Path) -> None:
+    """Shut every host of ``up`` down and delete the state folder."""
+    if (state_dir / "hosts.json").exists():
+        _stop(load(state_dir))
+    shutil.rmtree(state_dir, ignore_errors=True)
