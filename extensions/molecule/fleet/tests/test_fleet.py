@@ -78,11 +78,14 @@ def change_text(shards: int) -> str:
     return f"{QUEUE} to {shards} shards"
 
 
-def rollout_batches(host) -> dict[tuple[str, str], int]:
-    """(host, service) -> its batch (from 0) in the rollout: every host's units in inventory order, cut into
-    batches of enqueue_shards_batch_size."""
-    size = variables(host)["enqueue_shards_batch_size"]
-    return {(unit["host"], unit["service"]): index // size for index, unit in enumerate(snapshot("before-raise"))}
+def rollout_batches(output: str) -> dict[tuple[str, str], int]:
+    """(host, service) -> its batch (from 0), as the run's restart plan announced it:
+    "Restarting 5 producer service(s) in 3 batch(es) of at most 2: [fleet-1/a, fleet-2/b] then [...]"."""
+    [plan] = [line for line in output.splitlines() if "producer service(s) in" in line and "Restarting" in line]
+    listed = plan[plan.index(": [") + 2:].rstrip('",')
+    return {tuple(member.strip().split("/", 1)): index
+            for index, batch in enumerate(listed.split(" then "))
+            for member in batch.strip("[]").split(",")}
 
 
 def broken_unit(host) -> tuple[str, str]:
@@ -212,11 +215,22 @@ def test_the_failed_run_named_the_host_and_unit(host):
     assert any(all(name in line for name in broken_unit(host)) for line in stopped), stopped
 
 
+def test_batches_span_hosts(host):
+    in_pass("fault")
+    batches = rollout_batches((state_dir() / "fault-run.log").read_text(encoding="utf-8"))
+    hosts_of = {}
+    for (name, dummy), index in batches.items():
+        hosts_of.setdefault(index, []).append(name)
+    assert all(len(set(names)) == len(names) for names in hosts_of.values()), hosts_of
+    assert len(batches) == 5 and len(hosts_of) == 3
+
+
 def test_batches_before_the_broken_unit_were_restarted_and_later_ones_not(host):
     in_pass("fault")
     before, now = units_at("before-fault", host), main_pids(host)
-    batches = rollout_batches(host)
+    batches = rollout_batches((state_dir() / "fault-run.log").read_text(encoding="utf-8"))
     failed = batches[broken_unit(host)]
+    assert 0 < failed < max(batches.values()), "the fault is meant for a middle batch"
     for service in now:
         batch = batches[(inventory_name(host), service)]
         if batch < failed:
@@ -224,6 +238,11 @@ def test_batches_before_the_broken_unit_were_restarted_and_later_ones_not(host):
             assert now[service] != before[service], f"{service} (batch {batch + 1}) was not restarted"
         elif batch > failed:
             assert now[service] == before[service], f"{service} (batch {batch + 1}) was restarted"
+        elif (inventory_name(host), service) != broken_unit(host):
+            # The broken unit's neighbour in its batch was restarted, came back, and is not blamed.
+            assert host.service(service).is_running and now[service] != before[service], service
+            output = (state_dir() / "fault-run.log").read_text(encoding="utf-8")
+            assert f"{inventory_name(host)}/{service} did not come back" not in output
 
 
 def test_the_broken_unit_is_down(host):
