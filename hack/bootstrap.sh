@@ -50,7 +50,7 @@ find_python() {
     local candidates=("python$version")
     if command -v pyenv >/dev/null 2>&1; then
         while IFS= read -r candidate; do candidates+=("$candidate"); done < <(
-            ls -d "$(pyenv root)/versions/$version".*/bin/"python$version" 2>/dev/null | sort -rV)
+            printf '%s\n' "$(pyenv root)/versions/$version".*/bin/"python$version" | sort -rV)
     fi
     candidates+=("/usr/local/bin/python$version" "/usr/bin/python$version")
     for candidate in "${candidates[@]}"; do
@@ -196,7 +196,11 @@ case "${1:-all}" in
     *) echo "usage: bash hack/bootstrap.sh [all|project]" >&2; exit 2 ;;
 esac
 current_step=
-trap 'status=$?; [ "$status" = 0 ] || log "step $current_step failed (exit $status)"' EXIT
+report_failed_step() {
+    local status=$?
+    [ "$status" = 0 ] || log "step $current_step failed (exit $status)"
+}
+trap report_failed_step EXIT
 for current_step in "${steps[@]}"; do
     "step_$current_step"
 done
