@@ -28,8 +28,10 @@ write_rst() {
         {
             echo "..  Generated from docs/$page.md by hack/docs.sh rst: edit that file, not this one."
             echo
-            "$pandoc" --from gfm --to rst --wrap=preserve --lua-filter hack/md_to_rst.lua \
-                --metadata page="$page" "$source"
+            echo ".. _ansible_collections.awa.operations.docsite.$page:"
+            echo
+            # Without auto_identifiers: antsibull-docs allows only labels with the collection's prefix.
+            "$pandoc" --from gfm-gfm_auto_identifiers --to rst --wrap=preserve --lua-filter hack/md_to_rst.lua "$source"
         } > "$out/$page.rst"
     done
 }

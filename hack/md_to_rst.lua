@@ -1,17 +1,12 @@
 -- pandoc filter for hack/docs.sh: docs/*.md -> docs/docsite/rst/*.rst.
 -- A link to another guide becomes a :ref: to that guide's label; a link to any
 -- other file of the repository becomes an absolute link to it on GitHub (the
--- rendered docs live outside the repository); the page gets its label on top.
+-- rendered docs live outside the repository).
 local prefix = "ansible_collections.awa.operations.docsite."
 local repository = "https://github.com/awa-operations/awa.operations/blob/main/"
-local page = ""
 
 local function escape(text)
   return (text:gsub("([<>`])", "\\%1"))
-end
-
-function Meta(meta)
-  page = pandoc.utils.stringify(meta.page or "")
 end
 
 function Link(link)
@@ -29,9 +24,4 @@ function Link(link)
   local from_root = ("docs/" .. path):gsub("[^/]+/%.%./", "")
   link.target = repository .. from_root
   return link
-end
-
-function Pandoc(doc)
-  table.insert(doc.blocks, 1, pandoc.RawBlock("rst", ".. _" .. prefix .. page .. ":\n"))
-  return doc
 end
