@@ -3,7 +3,7 @@
 # with the guides of docs/ (docs/docsite/extra-docs.yml), built by Sphinx.
 #
 #     bash hack/docs.sh rst     # after editing docs/*.md: regenerate docs/docsite/rst/
-#     bash hack/docs.sh build   # build the site into docs-site/ (open docs-site/html/index.html)
+#     bash hack/docs.sh build   # build the site into docs-site/ (open docs-site/build/html/index.html)
 #     bash hack/docs.sh check   # what hack/test.sh docs runs: rst up to date, antsibull-docs
 #                               # lint-collection-docs --plugin-docs, a site build without warnings
 #
@@ -44,19 +44,47 @@ check_rst_current() {
     fi
 }
 
-# build_site DEST [sphinx-build options]: sphinx-init's template, with no
-# intersphinx (no network here), then antsibull-docs and Sphinx.
+# ansible_inventory FILE: an intersphinx inventory of the Ansible docs pages the
+# generated docs link to (the docsite pages antsibull-docs' templates name and
+# every ansible.builtin module), so their links resolve without the network.
+ansible_inventory() {
+    python - "$1" <<'PYTHON'
+import json, subprocess, sys, zlib
+labels = {
+    "action_plugins": ("plugins/action.html", "Action plugins"),
+    "ansible_configuration_settings": ("reference_appendices/config.html", "Ansible Configuration Settings"),
+    "common_return_values": ("reference_appendices/common_return_values.html", "Return Values"),
+}
+listed = subprocess.run(["ansible-doc", "--list", "--json", "-t", "module", "ansible.builtin"],
+                        check=True, capture_output=True, text=True).stdout
+for fqcn in json.loads(listed):
+    labels[f"ansible_collections.{fqcn}_module"] = (
+        f"collections/ansible/builtin/{fqcn.rsplit('.', 1)[1]}_module.html", f"{fqcn} module")
+entries = "".join(f"{label} std:label -1 {uri} {title}\n" for label, (uri, title) in sorted(labels.items()))
+header = "# Sphinx inventory version 2\n# Project: Ansible\n# Version: devel\n# The remainder of this file is compressed using zlib.\n"
+with open(sys.argv[1], "wb") as inventory:
+    inventory.write(header.encode() + zlib.compress(entries.encode()))
+PYTHON
+}
+
+# build_site DEST: the site template antsibull-docs sphinx-init writes, built by
+# its build.sh (antsibull-docs, then sphinx-build -W: a warning fails). The
+# template's intersphinx inventories are on the internet; this build is
+# offline, so the Ansible docs links resolve through ansible_inventory.
 build_site() {
-    local dest=$1; shift
+    local dest=$1
     rm -rf "$dest"
+    mkdir -m 0755 "$dest"  # sphinx-init wants a folder only its owner may write to
     antsibull-docs sphinx-init --use-current --squash-hierarchy --fail-on-error \
         --title "awa.operations" --dest-dir "$dest" awa.operations >/dev/null
-    # The template's intersphinx inventories live on the internet; this build is offline.
-    sed -i '/^intersphinx_mapping/,/^}/d' "$dest/conf.py"
-    echo "intersphinx_mapping = {}" >> "$dest/conf.py"
-    antsibull-docs collection --use-current --squash-hierarchy --fail-on-error \
-        --dest-dir "$dest/rst" awa.operations
-    sphinx-build -M html "$dest/rst" "$dest/build" -c "$dest" "$@"
+    ansible_inventory "$dest/ansible_devel.inv"
+    sed -i '/^intersphinx_mapping = {/,/^}/d' "$dest/conf.py"
+    cat >> "$dest/conf.py" <<PYTHON
+intersphinx_mapping = {
+    'ansible_devel': ('https://docs.ansible.com/projects/ansible/devel/', '$dest/ansible_devel.inv'),
+}
+PYTHON
+    bash "$dest/build.sh"
 }
 
 case "$mode" in
@@ -72,8 +100,8 @@ case "$mode" in
     check)
         check_rst_current
         antsibull-docs lint-collection-docs --plugin-docs "$root"
-        build_site "$work/docs-site" -W --keep-going -q
-        echo "docs site built without warnings"
+        build_site "$work/docs-site" > "$work/docs-site.log" 2>&1 || { cat "$work/docs-site.log"; exit 1; }
+        echo "docs site built without warnings ($(find "$work/docs-site/build/html" -name '*.html' | wc -l) pages)"
         ;;
     *) echo "usage: bash hack/docs.sh rst|build|check" >&2; exit 2 ;;
 esac

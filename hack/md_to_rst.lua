@@ -25,3 +25,12 @@ function Link(link)
   link.target = repository .. from_root
   return link
 end
+
+-- A code block without a language is plain text (Sphinx would highlight it
+-- as the site's default, YAML+Jinja, and warn when it is not).
+function CodeBlock(block)
+  if #block.classes == 0 then
+    block.classes = {"text"}
+  end
+  return block
+end
