@@ -5,17 +5,6 @@
 from __future__ import annotations
 
 
-# Both modules are in the action group awa (meta/runtime.yml), so one
-# module_defaults entry for group/awa.operations.awa sets the connection for both.
-_ACTION_GROUP = r"""
-  action_group:
-    description: Use C(group/awa.operations.awa) in C(module_defaults) to set defaults for this module.
-    support: full
-    membership:
-      - awa.operations.awa
-"""
-
-
 class ModuleDocFragment:
     DOCUMENTATION = r"""
 options: {}
@@ -24,7 +13,7 @@ attributes:
     description: Can run in check_mode and return changed status prediction without modifying target.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-""".rstrip() + _ACTION_GROUP
+"""
 
     INFO_MODULE = r"""
 options: {}
@@ -39,4 +28,16 @@ attributes:
     details:
       - This action does not modify state.
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-""".rstrip() + _ACTION_GROUP
+"""
+
+    # Every module is in the action group awa (meta/runtime.yml): one
+    # module_defaults entry for group/awa.operations.awa sets the connection of all.
+    ACTION_GROUP = r"""
+options: {}
+attributes:
+  action_group:
+    description: Use C(group/awa.operations.awa) in C(module_defaults) to set defaults for this module.
+    support: full
+    membership:
+      - awa.operations.awa
+"""
