@@ -7,8 +7,9 @@ after each suite, so an interrupted run keeps what it measured).
 ``--tables FILE.json`` prints the tables of an earlier run again.
 
 Suites: change (cost of one change), impact (live producers), scale (many
-queues, Ansible), convergence (restart pickup). It never passes or fails:
-it measures and reports.
+queues, Ansible), convergence (restart pickup), and shard_choice (which S
+helps real producers: path x N x S; about 35 minutes, so only when named:
+``--suites shard_choice``). It never passes or fails: it measures and reports.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import change_cost, convergence, environment, producer_impact, scale
+from . import change_cost, convergence, environment, producer_impact, scale, shard_choice
 from .environment import BenchServer
 from .producer_impact import Traffic
+from .shard_choice import Matrix
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
 
@@ -42,11 +44,12 @@ class Profile:
     scale_queues: int
     runtime_counts: tuple[int, ...]
     traffic: Traffic = field(default_factory=Traffic)
+    shard_matrix: Matrix = field(default_factory=Matrix)
 
 
 FULL = Profile("full", change_iterations=7, impact_rounds=3, scale_queues=100, runtime_counts=(2, 8))
 QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, runtime_counts=(2,),
-                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0))
+                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX)
 
 
 @dataclass(frozen=True)
@@ -65,15 +68,19 @@ SUITES: dict[str, Suite] = {
     "scale": Suite(lambda bench, profile, work_dir: scale.run(bench, profile.scale_queues, work_dir), scale.table),
     "convergence": Suite(lambda bench, profile, work_dir: convergence.run(bench, profile.runtime_counts, work_dir),
                          convergence.table),
+    "shard_choice": Suite(lambda bench, profile, work_dir: shard_choice.run(bench, profile.shard_matrix, work_dir),
+                          shard_choice.table),
 }
+# Run when --suites is not given (shard_choice takes about 35 minutes on its own).
+DEFAULT_SUITES = ("change", "impact", "scale", "convergence")
 
 
-def suite_tables(report: dict) -> str:
-    """Every table of a report, major by major."""
+def suite_tables(report: dict, suites: list[str] | None = None) -> str:
+    """Every table of a report (or of ``suites`` only), major by major."""
     parts = []
-    for major, suites in report["results"].items():
-        for name, measured in suites.items():
-            if "result" in measured:
+    for major, measured_suites in report["results"].items():
+        for name, measured in measured_suites.items():
+            if "result" in measured and (suites is None or name in suites):
                 parts.append(SUITES[name].table(int(major), measured["result"]))
     return "\n".join(parts)
 
@@ -101,18 +108,39 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="fewer iterations and queues (a few minutes)")
     parser.add_argument("--majors", type=int, nargs="+", default=[17, 18], choices=(17, 18))
-    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=SUITES)
+    parser.add_argument("--suites", nargs="+", choices=SUITES,
+                        help=f"default: {' '.join(DEFAULT_SUITES)} (with --tables: every suite in the file)")
     parser.add_argument("--output", type=Path, help="JSON file to write (default: benchmarks/results/<timestamp>.json)")
     parser.add_argument("--tables", type=Path, metavar="FILE.json", help="print the tables of an earlier run and exit")
+    matrix = parser.add_argument_group("shard_choice matrix (defaults: the profile's)")
+    matrix.add_argument("--producers", type=int, nargs="+", metavar="N", help="producer counts")
+    matrix.add_argument("--shards", type=int, nargs="+", metavar="S", help="shard counts")
+    matrix.add_argument("--paths", nargs="+", choices=shard_choice.PATHS, help="enqueue paths")
+    matrix.add_argument("--repeats", type=int, help="windows per cell")
+    matrix.add_argument("--window", type=float, metavar="SECONDS", help="length of each measured window")
     return parser
+
+
+def with_matrix_options(profile: Profile, args: argparse.Namespace) -> Profile:
+    """The profile with the shard_choice options given on the command line."""
+    chosen = {"producers": tuple(args.producers) if args.producers else None,
+              "shards": tuple(args.shards) if args.shards else None,
+              "paths": tuple(args.paths) if args.paths else None,
+              "repeats": args.repeats, "window_seconds": args.window}
+    changes = {name: value for name, value in chosen.items() if value is not None}
+    return replace(profile, shard_matrix=replace(profile.shard_matrix, **changes)) if changes else profile
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.tables:
-        print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8"))))
+        print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8")), args.suites))
         return 0
-    profile = QUICK if args.quick else FULL
+    suites = args.suites or list(DEFAULT_SUITES)
+    profile = with_matrix_options(QUICK if args.quick else FULL, args)
+    problems = profile.shard_matrix.problems()
+    if problems:
+        build_parser().error("; ".join(problems))
     started = datetime.datetime.now(datetime.timezone.utc)
     output = args.output or RESULTS_DIR / f"{started.strftime('%Y%m%dT%H%M%SZ')}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -120,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
               "profile": asdict(profile), "machine": environment.machine(), "servers": {}, "results": {}}
     print(f"awa.operations benchmarks ({profile.name}), PostgreSQL {', '.join(map(str, args.majors))}, "
           f"durable servers (fsync on); writing {output}\n", flush=True)
-    measure(report, output, profile, args.majors, args.suites)
+    measure(report, output, profile, args.majors, suites)
     report["finished_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
     output.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
     print(f"results: {output}")

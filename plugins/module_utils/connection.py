@@ -48,6 +48,19 @@ LIBPQ_KEYWORDS = {
 
 SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
 
+# What to do when libpq refuses a TLS connection, keyed by words of its message.
+TLS_HINTS = {
+    "certificate verify failed": "The server's certificate is not signed by a CA in ca_cert: set ca_cert to the "
+                                 "CA that issued it.",
+    "does not match host name": "Set login_host to a host name the server's certificate lists.",
+    "requires a valid client certificate": "The server requires a client certificate: set ssl_cert and ssl_key.",
+    "certificate authentication failed": "The client certificate's common name (CN) must be login_user.",
+    "private key file": "Set ssl_key to the client certificate's private key, readable only by the user that "
+                        "runs the module.",
+}
+# Connection values libpq may repeat in its messages that must not be shown, and what is shown instead.
+HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
+
 
 def connection_argument_spec() -> dict:
     """A fresh argument spec for the connection options (community.postgresql names)."""
@@ -61,7 +74,7 @@ def connection_argument_spec() -> dict:
         "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
         "ca_cert": {"type": "path", "aliases": ["ssl_rootcert"]},
         "ssl_cert": {"type": "path"},
-        "ssl_key": {"type": "path", "no_log": False},
+        "ssl_key": {"type": "path", "no_log": True},
         "connect_params": {"type": "dict", "default": {}},
         "session_role": {"type": "str"},
     }
@@ -101,7 +114,8 @@ def connect(options: dict):
     try:
         conn = psycopg.connect(**libpq_params(options))
     except psycopg.Error as exc:
-        raise ConnectionFailed(f"could not connect to {describe_target(options)}: {_first_line(exc)}") from None
+        reason = _connect_error(exc, options)
+        raise ConnectionFailed(f"could not connect to {describe_target(options)}: {reason}") from None
     role = options.get("session_role")
     if role:
         try:
@@ -122,6 +136,16 @@ def open_connection(options: dict) -> Iterator:
         yield conn
     finally:
         conn.close()
+
+
+def _connect_error(exc: BaseException, options: dict) -> str:
+    """libpq's reason, without the key path or password it may name, and what to do for a TLS refusal."""
+    text = _first_line(exc)
+    params = libpq_params(options)
+    for keyword, shown in HIDDEN_VALUES.items():
+        if params.get(keyword):
+            text = text.replace(str(params[keyword]), shown)
+    return text + "".join(f". {hint}" for words, hint in TLS_HINTS.items() if words in text)
 
 
 def _first_line(exc: BaseException) -> str:

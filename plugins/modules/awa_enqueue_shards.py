@@ -120,7 +120,7 @@ options:
       - Free text stored with the ledger row, for example a change ticket and the operator's name.
     type: str
 notes:
-  - Supports Awa 0.6.x (schema versions 39 and 40, tested with 0.6.8 and 0.6.9) with the queue-storage
+  - Supports Awa 0.6.x (schema versions 39 and 40, tested with 0.6.0, 0.6.5, 0.6.8 and 0.6.9) with the queue-storage
     engine active, on PostgreSQL 17 and 18.
   - The lane sequences this module creates are owned by the connected role (or O(session_role)).
 seealso:

@@ -1,4 +1,8 @@
-"""A set of worker runtimes and producers started for one test, stopped together."""
+"""A set of worker runtimes and producers started for one test, stopped together.
+
+The programs use the awa-pg of the release whose ``awa migrate`` made the
+database: the installed 0.6.9, or an older release hack/bootstrap.sh unpacked.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from pathlib import Path
 
 from . import processes
 from .awadb import AwaDatabase
+from .binaries import awa_pg_path
 from .processes import ManagedProcess
 
 
@@ -30,12 +35,16 @@ class Fleet:
                **kwargs) -> ManagedProcess:
         """A worker runtime serving ``queues`` (``"q"`` or ``"q=workers"``), as ``role`` if given."""
         return self._add(processes.worker(name, self.db.url(role), queues, record_dsn=self.db.dsn(),
-                                          log_dir=self.log_dir, **kwargs), start)
+                                          log_dir=self.log_dir, awa_pg=self._awa_pg(), **kwargs), start)
 
     def producer(self, name: str, queue: str, *, role: str | None = None, start: bool = True,
                  **kwargs) -> ManagedProcess:
         return self._add(processes.producer(name, self.db.url(role), queue, record_dsn=self.db.dsn(),
-                                            log_dir=self.log_dir, **kwargs), start)
+                                            log_dir=self.log_dir, awa_pg=self._awa_pg(), **kwargs), start)
+
+    def _awa_pg(self) -> Path | None:
+        """Programs are of the Awa release whose ``awa migrate`` made the database."""
+        return awa_pg_path(self.db.awa_version)
 
     def stop_all(self) -> None:
         # Producers first, so workers can finish what was enqueued.

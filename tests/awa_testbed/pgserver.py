@@ -1,4 +1,4 @@
-"""Real PostgreSQL 17 / 18 servers on free TCP ports, run as an unprivileged user."""
+"""Real PostgreSQL 17 / 18 servers on free TCP ports, run as an unprivileged user, optionally with TLS."""
 
 from __future__ import annotations
 
@@ -13,10 +13,12 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 
 from . import lifecycle
 from .binaries import pg_bin_dir
 from .osuser import OsIdentity, database_os_identity, run_as_kwargs
+from .tls import ServerTls
 
 SUPERUSER = "postgres"
 
@@ -40,6 +42,20 @@ host all postgres 127.0.0.1/32 trust
 host all all 127.0.0.1/32 scram-sha-256
 """
 
+# Members of this group log in with a client certificate whose CN is the role name.
+CERT_LOGIN_GROUP = "awa_cert_login"
+
+# With TLS: every other role must use TLS, with a password or (members of
+# CERT_LOGIN_GROUP) a client certificate. The superuser keeps its plain TCP
+# access, for the test bed's own setup (awa migrate) only.
+PG_HBA_TLS = f"""\
+local all all trust
+host all postgres 127.0.0.1/32 trust
+hostnossl all all 127.0.0.1/32 reject
+hostssl all +{CERT_LOGIN_GROUP} 127.0.0.1/32 cert
+hostssl all all 127.0.0.1/32 scram-sha-256
+"""
+
 
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -54,11 +70,16 @@ class PgServer:
     kernel to stop it (SIGQUIT) if we die. ``detached=True`` uses pg_ctl so
     the server outlives this process (molecule, demo); it is registered for
     ``python -m awa_testbed reap``.
+
+    With ``tls``, the server runs with ``ssl=on`` and the certificates given,
+    and its pg_hba.conf (PG_HBA_TLS) refuses connections without TLS.
     """
 
-    def __init__(self, major: int, *, durable: bool = False, base_dir: Path | None = None) -> None:
+    def __init__(self, major: int, *, durable: bool = False, base_dir: Path | None = None,
+                 tls: ServerTls | None = None) -> None:
         self.major = major
         self.durable = durable
+        self.tls = tls
         self.bin_dir = pg_bin_dir(major)
         self.identity: OsIdentity = database_os_identity()
         self.base_dir = base_dir or Path(tempfile.mkdtemp(prefix=f"awa-pg{major}-"))
@@ -86,11 +107,25 @@ class PgServer:
             str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
             "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync",
         ])
-        hba = self.data_dir / "pg_hba.conf"
-        self._run_as_db_user(["/bin/sh", "-c", 'cat > "$1"', "sh", str(hba)], input=PG_HBA)
+        self._write_as_db_user(self.data_dir / "pg_hba.conf", PG_HBA_TLS if self.tls else PG_HBA)
+        if self.tls:
+            # The server reads these as the database user, and refuses a key others can read.
+            for name, source in (("server.crt", self.tls.cert), ("server.key", self.tls.key),
+                                 ("client_ca.crt", self.tls.client_ca)):
+                self._write_as_db_user(self.data_dir / name, source.read_text(encoding="utf-8"))
+
+    def _write_as_db_user(self, path: Path, text: str) -> None:
+        """Write ``path`` (mode 0600) as the database user."""
+        self._run_as_db_user(["/bin/sh", "-c", 'umask 077 && cat > "$1"', "sh", str(path)], input=text)
+
+    def _tls_settings(self) -> dict[str, str]:
+        if not self.tls:
+            return {}
+        return {"ssl": "on", "ssl_cert_file": "server.crt", "ssl_key_file": "server.key",
+                "ssl_ca_file": "client_ca.crt"}
 
     def _server_options(self) -> list[str]:
-        settings = {**COMMON_SETTINGS, **({} if self.durable else FAST_SETTINGS)}
+        settings = {**COMMON_SETTINGS, **({} if self.durable else FAST_SETTINGS), **self._tls_settings()}
         options = ["-p", str(self.port), "-h", self.host, "-k", str(self.socket_dir)]
         for name, value in settings.items():
             options += ["-c", f"{name}={value}"]
@@ -112,6 +147,10 @@ class PgServer:
                 self._kill_postmaster()
         else:
             raise RuntimeError(f"PostgreSQL {self.major} did not start: {last_error}\n{self.server_log()}")
+        if self.tls:
+            with self.connect() as conn:
+                if not conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (CERT_LOGIN_GROUP,)).fetchone():
+                    conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(CERT_LOGIN_GROUP)))
         if detached:
             lifecycle.register("pg", self.base_dir.name, self.describe())
 

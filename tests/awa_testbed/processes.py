@@ -15,10 +15,11 @@ from . import lifecycle
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
 
-def program_env() -> dict[str, str]:
-    """Environment for test-bed programs: our package importable, no colour codes."""
+def program_env(awa_pg: Path | None = None) -> dict[str, str]:
+    """Environment for test-bed programs: our package (and ``awa_pg``, an older awa-pg, first) importable,
+    no colour codes."""
     path = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(TESTS_DIR), path) if p),
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(str(p) for p in (awa_pg, TESTS_DIR, path) if p),
             "NO_COLOR": "1", "RUST_LOG": os.environ.get("RUST_LOG", "warn")}
 
 
@@ -29,9 +30,11 @@ class ManagedProcess:
     every incarnation so a failing test can show it.
     """
 
-    def __init__(self, name: str, module: str, args: list[str], log_dir: Path | None = None) -> None:
+    def __init__(self, name: str, module: str, args: list[str], log_dir: Path | None = None,
+                 awa_pg: Path | None = None) -> None:
         self.name = name
         self.module = module
+        self.awa_pg = awa_pg
         self.argv = [sys.executable, "-m", f"awa_testbed.{module}", "--name", name, *args]
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="awa-testbed-logs-"))
         self.log_path = self.log_dir / f"{name}.log"
@@ -53,7 +56,7 @@ class ManagedProcess:
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(  # pylint: disable=consider-using-with
                 [*self.argv, "--ready-file", str(self.ready_file)],
-                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=program_env(),
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=program_env(self.awa_pg),
                 preexec_fn=lifecycle.die_with_parent(signal.SIGTERM),  # pylint: disable=subprocess-popen-preexec-fn
             )
         self.pids.append(self._process.pid)
@@ -106,19 +109,21 @@ class ManagedProcess:
 
 
 def worker(name: str, url: str, queues: list[str], *, stripes: int = 1, handler_ms: int = 0,
-           record_dsn: str | None = None, log_dir: Path | None = None, extra: list[str] | None = None) -> ManagedProcess:
+           record_dsn: str | None = None, log_dir: Path | None = None, extra: list[str] | None = None,
+           awa_pg: Path | None = None) -> ManagedProcess:
     args = ["--url", url, "--stripes", str(stripes), "--handler-ms", str(handler_ms)]
     for queue in queues:
         args += ["--queue", queue]
     if record_dsn:
         args += ["--record-dsn", record_dsn]
-    return ManagedProcess(name, "worker", args + list(extra or []), log_dir)
+    return ManagedProcess(name, "worker", args + list(extra or []), log_dir, awa_pg)
 
 
 def producer(name: str, url: str, queue: str, *, mode: str = "insert", rate: float = 50.0, batch: int = 1,
              count: int = 0, keyed: bool = False, scheduled_every: int = 0, stripes: int = 1,
              concurrency: int = 1, burst: int = 1, connections: int = 10, record_dsn: str | None = None,
-             summary: Path | None = None, log_dir: Path | None = None) -> ManagedProcess:
+             summary: Path | None = None, log_dir: Path | None = None, gate: Path | None = None,
+             record_enqueued: bool = True, awa_pg: Path | None = None) -> ManagedProcess:
     args = ["--url", url, "--queue", queue, "--mode", mode, "--rate", str(rate), "--batch", str(batch),
             "--count", str(count), "--scheduled-every", str(scheduled_every), "--stripes", str(stripes),
             "--concurrency", str(concurrency), "--burst", str(burst), "--connections", str(connections)]
@@ -128,4 +133,8 @@ def producer(name: str, url: str, queue: str, *, mode: str = "insert", rate: flo
         args += ["--record-dsn", record_dsn]
     if summary:
         args += ["--summary", str(summary)]
-    return ManagedProcess(name, "producer", args, log_dir)
+    if gate:
+        args += ["--gate", str(gate)]
+    if not record_enqueued:
+        args.append("--no-record-enqueued")
+    return ManagedProcess(name, "producer", args, log_dir, awa_pg)

@@ -2,16 +2,21 @@
 
     python -m awa_testbed.producer --url URL --queue orders --mode insert
         [--batch 1] [--rate 50] [--burst 1] [--count 0] [--keyed] [--scheduled-every 0]
-        [--stripes 1] [--name p1] [--summary PATH]
+        [--stripes 1] [--name p1] [--summary PATH] [--gate PATH] [--no-record-enqueued]
 
 Modes are the three enqueue paths of awa-pg 0.6.9 (awa-facts.md §6):
 ``insert`` and ``insert_many_copy`` go through SQL ``insert_job_compat``,
 ``enqueue_many_copy`` through direct COPY into queue storage.
 
 Every job carries a unique tag. Tags of successful calls go to
-``testbed.enqueued``; failures to ``testbed.producer_errors``. ``--summary``
-writes counts and per-call latencies as JSON when the producer stops
-(after ``--count`` jobs, or on SIGTERM/SIGINT).
+``testbed.enqueued`` (unless ``--no-record-enqueued``: that is one more
+commit per call, which a benchmark must not pay); failures to
+``testbed.producer_errors``. ``--summary`` writes counts and per-call
+latencies as JSON when the producer stops (after ``--count`` jobs, or on
+SIGTERM/SIGINT). With ``--gate PATH`` it starts calls only while PATH exists,
+each into the queue the file names when the call starts (``--queue`` when it
+is empty), so one process can produce in several measured windows, each on
+its own queue.
 """
 
 from __future__ import annotations
@@ -31,11 +36,14 @@ import psycopg
 
 from .jobs import KIND, TestJob
 
+GATE_POLL_SECONDS = 0.01
+
 
 class Producer:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.client = awa.AsyncClient(args.url, max_connections=args.connections)
+        self.queue = args.queue
         self.sequence = 0
         self.enqueued = 0
         self.errors: dict[str, int] = {}
@@ -56,7 +64,7 @@ class Producer:
         return jobs
 
     async def enqueue(self, jobs: list[tuple[TestJob, dict]]) -> None:
-        queue = self.args.queue
+        queue = self.queue
         if self.args.mode == "insert":
             for job, opts in jobs:
                 await self.client.insert(job, kind=KIND, queue=queue, **opts)
@@ -88,11 +96,13 @@ class Producer:
         elapsed = (time.perf_counter() - started) * 1000
         self.latencies.append((time.time(), elapsed, True))
         self.enqueued += len(jobs)
+        if not self.args.record_enqueued:
+            return
         async with lock:
             async with recorder.cursor() as cur:
                 await cur.executemany(
                     "INSERT INTO testbed.enqueued (tag, producer, queue) VALUES (%s, %s, %s)",
-                    [(job.tag, self.args.name, self.args.queue) for job, dummy in jobs])
+                    [(job.tag, self.args.name, self.queue) for job, dummy in jobs])
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Produce until ``--count`` is reached or ``stop`` is set (default: on SIGTERM/SIGINT)."""
@@ -112,6 +122,13 @@ class Producer:
         while not stop.is_set():
             if self.args.count and self.sequence >= self.args.count:
                 break
+            if self.args.gate:
+                named = self.gate_queue()
+                if named is None:
+                    await self.wait_for_gate(stop)
+                    next_at = time.monotonic()
+                    continue
+                self.queue = named or self.args.queue
             # Keep up to --concurrency calls in flight; start --burst of them at each tick of --rate.
             for dummy_call in range(self.args.burst):
                 while len(pending) >= self.args.concurrency:
@@ -131,6 +148,22 @@ class Producer:
         await recorder.close()
         self.write_summary()
         print(f"producer {self.args.name} done enqueued={self.enqueued} errors={self.errors}", flush=True)
+
+    async def wait_for_gate(self, stop: asyncio.Event) -> None:
+        """Until --gate exists again (or the producer is stopped)."""
+        while not stop.is_set() and not os.path.exists(self.args.gate):
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=GATE_POLL_SECONDS)
+            except asyncio.TimeoutError:
+                pass
+
+    def gate_queue(self) -> str | None:
+        """What the gate file says now (None: closed). Read before every call, so a call always goes to the
+        queue named when it starts; write the file whole (e.g. with os.replace)."""
+        try:
+            return Path(self.args.gate).read_text(encoding="utf-8").strip()
+        except FileNotFoundError:
+            return None
 
     def write_summary(self) -> None:
         if not self.args.summary:
@@ -159,6 +192,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stripes", type=int, default=1, help="queue stripe count for enqueue_many_copy")
     parser.add_argument("--name", default=f"producer-{os.getpid()}")
     parser.add_argument("--summary", help="write a JSON summary here on exit")
+    parser.add_argument("--gate", help="start calls only while this file exists, into the queue it names")
+    parser.add_argument("--record-enqueued", action=argparse.BooleanOptionalAction, default=True,
+                        help="record every job's tag in testbed.enqueued (one more commit per call)")
     parser.add_argument("--ready-file")
     return parser
 

@@ -2,11 +2,14 @@
 
     python -m awa_testbed.worker --url URL --queue orders=4 [--queue other=1]
         [--stripes N] [--name w1] [--handler-ms 0] [--env-file PATH]
-        [--produce QUEUE --produce-rate 5]
+        [--produce QUEUE --produce-rate 5] [--latency-summary PATH]
 
 Every job it runs is recorded in ``testbed.completions`` (tag, job id, worker,
-pid). SIGTERM or SIGINT shut the runtime down gracefully, so its
-``awa.runtime_instances`` row ends with ``shutting_down = true``.
+pid). With ``--latency-summary`` it records nothing in the database (that
+would be one commit per job) and instead writes each job's ``created_at``
+and the moment its handler ended, as JSON, when it stops. SIGTERM or SIGINT
+shut the runtime down gracefully, so its ``awa.runtime_instances`` row ends
+with ``shutting_down = true``.
 
 ``--env-file`` loads KEY=VALUE lines into the environment before the runtime
 starts, the way a service manager's EnvironmentFile does. ``--produce`` also
@@ -17,9 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import json
 import os
 import signal
 import sys
+import time
+from array import array
 from pathlib import Path
 
 import awa
@@ -64,9 +71,15 @@ async def run(args: argparse.Namespace) -> int:
     client = awa.AsyncClient(args.url, max_connections=args.connections)
     queues = [parse_queue(q) for q in args.queue]
 
+    created, handled = array("d"), array("d")
+
     async def handle(job):
         if args.handler_ms:
             await asyncio.sleep(args.handler_ms / 1000)
+        if args.latency_summary:
+            created.append(datetime.datetime.fromisoformat(job.created_at).timestamp())
+            handled.append(time.time())
+            return
         async with record_lock:
             # The job's ready row still exists while it runs; queue storage prunes it
             # later, so the shard it was enqueued on is recorded now.
@@ -98,6 +111,9 @@ async def run(args: argparse.Namespace) -> int:
     await client.shutdown(timeout_ms=5000)
     await client.close()
     await recorder.close()
+    if args.latency_summary:
+        Path(args.latency_summary).write_text(json.dumps(
+            {"name": args.name, "created_at": created.tolist(), "handled_at": handled.tolist()}), encoding="utf-8")
     return 0
 
 
@@ -115,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--env-file", help="KEY=VALUE file loaded into the environment first")
     parser.add_argument("--produce", metavar="QUEUE", help="also enqueue into QUEUE from this process")
     parser.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second for --produce")
+    parser.add_argument("--latency-summary", metavar="PATH",
+                        help="record no completions; write every job's created_at and handler end here on exit")
     parser.add_argument("--ready-file")
     args = parser.parse_args(argv)
     if not args.url:

@@ -40,16 +40,18 @@ RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger")
 # -- running the change ---------------------------------------------------
 
 def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = None, check_mode: bool = False,
-           lock_timeout: float = 5.0, **request) -> dict:
-    """One run of the module's core, as ``role`` (superuser when None)."""
-    with open_connection(db.login_args(role)) as conn:
+           lock_timeout: float = 5.0, login: dict | None = None, **request) -> dict:
+    """One run of the module's core, as ``role`` (superuser when None) or with the connection options ``login``."""
+    with open_connection(login or db.login_args(role)) as conn:
         return change_enqueue_shards(conn, validate_request(queue, shards, **request),
                                      check_mode=check_mode, lock_timeout=lock_timeout)
 
 
-def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, **options) -> dict:
-    """One read (or wait) of the info module's core, as ``role`` (superuser when None), polling every 0.5 s."""
-    with open_connection(db.login_args(role)) as conn:
+def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, *,
+         login: dict | None = None, **options) -> dict:
+    """One read (or wait) of the info module's core, as ``role`` (superuser when None) or with the
+    connection options ``login``, polling every 0.5 s."""
+    with open_connection(login or db.login_args(role)) as conn:
         return wait_for_shards_info(conn, wait, timeout, 0.5, **options)
 
 

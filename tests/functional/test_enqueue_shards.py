@@ -1,4 +1,4 @@
-"""awa_enqueue_shards against real Awa 0.6.9 (and 0.6.8) on PostgreSQL 17 and 18.
+"""awa_enqueue_shards against real Awa 0.6.9 (and older 0.6 schemas) on PostgreSQL 17 and 18.
 
 Raise under load, re-run, lower, striped queues and check mode, with real
 producers and worker runtimes. Refusals, privileges, concurrency and runs
@@ -14,6 +14,7 @@ import pytest
 from psycopg import sql
 
 from awa_testbed.awadb import AwaDatabase
+from awa_testbed.environment import wait_for_live_runtimes
 
 from enqueue_shards_support import (
     COMPLETE_LANES_SQL,
@@ -22,6 +23,7 @@ from enqueue_shards_support import (
     complete_lanes,
     completed_shards,
     enqueued_per_producer,
+    info,
     lane_objects,
     lanes_below,
     next_transaction_id,
@@ -220,16 +222,21 @@ def test_check_mode_reports_exactly_what_the_real_run_does_and_writes_nothing(
     assert change(awa_db, "chk", shards, check_mode=True, **options)["changed"] is False
 
 
-@pytest.mark.parametrize("awa_db", ["0.6.8"], indirect=True)
-def test_awa_0_6_8_database_is_supported(awa_db, fleet):
-    """Compatibility smoke: the module on an awa 0.6.8 schema, used by awa-pg programs."""
+# One awa-cli release of each schema family of the 0.6 line (docs/enqueue_shards.md, "Supported
+# Awa versions"): 0.6.0-0.6.1 (schema 39), 0.6.2-0.6.7 (schema 40) and 0.6.8 (schema 40 with the
+# wait_free_dirty_marks patch, as 0.6.9). The programs are awa-pg of the same release.
+@pytest.mark.parametrize("awa_db", ["0.6.0", "0.6.5", "0.6.8"], indirect=True)
+def test_every_schema_of_the_0_6_line_is_supported(awa_db, fleet):
+    """Compatibility smoke: raise, re-run and lower on an older release's schema, used by that release's programs."""
     raised = change(awa_db, "compat", 4)
     assert (raised["changed"], raised["lanes_created"]) == (True, 16)
     assert not any("untested" in warning for warning in raised["warnings"])
     assert complete_lanes(awa_db, "compat") == lanes_below(4)
     assert change(awa_db, "compat", 4)["changed"] is False
 
-    fleet.worker("w1", ["compat=4"])
+    worker = fleet.worker("w1", ["compat=4"])
+    wait_for_live_runtimes(awa_db, [worker.pid], 30)
+    assert awa_db.query("SELECT version FROM awa.runtime_instances") == [(awa_db.awa_version,)]
     fleet.producer("p1", "compat", count=100, **KEYED_BATCH).wait(60)
     tags = fleet.enqueued_tags("compat")
     assert set(fleet.wait_all_completed(tags, timeout=60)) >= tags
@@ -237,3 +244,8 @@ def test_awa_0_6_8_database_is_supported(awa_db, fleet):
 
     assert change(awa_db, "compat", 1)["previous_shards"] == {"compat": 4}
     assert shard_counts(awa_db) == {"compat": 1}
+    worker.restart()
+    wait_for_live_runtimes(awa_db, [worker.pid], 30)
+    state = info(awa_db, queue="compat", wait="drained", timeout=60)["queues"]["compat"]
+    assert (state["enqueue_shards"], state["runtimes_converged"], state["drained"]) == ({"compat": 1}, 1, True)
+    assert state["lanes_missing"] == []

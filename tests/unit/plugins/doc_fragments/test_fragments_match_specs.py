@@ -23,7 +23,6 @@ def test_connection_fragment_matches_the_connection_spec():
     assert normalized(documented) == normalized(spec)
 
 
-def test_the_password_is_never_logged():
+def test_the_password_and_the_key_path_are_never_logged():
     spec = connection_argument_spec()
-    assert spec["login_password"]["no_log"] is True
-    assert not any(option.get("no_log") for name, option in spec.items() if name != "login_password")
+    assert {name for name, option in spec.items() if option.get("no_log")} == {"login_password", "ssl_key"}
