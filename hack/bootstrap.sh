@@ -65,16 +65,27 @@ find_python() {
     return 1
 }
 
-step_interpreters() {
-    local version needed=() python
+# The interpreters a mode needs: the whole matrix, or the project venv's alone.
+interpreters_needed() {
+    local version newest=${matrix_cores[0]} needed=()
+    if [ "$mode" = project ]; then
+        echo "${matrix_core_python[$newest]}"
+        return
+    fi
     needed=("${matrix_sanity_pythons[@]}")
     for version in "${matrix_core_python[@]}"; do
         case " ${needed[*]} " in *" $version "*) ;; *) needed+=("$version") ;; esac
     done
+    printf '%s\n' "${needed[@]}"
+}
+
+step_interpreters() {
+    local version needed=() python
+    mapfile -t needed < <(interpreters_needed)
     mkdir -p "$interpreters"
     for version in "${needed[@]}"; do
         if ! python=$(find_python "$version"); then
-            fail "Python $version not found. The test matrix (hack/matrix.sh) needs Python" \
+            fail "Python $version not found. 'bash hack/bootstrap.sh $mode' (hack/matrix.sh) needs Python" \
                  "${needed[*]}: install Python $version (for example 'pyenv install $version'," \
                  "or your distribution's python$version with its venv module) so that" \
                  "python$version is on PATH or under \$(pyenv root)/versions, and run again."
@@ -221,7 +232,8 @@ PYTHON
 }
 
 # ---- run the steps -----------------------------------------------------------
-case "${1:-all}" in
+mode=${1:-all}
+case "$mode" in
     all) steps=("${steps_all[@]}") ;;
     project) steps=("${steps_project[@]}") ;;
     *) echo "usage: bash hack/bootstrap.sh [all|project]" >&2; exit 2 ;;
