@@ -34,3 +34,14 @@ function CodeBlock(block)
   end
   return block
 end
+
+-- RST cannot skip a heading level (Markdown can: "##" then "####"): a
+-- heading is at most one level below the one before it.
+local last_level = 0
+function Header(header)
+  if header.level > last_level + 1 then
+    header.level = last_level + 1
+  end
+  last_level = header.level
+  return header
+end

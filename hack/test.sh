@@ -50,6 +50,7 @@ run_step() {
     printf '\n=== %s ===\n' "$name"
     "$@"
     timings+=("$(printf '%-22s %4ss' "$name" $((SECONDS - started)))")
+    printf -- '--- %s: %ss\n' "$name" $((SECONDS - started))
 }
 # A step of the matrix: the same function once per core, each timed.
 run_matrix_step() {
