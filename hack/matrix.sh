@@ -14,8 +14,12 @@ declare -A matrix_core_requirements=(
     [2.19]=requirements/core-2.19.txt
 )
 
-# Molecule runs on the two newest cores (molecule supports N and N-1).
+# Molecule runs on the two newest cores (molecule supports N and N-1): every
+# scenario on the newest; on the previous one the PostgreSQL 18 scenario only,
+# since what differs between 17 and 18 is the database, which the newest core
+# and the integration runs of every core already cover on both.
 matrix_molecule_cores=(2.21 2.20)
+declare -A matrix_molecule_scenarios=([2.21]="--all" [2.20]="--scenario-name pg18")
 
 # ansible-test sanity runs compile and import on every interpreter it finds:
 # these are put on its PATH (the modules need Python 3.10+, tests/config.yml).

@@ -137,9 +137,12 @@ step_integration() {
 }
 
 # Molecule's shared state (.config/molecule/config.yml): the default scenario
-# starts the test beds first and stops them last. Each core gets a fresh state folder.
+# starts the test beds first and stops them last. Each core gets a fresh state
+# folder and its scenarios (hack/matrix.sh).
 step_molecule() {
-    (cd "$root" && MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" with_core "$1" molecule test --all)
+    local scenarios
+    read -ra scenarios <<<"${matrix_molecule_scenarios[$1]}"
+    (cd "$root" && MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" with_core "$1" molecule test "${scenarios[@]}")
 }
 
 step_functional() {
