@@ -13,7 +13,7 @@ statement and of the commit. From those events:
 * round trips and statements: counted from libpq's protocol trace of the
   whole call (every ReadyForQuery the server sends ends one round trip).
 
-Two comparisons: "by hand", the verified provisioning SQL of awa-facts.md §3
+Two comparisons: "by hand", the verified provisioning SQL of docs/awa-internals.md §3
 and the upsert in one transaction (Awa's own lane creation and nothing else:
 the floor for a safe change), and the raw documented upsert, one autocommit
 statement (its transaction, row lock and round trip are that statement).
@@ -28,7 +28,7 @@ import psycopg
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from . import environment, stats, tables
 from .environment import BenchServer
@@ -38,7 +38,7 @@ WRITE_LABELS = frozenset({"lane locks", "insert enqueue heads", "insert claim he
                           "repair lanes", "grants", "create ledger"})
 RAW_UPSERT_SQL = """INSERT INTO awa.queue_meta (queue, enqueue_shards) VALUES (%s, %s)
 ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards"""
-# awa-facts.md section 3, "Verified provisioning SQL": what a careful operator runs by hand
+# docs/awa-internals.md section 3, "Verified provisioning SQL": what a careful operator runs by hand
 # (here for every physical queue at once), then the upsert, in one transaction.
 LANES_SQL = ("unnest(%(queues)s::text[]) AS q, generate_series(1, 4) AS p, "
              "generate_series(0, %(shards)s - 1) AS s")
@@ -181,7 +181,7 @@ def table(major: int, result: dict) -> str:
     for scenario in result["scenarios"]:
         rows.append(_row(f"module: {scenario['scenario']}", scenario["lanes"], scenario["runs"])
                     + [scenario["rerun_unchanged"]["round_trips"], scenario["check_mode_fresh_queue"]["round_trips"]])
-        rows.append(_row(f"by hand (awa-facts.md §3 SQL): {scenario['scenario']}", scenario["lanes"],
+        rows.append(_row(f"by hand (docs/awa-internals.md §3 SQL): {scenario['scenario']}", scenario["lanes"],
                          scenario["by_hand"]) + [None, None])
     rows.append(_row("raw upsert (1 statement, no lanes)", 0, result["raw_upsert"]) + [None, None])
     iterations = len(result["scenarios"][0]["runs"])
@@ -192,5 +192,5 @@ def table(major: int, result: dict) -> str:
         rows,
         "transaction = first statement to COMMIT returned; queue_meta lock = upsert start to COMMIT returned; "
         "round trips (RT) = protocol round trips of a changing run, then of a re-run with nothing to change and of "
-        "a check-mode run. By hand = the verified provisioning SQL of awa-facts.md §3 and the upsert in one "
+        "a check-mode run. By hand = the verified provisioning SQL of docs/awa-internals.md §3 and the upsert in one "
         "transaction: Awa's own lane creation, no plan, verify or ledger.")

@@ -20,7 +20,7 @@ from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.processes import ManagedProcess
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info, wait_for_shards_info
 
 from . import environment, tables

@@ -13,7 +13,7 @@ calls over a pool of connections (the SQL path picks the shard from the
 backend pid, so many connections write many shards), plus one keyed
 ``enqueue_many_copy`` producer (direct COPY, key hash % S spreads every batch
 over all shards). Right after the switch, several connections write their
-first job into each new lane at the same moment: the race of awa-facts.md §3.
+first job into each new lane at the same moment: the race of docs/awa-internals.md §3.
 
 Per arm: latency p50/p99/max and errors of the calls that started inside the
 window (from ``window_before`` s before the switch started to
@@ -33,7 +33,7 @@ from awa_testbed import processes
 from awa_testbed.processes import ManagedProcess
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from . import environment, stats, tables
 from .change_cost import RAW_UPSERT_SQL

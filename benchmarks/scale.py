@@ -29,7 +29,7 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
 
 from . import environment, stats, tables

@@ -50,7 +50,7 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.introspect import fetch_lane_depths
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from . import environment, shard_choice_report
 from .convergence import start_all, stop_all

@@ -22,7 +22,7 @@ TOP_WAITS = 3
 # One window
 
 
-# Both sequences of a lane start at 1 (awa-facts.md §3), so a lane created between two reads started there.
+# Both sequences of a lane start at 1 (docs/awa-internals.md §3), so a lane created between two reads started there.
 NEW_LANE_CURSORS = (1, 1)
 
 

@@ -5,10 +5,14 @@
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll,
 and applies the same predicates, deadline and timeout message as the module.
+A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
+the wait with the module's result as is, as the module's own wait would.
 Without ``wait`` (or under async) the module runs as is.
 """
 
 from __future__ import annotations
+
+import time
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -19,7 +23,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info import 
     info_argument_spec,
     progress_line,
     timeout_message,
-    validate_wait,
+    validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, wait_until
 
@@ -40,6 +44,9 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
     _supports_async = True
+    # The wait's clock and sleep (replaced in unit tests, which must not sleep).
+    clock = staticmethod(time.monotonic)
+    sleep = staticmethod(time.sleep)
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
@@ -52,7 +59,7 @@ class ActionModule(ActionBase):
             result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars))
             return result
         try:
-            validate_wait(args["wait_timeout"], args["wait_sleep"])
+            validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
 
@@ -71,7 +78,7 @@ class ActionModule(ActionBase):
 
         try:
             outcome = wait_until(fetch, PREDICATES[args["wait"]], args["wait_timeout"], args["wait_sleep"],
-                                 on_poll=on_poll)
+                                 clock=self.clock, sleep=self.sleep, on_poll=on_poll)
         except PollFailed as exc:
             return dict(result, **exc.result)
         result.update(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))

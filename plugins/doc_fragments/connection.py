@@ -32,7 +32,6 @@ options:
       - TCP port of the PostgreSQL server.
     type: int
     default: 5432
-    aliases: [port]
   login_unix_socket:
     description:
       - Directory of the server's Unix socket, used when O(login_host) is empty or C(localhost).
@@ -43,7 +42,6 @@ options:
       - The database that holds the Awa schema.
       - When not set, libpq's default applies (C(PGDATABASE), else the name of the login role).
     type: str
-    aliases: [db]
   ssl_mode:
     description:
       - Whether and how to use SSL, as libpq's C(sslmode).
@@ -56,7 +54,6 @@ options:
     description:
       - A file of SSL certificate authority certificates (libpq C(sslrootcert)).
     type: path
-    aliases: [ssl_rootcert]
   ssl_cert:
     description:
       - The client SSL certificate file (libpq C(sslcert)).
@@ -82,5 +79,6 @@ requirements:
   - psycopg >= 3.1 (psycopg 3) on the host that runs the module
 notes:
   - Connections identify themselves as C(application_name=awa.operations) in C(pg_stat_activity).
-  - The connection options have the names community.postgresql uses, so the same variables serve both.
+  - The connection options have the names community.postgresql uses, so the same variables serve both. Its
+    aliases (C(port), C(db), C(ssl_rootcert), ...) are not accepted - use the option names.
 """

@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The statements of a shard-count change: the only code that writes.
+"""Applying a plan: the only code that writes. It builds the statements, runs them, verifies, commits.
 
 Statements are built from the plan with ``psycopg.sql`` (identifiers quoted,
 values bound) and run in the caller's transaction, in this order:
@@ -14,9 +14,14 @@ values bound) and run in the caller's transaction, in this order:
    last, so the window in which a producer's own first write into the same
    lane could collide with ours is short;
 6. grants on every lane sequence the runtime roles lack;
-7. (the caller re-reads and verifies here)
+7. the re-read that verifies them (``verify``);
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
+
+Scalar values are cast with ``CAST(x AS type)``, not ``x::type``: the rendered
+statements are returned as ``queries`` and shown in the module's RETURN
+sample, and ansible-doc's text output deletes ``q, 8::`` as if it were an RST
+directive. The Awa facts relied on are in docs/awa-internals.md.
 """
 
 from __future__ import annotations
@@ -24,11 +29,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, sql
-from ansible_collections.awa.operations.plugins.module_utils.ledger import ledger_ddl, ledger_insert
-from ansible_collections.awa.operations.plugins.module_utils.planner import Plan
+from ansible_collections.awa.operations.plugins.module_utils.connection import commit, psycopg, sql
+from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.introspect import LIVE_RUNTIME_PREDICATE
+from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
+from ansible_collections.awa.operations.plugins.module_utils.plan import Plan
+from ansible_collections.awa.operations.plugins.module_utils.verify import verify_provisioned
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
+# Serializes the first creation of the ledger by concurrent runs.
+LEDGER_CREATE_LOCK_KEY = "awa.operations:ledger"
 
 
 @dataclass(frozen=True)
@@ -45,16 +55,12 @@ def queue_lock(queue: str) -> Statement:
                      {"key": QUEUE_LOCK_PREFIX + queue})
 
 
-def lock_timeout(seconds: float) -> Statement:
-    return Statement(sql.SQL("SET LOCAL lock_timeout = {}").format(sql.Literal(f"{int(seconds * 1000)}ms")))
-
-
 def _columns(keys: list[tuple]) -> list[list]:
     return [list(column) for column in zip(*keys)] if keys else []
 
 
 def lane_locks(schema: str, keys: list[tuple]) -> Statement:
-    """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0)."""
+    """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
     queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "
@@ -97,9 +103,74 @@ def grant_lane_sequences(schema: str, sequences: list[str], roles: list[str]) ->
 
 def upsert_queue_meta(queues: list[str], shards: int) -> Statement:
     return Statement(sql.SQL(
-        "INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, %(shards)s::smallint FROM unnest(%(queues)s::text[]) AS q "
+        "INSERT INTO awa.queue_meta (queue, enqueue_shards) "
+        "SELECT q, CAST(%(shards)s AS smallint) FROM unnest(%(queues)s::text[]) AS q "
         "ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards "
         "RETURNING queue, enqueue_shards"), {"queues": list(queues), "shards": shards})
+
+
+LEDGER_DDL = """
+SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
+-- CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema
+-- exists; a role given only CREATE on a prepared schema must skip it.
+SELECT set_config('awa_operations.ledger_schema', {schema_name}, true);
+DO $ledger$
+BEGIN
+  IF to_regnamespace(quote_ident(current_setting('awa_operations.ledger_schema'))) IS NULL THEN
+    EXECUTE format('CREATE SCHEMA %I', current_setting('awa_operations.ledger_schema'));
+  END IF;
+END
+$ledger$;
+CREATE TABLE IF NOT EXISTS {table} (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    queue text NOT NULL,
+    physical_queues text[] NOT NULL,
+    stripes integer NOT NULL,
+    from_shards jsonb NOT NULL,
+    to_shards smallint NOT NULL,
+    lanes_created integer NOT NULL,
+    grants_added integer NOT NULL,
+    runtime_roles text[] NOT NULL,
+    live_runtime_ids uuid[] NOT NULL,
+    reason text,
+    changed_by text NOT NULL DEFAULT current_user,
+    login_user text NOT NULL DEFAULT session_user,
+    client_addr inet DEFAULT inet_client_addr(),
+    application_name text DEFAULT current_setting('application_name'),
+    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id()
+);
+CREATE INDEX IF NOT EXISTS {index} ON {table} USING gin (physical_queues);
+COMMENT ON TABLE {table} IS 'awa.operations: every enqueue_shards change (awa_enqueue_shards module)';
+"""
+
+
+def ledger_ddl(schema: str) -> Statement:
+    return Statement(sql.SQL(LEDGER_DDL).format(
+        lock_key=sql.Literal(LEDGER_CREATE_LOCK_KEY), schema_name=sql.Literal(schema),
+        table=sql.Identifier(schema, LEDGER_TABLE), index=sql.Identifier(f"{LEDGER_TABLE}_physical_queues_idx")))
+
+
+LEDGER_INSERT_SQL = """
+INSERT INTO {table} (queue, physical_queues, stripes, from_shards, to_shards, lanes_created, grants_added,
+                     runtime_roles, live_runtime_ids, reason)
+SELECT CAST(%(queue)s AS text), %(physical_queues)s::text[], CAST(%(stripes)s AS int),
+       CAST(%(from_shards)s AS jsonb), CAST(%(to_shards)s AS smallint), CAST(%(lanes_created)s AS int),
+       CAST(%(grants_added)s AS int), %(runtime_roles)s::text[],
+       ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE {live} ORDER BY ri.instance_id),
+       CAST(%(reason)s AS text)
+RETURNING id, changed_at, cardinality(live_runtime_ids)
+"""
+
+
+def ledger_insert(schema: str, plan: Plan, reason: str | None) -> Statement:
+    """The ledger row of ``plan``, with the runtime instances live at that moment (Awa's own liveness rule)."""
+    return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
+        table=sql.Identifier(schema, LEDGER_TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE)), {
+        "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
+        "from_shards": json.dumps(plan.previous_shards), "to_shards": plan.shards,
+        "lanes_created": len(plan.lanes_to_create), "grants_added": plan.grants.pairs,
+        "runtime_roles": plan.grants.roles, "reason": reason})
 
 
 @dataclass
@@ -138,19 +209,13 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     if plan.lanes_to_repair:
         provision.append(repair_lane_sequences(schema, plan.lanes_to_repair))
     if create_ledger and ledger_schema:
-        provision.append(Statement(ledger_ddl(ledger_schema)))
+        provision.append(ledger_ddl(ledger_schema))
     if plan.lane_rows_to_create:
         provision.append(insert_lane_rows(schema, plan.lane_rows_to_create))
     provision += _head_statements(schema, plan, lambda key: not hidden(key))
     if plan.grants.pairs:
         provision.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
-    record = None
-    if ledger_schema:
-        record = Statement(ledger_insert(ledger_schema), {
-            "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
-            "from_shards": json.dumps(plan.previous_shards), "to_shards": plan.shards,
-            "lanes_created": len(plan.lanes_to_create), "grants_added": plan.grants.pairs,
-            "runtime_roles": plan.grants.roles, "reason": reason})
+    record = ledger_insert(ledger_schema, plan, reason) if ledger_schema else None
     switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
     return ChangeStatements(provision, record, switch)
 
@@ -164,3 +229,32 @@ def render(conn, statements: list[Statement]) -> list[str]:
 def execute(conn, statement: Statement) -> list[tuple]:
     cursor = conn.execute(statement.query, statement.params)
     return cursor.fetchall() if cursor.description else []
+
+
+def lock_queue(conn, queue: str) -> None:
+    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``."""
+    execute(conn, queue_lock(queue))
+
+
+def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
+                 ledger_schema: str) -> dict | None:
+    """Run ``statements``, verify them against ``plan``, record, switch, and commit.
+
+    Returns the ledger row written (None without a ledger). On any failure
+    the caller's transaction is rolled back and nothing is written.
+    """
+    for statement in statements.provision:
+        execute(conn, statement)
+    verify_provisioned(conn, plan, schema, runtime_roles)
+    ledger = None
+    if statements.record is not None:
+        ledger_id, changed_at, live = execute(conn, statements.record)[0]
+        ledger = {"schema": ledger_schema, "table": LEDGER_TABLE, "id": ledger_id,
+                  "changed_at": changed_at.isoformat(), "live_runtimes": live}
+    if statements.switch is not None:
+        switched = dict(execute(conn, statements.switch))
+        if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
+            raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
+                                "the transaction was rolled back and nothing changed.")
+    commit(conn, f"changing enqueue_shards of queue {plan.queue!r}")
+    return ledger

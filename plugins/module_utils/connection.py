@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Connecting to PostgreSQL with psycopg 3, and the only place that knows its errors.
+"""Connecting to PostgreSQL with psycopg 3, one transaction at a time, and the only place that knows its errors.
 
 The options are community.postgresql's, by name; the doc fragment
 ``awa.operations.connection`` documents exactly ``connection_argument_spec()``.
@@ -9,11 +9,13 @@ The options are community.postgresql's, by name; the doc fragment
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+from collections.abc import Callable, Iterator
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ConnectionFailed,
     DatabaseError,
+    InvalidRequest,
     LockTimeout,
     PreconditionFailed,
 )
@@ -32,6 +34,9 @@ else:
 
 APPLICATION_NAME = "awa.operations"
 DEFAULT_CONNECT_TIMEOUT = 10
+# Seconds any statement of ours waits for a lock before the transaction fails (0: no limit).
+DEFAULT_LOCK_TIMEOUT = 5.0
+MAX_LOCK_TIMEOUT = 3600
 
 # Ansible option -> libpq keyword.
 LIBPQ_KEYWORDS = {
@@ -48,6 +53,11 @@ LIBPQ_KEYWORDS = {
 
 SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
 
+# Session settings, not reads or writes of data: the two statements of this file.
+SET_ROLE_SQL = "SET ROLE {}"
+# set_config(..., true) is SET LOCAL: it ends with the transaction. SET is allowed in READ ONLY transactions.
+SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %(timeout)s, true)"
+
 # What to do when libpq refuses a TLS connection, keyed by words of its message.
 TLS_HINTS = {
     "certificate verify failed": "The server's certificate is not signed by a CA in ca_cert: set ca_cert to the "
@@ -63,24 +73,21 @@ HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpass
 
 
 def connection_argument_spec() -> dict:
-    """A fresh argument spec for the connection options (community.postgresql names)."""
+    """A fresh argument spec for the connection options (community.postgresql names, no aliases)."""
     return {
         "login_user": {"type": "str", "default": "postgres"},
         "login_password": {"type": "str", "default": "", "no_log": True},
         "login_host": {"type": "str", "default": ""},
-        "login_port": {"type": "int", "default": 5432, "aliases": ["port"]},
+        "login_port": {"type": "int", "default": 5432},
         "login_unix_socket": {"type": "str", "default": ""},
-        "login_db": {"type": "str", "aliases": ["db"]},
+        "login_db": {"type": "str"},
         "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
-        "ca_cert": {"type": "path", "aliases": ["ssl_rootcert"]},
+        "ca_cert": {"type": "path"},
         "ssl_cert": {"type": "path"},
         "ssl_key": {"type": "path", "no_log": True},
         "connect_params": {"type": "dict", "default": {}},
         "session_role": {"type": "str"},
     }
-
-
-CONNECTION_OPTIONS = tuple(connection_argument_spec())
 
 
 def libpq_params(options: dict) -> dict:
@@ -119,7 +126,7 @@ def connect(options: dict):
     role = options.get("session_role")
     if role:
         try:
-            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(role)))
+            conn.execute(sql.SQL(SET_ROLE_SQL).format(sql.Identifier(role)))
             conn.commit()
         except psycopg.Error as exc:
             conn.close()
@@ -138,6 +145,55 @@ def open_connection(options: dict) -> Iterator:
         conn.close()
 
 
+def validate_lock_timeout(seconds: float) -> None:
+    if not 0 <= seconds <= MAX_LOCK_TIMEOUT:
+        raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, got {seconds}")
+
+
+def lock_timeout_setting(seconds: float) -> str:
+    """PostgreSQL's lock_timeout value: whole milliseconds, never rounded down to 0 (which means no limit)."""
+    return f"{math.ceil(seconds * 1000)}ms"
+
+
+@contextlib.contextmanager
+def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = False, repeatable_read: bool = False,
+                on_lock_timeout: Callable[[], str] | None = None) -> Iterator[None]:
+    """One transaction on ``conn`` for ``action``, rolled back at the end unless committed inside.
+
+    Its first statement sets ``lock_timeout`` (seconds; 0 waits without
+    limit), so every lock it waits for is bounded, READ ONLY or not. psycopg
+    errors raised inside become awa.operations errors naming ``action``;
+    ``on_lock_timeout`` (called after the rollback, with no arguments) may
+    describe who held the lock, and its text is added to the message.
+    """
+    conn.rollback()
+    conn.read_only = read_only
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read else None
+    try:
+        with _translated_errors(conn, action, lock_timeout, on_lock_timeout):
+            conn.execute(SET_LOCK_TIMEOUT_SQL, {"timeout": lock_timeout_setting(lock_timeout)})
+            yield
+    finally:
+        if not conn.closed:
+            conn.rollback()
+            conn.read_only = False
+            conn.isolation_level = None
+
+
+def commit(conn, action: str) -> None:
+    """Commit; a failure says whether the outcome is unknown (connection lost) or nothing was written."""
+    try:
+        conn.commit()
+    except psycopg.Error as exc:
+        if connection_lost(exc, conn.closed):
+            raise DatabaseError(
+                f"{action}: the connection was lost while committing ({_first_line(exc)}). The change may or may "
+                "not have been applied: re-run the module (it is idempotent) to see the state and finish it.",
+                sqlstate=exc.sqlstate) from None
+        raise DatabaseError(f"{action}: the commit failed ({_first_line(exc)}). The transaction was rolled back, "
+                            "so nothing was changed.", sqlstate=exc.sqlstate) from None
+
+
 def _connect_error(exc: BaseException, options: dict) -> str:
     """libpq's reason, without the key path or password it may name, and what to do for a TLS refusal."""
     text = _first_line(exc)
@@ -153,36 +209,59 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-@contextlib.contextmanager
-def translated_errors(action: str, on_lock_timeout=None) -> Iterator[None]:
-    """Turn psycopg errors raised while doing ``action`` into awa.operations errors.
+def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
+    """Who held the lock, read in a transaction of its own (best effort: empty when it cannot be read)."""
+    if on_lock_timeout is None or conn.closed:
+        return ""
+    try:
+        conn.rollback()
+        return on_lock_timeout()
+    except psycopg.Error:
+        return ""
+    finally:
+        if not conn.closed:
+            conn.rollback()
 
-    ``on_lock_timeout`` is called (with no arguments) to describe who held the
-    lock; its text is appended to the message.
-    """
-    if not HAS_PSYCOPG:
-        yield
-        return
+
+@contextlib.contextmanager
+def _translated_errors(conn, action: str, lock_timeout: float,
+                       on_lock_timeout: Callable[[], str] | None) -> Iterator[None]:
+    """Turn psycopg errors raised while doing ``action`` into awa.operations errors."""
     try:
         yield
     except pg_errors.LockNotAvailable as exc:
-        holder = on_lock_timeout() if on_lock_timeout else ""
-        raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({_first_line(exc)}). "
-                          f"Nothing was changed.{(' ' + holder) if holder else ''} "
+        holder = _holders(conn, on_lock_timeout)
+        raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({lock_timeout:g}s: "
+                          f"{_first_line(exc)}). Nothing was changed.{(' ' + holder) if holder else ''} "
                           "Retry when that transaction has finished, or raise lock_timeout.") from None
     except pg_errors.InsufficientPrivilege as exc:
         raise PreconditionFailed(f"{action}: {_first_line(exc)}. Nothing was changed.",
                                  sqlstate=exc.sqlstate) from None
     except psycopg.Error as exc:
-        if _connection_lost(exc):
+        if connection_lost(exc, conn.closed):
             raise DatabaseError(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
                                 "did not commit, so nothing was changed; re-run to apply.",
                                 sqlstate=exc.sqlstate) from None
+        if exc.sqlstate is None:
+            raise DatabaseError(f"{action}: {_first_line(exc)} (raised by psycopg in this process, before the "
+                                f"statement reached the database: {type(exc).__name__}). The transaction was rolled "
+                                "back, so nothing was changed.") from None
         raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
                             "changed.", sqlstate=exc.sqlstate) from None
 
 
-def _connection_lost(exc: BaseException) -> bool:
-    """The session is gone (client-side failure, connection class 08, or the server shutting it down)."""
+# Not connection class 08, but the server ending the session: admin_shutdown, crash_shutdown, cannot_connect_now.
+SESSION_ENDED_SQLSTATES = ("57P01", "57P02", "57P03")
+
+
+def connection_lost(exc: BaseException, closed: bool) -> bool:
+    """The session is gone: connection class 08, the server ending it, or (no SQLSTATE) psycopg closed it.
+
+    ``closed`` is the connection's state after the error (psycopg closes a
+    broken connection). An error without a SQLSTATE on a connection that is
+    still open, such as a client-side error adapting a value, is not a lost connection.
+    """
     sqlstate = getattr(exc, "sqlstate", None)
-    return sqlstate is None or sqlstate.startswith("08") or sqlstate in ("57P01", "57P02", "57P03")
+    if sqlstate is not None:
+        return sqlstate.startswith("08") or sqlstate in SESSION_ENDED_SQLSTATES
+    return closed

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Has a shard-count change taken effect, and have the old shards drained? Pure functions.
 
-Awa 0.6 runtimes cache the count per process and publish no shard count, so a
-runtime runs with the current count when:
+Awa 0.6 runtimes cache the count per process and publish no shard count
+(docs/awa-internals.md §2, §5), so a runtime runs with the current count when:
 
 * its snapshot reports a count for the queue (no released Awa does yet; a
   future one may): the report decides; otherwise
@@ -27,10 +27,19 @@ from ansible_collections.awa.operations.plugins.module_utils.ledger import Recor
 
 DEFAULT_MARGIN_SECONDS = 5.0
 
+# Why a verdict was reached: what code may test (the reason text is for people and may be reworded).
+REPORTED_BY_SNAPSHOT = "reported_by_snapshot"
+NO_RECORDED_CHANGE = "no_recorded_change"
+CHANGED_OUTSIDE_MODULE = "changed_outside_module"
+RUNNING_AT_CHANGE = "running_at_change"
+STARTED_BEFORE_CHANGE = "started_before_change"
+STARTED_AFTER_CHANGE = "started_after_change"
+
 
 @dataclass(frozen=True)
 class Verdict:
     converged: bool
+    code: str
     reason: str
 
 
@@ -39,25 +48,26 @@ def judge(runtime: Runtime, physical_queue: str, current_shards: int, change: Re
     """Does ``runtime`` run with ``current_shards`` for ``physical_queue``?"""
     reported = runtime.reported_shards.get(physical_queue)
     if reported is not None:
-        return Verdict(reported == current_shards, f"its snapshot reports enqueue_shards={reported}")
+        return Verdict(reported == current_shards, REPORTED_BY_SNAPSHOT,
+                       f"its snapshot reports enqueue_shards={reported}")
     if change is None:
-        return Verdict(True, "no recorded change of this queue")
+        return Verdict(True, NO_RECORDED_CHANGE, "no recorded change of this queue")
     if change.to_shards != current_shards:
-        return Verdict(False, f"enqueue_shards is {current_shards} but the last recorded change set "
-                              f"{change.to_shards}: it was changed outside awa_enqueue_shards")
+        return Verdict(False, CHANGED_OUTSIDE_MODULE, f"enqueue_shards is {current_shards} but the last recorded "
+                       f"change set {change.to_shards}: it was changed outside awa_enqueue_shards")
     if runtime.instance_id in change.live_runtime_ids:
-        return Verdict(False, f"it was already running when the count changed (change #{change.id})")
+        return Verdict(False, RUNNING_AT_CHANGE, f"it was already running when the count changed (change #{change.id})")
     if runtime.started_at < change.changed_at - datetime.timedelta(seconds=margin_seconds):
-        return Verdict(False, f"it started before the change #{change.id} (its clock says "
-                              f"{runtime.started_at.isoformat()}, the change was {change.changed_at.isoformat()})")
-    return Verdict(True, "it started after the change")
+        return Verdict(False, STARTED_BEFORE_CHANGE, f"it started before the change #{change.id} (its clock says "
+                       f"{runtime.started_at.isoformat()}, the change was {change.changed_at.isoformat()})")
+    return Verdict(True, STARTED_AFTER_CHANGE, "it started after the change")
 
 
 @dataclass(frozen=True)
 class Straggler:
     runtime: Runtime
     physical_queue: str
-    reason: str
+    verdict: Verdict
 
 
 @dataclass(frozen=True)
@@ -78,7 +88,7 @@ def queue_convergence(runtimes: list[Runtime], current: dict[str, int], changes:
     stragglers = []
     converged = 0
     for runtime in live:
-        pending = [Straggler(runtime, queue, verdict.reason)
+        pending = [Straggler(runtime, queue, verdict)
                    for queue, shards in sorted(current.items())
                    for verdict in [judge(runtime, queue, shards, changes.get(queue), margin_seconds)]
                    if not verdict.converged]

@@ -4,76 +4,35 @@
 
     from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
     from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-    from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+    from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
     with open_connection({"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}) as conn:
         result = change_enqueue_shards(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]))
 
-The plan is computed inside the transaction that applies it, after taking a
-per-queue advisory lock, so concurrent runs serialize and each sees the
-other's committed result. Check mode runs the same reads in a READ ONLY
-transaction and returns what the real run would do.
+The data path, one file per step: ``request`` (validated before connecting),
+``introspect`` (reads), ``preconditions``, ``plan``, ``apply`` (which runs
+``verify`` before it switches and commits). The plan is computed inside the
+transaction that applies it, after taking a per-queue advisory lock, so
+concurrent runs serialize and each sees the other's committed result. Check
+mode runs the same reads in a READ ONLY transaction (without the advisory
+lock) and returns what the real run would do. Every transaction waits for a
+lock at most ``lock_timeout`` seconds.
 """
 
 from __future__ import annotations
 
 import time
 
-from ansible_collections.awa.operations.plugins.module_utils import apply, introspect, ledger, planner
-from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, translated_errors
+from ansible_collections.awa.operations.plugins.module_utils import apply, introspect, ledger
+from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.planner import ChangeRequest, Plan
-
-DEFAULT_LOCK_TIMEOUT = 5.0
-
-LOCK_HOLDERS_SQL = """
-SELECT a.pid, a.usename, a.application_name, a.state,
-       round(extract(epoch FROM now() - a.xact_start))::int,
-       left(regexp_replace(coalesce(a.query, ''), '\\s+', ' ', 'g'), 120)
-FROM pg_stat_activity AS a
-WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL
-  AND EXISTS (SELECT 1 FROM pg_locks AS l WHERE l.pid = a.pid AND l.granted
-              AND ((l.locktype = 'relation' AND l.relation = 'awa.queue_meta'::regclass AND l.mode <> 'AccessShareLock')
-                   OR l.locktype = 'advisory'))
-ORDER BY a.xact_start
-LIMIT 5
-"""
-
-
-def describe_lock_holders(conn) -> str:
-    """Who holds write locks on awa.queue_meta or advisory locks (best effort)."""
-    try:
-        conn.rollback()
-        rows = conn.execute(LOCK_HOLDERS_SQL).fetchall()
-        conn.rollback()
-    except psycopg.Error:
-        return ""
-    if not rows:
-        return "No session holding such a lock is visible any more."
-    holders = "; ".join(
-        f"pid {pid} (user {user}, application {app or '-'}, {state}, transaction open {age}s: {query!r})"
-        for pid, user, app, state, age, query in rows)
-    return f"Sessions holding locks on awa.queue_meta or advisory locks: {holders}."
-
-
-def _observed_summary(state: introspect.QueueState, queue: str, shards: int) -> dict:
-    lanes = state.lanes_of(queue)
-    return {
-        "enqueue_shards": shards,
-        "lanes": sum(1 for lane in lanes if lane.complete),
-        "lanes_missing": sum(1 for lane in lanes if lane.shard < shards and not lane.complete),
-        "missing_grants": sum(len(lane.missing_privileges) for lane in lanes),
-    }
-
-
-def _verify(conn, plan: Plan, schema: str, roles: tuple[str, ...]) -> None:
-    """Re-read inside the transaction: every planned lane and grant must now exist."""
-    state = introspect.fetch_queue_state(conn, schema, plan.physical_queues, list(roles), shards=plan.shards)
-    observed = {queue: _observed_summary(state, queue, plan.shards) for queue in plan.physical_queues}
-    if observed != plan.after:
-        raise DatabaseError(
-            f"After provisioning queue {plan.queue!r} the database does not match the plan "
-            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
+from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, plan_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.preconditions import (
+    check_installation,
+    check_ledger,
+    resolve_stripes,
+)
+from ansible_collections.awa.operations.plugins.module_utils.request import ChangeRequest
 
 
 def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool, warnings: list[str]) -> dict:
@@ -104,18 +63,10 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
     fails; the transaction is then rolled back and nothing is written.
     """
     started = time.monotonic()
-    conn.rollback()
-    conn.read_only = check_mode
-    try:
-        with translated_errors(f"changing enqueue_shards of queue {request.queue!r}",
-                               on_lock_timeout=lambda: describe_lock_holders(conn)):
-            result = _change(conn, request, check_mode=check_mode, lock_timeout=lock_timeout,
-                             ledger_schema=ledger_schema, reason=reason)
-    finally:
-        if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE and not conn.closed:
-            conn.rollback()
-        if not conn.closed:
-            conn.read_only = False
+    with transaction(conn, f"changing enqueue_shards of queue {request.queue!r}", lock_timeout=lock_timeout,
+                     read_only=check_mode,
+                     on_lock_timeout=lambda: introspect.describe_lock_holders(conn, ["awa", ledger_schema])):
+        result = _change(conn, request, check_mode=check_mode, ledger_schema=ledger_schema, reason=reason)
     result["duration"] = round(time.monotonic() - started, 3)
     return result
 
@@ -166,51 +117,34 @@ def change_many_queues(conn, requests: list[ChangeRequest], **options) -> dict:
     return merge_results(results, time.monotonic() - started)
 
 
-def _change(conn, request: ChangeRequest, *, check_mode: bool, lock_timeout: float,
-            ledger_schema: str, reason: str | None) -> dict:
+def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None) -> dict:
     if not check_mode:
-        apply.execute(conn, apply.lock_timeout(lock_timeout))
-        apply.execute(conn, apply.queue_lock(request.queue))
+        apply.lock_queue(conn, request.queue)
     installation = introspect.fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
-    warnings = planner.check_installation(installation, request.runtime_roles)
+    warnings = check_installation(installation, request.runtime_roles)
     schema = installation.queue_storage_schema
     known = introspect.fetch_known_queue_names(conn, schema, request.queue)
-    layout = planner.resolve_stripes(request.queue, request.stripes, known)
+    layout = resolve_stripes(request.queue, request.stripes, known)
     state = introspect.fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles),
                                          shards=request.shards)
-    plan = planner.plan_enqueue_shards(request, layout, state, installation)
+    plan = plan_enqueue_shards(request, layout, state, installation)
     warnings += plan.warnings
     use_ledger = request.ledger and plan.changed
     if use_ledger:
-        planner.check_ledger(installation, ledger_schema, ledger.TABLE)
+        check_ledger(installation, ledger_schema, ledger.TABLE)
     statements = apply.build_change_statements(
         plan, schema, ledger_schema=ledger_schema if use_ledger else None,
         create_ledger=use_ledger and not installation.ledger_exists, reason=reason)
-    queries = apply.render(conn, statements.all)
-    result = _result(plan, queries, changed=plan.changed, check_mode=check_mode, warnings=warnings)
+    result = _result(plan, apply.render(conn, statements.all), changed=plan.changed, check_mode=check_mode,
+                     warnings=warnings)
     if check_mode or not plan.changed:
-        written = conn.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()[0]
-        if written is not None:
-            raise DatabaseError("internal error: a run with nothing to change assigned a transaction id")
-        conn.rollback()
+        # Both only read: a transaction id would mean something was written.
+        if introspect.fetch_assigned_transaction_id(conn) is not None:
+            raise DatabaseError(f"internal error: a {'check-mode run' if check_mode else 'run with nothing to change'} "
+                                "was assigned a transaction id, so it wrote something; it was rolled back.")
         return result
-
-    for statement in statements.provision:
-        apply.execute(conn, statement)
-    _verify(conn, plan, schema, request.runtime_roles)
-    if statements.record is not None:
-        ledger_id, changed_at, live = apply.execute(conn, statements.record)[0]
-        result["ledger"] = {"schema": ledger_schema, "table": ledger.TABLE, "id": ledger_id,
-                            "changed_at": changed_at.isoformat(), "live_runtimes": live}
-    if statements.switch is not None:
-        switched = dict(apply.execute(conn, statements.switch))
-        if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
-            raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}")
-    try:
-        conn.commit()
-    except psycopg.OperationalError as exc:
-        raise DatabaseError(
-            f"The connection was lost while committing the change of queue {request.queue!r} ({exc}). "
-            "It may or may not have been applied: re-run the module (it is idempotent) to see the state "
-            "and finish the change.") from None
+    recorded = apply.apply_change(conn, plan, statements, schema=schema, runtime_roles=request.runtime_roles,
+                                  ledger_schema=ledger_schema)
+    if recorded is not None:
+        result["ledger"] = recorded
     return result

@@ -1,9 +1,12 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Read-only queries that return plain data about an Awa installation.
+"""Read-only queries that return plain data: the only SQL that reads (``apply`` has the SQL that writes).
 
 Every function runs a fixed number of statements, whatever the number of
-queues, stripes or lanes involved (set-based SQL, no per-lane round trips).
+queues, stripes or lanes involved (set-based SQL, no per-lane round trips),
+in the caller's transaction (``connection.transaction``). They take only
+ACCESS SHARE locks (tables, lane sequences), which wait behind DDL only.
+The Awa facts they rely on are in docs/awa-internals.md.
 """
 
 from __future__ import annotations
@@ -12,11 +15,12 @@ import datetime
 from dataclasses import dataclass, field
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
+from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
 
-# Awa always keeps queue_meta and the control plane in schema "awa"
-# (awa-facts.md §2); lanes live in the queue-storage schema.
-CONTROL_SCHEMA = "awa"
+# awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
+# queue-storage schema (docs/awa-internals.md §2).
 LANE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
 
 
@@ -72,6 +76,11 @@ SELECT s.state, s.current_engine, awa.active_queue_storage_schema(),
        to_regclass(quote_ident(COALESCE(awa.active_queue_storage_schema(), 'awa')) || '.queue_enqueue_heads') IS NOT NULL
 FROM awa.storage_status() AS s
 """
+
+
+def fetch_database_clock(conn) -> datetime.datetime:
+    """The database's clock at the start of the current transaction (the clock the change ledger uses)."""
+    return conn.execute("SELECT now()").fetchone()[0]
 
 
 def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
@@ -164,6 +173,8 @@ class QueueState:
 
     enqueue_shards: dict[str, int]
     lanes: list[LaneState]
+    # Physical queues paused with `awa queue pause` (their workers claim nothing).
+    paused: frozenset = frozenset()
 
     def lanes_of(self, queue: str) -> list[LaneState]:
         return [lane for lane in self.lanes if lane.queue == queue]
@@ -226,7 +237,7 @@ ORDER BY queue, priority, enqueue_shard
 """
 
 META_SQL = """
-SELECT q, m.enqueue_shards
+SELECT q, m.enqueue_shards, COALESCE(m.paused, false)
 FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = q
 """
 
@@ -240,7 +251,7 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     """
     meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
     # No row means 1 (Awa's readers COALESCE it).
-    current = {queue: (value or 1) for queue, value in meta}
+    current = {queue: (value or 1) for queue, value, dummy in meta}
     rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
@@ -251,6 +262,7 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
         "privileges": list(LANE_PRIVILEGES)}).fetchall()
     return QueueState(
         enqueue_shards=current,
+        paused=frozenset(queue for queue, dummy, paused in meta if paused),
         lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
                for row in rows],
     )
@@ -274,8 +286,8 @@ def fetch_all_queue_names(conn, schema: str) -> list[str]:
 
 
 # ---------------------------------------------------------------------------
-# Ready depth and lag per lane (awa-facts.md §9: the exact count Awa uses,
-# never the stale next_seq - claim_seq columns)
+# Ready depth and lag per lane (docs/awa-internals.md §9: the exact count Awa
+# uses, never the stale next_seq - claim_seq columns)
 
 
 @dataclass(frozen=True)
@@ -348,7 +360,7 @@ def fetch_lane_depths(conn, schema: str, queues: list[str]) -> list[LaneDepth]:
 # Runtimes
 
 
-# Awa's own liveness rule for runtime rows (admin.rs stale_cutoff), by the database clock.
+# Awa's own liveness rule for runtime rows (docs/awa-internals.md §5), by the database clock.
 LIVE_RUNTIME_PREDICATE = """NOT ri.shutting_down
   AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
       >= now()"""
@@ -406,3 +418,71 @@ def fetch_runtimes(conn) -> list[Runtime]:
     """Every runtime snapshot row, live or not."""
     rows = conn.execute(sql.SQL(RUNTIMES_SQL).format(live=sql.SQL(LIVE_RUNTIME_PREDICATE))).fetchall()
     return [Runtime(*row[:12], reported_shards=reported_shard_counts(row[12])) for row in rows]
+
+
+# ---------------------------------------------------------------------------
+# The change ledger
+
+
+LATEST_CHANGES_SQL = """
+SELECT DISTINCT ON (pq) c.id, pq, c.changed_at, (c.from_shards ->> pq)::int, c.to_shards,
+       c.live_runtime_ids::text[], c.changed_by, c.reason
+FROM {table} AS c, unnest(c.physical_queues) AS pq
+WHERE c.physical_queues && %(queues)s::text[] AND pq = ANY(%(queues)s)
+  AND (c.from_shards ->> pq)::int IS DISTINCT FROM c.to_shards
+ORDER BY pq, c.id DESC
+"""
+
+
+def fetch_latest_changes(conn, ledger_schema: str, physical_queues: list[str]) -> dict[str, RecordedChange]:
+    """physical queue -> its latest recorded shard-count switch (queues never switched are absent)."""
+    rows = conn.execute(sql.SQL(LATEST_CHANGES_SQL).format(table=sql.Identifier(ledger_schema, LEDGER_TABLE)),
+                        {"queues": physical_queues}).fetchall()
+    return {row[1]: RecordedChange(row[0], row[1], row[2], row[3], row[4], frozenset(row[5]), row[6], row[7])
+            for row in rows}
+
+
+# ---------------------------------------------------------------------------
+# The transaction itself, and other sessions
+
+
+ASSIGNED_TRANSACTION_ID_SQL = "SELECT pg_current_xact_id_if_assigned()"
+
+
+def fetch_assigned_transaction_id(conn) -> int | None:
+    """The current transaction's id, or None while it has written nothing (reading assigns none)."""
+    value = conn.execute(ASSIGNED_TRANSACTION_ID_SQL).fetchone()[0]
+    return None if value is None else int(value)
+
+
+# Sessions that can hold up our statements: writers of awa.queue_meta, holders of advisory
+# locks (our per-queue lock, Awa's lane locks), and DDL (locks that conflict with reads or
+# writes) on relations of the Awa and ledger schemas, for example a running `awa migrate`.
+LOCK_HOLDERS_SQL = """
+SELECT a.pid, a.usename, a.application_name, a.state,
+       round(extract(epoch FROM now() - a.xact_start))::int,
+       left(regexp_replace(coalesce(a.query, ''), '\\s+', ' ', 'g'), 120)
+FROM pg_stat_activity AS a
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid() AND a.xact_start IS NOT NULL
+  AND EXISTS (
+      SELECT 1 FROM pg_locks AS l LEFT JOIN pg_class AS c ON l.locktype = 'relation' AND c.oid = l.relation
+      WHERE l.pid = a.pid AND l.granted
+        AND (l.locktype = 'advisory'
+             OR (c.oid = to_regclass('awa.queue_meta') AND l.mode <> 'AccessShareLock')
+             OR (c.relnamespace IN (SELECT oid FROM pg_namespace WHERE nspname = ANY(%(schemas)s::text[]))
+                 AND l.mode IN ('ShareLock', 'ShareRowExclusiveLock', 'ExclusiveLock', 'AccessExclusiveLock'))))
+ORDER BY a.xact_start
+LIMIT 5
+"""
+
+
+def describe_lock_holders(conn, schemas: list[str]) -> str:
+    """Who holds locks that can hold up our statements on ``schemas`` (for a lock-timeout message)."""
+    rows = conn.execute(LOCK_HOLDERS_SQL, {"schemas": list(schemas)}).fetchall()
+    if not rows:
+        return "No session holding such a lock is visible any more."
+    holders = "; ".join(
+        f"pid {pid} (user {user}, application {app or '-'}, {state}, transaction open {age}s: {query!r})"
+        for pid, user, app, state, age, query in rows)
+    return (f"Sessions that may hold it (writers of awa.queue_meta, advisory locks, DDL in schemas "
+            f"{', '.join(schemas)}): {holders}.")

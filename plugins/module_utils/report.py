@@ -10,7 +10,7 @@ from ansible_collections.awa.operations.plugins.module_utils import convergence
 from ansible_collections.awa.operations.plugins.module_utils.introspect import LaneDepth, QueueState, Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.naming import ordering_contract
-from ansible_collections.awa.operations.plugins.module_utils.planner import StripeLayout
+from ansible_collections.awa.operations.plugins.module_utils.preconditions import StripeLayout
 
 EXAMPLES_SHOWN = 3
 
@@ -32,7 +32,7 @@ def straggler_view(straggler: convergence.Straggler) -> dict:
             "version": runtime.version, "started_at": runtime.started_at.isoformat(),
             "seconds_since_start": round(runtime.seconds_since_start, 1),
             "seconds_since_seen": round(runtime.seconds_since_seen, 1),
-            "physical_queue": straggler.physical_queue, "reason": straggler.reason}
+            "physical_queue": straggler.physical_queue, "reason": straggler.verdict.reason}
 
 
 def describe_runtime(view: dict) -> str:
@@ -93,7 +93,9 @@ def _grant_findings(queue: str, lanes: list, runtime_roles: tuple[str, ...]) -> 
             f"sequences (e.g. {', '.join(sorted(entry['sequences'])[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
             f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
             f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {role}.")
-    for owner, count in sorted(owners.items()):
+    # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
+    # granting them needs their owner (or a member). Once granted, the ownership is no longer a finding.
+    for owner, count in sorted(owners.items()) if missing else []:
         if owner in runtime_roles:
             findings.append(
                 f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
@@ -133,8 +135,8 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
                         "so their depth is unknown. Connect as their owner or a member of it.")
     for straggler in verdict.stragglers:
-        if "outside awa_enqueue_shards" in straggler.reason:
-            findings.append(f"{straggler.physical_queue}: {straggler.reason}; re-apply the count with "
+        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
+            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
                             "awa.operations.awa_enqueue_shards so the change is recorded.")
             break
     depth_values = [lane["ready_depth"] for lane in lanes]
@@ -144,6 +146,7 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         "stripes": layout.stripes,
         "physical_queues": list(layout.physical_queues),
         "enqueue_shards": current,
+        "paused": any(queue in state.paused for queue in layout.physical_queues),
         "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
         f"mixed: the physical queues have different counts {current}",
         "converged": verdict.complete,
@@ -201,6 +204,8 @@ def summary_lines(report: dict) -> list[str]:
     for queue in report["physical_queues"]:
         prefix = f"  {queue}: " if len(report["physical_queues"]) > 1 else "  "
         lines.append(prefix + _depth_text(report["shards"], queue))
+    if report["paused"]:
+        lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {report['queue']})")
     lines.append(f"  converged: {'yes' if report['converged'] else 'no'}; drained: "
                  f"{'yes' if report['drained'] else 'no'}"
                  + (f"; {len(report['findings'])} finding(s)" if report["findings"] else ""))

@@ -9,22 +9,33 @@
         info = read_shards_info(conn, queue="orders")
         print("\\n".join(info["summary_lines"]))
 
-Each read is a REPEATABLE READ, READ ONLY transaction of a fixed number of
-statements; only the lane depths of more than a thousand lanes are read in
-further transactions of a thousand lanes each, because reading a lane's
-cursors locks its sequences until the transaction ends.
+Each read takes the state (counts, lanes, grants, runtimes, the ledger, and
+the depths of the first thousand lanes) in one REPEATABLE READ, READ ONLY
+transaction of a fixed number of statements. The depths of further lanes are
+read in further READ ONLY transactions of at most a thousand lanes each,
+because reading a lane's cursors locks its two sequences until the
+transaction ends. Every transaction sets ``lock_timeout``: reads take only
+ACCESS SHARE locks, so they wait only behind DDL (for example an ``awa
+migrate`` holding ACCESS EXCLUSIVE), and fail with ``LockTimeout`` naming the
+holder rather than wait for it. A wait stops at the first poll that fails so.
 """
 
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Callable
+from typing import ContextManager
 
-from ansible_collections.awa.operations.plugins.module_utils import introspect, ledger, planner, report, waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, translated_errors
+from ansible_collections.awa.operations.plugins.module_utils import introspect, ledger, report, waiters
+from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    DEFAULT_LOCK_TIMEOUT,
+    transaction,
+    validate_lock_timeout,
+)
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed, WaitTimeout
 from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue, validate_queue_name
+from ansible_collections.awa.operations.plugins.module_utils.preconditions import check_installation, resolve_stripes
 
 
 DEFAULT_WAIT_TIMEOUT = 300.0
@@ -45,10 +56,13 @@ def info_argument_spec() -> dict:
         "known_runtimes": {"type": "list", "elements": "str", "default": []},
         "expected_new_runtimes": {"type": "int", "default": 0},
         "ledger_schema": {"type": "str", "default": ledger.DEFAULT_SCHEMA},
+        "lock_timeout": {"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
     }
 
 
-def validate_wait(timeout: float, sleep: float) -> None:
+def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> None:
+    """The info module's numeric options (wait_timeout, wait_sleep, lock_timeout), checked before connecting."""
+    validate_lock_timeout(lock_timeout)
     if not 0 <= timeout <= 86400:
         raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
     if not 0.1 <= sleep <= 3600:
@@ -64,7 +78,8 @@ def progress_line(info: dict) -> str:
         beyond = queue_view["depth_beyond_count"]
         parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
                      f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards, "
-                     f"{'?' if beyond is None else beyond} ready beyond the count")
+                     f"{'?' if beyond is None else beyond} ready beyond the count"
+                     + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else ""))
     return "; ".join(parts) or "no queues"
 
 
@@ -74,16 +89,18 @@ def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int |
     A stripe layout that cannot be resolved is an error for a queue asked for
     by name, and a finding when every queue is scanned.
     """
+    if selected == ():
+        return {}, []
     if selected is not None and len(selected) == 1:
         known = introspect.fetch_known_queue_names(conn, schema, selected[0])
-        return {selected[0]: planner.resolve_stripes(selected[0], stripes, known)}, []
+        return {selected[0]: resolve_stripes(selected[0], stripes, known)}, []
     grouped: dict[str, list[str]] = defaultdict(list)
     for name in introspect.fetch_all_queue_names(conn, schema):
         grouped[logical_queue(name)].append(name)
     layouts, findings = {}, []
     for logical in sorted(grouped) if selected is None else selected:
         try:
-            layouts[logical] = planner.resolve_stripes(logical, None, grouped.get(logical, []))
+            layouts[logical] = resolve_stripes(logical, None, grouped.get(logical, []))
         except PreconditionFailed as exc:
             if selected is not None:
                 raise
@@ -109,22 +126,33 @@ def depth_chunks(physical: list[str], state: introspect.QueueState) -> list[list
     return chunks
 
 
+def _read_only_transaction(conn, selected: tuple[str, ...] | None, ledger_schema: str,
+                           lock_timeout: float) -> ContextManager[None]:
+    what = ", ".join(map(repr, selected)) if selected else "the runtimes" if selected == () else "every queue"
+    return transaction(conn, f"reading the shard state of {what}", lock_timeout=lock_timeout, read_only=True,
+                       repeatable_read=True,
+                       on_lock_timeout=lambda: introspect.describe_lock_holders(conn, ["awa", ledger_schema]))
+
+
 def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
-          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int) -> dict:
-    installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
-    warnings = planner.check_installation(installation, runtime_roles)
-    schema = installation.queue_storage_schema
-    layouts, findings = _layouts(conn, schema, selected, stripes)
-    physical = [name for layout in layouts.values() for name in layout.physical_queues]
-    state = introspect.fetch_queue_state(conn, schema, physical, list(runtime_roles))
-    runtimes = introspect.fetch_runtimes(conn)
-    changes = ledger.fetch_latest_changes(conn, ledger_schema, physical) if installation.ledger_exists else {}
-    depths = []
-    for chunk in depth_chunks(physical, state):
-        depths += introspect.fetch_lane_depths(conn, schema, chunk)
-        # Reading a lane's cursors locks its two sequences until the transaction ends:
-        # end it after each chunk so thousands of lanes cannot exhaust the lock table.
-        conn.rollback()
+          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int, lock_timeout: float) -> dict:
+    with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
+        installation = introspect.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
+        read_at = introspect.fetch_database_clock(conn)
+        warnings = check_installation(installation, runtime_roles)
+        schema = installation.queue_storage_schema
+        layouts, findings = _layouts(conn, schema, selected, stripes)
+        physical = [name for layout in layouts.values() for name in layout.physical_queues]
+        state = introspect.fetch_queue_state(conn, schema, physical, list(runtime_roles))
+        runtimes = introspect.fetch_runtimes(conn)
+        changes = introspect.fetch_latest_changes(conn, ledger_schema, physical) if installation.ledger_exists else {}
+        chunks = depth_chunks(physical, state)
+        depths = introspect.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
+    # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
+    # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
+    for chunk in chunks[1:]:
+        with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
+            depths += introspect.fetch_lane_depths(conn, schema, chunk)
     if not installation.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
@@ -147,6 +175,7 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
                     if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     return {
         "changed": False,
+        "read_at": read_at.isoformat(),
         "new_runtimes": new_runtimes,
         "expected_new_runtimes": expected_new_runtimes,
         "converged": all(q["converged"] for q in queues.values()),
@@ -163,32 +192,23 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
 def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
-                     expected_new_runtimes: int = 0) -> dict:
-    """One consistent, read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
+                     expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> dict:
+    """A read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
 
     ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
-    (instance ids seen before a restart), for ``wait: restarted``.
+    (instance ids seen before a restart), for ``wait: restarted``. Raises
+    ``LockTimeout`` when a lock is not granted within ``lock_timeout`` seconds.
     """
     if queue is not None and queues:
         raise InvalidRequest("give queue or queues, not both")
-    selected = (queue,) if queue is not None else tuple(dict.fromkeys(queues)) if queues else None
+    # No queue named: every queue. An empty list of queues: none, only the runtimes.
+    selected = (queue,) if queue is not None else tuple(dict.fromkeys(queues)) if queues is not None else None
     for name in selected or ():
         validate_queue_name(name)
     if stripes is not None and (selected is None or len(selected) != 1):
         raise InvalidRequest("stripes applies to one queue: set queue too (stripes are detected for every queue)")
-    conn.rollback()
-    conn.read_only = True
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
-    what = ", ".join(map(repr, selected)) if selected else "every queue"
-    try:
-        with translated_errors(f"reading the shard state of {what}"):
-            return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
-                         frozenset(known_runtimes), expected_new_runtimes)
-    finally:
-        if not conn.closed:
-            conn.rollback()
-            conn.read_only = False
-            conn.isolation_level = None
+    return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
+                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout)
 
 
 def timeout_message(wait: str, info: dict, elapsed: float) -> str:
@@ -213,6 +233,10 @@ def timeout_message(wait: str, info: dict, elapsed: float) -> str:
             if beyond is None:
                 problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
                 advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")
+            elif queue_view["paused"]:
+                problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count, and the "
+                                "queue is paused: nothing drains until it is resumed")
+                advice.append(f"resume the queue (awa queue resume {name}) when the pause is over")
             else:
                 problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count")
                 advice.append("make sure workers serve the queue, or wait longer")
@@ -223,7 +247,12 @@ def timeout_message(wait: str, info: dict, elapsed: float) -> str:
 
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
                          on_poll: Callable[[dict, float], None] | None = None, **read_args) -> dict:
-    """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise."""
+    """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
+
+    A poll that is not granted a lock within ``lock_timeout`` ends the wait at
+    once with its ``LockTimeout``: something holds Awa's tables (DDL), the
+    state cannot be seen, and the operator must know rather than wait blind.
+    """
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
     if wait == "none":

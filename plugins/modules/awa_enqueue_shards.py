@@ -34,7 +34,9 @@ attributes:
     support: full
     details:
       - Runs the same reads in a READ ONLY transaction and returns the statements, diff and
-        C(changed) the real run would produce. It never writes and takes no locks.
+        C(changed) the real run would produce. It never writes. It takes no advisory lock, only the
+        C(ACCESS SHARE) locks of its reads, and like a real run it waits at most O(lock_timeout) for any of
+        them (for example behind an C(awa migrate) holding C(ACCESS EXCLUSIVE) on an Awa table).
   diff_mode:
     support: full
     details:
@@ -98,8 +100,9 @@ options:
   lock_timeout:
     description:
       - Seconds to wait for any lock (another run on the same queue, a lane being created by Awa, the
-        C(awa.queue_meta) row). When reached, the run fails, names the sessions holding locks if it can
-        see them, and changes nothing. V(0) waits without limit.
+        C(awa.queue_meta) row, or DDL such as a running C(awa migrate)), in a real run and in check mode.
+        When reached, the run fails, names the sessions holding locks if it can see them, and changes
+        nothing. V(0) waits without limit.
     type: float
     default: 5
   ledger:
@@ -225,14 +228,42 @@ ordering:
   sample: "partitioned FIFO: FIFO per (queue, priority, shard) across 8 shards; use ordering_key for per-key FIFO"
 queries:
   description:
-    - The statements that change the database, with their values bound, in the order they run (reads are
-      not listed). In check mode, the statements the real run would execute. Empty when nothing changes.
+    - The statements the change runs for its plan, with their values bound, in the order they run - Awa's
+      lane advisory locks, the head rows of lanes on shards producers cannot route to yet (their triggers create
+      the lane sequences), repairs of lane sequences, the ledger table on first use, the lane rows, the head rows
+      of lanes producers can already route to, the grants, the ledger row, and last the C(awa.queue_meta)
+      upsert. In check mode, the statements the real run would execute. Empty when nothing changes.
+    - Not listed are the C(lock_timeout) setting and the per-queue advisory lock every real run takes first, and the
+      reads - those the plan is made from, and the re-read that verifies the lanes and grants before the ledger row.
+    - The sample is a real run raising queue C(orders) from 1 to 2 shards, its shard-0 lanes complete, without
+      O(runtime_roles) (so without grants), the ledger existing.
   returned: always
   type: list
   elements: str
   sample:
     - >-
-      INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, 8::smallint FROM unnest('{orders}'::text[]) AS q
+      SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', 'awa'::text, q, p, s), 0)))
+      FROM (SELECT q, p, s FROM unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::int[],
+      '{1,1,1,1}'::int2[]::int[]) WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered
+    - >-
+      INSERT INTO "awa"."queue_enqueue_heads" (queue, priority, enqueue_shard) SELECT * FROM
+      unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[], '{1,1,1,1}'::int2[]::smallint[])
+      ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING
+    - >-
+      INSERT INTO "awa"."queue_claim_heads" (queue, priority, enqueue_shard) SELECT * FROM
+      unnest('{orders,orders,orders,orders}'::text[], '{1,2,3,4}'::int2[]::smallint[], '{1,1,1,1}'::int2[]::smallint[])
+      ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING
+    - >-
+      INSERT INTO "awa_operations"."enqueue_shards_changes" (queue, physical_queues, stripes, from_shards, to_shards,
+      lanes_created, grants_added, runtime_roles, live_runtime_ids, reason)
+      SELECT CAST('orders' AS text), '{orders}'::text[], CAST(1 AS int), CAST('{"orders": 1}' AS jsonb),
+      CAST(2 AS smallint), CAST(4 AS int), CAST(0 AS int), '{}'::text[],
+      ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE NOT ri.shutting_down
+      AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
+      >= now() ORDER BY ri.instance_id), CAST(NULL AS text)
+      RETURNING id, changed_at, cardinality(live_runtime_ids)
+    - >-
+      INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, CAST(2 AS smallint) FROM unnest('{orders}'::text[]) AS q
       ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards RETURNING queue, enqueue_shards
 diff:
   description: Before and after, per physical queue.
@@ -298,21 +329,21 @@ duration:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
     connection_argument_spec,
     open_connection,
+    validate_lock_timeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
-    DEFAULT_LOCK_TIMEOUT,
     change_enqueue_shards,
     change_many_queues,
 )
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request, validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request, validate_requests
 
-MAX_LOCK_TIMEOUT = 3600
 # One queue (queue, shards[, stripes]) or a list of them (queues).
 ARGUMENT_RULES = {
     "required_one_of": [("queue", "queues")],
@@ -352,9 +383,7 @@ def main() -> None:
                                          params["runtime_roles"], params["ledger"])]
         else:
             requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
-        if not 0 <= params["lock_timeout"] <= MAX_LOCK_TIMEOUT:
-            raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, "
-                                 f"got {params['lock_timeout']}")
+        validate_lock_timeout(params["lock_timeout"])
         options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
                    "ledger_schema": params["ledger_schema"], "reason": params["reason"]}
         with open_connection(params) as conn:

@@ -21,7 +21,11 @@ description:
     that reports its count (a future Awa) is judged by that report.
   - Can wait until every live runtime has converged, or until the shards at or above the count have drained
     (which implies converged first). Each poll prints a progress line.
-  - Never writes. Each look is one consistent READ ONLY transaction with a fixed number of statements.
+  - Never writes. Each look reads the state in one REPEATABLE READ, READ ONLY transaction with a fixed number of
+    statements; the ready depths of lanes beyond the first thousand are read in further READ ONLY transactions of
+    at most a thousand lanes each (reading a lane's cursors locks its sequences until the transaction ends).
+  - The reads take only C(ACCESS SHARE) locks, so they wait only behind DDL (for example an C(awa migrate) holding
+    C(ACCESS EXCLUSIVE) on an Awa table), and never longer than O(lock_timeout).
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -37,6 +41,7 @@ options:
   queues:
     description:
       - Several logical queues to report on (and wait for) in one read; their stripes are detected.
+      - An empty list reports no queue, only the runtimes (enough for O(wait=restarted)).
       - Mutually exclusive with O(queue).
     type: list
     elements: str
@@ -67,6 +72,8 @@ options:
   wait_timeout:
     description:
       - Seconds to wait in total, over all queues. V(0) looks once.
+      - A poll that starts just before the deadline still finishes, so a wait can last up to one poll longer
+        (its lock waits bounded by O(lock_timeout)).
     type: float
     default: 300
   wait_sleep:
@@ -97,6 +104,15 @@ options:
       - How many new runtimes O(wait=restarted) waits for.
     type: int
     default: 0
+  lock_timeout:
+    description:
+      - Seconds each read waits for a lock, in every transaction of the read. When reached, the task fails at once,
+        names the sessions holding locks if it can see them (for example a running C(awa migrate)), and writes
+        nothing. V(0) waits without limit.
+      - With O(wait), a poll that reaches it ends the wait with that failure at once; it is not retried until
+        O(wait_timeout), since the state cannot be seen while the lock is held.
+    type: float
+    default: 5
 notes:
   - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the
     owner); lanes it cannot read are reported with unknown depth, not as errors.
@@ -169,6 +185,10 @@ queues:
     enqueue_shards:
       description: The current count of each physical queue.
       type: dict
+    paused:
+      description: Whether a physical queue of it is paused (C(awa queue pause)); its workers claim nothing, so
+        nothing drains until it is resumed.
+      type: bool
     ordering:
       description: The ordering contract of that count.
       type: str
@@ -237,6 +257,11 @@ queues:
       drained: false
       runtimes_live: 2
       runtimes_converged: 1
+read_at:
+  description: The database's clock when the (last) read began, ISO 8601.
+  returned: always
+  type: str
+  sample: "2026-11-30T16:39:40.123456+00:00"
 runtimes:
   description: Every runtime snapshot row - C(instance_id), C(hostname), C(pid), C(version), C(started_at),
     C(last_seen_at), C(live), C(stale), C(shutting_down), C(healthy), C(leader), C(seconds_since_start),
@@ -306,7 +331,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOp
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
     info_argument_spec,
-    validate_wait,
+    validate_read_options,
     wait_for_shards_info,
 )
 
@@ -324,13 +349,14 @@ def main() -> None:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params
     try:
-        validate_wait(params["wait_timeout"], params["wait_sleep"])
+        validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
         with open_connection(params) as conn:
             info = wait_for_shards_info(
                 conn, params["wait"], params["wait_timeout"], params["wait_sleep"], queue=params["queue"],
                 queues=params["queues"], stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
                 ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
-                known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"])
+                known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"],
+                lock_timeout=params["lock_timeout"])
     except WaitTimeout as exc:
         for warning in exc.result.pop("warnings", []):
             module.warn(warning)

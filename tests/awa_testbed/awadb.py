@@ -2,7 +2,7 @@
 
 ``awa migrate`` (awa-cli) runs once per server and Awa version into a template
 database; each test then gets ``CREATE DATABASE ... TEMPLATE`` (fast). A fresh
-0.6.9 database stays on the canonical engine after migrate (awa-facts.md §1),
+0.6.9 database stays on the canonical engine after migrate (docs/awa-internals.md §1),
 so the "active" templates also run ``awa.storage_auto_finalize_if_fresh``.
 """
 
@@ -87,13 +87,17 @@ class AwaDatabase:
             args.update(login_user=self.roles[role].name, login_password=self.roles[role].password)
         return args
 
-    def setup_least_privilege(self, runtime_count: int = 2, awa_0_6_9_schema_create: bool = True) -> None:
+    def setup_least_privilege(self, runtime_count: int = 2, awa_0_6_9_schema_create: bool = True,
+                              migrator_in_runtime_roles: bool = False) -> None:
         """Roles as in Awa's docs/security.md: owner, migrator, runtime(s).
 
         Ownership of every object moves to the owner role (security.md §3) and
         the runtimes get exactly the documented grants (§4). Awa 0.6.9 also
-        needs CREATE on the schema for its lane triggers (awa-facts.md §7); that
+        needs CREATE on the schema for its lane triggers (docs/awa-internals.md §7); that
         extra grant is made only when ``awa_0_6_9_schema_create`` is true.
+        ``migrator_in_runtime_roles`` makes the migrator a member of each
+        runtime role, as the runbook tells operators: it can then read and
+        re-grant the lanes a runtime created lazily as its own role.
         """
         prefix = self.name
         owner = DbRole(f"{prefix}_owner", None)
@@ -116,6 +120,9 @@ class AwaDatabase:
                     migrator=sql.Identifier(migrator.name)))
                 if awa_0_6_9_schema_create:
                     conn.execute(sql.SQL("GRANT CREATE ON SCHEMA awa TO {}").format(sql.Identifier(runtime.name)))
+                if migrator_in_runtime_roles:
+                    conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(runtime.name),
+                                                                  sql.Identifier(migrator.name)))
         self.roles["owner"] = owner
         self.roles["migrator"] = migrator
         for index, runtime in enumerate(runtimes):

@@ -7,6 +7,9 @@
                         programs, live runtimes, the queue's shard count, jobs
     enqueue --state DIR --count N
                         enqueue N jobs into the queue at once (a backlog)
+    started --state DIR PROGRAM
+                        when PROGRAM's current process started, as unix
+                        seconds (the role's enqueue_shards_status_command)
     down --state DIR    stop and delete everything ``up`` made
     reap [--run ID]     stop every detached server/supervisord the test bed
                         registered (for one run id, or all of them)
@@ -18,11 +21,15 @@ import argparse
 import os
 import shutil
 import signal
+import sys
 
 from pathlib import Path
 
+import psutil
+
 from . import environment, lifecycle, producer
 from .status import status
+from .supervisor import Supervisor
 
 
 def reap(run_id: str | None) -> int:
@@ -61,6 +68,9 @@ def build_parser() -> argparse.ArgumentParser:
     burst = commands.add_parser("enqueue", help="enqueue jobs into the queue at once")
     burst.add_argument("--state", type=Path, required=True)
     burst.add_argument("--count", type=int, required=True)
+    starter_time = commands.add_parser("started", help="when a program's current process started (unix seconds)")
+    starter_time.add_argument("--state", type=Path, required=True)
+    starter_time.add_argument("program")
     stopper = commands.add_parser("down", help="stop and delete what up started")
     stopper.add_argument("--state", type=Path, required=True)
     reaper = commands.add_parser("reap", help="stop detached processes left by a run")
@@ -76,6 +86,16 @@ def enqueue(state_dir: Path, count: int) -> int:
                           "--concurrency", "8", "--connections", "8", "--name", f"burst-{os.getpid()}"])
 
 
+def started(state_dir: Path, program: str) -> int:
+    """Print when ``program``'s process started; exit 1 when it does not run."""
+    pid = Supervisor(state_dir).program_pid(program)
+    if pid is None:
+        print(f"{program} is not running", file=sys.stderr)
+        return 1
+    print(f"{psutil.Process(pid).create_time():.3f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "up":
@@ -89,6 +109,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "enqueue":
         return enqueue(args.state, args.count)
+    if args.command == "started":
+        return started(args.state, args.program)
     if args.command == "down":
         environment.down(args.state)
         return 0

@@ -45,6 +45,16 @@ def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60
     raise RuntimeError(f"runtimes {sorted(set(pids) - seen)} did not publish a snapshot within {timeout}s")
 
 
+def wait_for_first_jobs(db: AwaDatabase, producers: int, timeout: float = 60.0) -> None:
+    """Until every application has enqueued: its first write creates the lane lazily, which changes the catalog."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if db.scalar("SELECT count(DISTINCT producer) FROM testbed.enqueued") >= producers:
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"the {producers} applications did not enqueue within {timeout}s")
+
+
 def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", produce_rate: float = 5.0,
        database: str = "awa_demo", handler_ms: int = 0) -> dict:
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -52,7 +62,9 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
     server = PgServer(major)
     server.start(detached=True)
     db = AwaDatabaseFactory(server).create(name=database)
-    db.setup_least_privilege(runtime_count=1)
+    # As the runbook sets it up: the migrator is a member of the runtime role, so it can read and re-grant
+    # the lanes the applications create lazily before any change.
+    db.setup_least_privilege(runtime_count=1, migrator_in_runtime_roles=True)
 
     env_file = state_dir / "awa-app.env"
     supervisor = Supervisor(state_dir)
@@ -61,6 +73,8 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
     supervisor.start()
     pids = [supervisor.program_pid(p.name) for p in programs]
     wait_for_live_runtimes(db, [pid for pid in pids if pid])
+    if produce_rate:
+        wait_for_first_jobs(db, apps)
 
     migrator = db.roles["migrator"]
     state = {

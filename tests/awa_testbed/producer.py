@@ -4,7 +4,7 @@
         [--batch 1] [--rate 50] [--burst 1] [--count 0] [--keyed] [--scheduled-every 0]
         [--stripes 1] [--name p1] [--summary PATH] [--gate PATH] [--no-record-enqueued]
 
-Modes are the three enqueue paths of awa-pg 0.6.9 (awa-facts.md §6):
+Modes are the three enqueue paths of awa-pg 0.6.9 (docs/awa-internals.md §6):
 ``insert`` and ``insert_many_copy`` go through SQL ``insert_job_compat``,
 ``enqueue_many_copy`` through direct COPY into queue storage.
 

@@ -3,7 +3,7 @@
 They run the change through the collection's Python API or through real
 Ansible, and read what an Awa operator would look at: ``awa.queue_meta``, the
 lanes (head rows and their sequences), the change ledger and the exact ready
-depth per shard (awa-facts.md §9).
+depth per shard (docs/awa-internals.md §9).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import o
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
@@ -146,7 +146,7 @@ GROUP BY 1
 
 
 def ready_depth_by_shard(db: AwaDatabase, queue: str) -> dict[int, int]:
-    """shard -> jobs ready to claim, counted the way Awa counts them (awa-facts.md §9)."""
+    """shard -> jobs ready to claim, counted the way Awa counts them (docs/awa-internals.md §9)."""
     return dict(db.query(READY_DEPTH_SQL, (queue,)))
 
 
@@ -246,7 +246,7 @@ def ansible_command(program: str, *args: str, env_extra: dict[str, str] | None =
     """Run ``ansible``/``ansible-playbook`` from this interpreter's environment."""
     executable = Path(sys.executable).parent / program
     return subprocess.run([str(executable), *args], env={**ansible_env(), **(env_extra or {})}, capture_output=True,
-                          text=True, timeout=120, check=False)
+                          text=True, timeout=300, check=False)
 
 
 def ansible_adhoc(module_args: dict, *flags: str) -> tuple[subprocess.CompletedProcess, dict]:

@@ -34,7 +34,7 @@ from enqueue_shards_support import (
     wait_until,
 )
 
-# Producers that together use every enqueue path of awa-pg 0.6.9 (awa-facts.md §6):
+# Producers that together use every enqueue path of awa-pg 0.6.9 (docs/awa-internals.md §6):
 # SQL insert_job_compat (shard = backend pid % S, one per pool connection) and
 # keyed direct COPY (shard = hash(key) % S, so every shard gets jobs).
 LOAD_PRODUCERS = {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -12,10 +13,13 @@ from psycopg import sql
 
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.errors import WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.errors import LockTimeout, WaitTimeout
 from ansible_collections.awa.operations.plugins.module_utils import shards_info
 
-from enqueue_shards_support import ansible_command, change, info
+from enqueue_shards_support import ansible_command, change, info, session_holding, snapshot
+
+# What an `awa migrate` holds on the table it alters: even reads wait for it.
+DDL_LOCK = "LOCK TABLE awa.queue_enqueue_heads IN ACCESS EXCLUSIVE MODE"
 
 
 def run_info_module(module_args: str):
@@ -113,6 +117,12 @@ def test_lanes_a_runtime_role_created_itself_are_flagged(awa_db, fleet):
     assert [entry["role"] for entry in found["grants"]["missing"]] == [runtime2]
     assert any(f"owned by runtime role {runtime1}" in finding for finding in found["findings"])
 
+    # Once every runtime role is granted, the ownership is no longer a finding (it was reported on every run).
+    change(awa_db, "lazy", 1, runtime_roles=[runtime1, runtime2])
+    after = info(awa_db, queue="lazy", runtime_roles=[runtime1, runtime2])["queues"]["lazy"]
+    assert after["grants"]["sequence_owners"][runtime1] == 2
+    assert (after["grants"]["missing"], after["findings"]) == ([], [])
+
 
 def test_a_snapshot_that_reports_its_count_is_judged_by_it(awa_db):
     """No released Awa publishes its shard count yet: these rows are simulated, standing in for one that does."""
@@ -157,7 +167,9 @@ def test_ansible_wait_prints_progress_every_poll_and_fails_naming_the_straggler(
     login = " ".join(f"{key}={value}" for key, value in awa_db.login_args().items())
     failed = run_info_module(f"{login} queue=ansible_q wait=converged wait_timeout=3 wait_sleep=1")
     assert failed.returncode != 0
-    assert failed.stdout.count("waiting until converged: ansible_q: 0/1 runtimes on 2 shards") >= 2
+    # One line per poll; how many polls fit in wait_timeout depends on how fast the machine runs a module.
+    polls = int(re.search(r'"polls": (\d+)', failed.stdout).group(1))
+    assert failed.stdout.count("waiting until converged: ansible_q: 0/1 runtimes on 2 shards") == polls >= 1
     assert f"pid {worker.pid}" in failed.stdout and "Timed out after" in failed.stdout
 
     worker.restart()
@@ -176,3 +188,30 @@ def test_depths_of_many_lanes_are_read_a_thousand_lanes_per_transaction(awa_db, 
     for queue in ("chunk_a", "chunk_b", "chunk_c"):
         assert everything["queues"][queue]["ready_depth"] == 20
         assert sum(row["ready_depth"] for row in everything["queues"][queue]["shards"]) == 20
+
+
+@pytest.mark.parametrize("wait", ["none", "converged"])
+def test_a_read_behind_ddl_fails_at_lock_timeout_naming_the_holder_and_a_wait_stops_there(awa_db, wait):
+    change(awa_db, "behind_ddl", 2)
+    before = snapshot(awa_db)
+    # The pool outlives the lock: a read that waited for the lock would end once the lock is released.
+    with ThreadPoolExecutor(max_workers=1) as pool, session_holding(awa_db, DDL_LOCK) as holder_pid:
+        reading = pool.submit(info, awa_db, queue="behind_ddl", wait=wait, timeout=600, lock_timeout=1)
+        with pytest.raises(LockTimeout) as failure:
+            reading.result(timeout=60)  # far below wait_timeout
+    message = failure.value.message
+    assert message.startswith("reading the shard state of 'behind_ddl': a lock was not granted within lock_timeout "
+                              "(1s: canceling statement due to lock timeout)")
+    assert f"pid {holder_pid} " in message and DDL_LOCK in message
+    assert snapshot(awa_db) == before
+
+
+def test_ansible_reads_behind_ddl_fail_at_lock_timeout_without_waiting_out_wait_timeout(awa_db):
+    change(awa_db, "behind_ddl", 2)
+    login = " ".join(f"{key}={value}" for key, value in awa_db.login_args().items())
+    with session_holding(awa_db, DDL_LOCK) as holder_pid:
+        # ansible_command gives up after 120 s, far below wait_timeout.
+        failed = run_info_module(f"{login} queue=behind_ddl wait=converged wait_timeout=600 lock_timeout=1")
+    assert failed.returncode != 0
+    assert "a lock was not granted within lock_timeout (1s" in failed.stdout and f"pid {holder_pid} " in failed.stdout
+    assert "waiting until converged" not in failed.stdout, "the first poll failed: no progress line"

@@ -1,7 +1,7 @@
 """Least privilege: the module run by Awa's migrator role, for two runtime roles.
 
 Roles as in Awa's docs/security.md (owner, migrator, runtime1, runtime2), plus
-the CREATE on schema awa that Awa 0.6.9's lane triggers need (awa-facts.md §7).
+the CREATE on schema awa that Awa 0.6.9's lane triggers need (docs/awa-internals.md §7).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ def test_the_migrator_provisions_lanes_both_runtime_roles_use_including_one_a_ru
 def test_awa_0_6_9_runtimes_also_need_create_on_schema_awa(awa_db, fleet):
     """With only the grants of Awa's docs/security.md, runtimes cannot enqueue even on
     lanes the module provisioned and granted: 0.6.9's head trigger runs CREATE SEQUENCE
-    IF NOT EXISTS for every insert (awa-facts.md §7, T2)."""
+    IF NOT EXISTS for every insert (docs/awa-internals.md §7)."""
     awa_db.setup_least_privilege(runtime_count=1, awa_0_6_9_schema_create=False)
     runtime = awa_db.roles["runtime1"].name
     result = change(awa_db, "docs", 2, role="migrator", runtime_roles=[runtime])

@@ -5,17 +5,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
 
 from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    DatabaseError,
     InvalidRequest,
     LockTimeout,
     PreconditionFailed,
 )
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from enqueue_shards_support import (
     change,
@@ -25,6 +30,7 @@ from enqueue_shards_support import (
     refused,
     session_holding,
     shard_counts,
+    snapshot,
 )
 
 
@@ -137,6 +143,33 @@ def test_a_lock_held_too_long_fails_within_lock_timeout_naming_the_holder(awa_db
     assert 1 <= elapsed < 4, f"failed after {elapsed:.1f}s with lock_timeout=1"
     assert f"pid {holder_pid} " in error.message and "Nothing was changed" in error.message
     assert shard_counts(awa_db) == {"locked": 2}
+
+
+# What an `awa migrate` holds on the table it alters: even reads wait for it.
+DDL_LOCK = "LOCK TABLE awa.queue_meta IN ACCESS EXCLUSIVE MODE"
+
+
+def test_check_mode_behind_ddl_fails_at_lock_timeout_naming_the_holder(awa_db):
+    change(awa_db, "behind_ddl", 2)
+    before = snapshot(awa_db)
+    # The pool outlives the lock: a run that waited for the lock would end once the lock is released.
+    with ThreadPoolExecutor(max_workers=1) as pool, session_holding(awa_db, DDL_LOCK) as holder_pid:
+        checking = pool.submit(change, awa_db, "behind_ddl", 4, check_mode=True, lock_timeout=1)
+        with pytest.raises(LockTimeout) as failure:
+            checking.result(timeout=60)
+    assert failure.value.message.startswith(
+        "changing enqueue_shards of queue 'behind_ddl': a lock was not granted within lock_timeout (1s")
+    assert f"pid {holder_pid} " in failure.value.message and DDL_LOCK in failure.value.message
+    assert snapshot(awa_db) == before
+
+
+def test_an_error_raised_in_this_process_is_not_reported_as_a_lost_connection(awa_db):
+    before = snapshot(awa_db)
+    with open_connection(awa_db.login_args()) as conn, pytest.raises(DatabaseError) as failure:
+        change_enqueue_shards(conn, validate_request("orders", 4), reason="nul\x00byte")
+    assert "connection was lost" not in failure.value.message
+    assert "NUL (0x00)" in failure.value.message and "before the statement reached the database" in failure.value.message
+    assert snapshot(awa_db) == before
 
 
 TRICKY_QUEUE_NAMES = {

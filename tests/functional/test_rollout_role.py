@@ -1,17 +1,20 @@
 """The role awa.operations.enqueue_shards through its playbook, on a whole test bed.
 
 PostgreSQL 18, a least-privilege Awa database and two Awa applications
-(worker runtime and producer) under supervisord, as in the demo. These tests
-cover what the role refuses before it changes anything, and a rolling restart
-whose first batch does not come back: the rollout stops there, and the next
-run finishes it. The happy path (check mode, raise, idempotence, lowering with
-drain) runs in molecule on PostgreSQL 17 and 18 (extensions/molecule).
+(worker runtime and producer) under supervisord, as in the demo; the restart
+contract's status command tells the role when each program started. The tests
+run in order on the one bed and tell a change window's rough days: a dry run
+that says what is planned and what is true now, a restart that fails in the
+middle of a batch, the re-run that restarts only what still runs the old
+count, a runtime outside the inventory, and a lowering of a paused queue.
+The happy path over real systemd hosts runs in molecule (extensions/molecule).
 """
 
 from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +23,9 @@ import pytest
 
 from awa_testbed import environment
 from awa_testbed.awadb import AwaDatabase
+from awa_testbed.binaries import awa_cli
 from awa_testbed.pgserver import PgServer
+from awa_testbed.processes import worker
 from awa_testbed.supervisor import Supervisor
 from enqueue_shards_support import ansible_command, shard_counts, snapshot
 
@@ -50,36 +55,27 @@ def program_pids(state_dir: Path) -> dict[str, int | None]:
     return {name: supervisor.program_pid(name) for name in environment.load_state(state_dir)["programs"]}
 
 
-def set_enqueue_shards(state_dir: Path, shards: int, **variables) -> subprocess.CompletedProcess:
+def set_enqueue_shards(state_dir: Path, shards: int, *flags: str, **variables) -> subprocess.CompletedProcess:
     """The change-window playbook against the test bed, queue demo -> ``shards``."""
     vars_file = state_dir / "extra-vars.json"
-    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": "demo", "shards": shards}], **variables}),
+    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
+                                     **{f"enqueue_shards_{name}": value for name, value in variables.items()}}),
                          encoding="utf-8")
-    return ansible_command("ansible-playbook", "-i", str(INVENTORY), str(PLAYBOOK), "-e", f"@{vars_file}",
+    return ansible_command("ansible-playbook", "-i", str(INVENTORY), str(PLAYBOOK), "-e", f"@{vars_file}", *flags,
                            env_extra={"AWA_TESTBED_STATE": str(state_dir)})
 
 
-def test_invalid_input_is_refused_before_anything_changes(testbed, awa_db):
-    before, pids = snapshot(awa_db), program_pids(testbed)
-
-    process = set_enqueue_shards(testbed, 65, enqueue_shards_batch_size=0, enqueue_shards_restart_command="",
-                                 enqueue_shards_converge_timeout=0)
-
-    assert process.returncode != 0
-    assert "Invalid input for localhost, nothing was changed" in process.stdout
-    for problem in ("shards must be between 1 (strict FIFO) and 64, got: demo=65",
-                    "enqueue_shards_batch_size must be at least 1, got 0",
-                    "enqueue_shards_restart_command is empty",
-                    "timeouts must be greater than 0 and at most 86400 seconds: enqueue_shards_converge_timeout=0"):
-        assert problem in process.stdout, problem
-    assert (snapshot(awa_db), program_pids(testbed)) == (before, pids)
+def summary_row(output: str, queue: str = "demo") -> list[str]:
+    rows = [line.strip().strip('",') for line in output.splitlines() if line.strip().startswith(f'"{queue}  |')]
+    assert rows, output
+    return [cell.strip() for cell in rows[-1].split("|")]
 
 
 def test_preflight_refuses_missing_lanes_when_repair_is_off(testbed, awa_db):
     # The applications created only the lanes they wrote to, lazily: priorities 1, 3 and 4 are missing.
     before, pids = snapshot(awa_db), program_pids(testbed)
 
-    process = set_enqueue_shards(testbed, 4, enqueue_shards_repair=False)
+    process = set_enqueue_shards(testbed, 4, repair=False)
 
     assert process.returncode != 0
     assert "Preflight refused queue demo, nothing was changed: lanes or runtime-role grants are missing" \
@@ -87,24 +83,100 @@ def test_preflight_refuses_missing_lanes_when_repair_is_off(testbed, awa_db):
     assert (snapshot(awa_db), program_pids(testbed)) == (before, pids)
 
 
-def test_a_batch_that_does_not_come_back_stops_the_rollout_and_the_next_run_finishes_it(testbed, awa_db):
-    pids = program_pids(testbed)
+def test_check_mode_says_what_is_planned_and_what_is_true_now(testbed, awa_db):
+    before, pids = snapshot(awa_db), program_pids(testbed)
 
-    # The "restart" restarts nothing, so no new runtime ever comes back.
-    stopped = set_enqueue_shards(testbed, 4, enqueue_shards_restart_command="true {service}",
-                                 enqueue_shards_restart_timeout=4)
+    process = set_enqueue_shards(testbed, 4, "--check", "--diff")
+
+    assert process.returncode == 0, process.stdout
+    assert "Check mode: would restart 2 producer service(s) in 2 batch(es) of at most 1" in process.stdout
+    assert summary_row(process.stdout) == ["demo", "1 -> 4", "0 of 2 (they restart)", "0:0", "0",
+                                           "not yet (check mode)"]
+    assert (snapshot(awa_db), program_pids(testbed)) == (before, pids)
+
+
+def test_a_restart_that_fails_stops_the_rollout_with_its_own_message(testbed, awa_db):
+    pids = program_pids(testbed)
+    ctl = " ".join(environment.load_state(testbed)["supervisorctl"])
+    # Both programs are one batch; the restart of awa-app-2 exits 3 with a message, awa-app-1's works.
+    command = f"sh -c 'if [ \"$0\" = awa-app-2 ]; then echo \"no such unit: $0\" >&2; exit 3; fi; exec {ctl} restart \"$0\"' {{service}}"
+
+    stopped = set_enqueue_shards(testbed, 4, batch_size=2, restart_command=command)
 
     assert stopped.returncode != 0
-    assert "Rollout stopped at batch 1 of 2 (localhost/awa-app-1)" in stopped.stdout
-    assert "0 of 1 restarted runtimes are live and healthy" in stopped.stdout
-    assert "(item=awa-app-2)" not in stopped.stdout, "the second batch was attempted"
+    assert ("Rollout stopped at batch 1 of 1 (localhost/awa-app-1, localhost/awa-app-2): localhost/awa-app-2 did not "
+            "come back: the restart failed: no such unit: awa-app-2. No later batch was restarted.") in stopped.stdout
+    assert "ansible_failed_task" not in stopped.stdout
+    # The neighbour in the batch was restarted and its health checked: it came back.
+    assert "1/1 restarted runtimes live and healthy" in stopped.stdout
+    assert "localhost/awa-app-1 did not" not in stopped.stdout
+    after = program_pids(testbed)
+    assert after["awa-app-1"] != pids["awa-app-1"] and after["awa-app-2"] == pids["awa-app-2"]
     assert shard_counts(awa_db)["demo"] == 4, "the change itself is committed"
-    assert program_pids(testbed) == pids
+
+
+def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
+    pids = program_pids(testbed)
 
     finished = set_enqueue_shards(testbed, 4)
 
     assert finished.returncode == 0, finished.stdout
     assert "demo: enqueue_shards 4 -> 4 on demo - already so, nothing written" in finished.stdout
-    assert "Restarting 2 producer service(s) in 2 batch(es)" in finished.stdout
-    assert all(now != pids[name] for name, now in program_pids(testbed).items())
-    assert "demo  | 4 -> 4            | 2 of 2 " in finished.stdout
+    assert "Restarting 1 producer service(s) in 1 batch(es) of at most 1: [localhost/awa-app-2]" in finished.stdout
+    assert "localhost/awa-app-1: left alone - it started after the change, so it runs the count" in finished.stdout
+    after = program_pids(testbed)
+    assert after["awa-app-1"] == pids["awa-app-1"] and after["awa-app-2"] != pids["awa-app-2"]
+    assert summary_row(finished.stdout)[1:3] == ["4 -> 4", "2 of 2"]
+
+    again = set_enqueue_shards(testbed, 4)
+
+    assert again.returncode == 0 and "No producer service to restart." in again.stdout
+    assert program_pids(testbed) == after
+
+
+def test_a_runtime_outside_the_inventory_is_reported_not_chased(testbed, awa_db, tmp_path):
+    pids = program_pids(testbed)
+    state = environment.load_state(testbed)
+    outsider = worker("outsider", state["runtime_url"], ["demo"], log_dir=tmp_path).start()
+    try:
+        environment.wait_for_live_runtimes(awa_db, [outsider.pid])
+        # The count changes while the outsider runs; the inventory's programs are restarted, the outsider is not.
+        process = set_enqueue_shards(testbed, 6, converge_timeout=3)
+        assert process.returncode != 0
+        [outside] = [line for line in process.stdout.splitlines() if "run outside the inventory" in line]
+        assert "at least 1 runtime(s) run outside the inventory" in outside and f"pid {outsider.pid} " in outside
+        assert "Restarting 2 producer service(s) in 2 batch(es)" in process.stdout
+        assert "Timed out after" in process.stdout and f"pid {outsider.pid}" in process.stdout
+        restarted = program_pids(testbed)
+        assert all(restarted[name] != pids[name] for name in pids)
+
+        # The re-run restarts nothing: every program of the inventory already runs the count.
+        rerun = set_enqueue_shards(testbed, 6, converge_timeout=3)
+        assert "No producer service to restart." in rerun.stdout
+        assert "at least 1 runtime(s) run outside the inventory" in rerun.stdout
+        assert program_pids(testbed) == restarted
+    finally:
+        outsider.stop()
+
+
+def test_lowering_a_paused_queue_says_so_and_finishes_once_it_is_resumed(testbed, awa_db):
+    if shard_counts(awa_db).get("demo", 1) <= 2:  # run alone: raise first, so that 2 is a lowering
+        assert set_enqueue_shards(testbed, 6).returncode == 0
+    awa = [str(awa_cli()), "--database-url", awa_db.url()]
+    subprocess.run([*awa, "queue", "pause", "demo"], check=True, capture_output=True)
+    subprocess.run([sys.executable, "-m", "awa_testbed", "enqueue", "--state", str(testbed), "--count", "400"],
+                   check=True, capture_output=True)
+
+    stopped = set_enqueue_shards(testbed, 2, drain_timeout=4)
+
+    assert stopped.returncode != 0
+    assert "note: demo is paused: its workers claim nothing until it is resumed (awa queue resume demo), so after " \
+           "this lowering its old shards cannot drain" in stopped.stdout
+    assert "ready beyond the count (paused: nothing drains until it is resumed)" in stopped.stdout
+    assert "Timed out after" in stopped.stdout and "waiting until drained" in stopped.stdout
+
+    subprocess.run([*awa, "queue", "resume", "demo"], check=True, capture_output=True)
+    finished = set_enqueue_shards(testbed, 2, drain_timeout=120)
+
+    assert finished.returncode == 0, finished.stdout
+    assert summary_row(finished.stdout)[4:] == ["0", "yes / yes"]

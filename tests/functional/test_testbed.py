@@ -27,7 +27,7 @@ def test_awa_schema_is_migrated_and_queue_storage_active(awa_db):
 
 
 def test_fresh_migrate_leaves_the_canonical_engine(db_factory):
-    """awa-facts.md §1: migrate alone does not activate queue storage on 0.6.9."""
+    """docs/awa-internals.md §1: migrate alone does not activate queue storage on 0.6.9."""
     database = db_factory.create(activate=False)
     try:
         assert database.query("SELECT state, current_engine FROM awa.storage_status()")[0] == (

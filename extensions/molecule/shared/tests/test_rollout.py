@@ -26,7 +26,7 @@ ENV_LINE = "AWA_OVERRIDE_REFRESH_MS=1000"
 # The role's default clock margin (seconds) between runtime hosts and the database.
 CLOCK_MARGIN = 5
 
-# Ready jobs of one lane, exactly as Awa counts them (awa-facts.md section 9).
+# Ready jobs of one lane, exactly as Awa counts them (docs/awa-internals.md §9).
 READY_BEYOND_SQL = """
 SELECT coalesce(sum((SELECT count(*) FROM awa.ready_entries r
          WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard

@@ -3,47 +3,37 @@
 
 from __future__ import annotations
 
-import datetime
-
 import pytest
 
+from ansible_collections.awa.operations.plugins.module_utils import convergence
 from ansible_collections.awa.operations.plugins.module_utils.convergence import (
     depth_beyond_count,
     is_drained,
     judge,
     queue_convergence,
 )
-from ansible_collections.awa.operations.plugins.module_utils.introspect import Runtime, reported_shard_counts
-from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.introspect import reported_shard_counts
 
-CHANGED_AT = datetime.datetime(2026, 11, 29, 10, 0, 0, tzinfo=datetime.timezone.utc)
-
-
-def runtime(instance="new", started_offset=60.0, live=True, reported=None) -> Runtime:
-    started = CHANGED_AT + datetime.timedelta(seconds=started_offset)
-    return Runtime(instance_id=instance, hostname=None, pid=100, version="0.6.9", started_at=started,
-                   last_seen_at=started, live=live, shutting_down=False, healthy=True, leader=False,
-                   seconds_since_seen=1.0, seconds_since_start=10.0, reported_shards=reported or {})
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import change, runtime
 
 
-def change(to_shards=8, live_ids=("old",)) -> RecordedChange:
-    return RecordedChange(id=3, physical_queue="q", changed_at=CHANGED_AT, from_shards=1, to_shards=to_shards,
-                          live_runtime_ids=frozenset(live_ids), changed_by="awa_migrator", reason=None)
-
-
-@pytest.mark.parametrize("rt, recorded, expected, reason", [
-    (runtime("new", 60), change(), True, "started after"),
-    (runtime("old", 60), change(), False, "already running"),
-    (runtime("new", -60), change(), False, "started before"),
-    (runtime("new", -4), change(), True, "started after"),   # within the default 5 s clock margin
-    (runtime("new", 60), None, True, "no recorded change"),
-    (runtime("new", 60), change(to_shards=4), False, "outside awa_enqueue_shards"),
-    (runtime("old", -600, reported={"q": 8}), change(), True, "reports enqueue_shards=8"),
-    (runtime("new", 60, reported={"q": 1}), change(), False, "reports enqueue_shards=1"),
+@pytest.mark.parametrize("rt, recorded, expected, code, reason", [
+    (runtime("new", 60), change(), True, convergence.STARTED_AFTER_CHANGE, "started after"),
+    (runtime("old", 60), change(), False, convergence.RUNNING_AT_CHANGE, "already running"),
+    (runtime("new", -60), change(), False, convergence.STARTED_BEFORE_CHANGE, "started before"),
+    # within the default 5 s clock margin
+    (runtime("new", -4), change(), True, convergence.STARTED_AFTER_CHANGE, "started after"),
+    (runtime("new", 60), None, True, convergence.NO_RECORDED_CHANGE, "no recorded change"),
+    (runtime("new", 60), change(to_shards=4), False, convergence.CHANGED_OUTSIDE_MODULE, "outside awa_enqueue_shards"),
+    (runtime("old", -600, reported={"q": 8}), change(), True, convergence.REPORTED_BY_SNAPSHOT,
+     "reports enqueue_shards=8"),
+    (runtime("new", 60, reported={"q": 1}), change(), False, convergence.REPORTED_BY_SNAPSHOT,
+     "reports enqueue_shards=1"),
 ])
-def test_judge(rt, recorded, expected, reason):
+def test_judge(rt, recorded, expected, code, reason):
     verdict = judge(rt, "q", 8, recorded)
     assert verdict.converged is expected
+    assert verdict.code == code
     assert reason in verdict.reason
 
 

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The list form of the change: validating the list, and one result merged over its queues."""
+"""The list form of the change: one result merged over its queues, and the module refusing a bad list."""
 
 from __future__ import annotations
 
@@ -9,9 +9,7 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import merge_results
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
-from ansible_collections.awa.operations.plugins.module_utils.planner import validate_requests
 from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
 
 
@@ -27,25 +25,6 @@ def queue_result(queue: str, shards: int, *, changed: bool = True, stripes: int 
                  "after": dict.fromkeys(physical, {"enqueue_shards": shards})},
         "warnings": ["restart the runtimes"] if changed else [], "duration": 0.05,
     }
-
-
-def test_validate_requests_checks_every_entry_like_a_single_change():
-    requests = validate_requests([{"queue": "orders", "shards": 8}, {"queue": "events", "shards": 4, "stripes": 2}],
-                                 runtime_roles=["awa_runtime"])
-    assert [(r.queue, r.shards, r.stripes, r.runtime_roles) for r in requests] == [
-        ("orders", 8, None, ("awa_runtime",)), ("events", 4, 2, ("awa_runtime",))]
-
-
-@pytest.mark.parametrize("entries, message", [
-    ([], "non-empty list"),
-    ("orders", "non-empty list"),
-    ([{"queue": "orders"}], "needs queue and shards"),
-    ([{"queue": "orders", "shards": 65}], "between 1 and 64"),
-    ([{"queue": "orders", "shards": 8}, {"queue": "orders", "shards": 4}], "more than once: 'orders'"),
-])
-def test_validate_requests_refuses_a_bad_list(entries, message):
-    with pytest.raises(InvalidRequest, match=message):
-        validate_requests(entries)
 
 
 def test_merge_sums_and_merges_over_queues_and_keeps_each_queue_result():

@@ -1,0 +1,59 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The request of a shard-count change, validated before anything touches the database. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.naming import (
+    validate_queue_name,
+    validate_shards,
+    validate_stripes,
+)
+
+
+@dataclass(frozen=True)
+class ChangeRequest:
+    """What the operator asked for, validated by ``validate_request``."""
+
+    queue: str
+    shards: int
+    stripes: int | None = None
+    runtime_roles: tuple[str, ...] = ()
+    ledger: bool = True
+
+
+def validate_request(queue: object, shards: object, stripes: object = None,
+                     runtime_roles: object = (), ledger: bool = True) -> ChangeRequest:
+    """Check the options before touching the database."""
+    roles = tuple(runtime_roles or ())
+    for role in roles:
+        if not isinstance(role, str) or not role.strip():
+            raise InvalidRequest(f"runtime_roles must be non-empty role names, got {role!r}")
+    if len(set(roles)) != len(roles):
+        raise InvalidRequest(f"runtime_roles lists a role twice: {list(roles)}")
+    return ChangeRequest(
+        queue=validate_queue_name(queue),
+        shards=validate_shards(shards),
+        stripes=None if stripes is None else validate_stripes(stripes),
+        runtime_roles=roles,
+        ledger=bool(ledger),
+    )
+
+
+def validate_requests(entries: object, runtime_roles: object = (), ledger: bool = True) -> list[ChangeRequest]:
+    """A list of ``{queue, shards[, stripes]}`` changes, each checked like ``validate_request``."""
+    if not isinstance(entries, list) or not entries:
+        raise InvalidRequest("queues must be a non-empty list of {queue, shards[, stripes]} entries")
+    requests = []
+    for entry in entries:
+        if not isinstance(entry, dict) or not {"queue", "shards"} <= entry.keys():
+            raise InvalidRequest(f"each entry of queues needs queue and shards (stripes is optional), got {entry!r}")
+        requests.append(validate_request(entry["queue"], entry["shards"], entry.get("stripes"), runtime_roles, ledger))
+    names = [request.queue for request in requests]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise InvalidRequest(f"queues names a queue more than once: {', '.join(map(repr, repeated))}")
+    return requests

@@ -1,0 +1,33 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The producers' environment file: NAME=value lines a systemd EnvironmentFile reads literally."""
+
+from __future__ import annotations
+
+import re
+
+# Values made only of these characters need no quotes in an EnvironmentFile.
+PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
+
+# The role's base environment; enqueue_shards_environment is merged over it.
+BASE_ENVIRONMENT = {"AWA_OVERRIDE_REFRESH_MS": "1000"}
+
+
+def _value_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def quoted(value: object) -> str:
+    """The value as systemd reads it back: plain, or in double quotes with \\ and " escaped."""
+    text = _value_text(value)
+    if PLAIN_VALUE.match(text):
+        return text
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def environment_lines(overrides: dict | None, base: dict | None = None) -> list[str]:
+    """Sorted NAME=value lines: ``overrides`` merged over ``base``; a null value leaves the name out."""
+    merged = {**(BASE_ENVIRONMENT if base is None else base), **(overrides or {})}
+    return [f"{name}={quoted(value)}" for name, value in sorted(merged.items()) if value is not None]

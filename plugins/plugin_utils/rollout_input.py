@@ -1,0 +1,243 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The role enqueue_shards's input rules: every problem with its variables, named at once.
+
+meta/argument_specs.yml checks types; this checks what a spec cannot express
+(ranges, rules between variables, typos in variable names). Queue entries,
+runtime roles, the lock timeout and the wait bounds are checked with the
+modules' own rules, so the role and the modules can never disagree.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, validate_lock_timeout
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import DEFAULT_WAIT_SLEEP, validate_read_options
+
+PREFIX = "enqueue_shards_"
+
+# Every public variable of the role (a unit test keeps this equal to meta/argument_specs.yml).
+KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
+    "queues", "connection", "db_host", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
+    "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
+    "runtimes_per_service", "batch_size", "restart_method", "restart_command", "status_command",
+    "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep",
+))
+
+# What each entry point validates: the queues and the database always, the rollout and the waits when they run.
+SCOPES = ("queues", "rollout", "wait")
+
+ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+FILE_MODE = re.compile(r"^0?[0-7]{3}$")
+SERVICE_PLACEHOLDER = "{service}"
+
+
+def _number(value: object) -> float | None:
+    """A number given as a number or a numeric string (role variables are not converted); None otherwise."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _checked(rule: Callable[[], object]) -> list[str]:
+    """The message of the rule's InvalidRequest, if it raises one."""
+    try:
+        rule()
+    except InvalidRequest as exc:
+        return [exc.message]
+    return []
+
+
+def unknown_variable_problems(settings: dict) -> list[str]:
+    unknown = sorted(name for name in settings if name.startswith(PREFIX) and name not in KNOWN_VARIABLES)
+    problems = []
+    for name in unknown:
+        close = [known for known in sorted(KNOWN_VARIABLES)
+                 if known.replace("_", "") == name.replace("_", "") or known.startswith(name) or name.startswith(known)]
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        problems.append(f"{name} is not a variable of the role awa.operations.enqueue_shards{hint}: it would be "
+                        "ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them")
+    return problems
+
+
+def queue_problems(queues: object, runtime_roles: object) -> list[str]:
+    """Each entry checked like awa_enqueue_shards checks it, then names given twice."""
+    if not isinstance(queues, list) or not queues:
+        return ["enqueue_shards_queues must name at least one queue, e.g. [{queue: orders, shards: 8}]"]
+    problems: list[str] = []
+    names: list[str] = []
+    for index, entry in enumerate(queues):
+        where = f"enqueue_shards_queues[{index}]"
+        if not isinstance(entry, dict) or "queue" not in entry or "shards" not in entry:
+            problems.append(f"{where} needs queue and shards (stripes is optional), got {entry!r}")
+            continue
+        try:
+            validate_request(entry["queue"], _integer(entry["shards"]), _integer(entry.get("stripes")),
+                             runtime_roles or ())
+        except InvalidRequest as exc:
+            problems.append(f"{where} ({entry['queue']!r}): {exc.message}")
+            continue
+        names.append(entry["queue"])
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        problems.append(f"enqueue_shards_queues names a queue more than once: {', '.join(map(repr, repeated))}")
+    return problems
+
+
+def _integer(value: object) -> object:
+    """An integral number as int (role variables may be strings or floats); anything else unchanged."""
+    number = _number(value)
+    if number is not None and number.is_integer():
+        return int(number)
+    return value
+
+
+def connection_problems(connection: object) -> list[str]:
+    if not isinstance(connection, dict) or not connection:
+        return ["enqueue_shards_connection is empty: give the connection options of Awa's migrator role "
+                "(at least login_user and login_db, and login_host or login_unix_socket). Without them the "
+                "modules would connect as postgres over the local socket, and lanes a superuser creates can "
+                "only be fixed by a superuser"]
+    missing = [name for name in ("login_user", "login_db") if not str(connection.get(name) or "").strip()]
+    if missing:
+        return [f"enqueue_shards_connection lacks {' and '.join(missing)}: name the role to connect as (Awa's "
+                "migrator, which owns the lane tables or is a member of their owner) and the database holding "
+                "the Awa schema"]
+    return []
+
+
+def database_problems(settings: dict) -> list[str]:
+    problems = connection_problems(settings.get(PREFIX + "connection"))
+    lock_timeout = _number(settings.get(PREFIX + "lock_timeout", 5))
+    problems += _checked(lambda: validate_lock_timeout(lock_timeout if lock_timeout is not None else -1))
+    schema = settings.get(PREFIX + "ledger_schema", "awa_operations")
+    if not isinstance(schema, str) or not schema.strip():
+        problems.append("enqueue_shards_ledger_schema must name a schema, e.g. awa_operations")
+    return [problem.replace("lock_timeout", PREFIX + "lock_timeout", 1) if problem.startswith("lock_timeout")
+            else problem for problem in problems]
+
+
+def _services_problems(settings: dict, restarts: bool) -> list[str]:
+    services = settings.get(PREFIX + "services") or []
+    problems = []
+    if not isinstance(services, list) or not all(isinstance(name, str) and name.strip() for name in services):
+        return [f"enqueue_shards_services must be a list of service names, got {services!r}"]
+    if len(set(services)) != len(services):
+        problems.append(f"enqueue_shards_services lists a service twice: {services}")
+    if restarts and not services:
+        problems.append("enqueue_shards_services is empty: name the producer services of this host, or use "
+                        "enqueue_shards_pickup: refresh")
+    return problems
+
+
+def restart_via(method: str, service_manager: str | None = None) -> str:
+    """systemd or command: how a host whose service manager is ``service_manager`` restarts its services."""
+    if method == "systemd" or (method == "auto" and service_manager == "systemd"):
+        return "systemd"
+    return "command"
+
+
+def _command_problems(settings: dict, service_manager: str | None) -> list[str]:
+    services = settings.get(PREFIX + "services") or []
+    method = settings.get(PREFIX + "restart_method", "auto")
+    problems = []
+    if method == "systemd" and service_manager not in (None, "systemd"):
+        problems.append(f"enqueue_shards_restart_method is systemd but this host runs {service_manager}: use "
+                        "enqueue_shards_restart_method: command with enqueue_shards_restart_command")
+    if restart_via(method, service_manager) == "command":
+        restart = str(settings.get(PREFIX + "restart_command") or "").strip()
+        if not restart:
+            problems.append(f"this host does not run systemd (service manager: {service_manager or 'unknown'}) and "
+                            "enqueue_shards_restart_command is empty: give the command that restarts one service, "
+                            'e.g. "supervisorctl restart {service}"')
+    for name in ("restart_command", "status_command"):
+        command = str(settings.get(PREFIX + name) or "").strip()
+        if command and SERVICE_PLACEHOLDER not in command and len(services) > 1:
+            problems.append(f"enqueue_shards_{name} runs once per service, so it must contain {{service}} when a "
+                            f"host has more than one service: {command}")
+    return problems
+
+
+def _environment_file_problems(settings: dict) -> list[str]:
+    problems = []
+    path = str(settings.get(PREFIX + "env_file") or "")
+    if path and not path.startswith("/"):
+        problems.append(f"enqueue_shards_env_file must be an absolute path, got {path}")
+    mode = settings.get(PREFIX + "env_file_mode", "0640")
+    if not isinstance(mode, str) or not FILE_MODE.match(mode):
+        problems.append(f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}')
+    environment = settings.get(PREFIX + "environment") or {}
+    if not isinstance(environment, dict):
+        return problems + [f"enqueue_shards_environment must be a dict of NAME: value, got {environment!r}"]
+    bad_names = sorted(str(name) for name in environment if not ENVIRONMENT_NAME.match(str(name)))
+    if bad_names:
+        problems.append(f"enqueue_shards_environment names must be variable names (letters, digits, _): "
+                        f"{', '.join(bad_names)}")
+    not_scalar = sorted(str(name) for name, value in environment.items()
+                        if value is not None and not isinstance(value, (str, int, float, bool)))
+    if not_scalar:
+        problems.append(f"enqueue_shards_environment values must be strings or numbers (null leaves a default "
+                        f"out): {', '.join(not_scalar)}")
+    multi_line = sorted(str(name) for name, value in environment.items() if isinstance(value, str)
+                        and ("\n" in value or "\r" in value or "\0" in value))
+    if multi_line:
+        problems.append(f"enqueue_shards_environment values must be single lines: {', '.join(multi_line)}")
+    return problems
+
+
+def rollout_problems(settings: dict, service_manager: str | None) -> list[str]:
+    restarts = settings.get(PREFIX + "pickup", "restart") == "restart"
+    problems = []
+    for name in ("batch_size", "runtimes_per_service"):
+        value = _number(settings.get(PREFIX + name, 1))
+        if value is None or value < 1 or not value.is_integer():
+            problems.append(f"enqueue_shards_{name} must be a whole number of at least 1, got "
+                            f"{settings.get(PREFIX + name)!r}")
+    problems += _services_problems(settings, restarts)
+    if restarts:
+        problems += _command_problems(settings, service_manager)
+    problems += _environment_file_problems(settings)
+    problems += _wait_problems(settings, ("restart_timeout",))
+    return problems
+
+
+def _wait_problems(settings: dict, timeouts: tuple[str, ...]) -> list[str]:
+    """The info module's own wait bounds, for each timeout the entry point uses."""
+    sleep = _number(settings.get(PREFIX + "wait_sleep", 2))
+    problems = []
+    for name in timeouts:
+        timeout = _number(settings.get(PREFIX + name, 1))
+        for message in _checked(lambda: validate_read_options(-1 if timeout is None else timeout, DEFAULT_WAIT_SLEEP,
+                                                              DEFAULT_LOCK_TIMEOUT)):
+            problems.append(message.replace("wait_timeout", PREFIX + name, 1))
+    problems += [message.replace("wait_sleep", PREFIX + "wait_sleep", 1)
+                 for message in _checked(lambda: validate_read_options(0, -1 if sleep is None else sleep,
+                                                                       DEFAULT_LOCK_TIMEOUT))]
+    return problems
+
+
+def input_problems(settings: dict, scope: list[str], service_manager: str | None = None) -> list[str]:
+    """Every problem with the role's variables for the entry point's ``scope``, each saying what to do.
+
+    ``settings`` maps variable names to values (every ``enqueue_shards_*``
+    variable defined for the host); ``service_manager`` is the host's
+    ``ansible_facts.service_mgr`` when the rollout restarts services.
+    """
+    unknown_scopes = sorted(set(scope) - set(SCOPES))
+    if unknown_scopes:
+        raise ValueError(f"unknown validation scope {unknown_scopes}; known: {SCOPES}")
+    problems = unknown_variable_problems(settings)
+    problems += queue_problems(settings.get(PREFIX + "queues"), settings.get(PREFIX + "runtime_roles"))
+    problems += database_problems(settings)
+    if "rollout" in scope:
+        problems += rollout_problems(settings, service_manager)
+    if "wait" in scope:
+        problems += _wait_problems(settings, ("converge_timeout", "drain_timeout"))
+    return list(dict.fromkeys(problems))

@@ -1,0 +1,116 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the role enqueue_shards prints: the change, the queues to drain, and the summary table.
+
+In check mode nothing was changed, so every line says what is planned and
+what is true now, never a planned state as if it had happened.
+"""
+
+from __future__ import annotations
+
+# Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
+SHARDS_LISTED = 16
+SUMMARY_HEADER = ("queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
+                  "converged / drained")
+CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "ready jobs by shard", "beyond S",
+                     "converged / drained")
+
+
+def _counts_text(counts: object) -> str:
+    values = counts.values() if isinstance(counts, dict) else counts
+    return "/".join(str(value) for value in sorted(set(values)))
+
+
+def switches(result: dict) -> bool:
+    """Whether a queue's change result switched (in check mode: would switch) the count."""
+    return any(previous != result["shards"] for previous in result["previous_shards"].values())
+
+
+def change_lines(change: dict, queues: list[dict], check_mode: bool) -> list[str]:
+    """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives."""
+    lines = []
+    for entry in queues:
+        result = change["queues"][entry["queue"]]
+        if not result["changed"]:
+            outcome = "already so, nothing written"
+        elif check_mode:
+            outcome = (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} "
+                       "grants in one transaction")
+        else:
+            ledger = result.get("ledger") or {}
+            outcome = (f"changed in one transaction: {result['lanes_created']} lanes created, "
+                       f"{result['grants_added']} grants added, recorded as change #{ledger.get('id', '-')}")
+        lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
+                     f"{entry['shards']} on {', '.join(result['physical_queues'])} - {outcome}")
+        lines.append(f"  ordering: {result['ordering']}")
+    return lines
+
+
+def lowered_queues(read: dict) -> list[str]:
+    """Queues whose latest recorded change lowered the count: they must drain."""
+    return [name for name, view in read.get("queues", {}).items()
+            if any(change["from_shards"] > change["to_shards"] for change in view["last_change"].values())]
+
+
+def _depth_text(view: dict) -> str:
+    parts = []
+    for physical in view["physical_queues"]:
+        within = [row for row in view["shards"] if row["queue"] == physical and not row["beyond_count"]]
+        depths = [f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}" for row in within]
+        if len(depths) > SHARDS_LISTED:
+            total = sum(row["ready_depth"] for row in within if row["ready_depth"] is not None)
+            text = f"{total} over {len(depths)} shards"
+        else:
+            text = " ".join(depths)
+        parts.append(text if len(view["physical_queues"]) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}")
+    return " | ".join(parts) or "-"
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def summary_row(entry: dict, view: dict, change: dict | None, check_mode: bool) -> list[str]:
+    result = (change or {}).get("queues", {}).get(entry["queue"])
+    now = _counts_text(view["enqueue_shards"])
+    beyond = view["depth_beyond_count"]
+    row = [entry["queue"], "", "", _depth_text(view), "unknown" if beyond is None else str(beyond), ""]
+    if check_mode:
+        planned_switch = result is not None and switches(result)
+        row[1] = f"{now} -> {entry['shards']}"
+        if planned_switch:
+            row[2] = f"0 of {view['runtimes_live']} (they restart)" if view["runtimes_live"] else "0 of 0"
+            row[5] = "not yet (check mode)"
+        else:
+            row[2] = f"{view['runtimes_converged']} of {view['runtimes_live']}"
+            row[5] = f"{_yes_no(view['converged'])} / {_yes_no(view['drained'])}"
+        return row
+    if result is not None:
+        before = _counts_text(result["previous_shards"])
+    else:
+        before = _counts_text([change["from_shards"] for change in view["last_change"].values()]) or "?"
+    row[1] = f"{before} -> {now}"
+    row[2] = f"{view['runtimes_converged']} of {view['runtimes_live']}"
+    row[5] = f"{_yes_no(view['converged'])} / {_yes_no(view['drained'])}"
+    return row
+
+
+def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
+    """Rows as aligned text columns under a header and a rule."""
+    cells = [list(header)] + rows
+    widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
+    lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
+    lines.insert(1, "-" * (sum(widths) + 3 * (len(widths) - 1)))
+    return lines
+
+
+def summary(queues: list[dict], views: dict, change: dict | None, check_mode: bool) -> list[str]:
+    """The change window's table, then each queue's own summary lines."""
+    rows = [summary_row(entry, views[entry["queue"]], change, check_mode) for entry in queues]
+    lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER, rows) + [""]
+    for entry in queues:
+        lines += views[entry["queue"]]["summary_lines"]
+    if check_mode:
+        lines.append("Check mode: nothing was changed, restarted or waited for. \"now\" is what runs now; "
+                     "\"planned\" is what the playbook would set.")
+    return lines

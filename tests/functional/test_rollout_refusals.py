@@ -1,0 +1,106 @@
+"""Every refusal the runbook lists, through the change-window playbook, on PostgreSQL 17 and 18.
+
+Each reaches the operator with the module's own message (or the input rule's)
+and the words "nothing was changed", and the database is left as it was.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from awa_testbed.pgserver import free_port
+from enqueue_shards_support import ansible_command, change, snapshot
+
+REPO = Path(__file__).resolve().parents[2]
+INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
+PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
+
+
+def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], **variables) -> str:
+    """The playbook against one database; a producer service that is never reached (preflight refuses first)."""
+    extra = {"enqueue_shards_queues": queues, "enqueue_shards_connection": connection,
+             "enqueue_shards_services": ["never-restarted"], "enqueue_shards_restart_command": "false {service}",
+             **{f"enqueue_shards_{name}": value for name, value in variables.items()}}
+    (tmp_path / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
+    process = ansible_command("ansible-playbook", "-i", str(INVENTORY), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}")
+    assert process.returncode != 0, process.stdout
+    return process.stdout
+
+
+def refusal(output: str) -> str:
+    """The message of the task that failed (the default callback prints ``FAILED! => {json}``)."""
+    marker = output.rfind("FAILED! => ")
+    assert marker >= 0, output
+    result, dummy = json.JSONDecoder().raw_decode(output, output.index("{", marker))
+    return result["msg"]
+
+
+def test_queue_storage_that_is_not_active_is_refused(db_factory, tmp_path):
+    database = db_factory.create(activate=False)
+    try:
+        before = snapshot(database)
+        message = refusal(set_enqueue_shards(tmp_path, database.login_args(), [{"queue": "orders", "shards": 4}]))
+        assert message.startswith("Preflight refused, nothing was changed: ")
+        assert "The queue-storage engine is not active in database" in message
+        assert "storage_auto_finalize_if_fresh" in message
+        assert snapshot(database) == before
+    finally:
+        database.drop()
+
+
+def test_stripes_that_do_not_match_the_stored_layout_are_refused(awa_db, tmp_path):
+    change(awa_db, "events", 2, stripes=2)
+    before = snapshot(awa_db)
+    message = refusal(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "events", "shards": 4, "stripes": 3}]))
+    assert message == (
+        "Preflight refused queue events, nothing was changed: enqueue_shards_queues sets stripes: 3, but the queue is "
+        "stored with 2 stripe(s) (events#0, events#1). Set stripes to the runtimes' queue_storage_queue_stripe_count, "
+        "or leave it out to use the stored layout.")
+    assert snapshot(awa_db) == before
+
+
+def test_bad_credentials_are_refused_without_showing_the_password(awa_db, tmp_path):
+    awa_db.setup_least_privilege(runtime_count=1)
+    connection = {**awa_db.login_args("migrator"), "login_password": "not-the-password-Zq7"}
+    before = snapshot(awa_db)
+    output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}])
+    message = refusal(output)
+    assert message.startswith("Preflight refused, nothing was changed: could not connect to database")
+    assert "password authentication failed" in message
+    assert "not-the-password-Zq7" not in output
+    assert snapshot(awa_db) == before
+
+
+def test_an_unknown_runtime_role_is_refused(awa_db, tmp_path):
+    before = snapshot(awa_db)
+    message = refusal(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 4}],
+                                         runtime_roles=["awa_runtme"]))
+    assert message.startswith("Preflight refused, nothing was changed: runtime_roles do not exist")
+    assert "awa_runtme" in message
+    assert snapshot(awa_db) == before
+
+
+def test_an_unreachable_database_is_refused(awa_db, tmp_path):
+    before = snapshot(awa_db)
+    connection = {**awa_db.login_args(), "login_port": free_port()}
+    message = refusal(set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}]))
+    assert message.startswith("Preflight refused, nothing was changed: could not connect to database")
+    assert "Connection refused" in message or "connection refused" in message
+    assert snapshot(awa_db) == before
+
+
+def test_bad_input_is_refused_before_the_database_is_read(awa_db, tmp_path):
+    before = snapshot(awa_db)
+    message = refusal(set_enqueue_shards(tmp_path, {"login_host": awa_db.server.host},
+                                         [{"queue": "orders", "shards": 65}, {"queue": "a#1", "shards": 2}],
+                                         batch_size=0, lock_timeout=-1, batchsize=2))
+    assert message.startswith("Invalid input for localhost, nothing was changed: ")
+    for problem in ("enqueue_shards_batchsize is not a variable of the role",
+                    "enqueue_shards_queues[0] ('orders'): shards must be between 1 and 64, got 65",
+                    "enqueue_shards_queues[1] ('a#1'): queue 'a#1' contains '#'",
+                    "enqueue_shards_connection lacks login_user and login_db",
+                    "enqueue_shards_lock_timeout must be between 0 and 3600 seconds",
+                    "enqueue_shards_batch_size must be a whole number of at least 1, got 0"):
+        assert problem in message, problem
+    assert snapshot(awa_db) == before

@@ -1,0 +1,117 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The info module's action plugin: how it polls the module, what it prints, and how it ends.
+
+The module runs are scripted by substituting ``_execute_module`` (the seam
+Ansible's action plugins call to run a module), and the wait runs on a fake
+clock, so no connection, database or sleep is involved.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_info as plugin
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_waiters import FakeClock
+
+STRAGGLER = {"instance_id": "i-1", "hostname": None, "pid": 42, "seconds_since_start": 90.0,
+             "reason": "it was already running when the count changed (change #3)"}
+
+
+def polled(converged: bool, runtimes_converged: int = 1) -> dict:
+    """One result of the module run with ``wait: none`` (the keys the plugin reads)."""
+    return {"changed": False, "converged": converged, "drained": converged, "new_runtimes": [],
+            "expected_new_runtimes": 0,
+            "queues": {"orders": {"converged": converged, "drained": converged, "runtimes_live": 2,
+                                  "runtimes_converged": 2 if converged else runtimes_converged,
+                                  "enqueue_shards": {"orders": 8}, "depth_beyond_count": 0, "paused": False,
+                                  "stragglers": [] if converged else [STRAGGLER]}}}
+
+
+class Harness:
+    """The action plugin with scripted module results, a fake clock and captured display lines."""
+
+    def __init__(self, monkeypatch, args: dict, results: list[dict], async_val: int = 0) -> None:
+        task = SimpleNamespace(args=args, async_val=async_val, check_mode=False,
+                               action="awa.operations.awa_enqueue_shards_info")
+        connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp/unused"))
+        self.action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
+        self.clock = FakeClock()
+        self.action.clock = self.clock
+        self.action.sleep = self.clock.sleep
+        self.calls: list[dict] = []
+        self.lines: list[str] = []
+        scripted = iter(results)
+
+        def execute_module(module_name=None, module_args=None, task_vars=None, **_):
+            self.calls.append({"module": module_name, "args": dict(module_args)})
+            return dict(next(scripted))
+
+        self.action._execute_module = execute_module  # pylint: disable=protected-access
+        monkeypatch.setattr(plugin.display, "display", self.lines.append)
+
+    def run(self) -> dict:
+        return self.action.run(task_vars={"inventory_hostname": "db1"})
+
+
+ARGS = {"login_host": "db1", "login_password": "s3cret", "queue": "orders", "wait": "converged",
+        "wait_timeout": 60, "wait_sleep": 5}
+
+
+def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_poll(monkeypatch):
+    harness = Harness(monkeypatch, ARGS, [polled(False), polled(False), polled(True)])
+    result = harness.run()
+    assert [call["module"] for call in harness.calls] == ["awa.operations.awa_enqueue_shards_info"] * 3
+    assert all(call["args"] == dict(ARGS, wait="none") for call in harness.calls)
+    assert harness.clock.sleeps == [5, 5]
+    assert harness.lines == [
+        "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
+        "[db1]     5s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
+        "[db1]    10s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count",
+    ]
+    assert not result.get("failed")
+    assert (result["converged"], result["waited"], result["polls"], result["duration"]) == (True, True, 3, 10)
+
+
+def test_at_the_deadline_it_fails_naming_the_stragglers_and_returns_the_last_state(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, wait_timeout=12), [polled(False)] * 4)
+    result = harness.run()
+    assert harness.clock.sleeps == [5, 5, 2]
+    assert result["failed"] is True and result["polls"] == 4
+    assert result["msg"].startswith("Timed out after 12s waiting until converged. orders: 1 of 2 live runtimes on "
+                                    "the current count; not yet: pid 42 on host (unreported) (instance i-1, up 90s)")
+    assert "To finish: restart the runtimes named" in result["msg"]
+    assert result["queues"]["orders"]["stragglers"] == [STRAGGLER]
+
+
+def test_a_failed_poll_ends_the_wait_with_the_module_result_unchanged(monkeypatch):
+    lock_timeout = {"failed": True, "msg": "reading the shard state of 'orders': a lock was not granted within "
+                                           "lock_timeout (5s: canceling statement due to lock timeout). ..."}
+    harness = Harness(monkeypatch, ARGS, [polled(False), lock_timeout, polled(True)])
+    result = harness.run()
+    assert len(harness.calls) == 2, "no poll after the failure"
+    assert result == lock_timeout
+    assert len(harness.lines) == 1
+
+
+@pytest.mark.parametrize("changes, async_val", [({"wait": "none"}, 0), ({}, 30)], ids=["no-wait", "async"])
+def test_without_wait_or_under_async_the_module_runs_once_as_is(monkeypatch, changes, async_val):
+    args = dict(ARGS, **changes)
+    harness = Harness(monkeypatch, args, [polled(False)], async_val=async_val)
+    result = harness.run()
+    assert harness.calls == [{"module": "awa.operations.awa_enqueue_shards_info", "args": args}]
+    assert result["converged"] is False and "waited" not in result and harness.lines == []
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"wait_sleep": 0}, "wait_sleep must be between 0.1 and 3600 seconds, got 0.0"),
+    ({"wait_timeout": -1}, "wait_timeout must be between 0 and 86400 seconds, got -1.0"),
+    ({"lock_timeout": 7200}, "lock_timeout must be between 0 and 3600 seconds, got 7200.0"),
+])
+def test_bad_wait_options_fail_before_any_poll(monkeypatch, changes, message):
+    harness = Harness(monkeypatch, dict(ARGS, **changes), [])
+    result = harness.run()
+    assert result == {"failed": True, "msg": message}
+    assert harness.calls == []

@@ -1,0 +1,142 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The role's input rules: the modules' own rules, every problem at once, unknown variables named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_input import (
+    KNOWN_VARIABLES,
+    input_problems,
+    restart_via,
+)
+
+ROLE = Path(__file__).resolve().parents[4] / "roles" / "enqueue_shards"
+DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
+CONNECTION = {"login_host": "db1", "login_user": "awa_migrator", "login_db": "app"}
+
+
+def settings(**overrides) -> dict:
+    """The variables a host sees: the role's defaults plus the required ones, then ``overrides``."""
+    values = {**DEFAULTS, "enqueue_shards_queues": [{"queue": "orders", "shards": 8}],
+              "enqueue_shards_connection": CONNECTION, "enqueue_shards_services": ["orders-worker"]}
+    values.update({f"enqueue_shards_{name}": value for name, value in overrides.items()})
+    return values
+
+
+def problems(scope=("queues", "rollout", "wait"), service_manager="systemd", **overrides) -> list[str]:
+    return input_problems(settings(**overrides), list(scope), service_manager)
+
+
+def test_the_known_variables_are_exactly_the_documented_ones():
+    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
+    assert KNOWN_VARIABLES == set(specs["argument_specs"]["main"]["options"])
+
+
+def test_good_input_has_no_problem():
+    assert problems() == []
+
+
+@pytest.mark.parametrize("queues, expected", [
+    ([], "enqueue_shards_queues must name at least one queue"),
+    ([{"queue": "orders"}], "enqueue_shards_queues[0] needs queue and shards"),
+    ([{"queue": "orders", "shards": 65}], "enqueue_shards_queues[0] ('orders'): shards must be between 1 and 64, got 65"),
+    ([{"queue": "orders", "shards": 0}], "shards must be between 1 and 64, got 0"),
+    ([{"queue": "orders#1", "shards": 2}], "contains '#'"),
+    ([{"queue": "ord\u0007ers", "shards": 2}], "contains control characters (U+0007)"),
+    ([{"queue": "  ", "shards": 2}], "queue must be a non-empty name"),
+    ([{"queue": "q" * 256, "shards": 2}], "queue name is 256 characters long"),
+    ([{"queue": "orders", "shards": 2, "stripes": 0}], "stripes must be between 1 and 64, got 0"),
+    ([{"queue": "orders", "shards": 2}, {"queue": "orders", "shards": 4}], "names a queue more than once: 'orders'"),
+    ([{"queue": "orders", "shards": "many"}], "shards must be an integer between 1 and 64, got 'many'"),
+])
+def test_queue_entries_follow_the_modules_rules(queues, expected):
+    found = problems(queues=queues)
+    assert any(expected in problem for problem in found), found
+
+
+def test_numbers_given_as_strings_are_accepted_as_ansible_passes_them():
+    assert problems(queues=[{"queue": "orders", "shards": "8", "stripes": "2"}], lock_timeout="0",
+                    batch_size="2", converge_timeout="600") == []
+
+
+def test_lock_timeout_zero_means_no_limit_as_in_the_module():
+    assert problems(lock_timeout=0) == []
+    assert problems(lock_timeout=3601) == ["enqueue_shards_lock_timeout must be between 0 and 3600 seconds, got 3601.0"]
+
+
+@pytest.mark.parametrize("connection, expected", [
+    ({}, "enqueue_shards_connection is empty"),
+    ({"login_host": "db1"}, "enqueue_shards_connection lacks login_user and login_db"),
+    ({"login_user": "awa_migrator", "login_db": " "}, "enqueue_shards_connection lacks login_db"),
+])
+def test_a_forgotten_or_partial_connection_is_refused(connection, expected):
+    found = problems(connection=connection)
+    assert len(found) == 1 and found[0].startswith(expected)
+
+
+def test_runtime_roles_follow_the_modules_rules():
+    assert problems(runtime_roles=["awa_runtime", "awa_runtime"]) == [
+        "enqueue_shards_queues[0] ('orders'): runtime_roles lists a role twice: ['awa_runtime', 'awa_runtime']"]
+
+
+def test_a_mistyped_variable_is_named_with_the_right_one():
+    found = input_problems({**settings(), "enqueue_shards_batchsize": 2}, ["queues"])
+    assert found == ["enqueue_shards_batchsize is not a variable of the role awa.operations.enqueue_shards (did you "
+                     "mean enqueue_shards_batch_size?): it would be ignored; `ansible-doc -t role "
+                     "awa.operations.enqueue_shards` lists them"]
+
+
+def test_every_rollout_problem_is_named_at_once():
+    found = problems(batch_size=0, runtimes_per_service=1.5, services=[], restart_method="systemd",
+                     env_file="relative/path", env_file_mode="rw-r-----", environment={"BAD-NAME": "x", "OK": "a\nb"},
+                     restart_timeout=-1, wait_sleep=0, service_manager="sysvinit")
+    assert found == [
+        "enqueue_shards_batch_size must be a whole number of at least 1, got 0",
+        "enqueue_shards_runtimes_per_service must be a whole number of at least 1, got 1.5",
+        "enqueue_shards_services is empty: name the producer services of this host, or use enqueue_shards_pickup: "
+        "refresh",
+        "enqueue_shards_restart_method is systemd but this host runs sysvinit: use enqueue_shards_restart_method: "
+        "command with enqueue_shards_restart_command",
+        "enqueue_shards_env_file must be an absolute path, got relative/path",
+        "enqueue_shards_env_file_mode must be a quoted octal mode such as \"0640\", got 'rw-r-----'",
+        "enqueue_shards_environment names must be variable names (letters, digits, _): BAD-NAME",
+        "enqueue_shards_environment values must be single lines: OK",
+        "enqueue_shards_restart_timeout must be between 0 and 86400 seconds, got -1.0",
+        "enqueue_shards_wait_sleep must be between 0.1 and 3600 seconds, got 0.0",
+    ]
+
+
+def test_without_systemd_a_restart_command_with_a_placeholder_is_needed():
+    assert problems(service_manager="sysvinit") == [
+        'this host does not run systemd (service manager: sysvinit) and enqueue_shards_restart_command is empty: '
+        'give the command that restarts one service, e.g. "supervisorctl restart {service}"']
+    two = {"services": ["a", "b"], "restart_command": "supervisorctl restart all", "status_command": "started"}
+    assert problems(service_manager="sysvinit", **two) == [
+        "enqueue_shards_restart_command runs once per service, so it must contain {service} when a host has more "
+        "than one service: supervisorctl restart all",
+        "enqueue_shards_status_command runs once per service, so it must contain {service} when a host has more "
+        "than one service: started"]
+    assert problems(service_manager="sysvinit", restart_command="supervisorctl restart {service}") == []
+
+
+def test_refresh_needs_no_services_and_only_the_scope_asked_for_is_checked():
+    assert problems(pickup="refresh", services=[]) == []
+    assert problems(scope=("queues",), batch_size=0, converge_timeout=-5) == []
+    assert problems(scope=("queues", "wait"), converge_timeout=-5) == [
+        "enqueue_shards_converge_timeout must be between 0 and 86400 seconds, got -5.0"]
+
+
+def test_an_unknown_scope_is_a_programming_error():
+    with pytest.raises(ValueError):
+        input_problems(settings(), ["everything"])
+
+
+@pytest.mark.parametrize("method, manager, expected", [
+    ("auto", "systemd", "systemd"), ("auto", "openrc", "command"), ("auto", None, "command"),
+    ("systemd", None, "systemd"), ("command", "systemd", "command")])
+def test_restart_via(method, manager, expected):
+    assert restart_via(method, manager) == expected

@@ -1,0 +1,83 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the role prints: the change, the queues to drain, and a summary that never passes a plan off as done."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_report import (
+    change_lines,
+    lowered_queues,
+    summary,
+    table,
+)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load(name: str) -> dict:
+    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+
+
+CONVERGED, UNCONVERGED = load("info-converged"), load("info-unconverged")
+CHECK, REAL = load("change-check"), load("change-real")
+DEMO_TO_6 = [{"queue": "demo", "shards": 6}]
+
+
+def test_change_lines_say_what_was_done_or_would_be():
+    assert change_lines(CHECK, DEMO_TO_6, True)[0] == (
+        "demo: enqueue_shards 4 -> 6 on demo - check mode, would create 8 lanes and add 16 grants in one transaction")
+    real = change_lines(REAL, DEMO_TO_6, False)
+    assert real[0] == ("demo: enqueue_shards 4 -> 6 on demo - changed in one transaction: 8 lanes created, "
+                       "16 grants added, recorded as change #2")
+    assert real[1].startswith("  ordering: partitioned FIFO")
+    unchanged = copy.deepcopy(REAL)
+    unchanged["queues"]["demo"].update(changed=False, previous_shards={"demo": 6})
+    assert change_lines(unchanged, DEMO_TO_6, False)[0] == "demo: enqueue_shards 6 -> 6 on demo - already so, nothing written"
+
+
+def test_lowered_queues_are_those_whose_last_change_lowered_the_count():
+    assert lowered_queues(UNCONVERGED) == []
+    lowered = copy.deepcopy(UNCONVERGED)
+    lowered["queues"]["demo"]["last_change"]["demo"].update(from_shards=8, to_shards=2)
+    assert lowered_queues(lowered) == ["demo"]
+    assert lowered_queues({"skipped": True}) == []
+
+
+def test_the_summary_after_a_real_change_shows_before_and_after_and_n_of_m():
+    lines = summary(DEMO_TO_6, UNCONVERGED["queues"], REAL, False)
+    header = [cell.strip() for cell in lines[0].split(" | ")]
+    assert header == ["queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
+                      "converged / drained"]
+    row = [cell.strip() for cell in lines[2].split(" | ")]
+    assert row == ["demo", "4 -> 6", "0 of 3", "0:? 1:0 2:0 3:0 4:0 5:0", "0", "no / no"]
+    assert lines[4:] == UNCONVERGED["queues"]["demo"]["summary_lines"]
+
+
+def test_the_check_mode_summary_says_what_is_planned_and_what_is_true_now():
+    # Check mode: the read is of the running system (4 shards, every runtime on it), the change only planned.
+    lines = summary(DEMO_TO_6, CONVERGED["queues"], CHECK, True)
+    assert lines[0].split(" | ")[1:3] == ["S now -> planned", "runtimes on planned S"]
+    row = [cell.strip() for cell in lines[2].split(" | ")]
+    assert row[1:3] == ["4 -> 6", "0 of 2 (they restart)"] and row[5] == "not yet (check mode)"
+    assert "yes / yes" not in lines[2]
+    assert lines[-1].startswith("Check mode: nothing was changed, restarted or waited for.")
+
+
+def test_the_wait_entry_point_takes_the_count_before_from_the_ledger():
+    row = [cell.strip() for cell in summary(DEMO_TO_6, UNCONVERGED["queues"], None, False)[2].split(" | ")]
+    assert row[1] == "4 -> 6"
+
+
+def test_over_sixteen_shards_the_total_is_shown():
+    view = copy.deepcopy(UNCONVERGED["queues"]["demo"])
+    view["shards"] = [{"queue": "demo", "shard": shard, "beyond_count": False, "ready_depth": 2}
+                      for shard in range(20)]
+    row = summary(DEMO_TO_6, {"demo": view}, None, False)[2]
+    assert "40 over 20 shards" in row
+
+
+def test_table_aligns_columns_under_a_rule():
+    assert table(("a", "bb"), [["xxx", "y"]]) == ["a   | bb", "--------", "xxx | y"]
