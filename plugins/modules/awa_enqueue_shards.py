@@ -28,6 +28,7 @@ author:
 extends_documentation_fragment:
   - awa.operations.connection
   - awa.operations.attributes
+  - awa.operations.attributes.action_group
 attributes:
   check_mode:
     support: full

@@ -31,6 +31,7 @@ author:
 extends_documentation_fragment:
   - awa.operations.connection
   - awa.operations.attributes.info_module
+  - awa.operations.attributes.action_group
 options:
   queue:
     description:

@@ -36,7 +36,9 @@ def test_the_password_appears_nowhere_even_at_vvv(awa_db, tmp_path):
     assert "CHANGED" in outputs[1] and "password authentication failed" in outputs[3]
     everything = "\n".join(outputs) + log_file.read_text(encoding="utf-8") + awa_db.server.server_log(tail=10_000)
     assert SECRET_MARKER not in everything
-    assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in outputs[0], "ansible masks the password in -vvv invocation logs"
+    # ansible-core 2.19 shows each module's invocation at -vvv, no_log values masked; 2.21 shows none.
+    if '"invocation"' in outputs[0]:
+        assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in outputs[0], "ansible masks the password in -vvv invocation logs"
 
 
 def test_injection_attempts_in_names_are_stored_and_granted_literally(awa_db):

@@ -187,7 +187,9 @@ def test_the_key_path_and_the_password_appear_nowhere(tls_db, certificates, tmp_
     assert '"converged": true' in output
     assert 'certificate present, but not private key file "(ssl_key)". Set ssl_key to' in output
     assert "certificate verify failed" in output
-    assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in output, "ansible masks the key path in the -vvv invocation"
+    # ansible-core 2.19 shows each module's invocation at -vvv, no_log values masked; 2.21 shows none.
+    if '"invocation"' in output:
+        assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in output, "ansible masks the key path in the -vvv invocation"
     assert shard_counts(tls_db) == {"s_q": 4}
 
     messages = []

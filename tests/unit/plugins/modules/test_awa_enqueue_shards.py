@@ -32,9 +32,9 @@ def converted(queue: object, shards: object) -> tuple[dict | None, list[str]]:
     try:
         result = ArgumentSpecValidator(spec).validate({"queue": queue, "shards": shards})
     except OverflowError:
-        # ansible-core's int check crashes on infinities; build_module turns that into
-        # a clear failure (test_the_module_refuses_bad_input_before_connecting).
-        assert isinstance(shards, float) and math.isinf(shards)
+        # ansible-core's int check crashes on infinities (a float, or a string such as "INF");
+        # build_module turns that into a clear failure (test_the_module_refuses_bad_input_before_connecting).
+        assert math.isinf(float(shards))
         return None, ["shards must be a finite integer"]
     return result.validated_parameters, [str(error) for error in result.errors]
 

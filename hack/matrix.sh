@@ -1,0 +1,40 @@
+# The tested matrix, sourced by hack/bootstrap.sh and hack/env.sh (the README's
+# "Tested with" table says the same; change both together).
+# shellcheck shell=bash disable=SC2034
+
+# ansible-core releases, newest first, with the Python each runs on here and
+# the requirements of its venv. The newest is the project venv's (.venv: the
+# demo, molecule, the functional tests and every tool); the others live in
+# .venvs/core-X.Y. Exact versions are pinned in the requirements files.
+matrix_cores=(2.21 2.20 2.19)
+declare -A matrix_core_python=([2.21]=3.13 [2.20]=3.12 [2.19]=3.11)
+declare -A matrix_core_requirements=(
+    [2.21]=requirements/test.txt
+    [2.20]=requirements/core-2.20.txt
+    [2.19]=requirements/core-2.19.txt
+)
+
+# Molecule runs on the two newest cores (molecule supports N and N-1). The
+# newest runs the fleet scenario: the rollout over SSH to real systemd hosts,
+# on PostgreSQL 17 and 18. The previous one runs the fast path, the
+# supervisord scenario on PostgreSQL 18 (restart and status commands); what
+# differs between 17 and 18 is the database, which the fleet and the
+# integration runs of every core cover on both.
+matrix_molecule_cores=(2.21 2.20)
+declare -A matrix_molecule_scenarios=([2.21]="--scenario-name fleet" [2.20]="--scenario-name pg18")
+
+# ansible-test sanity runs compile and import on every interpreter it finds:
+# these are put on its PATH (the modules need Python 3.10+, tests/config.yml).
+matrix_sanity_pythons=(3.10 3.11 3.12 3.13)
+
+# PostgreSQL majors every integration and molecule run covers.
+matrix_postgresql=(17 18)
+
+# Where the venvs live (the sourcing script sets $root).
+venv=${AWA_OPS_VENV:-$root/.venv}
+venvs=${AWA_OPS_VENVS:-$root/.venvs}
+
+# The venv of an ansible-core release of the matrix.
+matrix_venv() {
+    if [ "$1" = "${matrix_cores[0]}" ]; then echo "$venv"; else echo "$venvs/core-$1"; fi
+}
