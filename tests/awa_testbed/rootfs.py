@@ -66,7 +66,7 @@ class RootfsError(RuntimeError):
     """The root filesystem cannot be built here; the message says what to do."""
 
 
-def pinned_requirements(requirements: Path = TESTS_DIR.parent / "requirements" / "test.txt") -> list[str]:
+def pinned_requirements(requirements: Path = TESTS_DIR.parent / "requirements" / "testbed.txt") -> list[str]:
     """The ``name==version`` lines of WHEEL_DISTRIBUTIONS in the project's requirements."""
     wanted = {name.lower() for name in WHEEL_DISTRIBUTIONS}
     pins = [line.strip() for line in requirements.read_text(encoding="utf-8").splitlines()
