@@ -231,9 +231,13 @@ def _headline(batches: list[list[tuple[str, str]]], batch_size: int, check_mode:
             + (". Nothing is restarted in check mode." if check_mode else ""))
 
 
+# What ansible.builtin.command says on any non-zero exit (2.19 and 2.20, then 2.21): it adds nothing to stderr.
+_COMMAND_BOILERPLATE = frozenset({"non-zero return code", "The command exited with a non-zero return code."})
+
+
 def _failure_text(result: dict) -> str:
     parts = [str(result.get(key) or "").strip() for key in ("msg", "stderr")]
-    text = " ".join(part for part in parts if part and part != "non-zero return code")
+    text = " ".join(part for part in parts if part and part not in _COMMAND_BOILERPLATE)
     return text or f"exit status {result.get('rc')}"
 
 
