@@ -37,7 +37,7 @@ VENV = "/opt/awa-producer"
 # Where the hosts get the test bed's Python package (on the venv's path).
 APP_DIR = f"{VENV}/app"
 # Distributions the producers need, pinned by the project's requirements file.
-WHEEL_DISTRIBUTIONS = ("awa-pg", "psycopg[binary]")
+WHEEL_DISTRIBUTIONS = ("awa-pg", "psycopg[binary]", "typing-extensions")
 # Wheels for Debian 12's CPython 3.11 on x86_64, whatever Python the controller runs.
 WHEEL_PLATFORM_ARGS = ("--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
                        "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64")
