@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from ansible_collections.awa.operations.plugins.module_utils import contention, load_window
+
 SAMPLE_SQL = """
 SELECT a.application_name, a.state, a.wait_event_type, a.wait_event,
        l.locktype, l.database::int8, l.classid::int8, l.objid::int8, left(a.query, 120)
@@ -42,20 +44,6 @@ LEFT JOIN pg_locks AS l ON l.pid = a.pid AND NOT l.granted
 WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
 """
 
-# The two lock keys of every lane of a queue as pg_locks shows a bigint advisory key
-# (classid = high 32 bits, objid = low 32 bits): reserve_enqueue_seq's (live 0.6.9
-# definition) and ensure_lane_inserts' (awa-model/src/queue_storage.rs).
-LANE_LOCK_KEYS_SQL = """
-SELECT k.kind, h.priority, h.enqueue_shard, (k.key >> 32) & 4294967295, k.key & 4294967295
-FROM awa.queue_enqueue_heads AS h
-CROSS JOIN LATERAL (VALUES
-    ('lane reservation', hashtextextended(format('%%I.%%I', 'awa', h.seq_name), 0)),
-    ('lane insert', hashtextextended(format('awa:%%s:%%s:%%s', h.queue, h.priority, h.enqueue_shard), 0))
-) AS k (kind, key)
-WHERE h.queue = %s
-"""
-
-PG_DATABASE_OID = 1262
 OTHER_ROLE = "other"
 Lane = tuple[int, int]  # (priority, shard)
 LaneKeys = dict[tuple[int, int], tuple[str, Lane]]  # (classid, objid) -> (lock kind, lane)
@@ -71,28 +59,15 @@ class BackendSample:
     lane: Lane | None = None
 
 
-def wait_label(state: str | None, wait_event_type: str | None, wait_event: str | None) -> str:
-    """What an ``active`` backend waits on ("CPU" when it waits on nothing), else its state."""
-    if state == "active":
-        return f"{wait_event_type}:{wait_event}" if wait_event_type else "CPU"
-    if state and state.startswith("idle in transaction"):
-        return "idle in transaction"
-    return "idle"
-
-
 def classify(row: tuple, roles: dict[str, str], lane_keys: LaneKeys) -> BackendSample:
-    """One ``SAMPLE_SQL`` row as a BackendSample (the statement text is kept only in example samples)."""
+    """One ``SAMPLE_SQL`` row as a BackendSample (the statement text is kept only in example samples).
+
+    The wait and the lock are named as the info module's advice names them (module_utils/contention.py).
+    """
     application, state, wait_type, wait_event, locktype, database, classid, objid = row[:8]
-    role = roles.get(application, OTHER_ROLE)
-    wait = wait_label(state, wait_type, wait_event)
-    if locktype is None:
-        return BackendSample(role, wait)
-    if locktype == "advisory":
-        kind, lane = lane_keys.get((classid, objid), ("advisory", None))
-        return BackendSample(role, wait, kind, lane)
-    if locktype == "object" and database == 0 and classid == PG_DATABASE_OID and objid == 0:
-        return BackendSample(role, wait, "notify")
-    return BackendSample(role, wait, locktype)
+    lock, lane = contention.lock_kind(locktype, database, classid, objid, lane_keys)
+    return BackendSample(roles.get(application, OTHER_ROLE), contention.wait_label(state, wait_type, wait_event),
+                         lock, lane)
 
 
 @dataclass
@@ -130,8 +105,10 @@ class WaitTally:
 
 
 def fetch_lane_keys(conn: psycopg.Connection, queue: str) -> LaneKeys:
-    return {(classid, objid): (kind, (priority, shard))
-            for kind, priority, shard, classid, objid in conn.execute(LANE_LOCK_KEYS_SQL, (queue,)).fetchall()}
+    """The lock keys of every lane of ``queue``, as the info module's advice reads them."""
+    with conn.transaction():
+        keys = load_window.fetch_lane_keys(conn, "awa", [queue])
+    return {key: (kind, (priority, shard)) for key, (kind, (dummy, priority, shard)) in keys.items()}
 
 
 class WaitSampler:

@@ -23,6 +23,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info import 
     info_argument_spec,
     progress_line,
     timeout_message,
+    validate_advice_options,
     validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, wait_until
@@ -60,6 +61,7 @@ class ActionModule(ActionBase):
             return result
         try:
             validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
+            validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
 

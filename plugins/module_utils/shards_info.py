@@ -26,7 +26,15 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from typing import ContextManager
 
-from ansible_collections.awa.operations.plugins.module_utils import introspect, ledger, report, waiters
+from ansible_collections.awa.operations.plugins.module_utils import (
+    advice,
+    introspect,
+    ledger,
+    load_window,
+    report,
+    shard_gains,
+    waiters,
+)
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
     transaction,
@@ -40,6 +48,7 @@ from ansible_collections.awa.operations.plugins.module_utils.preconditions impor
 
 DEFAULT_WAIT_TIMEOUT = 300.0
 DEFAULT_WAIT_SLEEP = 2.0
+DEFAULT_ADVISE_WINDOW = 10.0
 
 
 def info_argument_spec() -> dict:
@@ -57,6 +66,9 @@ def info_argument_spec() -> dict:
         "expected_new_runtimes": {"type": "int", "default": 0},
         "ledger_schema": {"type": "str", "default": ledger.DEFAULT_SCHEMA},
         "lock_timeout": {"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
+        "advise": {"type": "bool", "default": False},
+        "advise_window": {"type": "float", "default": DEFAULT_ADVISE_WINDOW},
+        "advise_gains": {"type": "dict"},
     }
 
 
@@ -67,6 +79,57 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> 
         raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
     if not 0.1 <= sleep <= 3600:
         raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
+
+
+def validate_advice_options(advise: bool, window: float, gains: dict | None, wait: str) -> None:
+    """advise, advise_window and advise_gains, checked before connecting."""
+    if advise and wait != "none":
+        raise InvalidRequest(f"advise watches the load and wait watches a change: give advise or wait={wait}, not "
+                             "both (run them as two tasks)")
+    if not 1 <= window <= 600:
+        raise InvalidRequest(f"advise_window must be between 1 and 600 seconds, got {window}")
+    if gains is None:
+        return
+    table = gains.get("gains")
+    shape = "advise_gains must be a gains table as benchmarks/shard_gains.py prints it: {'gains': {PATH: {N: {S: gain}}}}"
+    if not isinstance(table, dict) or not table:
+        raise InvalidRequest(f"{shape}; it has no 'gains'")
+    for path, rows in table.items():
+        if path not in ("insert", "copy", "copy_keyed") or not isinstance(rows, dict):
+            raise InvalidRequest(f"{shape}; PATH is insert, copy or copy_keyed, got {path!r}")
+        for producers, row in rows.items():
+            try:
+                valid = int(producers) >= 1 and isinstance(row, dict) and row and all(
+                    int(shards) >= 1 and float(gain) > 0 for shards, gain in row.items())
+            except (TypeError, ValueError):
+                valid = False
+            if not valid:
+                raise InvalidRequest(f"{shape}; {path} row {producers!r} is not a mapping of shard counts to "
+                                     f"positive gains: {row!r}")
+
+
+def advise_queues(conn, info: dict, seconds: float, lock_timeout: float, measured: dict | None = None) -> dict:
+    """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
+
+    Returns queue -> advice (advice.advise); ``measured`` defaults to the shipped gains table.
+    """
+    views = info["queues"]
+    physical = [name for view in views.values() for name in view["physical_queues"]]
+    window = load_window.watch(conn, physical, seconds, lock_timeout)
+    table = measured or shard_gains.MEASURED
+    return {name: advice.advise(advice.queue_load(name, view["physical_queues"], max(view["enqueue_shards"].values(), default=1),
+                                                  window), window.tally, table)
+            for name, view in views.items()}
+
+
+def add_advice(info: dict, advised: dict) -> None:
+    """Put the advice into a read's result: ``advice``, its lines in the summary, its findings among the findings."""
+    info["advice"] = advised
+    lines = [f"advice: {view['message']} {view['ordering']}" for view in advised.values()]
+    info["summary_lines"] = info["summary_lines"] + lines
+    info["summary"] = "\n".join(info["summary_lines"])
+    info["findings"] = list(dict.fromkeys(info["findings"] + [finding for view in advised.values()
+                                                              for finding in view["findings"]]))
 
 
 def progress_line(info: dict) -> str:

@@ -21,6 +21,8 @@ description:
     that reports its count (a future Awa) is judged by that report.
   - Can wait until every live runtime has converged, or until the shards at or above the count have drained
     (which implies converged first). Each poll prints a progress line.
+  - With O(advise), watches the load on the queues for a window and advises a shard count for each, from signals
+    a monitoring role can read and a gains table measured by the collection's benchmark.
   - Never writes. Each look reads the state in one REPEATABLE READ, READ ONLY transaction with a fixed number of
     statements; the ready depths of lanes beyond the first thousand are read in further READ ONLY transactions of
     at most a thousand lanes each (reading a lane's cursors locks its sequences until the transaction ends).
@@ -113,9 +115,39 @@ options:
         O(wait_timeout), since the state cannot be seen while the lock is held.
     type: float
     default: 5
+  advise:
+    description:
+      - Watch the load on the queues reported for O(advise_window) seconds and advise, per queue, a shard count
+        (RV(advice)) - raise to a count, keep, lower (after a drain), or "sharding will not help" with the limit
+        named (NOTIFY at commit, WAL flush, CPU, or the claimers) - each with the evidence it used and the
+        ordering consequence of following it.
+      - The signals are lane advisory-lock waiters from C(pg_locks) and C(pg_stat_activity) sampled every 25 ms,
+        the jobs enqueued and claimed per shard from the lane sequences at both ends of the window, and the
+        backlog. A raise is advised only where the gains table (O(advise_gains)) measured at least x1.3 for that
+        load and enqueue path, and never past the count where the measured gains stop.
+      - Producers that send everything to one shard whatever the count is are reported as a finding.
+      - Not with O(wait) (run them as two tasks). Writes nothing; advice is read under load, so advise while the
+        queue carries the load that matters.
+    type: bool
+    default: false
+  advise_window:
+    description:
+      - Seconds to watch the load with O(advise), between 1 and 600.
+    type: float
+    default: 10
+  advise_gains:
+    description:
+      - A gains table of your own (from C(python -m benchmarks.shard_gains RESULTS.json) after the collection's
+        shard_choice benchmark ran on hardware like yours) instead of the one measured for this release
+        (docs/performance.md). Its form is C({gains: {PATH: {N: {S: gain}}}, limits: {PATH: {N: limit}}}) with
+        PATH one of V(insert), V(copy) and V(copy_keyed), N producers, S shards and the gain over S=1.
+    type: dict
 notes:
   - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the
     owner); lanes it cannot read are reported with unknown depth, not as errors.
+  - With O(advise), the connected role should be a member of C(pg_monitor) (for C(pg_read_all_stats)), or the
+    wait events and statements of other roles' backends are hidden and the advice says so in its findings;
+    C(pg_locks) needs no grant. It also needs C(SELECT) on the lane sequences, as for depths.
   - Ready depth counts ready jobs only; jobs being worked (leases) and scheduled or retrying jobs
     (C(deferred_jobs)) carry no shard until they are claimed back or promoted.
 seealso:
@@ -144,6 +176,23 @@ EXAMPLES = r"""
     queue: orders
     wait: converged
     wait_timeout: 600
+
+- name: Watch "orders" under load for 30 seconds and advise a shard count
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_monitor
+    queue: orders
+    advise: true
+    advise_window: 30
+  register: orders_advice
+
+- name: Print the verdict, its evidence and its ordering consequence
+  ansible.builtin.debug:
+    msg:
+      - "{{ orders_advice.advice.orders.message }}"
+      - "{{ orders_advice.advice.orders.ordering }}"
+      - "{{ orders_advice.advice.orders.evidence }}"
 
 - name: After a lowering, wait until the old shards have drained
   awa.operations.awa_enqueue_shards_info:
@@ -275,6 +324,58 @@ runtimes:
       live: true
       converged: false
       pending_queues: [orders]
+advice:
+  description:
+    - Per logical queue, with O(advise) - the verdict, the count it advises, the limit when sharding will not
+      help, one line saying so and why, the ordering consequence of following it, the evidence, and findings
+      (producers that send everything to one shard; backends hidden from this role).
+    - Its lines are also at the end of RV(summary_lines), and its findings in RV(findings).
+  returned: when O(advise) is true
+  type: dict
+  contains:
+    verdict:
+      description: V(raise), V(keep), V(lower) (after a drain) or V(will_not_help).
+      type: str
+    shards:
+      description: The current count (the largest of its physical queues').
+      type: int
+    to:
+      description: The count advised (the current one unless raise or lower).
+      type: int
+    limit:
+      description: With V(will_not_help), what limits the queue - C(NOTIFY at commit), C(WAL flush), C(CPU) or
+        C(the claimers); null otherwise.
+      type: str
+    message:
+      description: The verdict and why, in one line.
+      type: str
+    ordering:
+      description: What following the advice does to ordering (key routing, FIFO, the drain a lowering needs).
+      type: str
+    evidence:
+      description:
+        - The window (C(window_seconds), C(samples)), C(enqueued_per_s), C(claimed_per_s), C(enqueued_by_shard),
+          C(busiest_shard_share), C(lag_growth), the waiters per sample (C(lane_lock_waiters),
+          C(notify_lock_waiters), C(wal_waiters)), C(enqueuers_on_cpu_share), C(concurrent_enqueuers), the
+          enqueue C(path) (insert, copy or copy_keyed), the C(measured_row) of the gains table it was judged by,
+          and C(hidden_backend_samples).
+      type: dict
+    findings:
+      description: What the window showed beyond the verdict, each with what to do.
+      type: list
+      elements: str
+  sample:
+    orders:
+      verdict: will_not_help
+      shards: 1
+      to: 1
+      limit: NOTIFY at commit
+      message: "orders: sharding will not help: the limit is NOTIFY at commit. 3.4 enqueuers per sample waited on
+        its lane locks, but with 8 producer(s) on the insert path no count measured x1.3 over 1: past the lane
+        lock, commits serialize."
+      ordering: "Nothing changes: jobs keep their order per shard over 1 shard(s)."
+      evidence: {lane_lock_waiters: 3.4, concurrent_enqueuers: 8, path: insert}
+      findings: []
 findings:
   description: The findings of every queue (and of queues whose stripes could not be resolved).
   returned: always
@@ -330,7 +431,10 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, WaitTimeout
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
+    add_advice,
+    advise_queues,
     info_argument_spec,
+    validate_advice_options,
     validate_read_options,
     wait_for_shards_info,
 )
@@ -350,6 +454,7 @@ def main() -> None:
     params = module.params
     try:
         validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
+        validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
         with open_connection(params) as conn:
             info = wait_for_shards_info(
                 conn, params["wait"], params["wait_timeout"], params["wait_sleep"], queue=params["queue"],
@@ -357,6 +462,9 @@ def main() -> None:
                 ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
                 known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"],
                 lock_timeout=params["lock_timeout"])
+            if params["advise"]:
+                add_advice(info, advise_queues(conn, info, params["advise_window"], params["lock_timeout"],
+                                               params["advise_gains"]))
     except WaitTimeout as exc:
         for warning in exc.result.pop("warnings", []):
             module.warn(warning)

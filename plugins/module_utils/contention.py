@@ -1,0 +1,141 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the backends of a database wait on, from samples of pg_stat_activity and pg_locks. Pure functions.
+
+A sample row is one client backend: its state, wait event, the lock it waits
+for (if any) and the start of its statement. The locks that matter for a
+shard count (docs/awa-internals.md, shard choice):
+
+* a lane's reservation lock: the advisory lock ``reserve_enqueue_seq`` takes on
+  ``hashtextextended('awa.<lane sequence>', 0)`` and holds until commit, so
+  every enqueue into one lane waits for the one before it to commit;
+* a lane's insert lock: the advisory lock Awa's Rust producers take on
+  ``hashtextextended('awa:<queue>:<priority>:<shard>', 0)``, also until commit
+  (``enqueue_many_copy`` takes it on every call);
+* the NOTIFY commit lock: PostgreSQL's ``PreCommit_Notify`` locks the shared
+  object pg_database/0, so every committing transaction that notified waits
+  for the one before it, whatever the shard count;
+* the WAL: waits to write or flush it at commit, whatever the shard count.
+
+pg_locks shows a bigint advisory key as classid (high 32 bits) and objid (low
+32 bits). pg_stat_activity shows other roles' wait events and statements only
+to members of pg_read_all_stats (pg_monitor); without it they read as hidden.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+PG_DATABASE_OID = 1262
+RESERVATION, INSERT, NOTIFY = "lane reservation", "lane insert", "notify"
+# Wait events of writing and flushing the WAL at commit (PostgreSQL 17 and 18 spellings).
+WAL_WAITS = frozenset({"IO:WalSync", "IO:WalWrite", "IO:WALSync", "IO:WALWrite", "LWLock:WALWrite",
+                       "LWLock:WALInsert"})
+HIDDEN = "hidden"
+# What a backend's statement is, by a fragment of its text (the first that matches). The SQL path is one
+# call of insert_job_compat; Awa's Rust producers (enqueue_many_copy) run a transaction of several statements:
+# the lane insert lock, the lane reservation, then COPY into ready_entries.
+STATEMENT_KINDS = (("insert_job_compat", "insert"), ("pg_advisory_xact_lock(hashtextextended", "copy"),
+                   ("reserve_enqueue_seq", "copy"), ("copy awa.", "copy"), ("claim_ready", "claim"))
+ENQUEUE_STATEMENTS = frozenset({"insert", "copy"})
+
+Lane = tuple[str, int, int]  # (physical queue, priority, shard)
+LaneKeys = dict[tuple[int, int], tuple[str, Lane]]  # (classid, objid) -> (lock kind, lane)
+
+
+@dataclass(frozen=True)
+class BackendSample:
+    """One backend in one sample."""
+
+    wait: str  # "CPU", "<type>:<event>", "idle in transaction", "idle" or HIDDEN
+    lock: str | None = None  # RESERVATION, INSERT, NOTIFY, "advisory", another lock type, or None
+    lane: Lane | None = None
+    statement: str | None = None  # "insert", "copy", "claim", "other", or None (hidden)
+
+
+def split_key(key: int) -> tuple[int, int]:
+    """A bigint advisory key as pg_locks shows it: (classid, objid)."""
+    unsigned = key & 0xFFFFFFFFFFFFFFFF
+    return unsigned >> 32, unsigned & 0xFFFFFFFF
+
+
+def wait_label(state: str | None, wait_event_type: str | None, wait_event: str | None) -> str:
+    """What an active backend waits on ("CPU" when on nothing), its state otherwise; HIDDEN without a state.
+
+    pg_stat_activity hides the state of other roles' backends from roles without pg_read_all_stats.
+    """
+    if state is None:
+        return HIDDEN
+    if state == "active":
+        return f"{wait_event_type}:{wait_event}" if wait_event_type else "CPU"
+    if state.startswith("idle in transaction"):
+        return "idle in transaction"
+    return "idle"
+
+
+def lock_kind(locktype: str | None, database: int | None, classid: int | None, objid: int | None,
+              lane_keys: LaneKeys) -> tuple[str | None, Lane | None]:
+    """The lock a backend waits for, named, and the lane it belongs to (if it is a lane's)."""
+    if locktype is None:
+        return None, None
+    if locktype == "advisory":
+        return lane_keys.get((classid, objid), ("advisory", None))
+    if locktype == "object" and database == 0 and classid == PG_DATABASE_OID and objid == 0:
+        return NOTIFY, None
+    return locktype, None
+
+
+def statement_kind(query: str | None) -> str | None:
+    if query is None or query.startswith("<insufficient privilege>"):
+        return None
+    text = query.lower()
+    return next((kind for fragment, kind in STATEMENT_KINDS if fragment in text), "other")
+
+
+def classify(row: tuple, lane_keys: LaneKeys) -> BackendSample:
+    """One sample row: (state, wait type, wait event, locktype, database, classid, objid, query)."""
+    state, wait_type, wait_event, locktype, database, classid, objid, query = row[:8]
+    lock, lane = lock_kind(locktype, database, classid, objid, lane_keys)
+    return BackendSample(wait_label(state, wait_type, wait_event), lock, lane, statement_kind(query))
+
+
+@dataclass
+class ContentionTally:
+    """What the samples of a window add up to, per physical queue and for the whole database."""
+
+    samples: int = 0
+    lane_waiters: Counter = field(default_factory=Counter)  # physical queue -> backend-samples waiting on its lanes
+    lane_statements: dict = field(default_factory=dict)  # physical queue -> Counter of the waiting statements
+    notify_waiters: int = 0
+    wal_waiters: int = 0
+    enqueuers_on_cpu: int = 0  # active enqueue statements waiting on nothing
+    enqueuers_active: int = 0  # backend-samples in an enqueue statement (waiting or not)
+    enqueue_statements: Counter = field(default_factory=Counter)  # "insert" / "copy" -> backend-samples
+    peak_enqueuers: int = 0  # the most backends in an enqueue statement in one sample
+    hidden: int = 0  # backend-samples whose state this role may not see
+
+    def add(self, backends: list[BackendSample]) -> None:
+        self.samples += 1
+        enqueuers = 0
+        for backend in backends:
+            if backend.wait == HIDDEN:
+                self.hidden += 1
+            if backend.lane is not None:
+                self.lane_waiters[backend.lane[0]] += 1
+                self.lane_statements.setdefault(backend.lane[0], Counter())[backend.statement or HIDDEN] += 1
+            if backend.lock == NOTIFY:
+                self.notify_waiters += 1
+            if backend.wait in WAL_WAITS:
+                self.wal_waiters += 1
+            if backend.statement in ENQUEUE_STATEMENTS and backend.wait != "idle":
+                enqueuers += 1
+                self.enqueue_statements[backend.statement] += 1
+                if backend.wait == "CPU":
+                    self.enqueuers_on_cpu += 1
+        self.enqueuers_active += enqueuers
+        self.peak_enqueuers = max(self.peak_enqueuers, enqueuers)
+
+    def per_sample(self, count: int) -> float:
+        """A count of backend-samples as backends per sample."""
+        return round(count / self.samples, 3) if self.samples else 0.0

@@ -1,0 +1,120 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Watch the load on queues for a window: lane cursors at both ends, and what the backends wait on.
+
+Round trips do not grow with the lanes: one statement for the lock keys of
+every lane of the queues, one for every lane's cursors at each end of the
+window, and one per sample (every ``interval`` seconds) of pg_stat_activity
+joined to the lock each backend waits for. Each read is its own READ ONLY
+transaction, because PostgreSQL keeps one statistics snapshot per
+transaction: a sample in a new transaction sees the backends as they are now.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ansible_collections.awa.operations.plugins.module_utils import contention
+from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
+
+try:
+    from psycopg import sql
+except ImportError:  # reported by the module (missing_required_lib)
+    pass
+
+SAMPLE_INTERVAL = 0.025
+STORAGE_SCHEMA_SQL = "SELECT awa.active_queue_storage_schema()"
+
+SAMPLE_SQL = """
+SELECT a.state, a.wait_event_type, a.wait_event, l.locktype, l.database::int8, l.classid::int8, l.objid::int8,
+       left(a.query, 200)
+FROM pg_stat_activity AS a
+LEFT JOIN pg_locks AS l ON l.pid = a.pid AND NOT l.granted
+WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
+"""
+
+# Both lock keys of every lane (contention.py): reserve_enqueue_seq's, on the qualified name of the lane's
+# enqueue sequence, and the Rust producers', on 'awa:<queue>:<priority>:<shard>'. As pg_locks shows a
+# bigint advisory key: classid = high 32 bits, objid = low 32 bits.
+LANE_LOCK_KEYS_SQL = """
+SELECT k.kind, h.queue, h.priority, h.enqueue_shard, (k.key >> 32) & 4294967295, k.key & 4294967295
+FROM {enqueue_heads} AS h
+CROSS JOIN LATERAL (VALUES
+    (%(reservation)s, hashtextextended(format('%%I.%%I', %(schema)s::text, h.seq_name), 0)),
+    (%(insert)s, hashtextextended(format('awa:%%s:%%s:%%s', h.queue, h.priority, h.enqueue_shard), 0))
+) AS k (kind, key)
+WHERE h.queue = ANY(%(queues)s)
+"""
+
+# Every lane's two cursors (the next sequence values); NULL where this role may not read a sequence.
+LANE_CURSORS_SQL = """
+SELECT h.queue, h.priority, h.enqueue_shard,
+       CASE WHEN readable THEN {next_value}(h.seq_name) END,
+       CASE WHEN readable THEN {next_value}(c.seq_name) END
+FROM {enqueue_heads} AS h
+JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
+CROSS JOIN LATERAL (
+    SELECT to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(h.seq_name)) AS enqueue_oid,
+           to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(c.seq_name)) AS claim_oid
+) AS oids
+CROSS JOIN LATERAL (
+    SELECT oids.enqueue_oid IS NOT NULL AND oids.claim_oid IS NOT NULL
+           AND has_sequence_privilege(oids.enqueue_oid, 'SELECT')
+           AND has_sequence_privilege(oids.claim_oid, 'SELECT') AS readable
+) AS seqs
+WHERE h.queue = ANY(%(queues)s)
+"""
+
+Cursors = dict[contention.Lane, tuple[int | None, int | None]]  # lane -> (enqueue next, claim next)
+
+
+@dataclass(frozen=True)
+class LoadWindow:
+    """What one window of ``seconds`` saw."""
+
+    seconds: float
+    tally: contention.ContentionTally
+    cursors_before: Cursors
+    cursors_after: Cursors
+
+
+def _identifiers(schema: str) -> dict:
+    return {"enqueue_heads": sql.Identifier(schema, "queue_enqueue_heads"),
+            "claim_heads": sql.Identifier(schema, "queue_claim_heads"),
+            "next_value": sql.Identifier(schema, "sequence_next_value")}
+
+
+def fetch_lane_keys(conn, schema: str, queues: list[str]) -> contention.LaneKeys:
+    rows = conn.execute(sql.SQL(LANE_LOCK_KEYS_SQL).format(**_identifiers(schema)),
+                        {"schema": schema, "queues": queues, "reservation": contention.RESERVATION,
+                         "insert": contention.INSERT}).fetchall()
+    return {(classid, objid): (kind, (queue, priority, shard)) for kind, queue, priority, shard, classid, objid in rows}
+
+
+def fetch_cursors(conn, schema: str, queues: list[str]) -> Cursors:
+    rows = conn.execute(sql.SQL(LANE_CURSORS_SQL).format(**_identifiers(schema)),
+                        {"schema": schema, "queues": queues}).fetchall()
+    return {(queue, priority, shard): (enqueue_next, claim_next) for queue, priority, shard, enqueue_next, claim_next in rows}
+
+
+def watch(conn, queues: list[str], seconds: float, lock_timeout: float, interval: float = SAMPLE_INTERVAL) -> LoadWindow:
+    """Sample the backends every ``interval`` seconds for ``seconds``, between two reads of the lanes' cursors."""
+    def read(action: str, reader):
+        with transaction(conn, action, lock_timeout=lock_timeout, read_only=True):
+            return reader()
+
+    # The info module's read has checked that queue storage is active: this names its schema.
+    schema = read("reading the queue storage schema", lambda: conn.execute(STORAGE_SCHEMA_SQL).fetchone()[0])
+    # Reading a lane's cursors locks its sequences until the transaction ends: the reads are short transactions.
+    lane_keys = read("reading the lane lock keys", lambda: fetch_lane_keys(conn, schema, queues))
+    before = read("reading the lane cursors", lambda: fetch_cursors(conn, schema, queues))
+    started = time.monotonic()
+    tally, next_at = contention.ContentionTally(), started
+    while time.monotonic() - started < seconds:
+        rows = read("sampling pg_stat_activity", lambda: conn.execute(SAMPLE_SQL).fetchall())
+        tally.add([contention.classify(row, lane_keys) for row in rows])
+        next_at += interval
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    after = read("reading the lane cursors", lambda: fetch_cursors(conn, schema, queues))
+    return LoadWindow(round(time.monotonic() - started, 3), tally, before, after)
