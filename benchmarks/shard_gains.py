@@ -51,6 +51,12 @@ def gains_table(run: dict, source: str) -> dict:
             "gains": gains, "limits": limits}
 
 
+def _literal(table: dict) -> str:
+    """The table as a Python literal whose continuation lines line up after ``MEASURED = `` (pep8)."""
+    lines = pprint.pformat(table, width=100, sort_dicts=True).splitlines()
+    return "\n".join(lines[:1] + [" " * len("MEASURED = ") + line for line in lines[1:]])
+
+
 def module_source(table: dict) -> str:
     return f'''# Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -59,7 +65,7 @@ def module_source(table: dict) -> str:
 
 from __future__ import annotations
 
-MEASURED = {pprint.pformat(table, width=110, sort_dicts=True)}
+MEASURED = {_literal(table)}
 '''
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Optional
 
 from ansible_collections.awa.operations.plugins.module_utils import contention
 from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
@@ -31,7 +32,9 @@ SELECT a.state, a.wait_event_type, a.wait_event, l.locktype, l.database::int8, l
        left(a.query, 200)
 FROM pg_stat_activity AS a
 LEFT JOIN pg_locks AS l ON l.pid = a.pid AND NOT l.granted
-WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
+WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
+  -- Other roles' backends show a NULL backend_type (and state) without pg_read_all_stats: keep them, hidden.
+  AND coalesce(a.backend_type, 'client backend') = 'client backend'
 """
 
 # Both lock keys of every lane (contention.py): reserve_enqueue_seq's, on the qualified name of the lane's
@@ -66,7 +69,7 @@ CROSS JOIN LATERAL (
 WHERE h.queue = ANY(%(queues)s)
 """
 
-Cursors = dict[contention.Lane, tuple[int | None, int | None]]  # lane -> (enqueue next, claim next)
+Cursors = dict[contention.Lane, tuple[Optional[int], Optional[int]]]  # lane -> (enqueue next, claim next)
 
 
 @dataclass(frozen=True)

@@ -139,8 +139,10 @@ options:
     description:
       - A gains table of your own (from C(python -m benchmarks.shard_gains RESULTS.json) after the collection's
         shard_choice benchmark ran on hardware like yours) instead of the one measured for this release
-        (docs/performance.md). Its form is C({gains: {PATH: {N: {S: gain}}}, limits: {PATH: {N: limit}}}) with
-        PATH one of V(insert), V(copy) and V(copy_keyed), N producers, S shards and the gain over S=1.
+        (docs/performance.md).
+      - 'Its form is C({"gains": {PATH: {N: {S: GAIN}}}, "limits": {PATH: {N: LIMIT}}}) with PATH one of V(insert),
+        V(copy) and V(copy_keyed), N producers, S shards and GAIN the measured throughput over S=1; C(limits) is
+        optional.'
     type: dict
 notes:
   - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the

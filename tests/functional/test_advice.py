@@ -9,9 +9,15 @@ never a rate or a time.
 
 from __future__ import annotations
 
+import secrets
+
+from psycopg import sql
+
 from ansible_collections.awa.operations.plugins.module_utils import advice
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import add_advice, advise_queues
+
+from awa_testbed.awadb import DbRole
 
 from enqueue_shards_support import ansible_command, change, info, wait_until
 
@@ -21,9 +27,9 @@ WINDOW = 3.0
 GAINFUL = {"gains": {"insert": {str(n): {"1": 1.0, "2": 1.6, "4": 2.75, "8": 2.8} for n in (1, 2, 4, 8, 16)}}}
 
 
-def advise(db, queue: str, measured: dict | None = None) -> dict:
-    read = info(db, queue=queue)
-    with open_connection(db.login_args()) as conn:
+def advise(db, queue: str, measured: dict | None = None, role: str | None = None) -> dict:
+    read = info(db, role, queue=queue)
+    with open_connection(db.login_args(role)) as conn:
         add_advice(read, advise_queues(conn, read, WINDOW, 5.0, measured))
     return read
 
@@ -61,6 +67,43 @@ def test_contention_on_one_lane_is_advised_by_the_measured_table(awa_db, fleet):
         assert shipped["message"].startswith(f"busy: sharding will not help: the limit is {shipped['limit']}.")
     else:
         assert (shipped["verdict"], shipped["to"]) == ("raise", advice.raise_target(row, 1))
+
+
+# What docs/enqueue_shards_info.md ("Advising a shard count") tells operators to grant a monitoring role.
+MONITOR_GRANTS = """
+GRANT CONNECT ON DATABASE {database} TO {monitor};
+GRANT USAGE ON SCHEMA awa TO {monitor};
+GRANT SELECT ON ALL TABLES IN SCHEMA awa TO {monitor};
+GRANT SELECT ON ALL SEQUENCES IN SCHEMA awa TO {monitor};
+GRANT USAGE ON SCHEMA awa_operations TO {monitor};
+GRANT SELECT ON ALL TABLES IN SCHEMA awa_operations TO {monitor};
+"""
+
+
+def test_a_monitoring_role_advises_with_pg_monitor_and_is_told_the_grant_without_it(awa_db, fleet):
+    change(awa_db, "watched", 1)
+    monitor = DbRole(f"{awa_db.name}_monitor", secrets.token_urlsafe(12))
+    awa_db.roles["monitor"] = monitor
+    names = {"database": sql.Identifier(awa_db.name), "monitor": sql.Identifier(monitor.name)}
+    awa_db.query(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(names["monitor"], sql.Literal(monitor.password)))
+    awa_db.query(sql.SQL(MONITOR_GRANTS).format(**names))
+    fleet.worker("w", ["watched=64"])
+    fleet.producer("p", "watched", mode="insert", rate=0, concurrency=8, connections=8, record_enqueued=False)
+    loaded(awa_db, "watched")
+
+    unprivileged = advise(awa_db, "watched", GAINFUL, role="monitor")
+    awa_db.query(sql.SQL("GRANT pg_monitor TO {}").format(names["monitor"]))
+    privileged = advise(awa_db, "watched", GAINFUL, role="monitor")
+
+    # pg_locks is readable by any role: the lane-lock waits are seen either way.
+    for read in (unprivileged, privileged):
+        assert read["advice"]["watched"]["evidence"]["lane_lock_waiters"] >= advice.CONTENDED
+        assert read["advice"]["watched"]["evidence"]["enqueued_by_shard"]["0"] > 0
+    assert unprivileged["advice"]["watched"]["evidence"]["hidden_backend_samples"] > 0
+    assert any("grant it pg_monitor" in finding for finding in unprivileged["findings"])
+    assert privileged["advice"]["watched"]["evidence"]["hidden_backend_samples"] == 0
+    assert not any("pg_monitor" in finding for finding in privileged["findings"])
+    assert (privileged["advice"]["watched"]["verdict"], privileged["advice"]["watched"]["to"]) == ("raise", 4)
 
 
 def test_an_idle_queue_is_kept(awa_db, fleet):
