@@ -153,8 +153,10 @@ step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
     print_timings
-    # The slowest tests are listed: the whole command has to stay under 30 minutes on 2 cores.
-    pytest "${marker[@]}" --durations=25 tests/functional
+    # Two workers, a file's tests on one of them (module fixtures, ordered scenarios): most of a test is
+    # waiting on servers and runtimes. The slowest tests are listed: the whole command has to stay under
+    # 30 minutes on 2 cores.
+    pytest "${marker[@]}" -n 2 --dist loadfile --durations=25 tests/functional
 }
 
 for step in "${steps[@]}"; do

@@ -212,9 +212,11 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> dict:
         target = raise_target(row[1], load.shards)
         if target is not None:
             dummy, current = _gain_at(row[1], load.shards)
+            keyed_only = (" The copy producers spread over shards only with an ordering_key on their jobs."
+                          if path == "copy_keyed" else "")
             return verdict("raise", target, f"{load.lane_waiters} enqueuers per sample waited on its lane locks; with "
                            f"{row[0]} producer(s) on the {path} path the benchmark measured x{row[1][target] / current:.2f} "
-                           f"at {target} shards over {load.shards}.")
+                           f"at {target} shards over {load.shards}.{keyed_only}")
         limit = commit_limit(tally) or measured.get("limits", {}).get(path, {}).get(str(row[0])) or NOTIFY_LIMIT
         return verdict("will_not_help", load.shards, f"{load.lane_waiters} enqueuers per sample waited on its lane "
                        f"locks, but with {row[0]} producer(s) on the {path} path no count measured x{MIN_GAIN} over "

@@ -301,6 +301,19 @@ class LaneDepth:
     oldest_ready_age_seconds: float | None
 
 
+# Whether this role may read both sequences of the lane joined as h (enqueue head) and c (claim head): seqs.readable.
+LANE_READABLE_JOINS = """
+CROSS JOIN LATERAL (
+    SELECT to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(h.seq_name)) AS enqueue_oid,
+           to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(c.seq_name)) AS claim_oid
+) AS oids
+CROSS JOIN LATERAL (
+    SELECT oids.enqueue_oid IS NOT NULL AND oids.claim_oid IS NOT NULL
+           AND has_sequence_privilege(oids.enqueue_oid, 'SELECT')
+           AND has_sequence_privilege(oids.claim_oid, 'SELECT') AS readable
+) AS seqs
+"""
+
 LANE_DEPTH_SQL = """
 SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
        cursor.enqueue_next - cursor.claim_next,
@@ -311,16 +324,7 @@ SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
             THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END
 FROM {enqueue_heads} AS h
 JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
-CROSS JOIN LATERAL (
-    SELECT to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(h.seq_name)) AS enqueue_oid,
-           to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(c.seq_name)) AS claim_oid
-) AS oids
-CROSS JOIN LATERAL (
-    SELECT oids.enqueue_oid IS NOT NULL AND oids.claim_oid IS NOT NULL
-           AND has_sequence_privilege(oids.enqueue_oid, 'SELECT')
-           AND has_sequence_privilege(oids.claim_oid, 'SELECT') AS readable
-) AS seqs
-LEFT JOIN LATERAL (
+""" + LANE_READABLE_JOINS + """LEFT JOIN LATERAL (
     SELECT {next_value}(h.seq_name) AS enqueue_next, {next_value}(c.seq_name) AS claim_next
     WHERE seqs.readable
 ) AS cursor ON true

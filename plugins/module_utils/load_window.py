@@ -18,6 +18,7 @@ from typing import Optional
 
 from ansible_collections.awa.operations.plugins.module_utils import contention
 from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.introspect import LANE_READABLE_JOINS
 
 try:
     from psycopg import sql
@@ -53,20 +54,11 @@ WHERE h.queue = ANY(%(queues)s)
 # Every lane's two cursors (the next sequence values); NULL where this role may not read a sequence.
 LANE_CURSORS_SQL = """
 SELECT h.queue, h.priority, h.enqueue_shard,
-       CASE WHEN readable THEN {next_value}(h.seq_name) END,
-       CASE WHEN readable THEN {next_value}(c.seq_name) END
+       CASE WHEN seqs.readable THEN {next_value}(h.seq_name) END,
+       CASE WHEN seqs.readable THEN {next_value}(c.seq_name) END
 FROM {enqueue_heads} AS h
 JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
-CROSS JOIN LATERAL (
-    SELECT to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(h.seq_name)) AS enqueue_oid,
-           to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(c.seq_name)) AS claim_oid
-) AS oids
-CROSS JOIN LATERAL (
-    SELECT oids.enqueue_oid IS NOT NULL AND oids.claim_oid IS NOT NULL
-           AND has_sequence_privilege(oids.enqueue_oid, 'SELECT')
-           AND has_sequence_privilege(oids.claim_oid, 'SELECT') AS readable
-) AS seqs
-WHERE h.queue = ANY(%(queues)s)
+""" + LANE_READABLE_JOINS + """WHERE h.queue = ANY(%(queues)s)
 """
 
 Cursors = dict[contention.Lane, tuple[Optional[int], Optional[int]]]  # lane -> (enqueue next, claim next)

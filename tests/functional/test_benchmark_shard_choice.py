@@ -14,12 +14,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
+from pathlib import Path
+
 import awa
 import pytest
+
+from ansible_collections.awa.operations.plugins.module_utils import shard_gains
 
 from awa_testbed.jobs import KIND, TestJob
 
 from benchmarks import shard_choice_report as report
+from benchmarks.shard_gains import gains_table
 from benchmarks.__main__ import build_parser, main, with_matrix_options, FULL
 from benchmarks.shard_choice import Matrix, shard_order, wait_drained
 from benchmarks.wait_sampler import SAMPLE_SQL, BackendSample, WaitTally, classify, fetch_lane_keys
@@ -254,3 +259,11 @@ def test_command_line_matrix_options_replace_the_profiles_and_bad_values_are_ref
     with pytest.raises(SystemExit):
         main(["--suites", "shard_choice", "--shards", "65"])
     assert "shard counts must be 1..64" in capsys.readouterr().err
+
+
+def test_the_info_modules_advice_decides_by_the_recorded_run():
+    """The shipped gains table is benchmarks/shard_gains.py's function of the run docs/performance.md records."""
+    source = shard_gains.MEASURED["source"]
+    run = json.loads((Path(__file__).parents[2] / source).read_text(encoding="utf-8"))
+    assert gains_table(run, source) == shard_gains.MEASURED
+    assert sorted(run["results"]) == ["17", "18"]

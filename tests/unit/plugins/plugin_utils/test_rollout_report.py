@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import copy
-import json
-from pathlib import Path
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_report import (
     change_lines,
@@ -13,12 +11,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout_report impo
     summary,
     table,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def load(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 
 
 CONVERGED, UNCONVERGED = load("info-converged"), load("info-unconverged")

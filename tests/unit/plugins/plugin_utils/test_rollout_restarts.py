@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import datetime
-import json
-from pathlib import Path
 
 import pytest
 
@@ -17,12 +15,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts im
     restart_outcome,
     restart_plan,
 )
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def load(name: str) -> dict:
-    return json.loads((FIXTURES / f"{name}.json").read_text(encoding="utf-8"))
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 
 
 UNCONVERGED = load("info-unconverged")  # 0 of 3 runtimes on the count after change #2 (demo 4 -> 6)
