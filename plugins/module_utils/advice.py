@@ -100,11 +100,12 @@ def ordering_consequence(shards: int, to: int) -> str:
 
 def _row(table: dict, load: int) -> tuple[int, dict] | None:
     """The table's row for a load: the largest measured N at or below it (the smallest row if below all)."""
-    rows = sorted(int(n) for n in table)
+    # Keys are strings in the shipped table and may be integers in a table given as YAML (advise_gains).
+    rows = {int(n): {int(s): float(gain) for s, gain in row.items()} for n, row in table.items()}
     if not rows:
         return None
-    n = max([row for row in rows if row <= load] or rows[:1])
-    return n, {int(s): gain for s, gain in table[str(n)].items()}
+    n = max([row for row in rows if row <= load] or [min(rows)])
+    return n, rows[n]
 
 
 def _gain_at(gains: dict[int, float], shards: int) -> tuple[int, float]:
@@ -217,7 +218,8 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> dict:
             return verdict("raise", target, f"{load.lane_waiters} enqueuers per sample waited on its lane locks; with "
                            f"{row[0]} producer(s) on the {path} path the benchmark measured x{row[1][target] / current:.2f} "
                            f"at {target} shards over {load.shards}.{keyed_only}")
-        limit = commit_limit(tally) or measured.get("limits", {}).get(path, {}).get(str(row[0])) or NOTIFY_LIMIT
+        limits = {int(n): limit for n, limit in measured.get("limits", {}).get(path, {}).items()}
+        limit = commit_limit(tally) or limits.get(row[0]) or NOTIFY_LIMIT
         return verdict("will_not_help", load.shards, f"{load.lane_waiters} enqueuers per sample waited on its lane "
                        f"locks, but with {row[0]} producer(s) on the {path} path no count measured x{MIN_GAIN} over "
                        f"{load.shards}: past the lane lock, commits serialize.", limit)

@@ -117,9 +117,11 @@ def advise_queues(conn, info: dict, seconds: float, lock_timeout: float, measure
     physical = [name for view in views.values() for name in view["physical_queues"]]
     window = load_window.watch(conn, physical, seconds, lock_timeout)
     table = measured or shard_gains.MEASURED
-    return {name: advice.advise(advice.queue_load(name, view["physical_queues"], max(view["enqueue_shards"].values(), default=1),
-                                                  window), window.tally, table)
-            for name, view in views.items()}
+    advised = {}
+    for name, view in views.items():
+        shards = max(view["enqueue_shards"].values(), default=1)
+        advised[name] = advice.advise(advice.queue_load(name, view["physical_queues"], shards, window), window.tally, table)
+    return advised
 
 
 def add_advice(info: dict, advised: dict) -> None:

@@ -133,6 +133,8 @@ def test_the_table_row_is_the_largest_measured_load_at_or_below_the_observed_one
     assert advice._row(table, 12)[0] == 4
     assert advice._row(table, 40)[0] == 16
     assert advice._row({}, 4) is None
+    # A table given as YAML in advise_gains has integer keys.
+    assert advice._row({4: {1: 1, 2: 2}}, 5) == (4, {1: 1.0, 2: 2.0})
 
 
 def test_lower_after_a_drain_when_the_lanes_are_quiet_and_the_extra_shards_measured_nothing():
