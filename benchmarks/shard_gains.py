@@ -6,9 +6,10 @@ For each enqueue path, producer count N and shard count S: the median gain
 over S=1 (the same producer processes, paired per repeat) on each server,
 and of those the lowest, so the advice never counts on a gain one of the
 servers did not show. For each path and N, the limit: what the producers
-waited on most, of the commit-side waits (NOTIFY lock, WAL) and CPU, at the
-largest S measured. tests/functional/test_benchmark_shard_choice.py checks
-that the shipped table is this function of the recorded run.
+waited on most, of the commit-side waits (NOTIFY lock, WAL) and CPU, and for
+the copy paths the lane locks, at the largest S measured.
+tests/functional/test_benchmark_shard_choice.py checks that the shipped
+table is this function of the recorded run.
 """
 
 from __future__ import annotations
@@ -23,11 +24,15 @@ from ansible_collections.awa.operations.plugins.module_utils import advice, cont
 from . import shard_choice_report
 
 
-def limit_of(waits: dict[str, float]) -> str:
-    """The commit-side or CPU wait the producers spent most samples on."""
+def limit_of(path: str, waits: dict[str, float]) -> str:
+    """What the producers spent most samples on: a commit-side wait, CPU, or (copy paths) the lane locks still."""
     shares = {advice.NOTIFY_LIMIT: waits.get("Lock:object", 0.0),
               advice.WAL_LIMIT: sum(share for label, share in waits.items() if label in contention.WAL_WAITS),
               advice.CPU_LIMIT: waits.get("CPU", 0.0)}
+    # The copy paths do not spread over more lanes (keyless) or lock more of them per call (keyed): if their
+    # lane-lock waits still lead at the largest count, those are the limit, not what comes after them.
+    if path != "insert":
+        shares[advice.COPY_LANES_LIMIT] = waits.get("Lock:advisory", 0.0)
     return max(shares, key=shares.get)
 
 
@@ -46,7 +51,7 @@ def gains_table(run: dict, source: str) -> dict:
                 largest[(path, producers)] = (shards, cell)
         # The newest server's word on the limit (servers are in ascending order).
         for (path, producers), (dummy, cell) in largest.items():
-            limits.setdefault(path, {})[str(producers)] = limit_of(cell["producer_waits"])
+            limits.setdefault(path, {})[str(producers)] = limit_of(path, cell["producer_waits"])
     return {"source": source, "machine": run["machine"], "servers": sorted(run["results"]),
             "gains": gains, "limits": limits}
 

@@ -44,6 +44,14 @@ MIN_JOBS = 20  # enqueues in a window below which its spread over shards says no
 BACKLOG_GROWTH = 0.1  # lag growth, as a share of the window's enqueues, that means the claimers fall behind
 
 NOTIFY_LIMIT, WAL_LIMIT, CPU_LIMIT, CLAIMERS_LIMIT = "NOTIFY at commit", "WAL flush", "CPU", "the claimers"
+COPY_LANES_LIMIT = "the copy path's lane locks"
+# Why lane contention outlasts more shards, by what the benchmark saw take over at the largest count.
+PAST_THE_LANE_LOCK = {
+    COPY_LANES_LIMIT: "each enqueue_many_copy call holds the lock of every lane it writes until it commits: without "
+                      "an ordering_key every call writes shard 0, and with keys a call locks up to S lanes at once, "
+                      "so the calls queue on the lane locks whatever the count",
+    CPU_LIMIT: "past the lane lock, the enqueuers run on CPU",
+}
 
 
 @dataclass(frozen=True)
@@ -220,9 +228,10 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> dict:
                            f"at {target} shards over {load.shards}.{keyed_only}")
         limits = {int(n): limit for n, limit in measured.get("limits", {}).get(path, {}).items()}
         limit = commit_limit(tally) or limits.get(row[0]) or NOTIFY_LIMIT
+        past = PAST_THE_LANE_LOCK.get(limit, "past the lane lock, commits serialize")
         return verdict("will_not_help", load.shards, f"{load.lane_waiters} enqueuers per sample waited on its lane "
                        f"locks, but with {row[0]} producer(s) on the {path} path no count measured x{MIN_GAIN} over "
-                       f"{load.shards}: past the lane lock, commits serialize.", limit)
+                       f"{load.shards}: {past}.", limit)
     limit = commit_limit(tally)
     if limit is None and tally.enqueuers_active and on_cpu >= CPU_BOUND:
         limit = CPU_LIMIT

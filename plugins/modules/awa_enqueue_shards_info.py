@@ -119,8 +119,8 @@ options:
     description:
       - Watch the load on the queues reported for O(advise_window) seconds and advise, per queue, a shard count
         (RV(advice)) - raise to a count, keep, lower (after a drain), or "sharding will not help" with the limit
-        named (NOTIFY at commit, WAL flush, CPU, or the claimers) - each with the evidence it used and the
-        ordering consequence of following it.
+        named (NOTIFY at commit, WAL flush, CPU, the claimers, or the copy path's lane locks) - each with the
+        evidence it used and the ordering consequence of following it.
       - The signals are lane advisory-lock waiters from C(pg_locks) and C(pg_stat_activity) sampled every 25 ms,
         the jobs enqueued and claimed per shard from the lane sequences at both ends of the window, and the
         backlog. A raise is advised only where the gains table (O(advise_gains)) measured at least x1.3 for that
@@ -345,8 +345,8 @@ advice:
       description: The count advised (the current one unless raise or lower).
       type: int
     limit:
-      description: With V(will_not_help), what limits the queue - C(NOTIFY at commit), C(WAL flush), C(CPU) or
-        C(the claimers); null otherwise.
+      description: With V(will_not_help), what limits the queue - C(NOTIFY at commit), C(WAL flush), C(CPU),
+        C(the claimers) or C(the copy path's lane locks); null otherwise.
       type: str
     message:
       description: The verdict and why, in one line.

@@ -7,10 +7,15 @@ Servers start lazily, once per session, and stop at the end of the session
 
 from __future__ import annotations
 
+import shutil
 import signal
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from awa_testbed import environment
 from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabaseFactory
 from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
@@ -80,6 +85,19 @@ def awa_db(request, db_factory):
     database = db_factory.create(awa_version=getattr(request, "param", DEFAULT_AWA_VERSION))
     yield database
     database.drop()
+
+
+@pytest.fixture(scope="module")
+def testbed() -> Iterator[Path]:
+    """The demo's test bed, one per test module: PostgreSQL 18, a least-privilege Awa database, and two Awa
+    applications (worker runtime and producer) of queue demo under supervisord; its state folder."""
+    state_dir = Path(tempfile.mkdtemp(prefix="awa-testbed-"))
+    try:
+        environment.up(state_dir, major=18, apps=2, queue="demo")
+        yield state_dir
+    finally:
+        environment.down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture

@@ -39,6 +39,12 @@ def enqueued(db, queue: str) -> int:
                      "FROM awa.queue_enqueue_heads WHERE queue = %s", (queue,))
 
 
+def contend(fleet, queue: str) -> None:
+    """SQL inserters on the queue's one lane, as fast as they can: 16, so that at least 0.5 of them wait on its lock
+    per sample even while other tests take the 2 cores (8 were not always enough)."""
+    fleet.producer("contender", queue, mode="insert", rate=0, concurrency=16, connections=16, record_enqueued=False)
+
+
 def loaded(db, queue: str, jobs: int = 200) -> None:
     wait_until(lambda: enqueued(db, queue) >= jobs, 60, f"{jobs} jobs enqueued into {queue}")
 
@@ -46,7 +52,7 @@ def loaded(db, queue: str, jobs: int = 200) -> None:
 def test_contention_on_one_lane_is_advised_by_the_measured_table(awa_db, fleet):
     change(awa_db, "busy", 1)
     fleet.worker("w", ["busy=64"])
-    fleet.producer("p", "busy", mode="insert", rate=0, concurrency=8, connections=8, record_enqueued=False)
+    contend(fleet, "busy")
     loaded(awa_db, "busy")
 
     gainful = advise(awa_db, "busy", GAINFUL)["advice"]["busy"]
@@ -88,7 +94,7 @@ def test_a_monitoring_role_advises_with_pg_monitor_and_is_told_the_grant_without
     awa_db.query(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(names["monitor"], sql.Literal(monitor.password)))
     awa_db.query(sql.SQL(MONITOR_GRANTS).format(**names))
     fleet.worker("w", ["watched=64"])
-    fleet.producer("p", "watched", mode="insert", rate=0, concurrency=8, connections=8, record_enqueued=False)
+    contend(fleet, "watched")
     loaded(awa_db, "watched")
 
     unprivileged = advise(awa_db, "watched", GAINFUL, role="monitor")

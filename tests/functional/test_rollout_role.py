@@ -15,8 +15,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,16 +30,6 @@ from enqueue_shards_support import ansible_command, shard_counts, snapshot
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "extensions" / "testbed" / "inventory.yml"
 PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
-
-
-@pytest.fixture(scope="module")
-def testbed() -> Iterator[Path]:
-    state_dir = Path(tempfile.mkdtemp(prefix="awa-rollout-"))
-    try:
-        environment.up(state_dir, major=18, apps=2, queue="demo")
-        yield state_dir
-    finally:
-        environment.down(state_dir)
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils import advice, contention
+from ansible_collections.awa.operations.plugins.module_utils import advice, contention, shard_gains
 from ansible_collections.awa.operations.plugins.module_utils.advice import QueueLoad, advise, queue_load
 from ansible_collections.awa.operations.plugins.module_utils.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
@@ -159,6 +159,31 @@ def test_commit_waits_and_cpu_are_limits_sharding_does_not_lift(counts, limit):
 
     assert (verdict["verdict"], verdict["limit"]) == ("will_not_help", limit)
     assert verdict["message"].startswith(f"q: sharding will not help: the limit is {limit}.")
+
+
+def test_contended_copy_producers_are_told_that_the_copy_paths_lane_locks_are_the_limit():
+    table = {"gains": {"copy_keyed": {"8": {"1": 1.0, "2": 0.63, "8": 0.33}}},
+             "limits": {"copy_keyed": {"8": advice.COPY_LANES_LIMIT}}}
+    contended = QueueLoad("q", 1, 10.0, {0: 20000}, 20000, 0, 0, 6.4, {"copy": 10})
+
+    verdict = advise(contended, tally(), table)
+
+    assert (verdict["verdict"], verdict["limit"], verdict["evidence"]["path"]) == (
+        "will_not_help", advice.COPY_LANES_LIMIT, "copy_keyed")
+    assert "each enqueue_many_copy call holds the lock of every lane it writes until it commits" in verdict["message"]
+
+
+@pytest.mark.parametrize(("path", "peak", "verdict", "to", "limit"), [
+    ("insert", 16, "raise", 8, None),  # x1.34 / x1.32 / x1.53: 8 is the only count within 5% of the best
+    ("insert", 8, "will_not_help", 1, advice.NOTIFY_LIMIT),  # at most x1.09
+    ("copy", 8, "will_not_help", 1, advice.COPY_LANES_LIMIT),  # copy at S=1 is judged as copy_keyed: x0.33-0.63
+])
+def test_the_shipped_table_gives_the_verdicts_docs_performance_md_states(path, peak, verdict, to, limit):
+    contended = QueueLoad("q", 1, 10.0, {0: 3000}, 3000, 0, 0, 4.0, {path: 10})
+
+    advised = advise(contended, tally(peak=peak), shard_gains.MEASURED)
+
+    assert (advised["verdict"], advised["to"], advised["limit"]) == (verdict, to, limit), advised["message"]
 
 
 def test_a_backlog_that_grows_while_claims_lag_names_the_claimers():
