@@ -47,9 +47,10 @@ NOTIFY_LIMIT, WAL_LIMIT, CPU_LIMIT, CLAIMERS_LIMIT = "NOTIFY at commit", "WAL fl
 COPY_LANES_LIMIT = "the copy path's lane locks"
 # Why lane contention outlasts more shards, by what the benchmark saw take over at the largest count.
 PAST_THE_LANE_LOCK = {
-    COPY_LANES_LIMIT: "each enqueue_many_copy call holds the lock of every lane it writes until it commits: without "
-                      "an ordering_key every call writes shard 0, and with keys a call locks up to S lanes at once, "
-                      "so the calls queue on the lane locks whatever the count",
+    COPY_LANES_LIMIT: "each enqueue_many_copy call reserves and locks every lane it writes and holds the locks until "
+                      "it commits: without an ordering_key every call writes shard 0, and with keys a call writes up "
+                      "to S lanes, so more shards add work to every call while the calls still queue on the lane "
+                      "locks",
     CPU_LIMIT: "past the lane lock, the enqueuers run on CPU",
 }
 

@@ -170,7 +170,7 @@ def test_contended_copy_producers_are_told_that_the_copy_paths_lane_locks_are_th
 
     assert (verdict["verdict"], verdict["limit"], verdict["evidence"]["path"]) == (
         "will_not_help", advice.COPY_LANES_LIMIT, "copy_keyed")
-    assert "each enqueue_many_copy call holds the lock of every lane it writes until it commits" in verdict["message"]
+    assert "each enqueue_many_copy call reserves and locks every lane it writes" in verdict["message"]
 
 
 @pytest.mark.parametrize(("path", "peak", "verdict", "to", "limit"), [
