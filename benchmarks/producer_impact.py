@@ -97,7 +97,8 @@ def load_calls(program: ManagedProcess) -> list[tuple[float, float, bool]]:
 
 def errors_by_type(db: AwaDatabase, queue: str, since: float, until: float) -> dict[str, int]:
     rows = db.query(
-        "SELECT error_type, count(*) FROM testbed.producer_errors WHERE producer LIKE %(prefix)s "
+        "SELECT error_type || CASE WHEN retried THEN ' (deadlock, retried)' ELSE '' END, count(*) "
+        "FROM testbed.producer_errors WHERE producer LIKE %(prefix)s "
         "AND at BETWEEN to_timestamp(%(since)s) AND to_timestamp(%(until)s) GROUP BY 1 ORDER BY 1",
         {"prefix": f"{queue}-%", "since": since, "until": until})
     return dict(rows)

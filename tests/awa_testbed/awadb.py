@@ -35,7 +35,7 @@ CREATE TABLE testbed.completions (
     worker text NOT NULL, pid integer NOT NULL, at timestamptz NOT NULL DEFAULT clock_timestamp());
 CREATE TABLE testbed.producer_errors (
     id bigserial PRIMARY KEY, producer text NOT NULL, error_type text NOT NULL, message text NOT NULL,
-    at timestamptz NOT NULL DEFAULT clock_timestamp());
+    retried boolean NOT NULL DEFAULT false, at timestamptz NOT NULL DEFAULT clock_timestamp());
 GRANT USAGE ON SCHEMA testbed TO PUBLIC;
 GRANT SELECT, INSERT ON ALL TABLES IN SCHEMA testbed TO PUBLIC;
 GRANT USAGE ON ALL SEQUENCES IN SCHEMA testbed TO PUBLIC;

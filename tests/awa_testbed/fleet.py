@@ -66,7 +66,13 @@ class Fleet:
         return {row[0] for row in rows}
 
     def producer_errors(self) -> list[tuple[str, str, str]]:
-        return self.db.query("SELECT producer, error_type, message FROM testbed.producer_errors ORDER BY id")
+        """Calls that failed for good (a deadlock the producer retried is not one of them)."""
+        return self.db.query(
+            "SELECT producer, error_type, message FROM testbed.producer_errors WHERE NOT retried ORDER BY id")
+
+    def retried_deadlocks(self) -> list[tuple[str, str]]:
+        """(producer, message) of every call PostgreSQL aborted to break a deadlock and the producer retried."""
+        return self.db.query("SELECT producer, message FROM testbed.producer_errors WHERE retried ORDER BY id")
 
     def completed_job_counts(self) -> dict[str, int]:
         """tag -> how many times a worker ran it to completion (exactly-once means all 1).

@@ -11,7 +11,10 @@ Modes are the three enqueue paths of awa-pg 0.6.9 (docs/awa-internals.md §6):
 Every job carries a unique tag. Tags of successful calls go to
 ``testbed.enqueued`` (unless ``--no-record-enqueued``: that is one more
 commit per call, which a benchmark must not pay); failures to
-``testbed.producer_errors``. ``--summary`` writes counts and per-call
+``testbed.producer_errors``. A call PostgreSQL aborts to break a deadlock is
+retried, as PostgreSQL asks applications to do (the whole transaction rolled
+back, so the same jobs are sent again), up to ``DEADLOCK_ATTEMPTS`` times;
+each retried deadlock is recorded there too, with ``retried``. ``--summary`` writes counts and per-call
 latencies as JSON when the producer stops (after ``--count`` jobs, or on
 SIGTERM/SIGINT). With ``--gate PATH`` it starts calls only while PATH exists,
 each into the queue the file names when the call starts (``--queue`` when it
@@ -37,6 +40,10 @@ import psycopg
 from .jobs import KIND, TestJob
 
 GATE_POLL_SECONDS = 0.01
+# Awa 0.6.9 producers that write several lanes in one call can deadlock with each other
+# (docs/awa-internals.md §6); PostgreSQL aborts one call whole, and a well-written application retries it.
+DEADLOCK_ATTEMPTS = 3
+DEADLOCK_MESSAGE = "deadlock detected"
 
 
 class Producer:
@@ -47,6 +54,7 @@ class Producer:
         self.sequence = 0
         self.enqueued = 0
         self.errors: dict[str, int] = {}
+        self.deadlocks_retried = 0
         self.latencies: list[tuple[float, float, bool]] = []  # (unix time, ms, ok)
 
     def next_jobs(self) -> list[tuple[TestJob, dict]]:
@@ -78,21 +86,32 @@ class Producer:
             extra = {"queue_storage_queue_stripe_count": self.args.stripes} if self.args.mode == "enqueue_many_copy" else {}
             await call([job for job, dummy in jobs], kind=KIND, queue=queue, run_at=run_at, opts=per_job, **extra)
 
+    async def record_error(self, recorder: psycopg.AsyncConnection, lock: asyncio.Lock, exc: Exception,
+                           retried: bool) -> None:
+        kind = type(exc).__name__
+        if not retried:
+            self.errors[kind] = self.errors.get(kind, 0) + 1
+        async with lock:
+            await recorder.execute(
+                "INSERT INTO testbed.producer_errors (producer, error_type, message, retried) VALUES (%s, %s, %s, %s)",
+                (self.args.name, kind, str(exc)[:2000], retried))
+
     async def one_call(self, recorder: psycopg.AsyncConnection, lock: asyncio.Lock) -> None:
         jobs = self.next_jobs()
         started = time.perf_counter()
-        try:
-            await self.enqueue(jobs)
-        except Exception as exc:  # pylint: disable=broad-exception-caught
-            elapsed = (time.perf_counter() - started) * 1000
-            self.latencies.append((time.time(), elapsed, False))
-            kind = type(exc).__name__
-            self.errors[kind] = self.errors.get(kind, 0) + 1
-            async with lock:
-                await recorder.execute(
-                    "INSERT INTO testbed.producer_errors (producer, error_type, message) VALUES (%s, %s, %s)",
-                    (self.args.name, kind, str(exc)[:2000]))
-            return
+        for attempt in range(1, DEADLOCK_ATTEMPTS + 1):
+            try:
+                await self.enqueue(jobs)
+                break
+            except Exception as exc:  # pylint: disable=broad-exception-caught
+                retry = DEADLOCK_MESSAGE in str(exc) and attempt < DEADLOCK_ATTEMPTS
+                await self.record_error(recorder, lock, exc, retried=retry)
+                if retry:
+                    self.deadlocks_retried += 1
+                    continue
+                elapsed = (time.perf_counter() - started) * 1000
+                self.latencies.append((time.time(), elapsed, False))
+                return
         elapsed = (time.perf_counter() - started) * 1000
         self.latencies.append((time.time(), elapsed, True))
         self.enqueued += len(jobs)
@@ -147,7 +166,8 @@ class Producer:
         await self.client.close()
         await recorder.close()
         self.write_summary()
-        print(f"producer {self.args.name} done enqueued={self.enqueued} errors={self.errors}", flush=True)
+        print(f"producer {self.args.name} done enqueued={self.enqueued} errors={self.errors} "
+              f"deadlocks_retried={self.deadlocks_retried}", flush=True)
 
     async def wait_for_gate(self, stop: asyncio.Event) -> None:
         """Until --gate exists again (or the producer is stopped)."""
@@ -170,7 +190,8 @@ class Producer:
             return
         Path(self.args.summary).write_text(json.dumps({
             "name": self.args.name, "mode": self.args.mode, "queue": self.args.queue,
-            "enqueued": self.enqueued, "errors": self.errors, "calls": self.latencies,
+            "enqueued": self.enqueued, "errors": self.errors,
+            "deadlocks_retried": self.deadlocks_retried, "calls": self.latencies,
         }), encoding="utf-8")
 
 

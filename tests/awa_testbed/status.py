@@ -30,7 +30,7 @@ ORDER BY pid
 JOBS_SQL = """
 SELECT (SELECT count(*) FROM testbed.enqueued WHERE queue = %(q)s),
        (SELECT count(DISTINCT tag) FROM testbed.completions WHERE queue = %(q)s),
-       (SELECT count(*) FROM testbed.producer_errors)
+       (SELECT count(*) FROM testbed.producer_errors WHERE NOT retried)
 """
 
 # Jobs enqueued more than %(settled)s seconds ago: how many, how many never completed, how many completed twice.
