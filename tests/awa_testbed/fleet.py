@@ -70,9 +70,10 @@ class Fleet:
         return self.db.query(
             "SELECT producer, error_type, message FROM testbed.producer_errors WHERE NOT retried ORDER BY id")
 
-    def retried_deadlocks(self) -> list[tuple[str, str]]:
-        """(producer, message) of every call PostgreSQL aborted to break a deadlock and the producer retried."""
-        return self.db.query("SELECT producer, message FROM testbed.producer_errors WHERE retried ORDER BY id")
+    def retried_deadlocks(self) -> dict[str, int]:
+        """producer -> how many of its calls PostgreSQL aborted to break a deadlock and it sent again."""
+        return dict(self.db.query(
+            "SELECT producer, count(*) FROM testbed.producer_errors WHERE retried GROUP BY 1 ORDER BY 1"))
 
     def completed_job_counts(self) -> dict[str, int]:
         """tag -> how many times a worker ran it to completion (exactly-once means all 1).

@@ -11,15 +11,14 @@ Modes are the three enqueue paths of awa-pg 0.6.9 (docs/awa-internals.md §6):
 Every job carries a unique tag. Tags of successful calls go to
 ``testbed.enqueued`` (unless ``--no-record-enqueued``: that is one more
 commit per call, which a benchmark must not pay); failures to
-``testbed.producer_errors``. A call PostgreSQL aborts to break a deadlock is
-retried, as PostgreSQL asks applications to do (the whole transaction rolled
-back, so the same jobs are sent again), up to ``DEADLOCK_ATTEMPTS`` times;
-each retried deadlock is recorded there too, with ``retried``. ``--summary`` writes counts and per-call
-latencies as JSON when the producer stops (after ``--count`` jobs, or on
-SIGTERM/SIGINT). With ``--gate PATH`` it starts calls only while PATH exists,
-each into the queue the file names when the call starts (``--queue`` when it
-is empty), so one process can produce in several measured windows, each on
-its own queue.
+``testbed.producer_errors``. A call PostgreSQL aborted to break a deadlock
+wrote nothing and is sent again, as PostgreSQL asks applications to do, up to
+``DEADLOCK_ATTEMPTS`` times in all; each retried one is recorded there too,
+with ``retried``. ``--summary`` writes counts and per-call latencies as JSON
+when the producer stops (after ``--count`` jobs, or on SIGTERM/SIGINT). With
+``--gate PATH`` it starts calls only while PATH exists, each into the queue
+the file names when the call starts (``--queue`` when it is empty), so one
+process can produce in several measured windows, each on its own queue.
 """
 
 from __future__ import annotations
@@ -40,8 +39,8 @@ import psycopg
 from .jobs import KIND, TestJob
 
 GATE_POLL_SECONDS = 0.01
-# Awa 0.6.9 producers that write several lanes in one call can deadlock with each other
-# (docs/awa-internals.md §6); PostgreSQL aborts one call whole, and a well-written application retries it.
+# Right after a count change Awa 0.6.9 producers can deadlock with each other: a call in flight writes
+# to lanes of both counts (docs/awa-internals.md §6). PostgreSQL aborts one call whole; applications retry it.
 DEADLOCK_ATTEMPTS = 3
 DEADLOCK_MESSAGE = "deadlock detected"
 

@@ -89,8 +89,7 @@ def report(db, fleet: Fleet, pg_major: int, steps: list[Step], label: str) -> di
         "handled_total": len(handled), "handled_twice": sum(1 for count in handled.values() if count > 1),
         "awa_completed": fleet.awa_completed_total(QUEUE), "awa_failed": failed,
         "producer_errors": len(fleet.producer_errors()),
-        "deadlocks_retried": dict(db.query("SELECT producer, count(*) FROM testbed.producer_errors "
-                                           "WHERE retried GROUP BY 1 ORDER BY 1")),
+        "deadlocks_retried": fleet.retried_deadlocks(),
     }
     lines = [f"soak ({label}) on PostgreSQL {pg_major}",
              f"{'step':>8} {'apply s':>8} {'converge s':>11} {'drain s':>8}"]
