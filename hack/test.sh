@@ -13,11 +13,10 @@
 # tests use (PostgreSQL 17 and 18 from PyPI wheels) and stops them again, and
 # ends with the step timings and the pytest summary line of the functional tests.
 #
-# With molecule, the functional tests run beside the other steps, in a second
-# hack/test.sh in the background whose output is shown at the end, and the
-# other steps start with molecule: molecule mostly waits on its hosts' units
-# and runtimes (a third of one core), the functional tests take about 1.4
-# cores, and the whole command must stay under 30 minutes on 2 cores.
+# When molecule runs with other steps, they run in turn beside it, in a second
+# hack/test.sh in the background whose output is shown when molecule ends:
+# molecule mostly waits on its hosts' units and runtimes (a third of one core),
+# and the whole command must stay under 30 minutes on 2 cores.
 # AWA_TEST_SERIAL=1 runs every step in turn instead.
 set -euo pipefail
 
@@ -28,7 +27,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         --long) long=1 ;;
         --core) only_cores+=("${2:?--core needs a version, for example 2.20}"); shift ;;
-        -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d'; exit 0 ;;
         *) steps+=("$1") ;;
     esac
     shift
@@ -58,7 +57,7 @@ run_step() {
     printf '\n=== %s ===\n' "$name"
     "$@"
     timings+=("$(printf '%-22s %4ss' "$name" $((SECONDS - started)))")
-    # A run in the background hands each step's timing to the run that started it.
+    # A run beside molecule hands each step's timing to the run that started it.
     [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] || printf '%s\n' "${timings[-1]}" >>"$AWA_TEST_TIMINGS_FILE"
     printf -- '--- %s: %ss\n' "$name" $((SECONDS - started))
 }
@@ -162,7 +161,7 @@ step_molecule() {
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    # (beside the other steps, the run that started this one prints them)
+    # (beside molecule, the run that started this one prints them)
     [ -n "${AWA_TEST_TIMINGS_FILE:-}" ] || print_timings
     # Two workers, a file's tests on one of them (module fixtures, ordered scenarios): most of a test is
     # waiting on servers and runtimes. The slowest tests are listed: the whole command has to stay under
@@ -170,49 +169,48 @@ step_functional() {
     pytest "${marker[@]}" -n 2 --dist loadfile --durations=25 tests/functional
 }
 
-# With molecule among the steps, the functional tests run in a second run
-# (AWA_TEST_SERIAL=1) beside the others, which start with molecule.
-beside_pid=
-functional_beside=0
-if [ "${AWA_TEST_SERIAL:-0}" != 1 ] && [[ " ${steps[*]} " == *" molecule "* ]] \
-        && [[ " ${steps[*]} " == *" functional "* ]]; then
-    functional_beside=1
-    others=()
-    for step in "${steps[@]}"; do [[ " molecule functional " == *" $step "* ]] || others+=("$step"); done
-    steps=(molecule "${others[@]}")
+# With molecule and other steps: molecule here, every other step in turn in a
+# second run beside it (AWA_TEST_SERIAL=1 in that run), each in its own output.
+beside=() beside_pid=
+if [ "${AWA_TEST_SERIAL:-0}" != 1 ] && [[ " ${steps[*]} " == *" molecule "* ]]; then
+    for step in "${steps[@]}"; do [ "$step" = molecule ] || beside+=("$step"); done
+    steps=(molecule)
 fi
-start_functional_beside() {
-    [ "$functional_beside" = 1 ] || return 0
+start_beside() {
+    [ ${#beside[@]} -gt 0 ] || return 0
     local options=() core
     for core in "${only_cores[@]}"; do options+=(--core "$core"); done
     [ "$long" = 0 ] || options+=(--long)
-    echo "--- functional: in the background, beside the other steps (its output comes last)"
+    echo "--- beside molecule, in the background: ${beside[*]}"
     # Its own process group, so a failing or interrupted run stops it too.
     AWA_TEST_SERIAL=1 AWA_TEST_TIMINGS_FILE="$work/beside-timings" \
-        setsid bash "$0" "${options[@]}" functional >"$work/functional.log" 2>&1 &
+        setsid bash "$0" "${options[@]}" "${beside[@]}" >"$work/beside.log" 2>&1 &
     beside_pid=$!
 }
-# After the other steps: the functional tests' output, every step's timing
-# and the pytest summary line, last as in a serial run.
-join_functional() {
+# After molecule: the other run's output, then every step's timing and the
+# functional tests' summary line, last as in a serial run.
+join_beside() {
     [ -n "$beside_pid" ] || return 0
     local status=0
     wait "$beside_pid" || status=$?
     beside_pid=
-    printf '\n=== functional (beside the other steps) ===\n'
-    cat "$work/functional.log"
+    printf '\n=== beside molecule: %s ===\n' "${beside[*]}"
+    cat "$work/beside.log"
     [ ! -f "$work/beside-timings" ] || mapfile -t -O ${#timings[@]} timings <"$work/beside-timings"
     print_timings
-    grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/functional.log" | tail -n 1 || true
-    return "$status"
+    grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/beside.log" | tail -n 1 || true
+    if [ "$status" != 0 ]; then
+        echo "a step beside molecule failed (exit $status): its output is above" >&2
+        return "$status"
+    fi
 }
 on_exit() { [ -z "$beside_pid" ] || kill -TERM -- "-$beside_pid" 2>/dev/null || true; }
 
-start_functional_beside
+start_beside
 for step in "${steps[@]}"; do
     case "$step" in
         sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
-        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
+        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}"; join_beside ;;
         *)
             case " ${all_steps[*]} " in
                 *" $step "*) run_step "$step" "step_$step" ;;
@@ -220,7 +218,6 @@ for step in "${steps[@]}"; do
             esac ;;
     esac
 done
-join_functional
-if [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] && [ "$functional_beside" = 0 ] && [[ " ${steps[*]} " != *" functional "* ]]; then
+if [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] && [ ${#beside[@]} = 0 ] && [[ " ${steps[*]} " != *" functional "* ]]; then
     print_timings
 fi
