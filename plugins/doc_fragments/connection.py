@@ -71,9 +71,11 @@ options:
     default: {}
   session_role:
     description:
-      - A role to switch to with C(SET ROLE) right after connecting; the work is done with its
+      - A role every transaction of the module switches to (C(SET LOCAL ROLE)); the work is done with its
         privileges, and objects it creates are owned by it.
-      - O(login_user) must be a member of it.
+      - It is set per transaction, never for the session, so it ends with each transaction and never reaches
+        another client of a transaction pooler such as PgBouncer.
+      - O(login_user) must be a member of it; the module checks that right after connecting.
     type: str
 requirements:
   - psycopg >= 3.1 (psycopg 3) on the host that runs the module

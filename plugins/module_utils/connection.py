@@ -23,7 +23,8 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 try:
     import psycopg
     from psycopg import errors as pg_errors
-    from psycopg import sql
+    # Not used here: introspect and apply build their SQL with it, imported from this file, the one that imports psycopg.
+    from psycopg import sql  # pylint: disable=unused-import
 except ImportError:  # reported through missing_required_lib by the modules
     psycopg = None
     pg_errors = None
@@ -53,10 +54,12 @@ LIBPQ_KEYWORDS = {
 
 SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
 
-# Session settings, not reads or writes of data: the two statements of this file.
-SET_ROLE_SQL = "SET ROLE {}"
-# set_config(..., true) is SET LOCAL: it ends with the transaction. SET is allowed in READ ONLY transactions.
-SET_LOCK_TIMEOUT_SQL = "SELECT set_config('lock_timeout', %(timeout)s, true)"
+# The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
+# SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
+# transaction pooler (PgBouncer) hands to its next client. SET is allowed in READ ONLY transactions.
+TRANSACTION_SETTINGS_SQL = "SELECT set_config('lock_timeout', %(timeout)s, true)"
+# With session_role: the transaction runs as that role (SET LOCAL ROLE), every statement of it.
+TRANSACTION_SETTINGS_WITH_ROLE_SQL = TRANSACTION_SETTINGS_SQL + ", set_config('role', %(role)s, true)"
 
 # What to do when libpq refuses a TLS connection, keyed by words of its message.
 TLS_HINTS = {
@@ -114,25 +117,47 @@ def describe_target(options: dict) -> str:
     return f"database {params.get('dbname', '(default)')!r} on {host}:{params.get('port', 5432)} as {params.get('user')!r}"
 
 
+def _session_role(conn) -> str | None:
+    return getattr(conn, "awa_session_role", None)
+
+
+def _set_transaction_settings(conn, lock_timeout: float) -> None:
+    """The first statement of a transaction: lock_timeout and, with session_role, the role (both SET LOCAL)."""
+    role = _session_role(conn)
+    params = {"timeout": lock_timeout_setting(lock_timeout)}
+    if role:
+        conn.execute(TRANSACTION_SETTINGS_WITH_ROLE_SQL, dict(params, role=role))
+    else:
+        conn.execute(TRANSACTION_SETTINGS_SQL, params)
+
+
 def connect(options: dict):
-    """Open a connection (autocommit off) and switch to ``session_role`` if given."""
+    """Open a connection (autocommit off); with ``session_role``, check now that the login role may switch to it.
+
+    The role is set in each transaction, never for the session: a transaction
+    pooler gives the server connection to another client after every
+    transaction, and a session-wide SET ROLE would go with it. Server-side
+    prepared statements are off for the same reason (a pooler cannot carry them
+    from one server connection to the next).
+    """
     if not HAS_PSYCOPG:
         raise ConnectionFailed("psycopg 3 is not installed on the host that runs the module")
     try:
-        conn = psycopg.connect(**libpq_params(options))
+        conn = psycopg.connect(**libpq_params(options), prepare_threshold=None)
     except psycopg.Error as exc:
         reason = _connect_error(exc, options)
         raise ConnectionFailed(f"could not connect to {describe_target(options)}: {reason}") from None
-    role = options.get("session_role")
-    if role:
+    conn.awa_session_role = options.get("session_role") or None
+    if conn.awa_session_role:
         try:
-            conn.execute(sql.SQL(SET_ROLE_SQL).format(sql.Identifier(role)))
-            conn.commit()
+            _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
             conn.close()
             raise ConnectionFailed(
-                f"connected to {describe_target(options)} but could not switch to session_role {role!r}: "
-                f"{_first_line(exc)}. Grant it with: GRANT {role} TO <login role>") from None
+                f"connected to {describe_target(options)} but could not switch to session_role "
+                f"{conn.awa_session_role!r}: {_first_line(exc)}. Grant it with: GRANT {conn.awa_session_role} "
+                "TO <login role>") from None
+        conn.rollback()
     return conn
 
 
@@ -161,7 +186,8 @@ def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = Fal
     """One transaction on ``conn`` for ``action``, rolled back at the end unless committed inside.
 
     Its first statement sets ``lock_timeout`` (seconds; 0 waits without
-    limit), so every lock it waits for is bounded, READ ONLY or not. psycopg
+    limit), so every lock it waits for is bounded, READ ONLY or not, and
+    switches to the connection's ``session_role`` for this transaction. psycopg
     errors raised inside become awa.operations errors naming ``action``;
     ``on_lock_timeout`` (called after the rollback, with no arguments) may
     describe who held the lock, and its text is added to the message.
@@ -171,7 +197,7 @@ def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = Fal
     conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read else None
     try:
         with _translated_errors(conn, action, lock_timeout, on_lock_timeout):
-            conn.execute(SET_LOCK_TIMEOUT_SQL, {"timeout": lock_timeout_setting(lock_timeout)})
+            _set_transaction_settings(conn, lock_timeout)
             yield
     finally:
         if not conn.closed:
@@ -215,6 +241,7 @@ def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
         return ""
     try:
         conn.rollback()
+        _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         return on_lock_timeout()
     except psycopg.Error:
         return ""

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from psycopg import sql
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, transaction
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from enqueue_shards_support import ansible_adhoc, ansible_command, change, ledger_rows, sequence_owners, shard_counts
 
@@ -72,3 +78,31 @@ def test_the_ledger_records_who_changed_what_and_why(awa_db):
     assert row["client_addr"] == "127.0.0.1" and row["application_name"] == "awa.operations"
     assert row["lanes_created"] == 16 and row["grants_added"] == 32
     assert sequence_owners(awa_db, "audited") == {owner}, "session_role owns what the change created"
+
+
+def test_session_role_ends_with_each_transaction_and_runs_every_statement_of_it(awa_db):
+    """A transaction pooler hands the server connection to its next client after every transaction: a role set
+    for the session would go with it (a superuser session for whoever connects next)."""
+    awa_db.setup_least_privilege(runtime_count=1)
+    owner, migrator = awa_db.roles["owner"].name, awa_db.roles["migrator"].name
+    conn = connect({**awa_db.login_args("migrator"), "session_role": owner})
+    try:
+        assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "connecting sets no role"
+        conn.rollback()
+        for read_only in (False, True):
+            with transaction(conn, "a test", lock_timeout=1, read_only=read_only):
+                assert conn.execute("SELECT current_user, session_user").fetchone() == (owner, migrator)
+            assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "the role ended with it"
+            conn.rollback()
+        result = change_enqueue_shards(conn, validate_request("pooled", 2))
+        assert result["changed"] and ledger_rows(awa_db)[-1]["changed_by"] == owner
+        assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "the committed change ended it too"
+    finally:
+        conn.close()
+
+
+def test_a_session_role_the_login_role_may_not_use_is_refused_at_connect(awa_db):
+    awa_db.setup_least_privilege(runtime_count=1)
+    runtime = awa_db.roles["runtime1"].name
+    with pytest.raises(ConnectionFailed, match=f"could not switch to session_role '{runtime}'.*GRANT {runtime} TO"):
+        connect({**awa_db.login_args("migrator"), "session_role": runtime})
