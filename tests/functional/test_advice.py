@@ -15,7 +15,7 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils import advice
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 
 from awa_testbed.awadb import DbRole
 
