@@ -128,8 +128,7 @@ def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: st
     schema = installation.queue_storage_schema
     known = fetch_known_queue_names(conn, schema, request.queue)
     layout = resolve_stripes(request.queue, request.stripes, known)
-    state = fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles),
-                                         shards=request.shards)
+    state = fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles), shards=request.shards)
     plan = plan_enqueue_shards(request, layout, state, installation)
     warnings += plan.warnings
     use_ledger = request.ledger and plan.changed

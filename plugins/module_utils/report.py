@@ -117,10 +117,10 @@ def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str
                 "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
                 f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
     grants: Grants = {"missing": [{"role": entry["role"], "privileges": sorted(entry["privileges"]),
-                           "sequences": len(entry["sequences"]),
-                           "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
-                          for dummy, entry in sorted(missing.items())],
-              "sequence_owners": dict(sorted(owners.items()))}
+                                   "sequences": len(entry["sequences"]),
+                                   "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
+                                  for dummy, entry in sorted(missing.items())],
+                      "sequence_owners": dict(sorted(owners.items()))}
     return grants, findings
 
 

@@ -260,27 +260,29 @@ queues:
       type: list
       elements: dict
       contains:
-        instance_id:
-          description: The runtime's instance id.
-          type: str
-        hostname:
-          description: Its host, when it reports one (Awa 0.6.9 runtimes do not).
-          type: str
-        pid:
-          description: Its process id on that host.
-          type: int
-        version:
-          description: Its Awa version.
-          type: str
-        started_at:
-          description: When it started, by its host's clock, ISO 8601.
-          type: str
-        seconds_since_start:
-          description: Seconds since it started.
-          type: float
-        seconds_since_seen:
-          description: Seconds since its last snapshot.
-          type: float
+        # The runtime's own keys, as in RV(runtimes).
+        <<: &runtime_identity
+          instance_id:
+            description: The runtime's instance id.
+            type: str
+          hostname:
+            description: Its host, when it reports one (Awa 0.6.9 runtimes do not).
+            type: str
+          pid:
+            description: Its process id on that host.
+            type: int
+          version:
+            description: Its Awa version.
+            type: str
+          started_at:
+            description: When it started, by its host's clock, ISO 8601.
+            type: str
+          seconds_since_start:
+            description: Seconds since it started.
+            type: float
+          seconds_since_seen:
+            description: Seconds since its last snapshot.
+            type: float
         physical_queue:
           description: The physical queue whose count it does not run with yet.
           type: str
@@ -322,7 +324,7 @@ queues:
       description: Lanes below the count that do not (fully) exist.
       type: list
       elements: dict
-      contains:
+      contains: &lane_key
         queue:
           description: The physical queue.
           type: str
@@ -337,15 +339,7 @@ queues:
       type: list
       elements: dict
       contains:
-        queue:
-          description: The physical queue.
-          type: str
-        priority:
-          description: The priority (1 to 4).
-          type: int
-        shard:
-          description: The shard.
-          type: int
+        <<: *lane_key
         beyond_count:
           description: Whether the shard is at or above the count.
           type: bool
@@ -443,21 +437,7 @@ runtimes:
   type: list
   elements: dict
   contains: &runtime
-    instance_id:
-      description: The runtime's instance id.
-      type: str
-    hostname:
-      description: Its host, when it reports one (Awa 0.6.9 runtimes do not).
-      type: str
-    pid:
-      description: Its process id on that host.
-      type: int
-    version:
-      description: Its Awa version.
-      type: str
-    started_at:
-      description: When it started, by its host's clock, ISO 8601.
-      type: str
+    <<: *runtime_identity
     last_seen_at:
       description: When it last wrote its snapshot, ISO 8601.
       type: str
@@ -477,12 +457,6 @@ runtimes:
     leader:
       description: Whether it is the maintenance leader.
       type: bool
-    seconds_since_start:
-      description: Seconds since it started.
-      type: float
-    seconds_since_seen:
-      description: Seconds since its last snapshot.
-      type: float
     reported_shards:
       description: Physical queue to the count its snapshot reports (empty for every released Awa so far).
       type: dict

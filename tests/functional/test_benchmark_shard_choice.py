@@ -22,6 +22,7 @@ import pytest
 from ansible_collections.awa.operations.plugins.module_utils import shard_gains
 from ansible_collections.awa.operations.plugins.module_utils.introspect import load
 
+from awa_testbed import queue_facts
 from awa_testbed.jobs import KIND, TestJob
 
 from benchmarks import shard_choice_report as report
@@ -85,9 +86,7 @@ def test_enqueue_many_copy_takes_the_lane_insert_lock_the_sampler_names(awa_db):
 
 
 def enqueued_into(db, queue: str) -> int:
-    """Jobs reserved on every lane of ``queue`` (lane sequences start at 1)."""
-    return db.scalar("SELECT coalesce(sum(awa.sequence_next_value(seq_name) - 1), 0) "
-                     "FROM awa.queue_enqueue_heads WHERE queue = %s", (queue,))
+    return queue_facts.enqueued(db.dsn(), queue)
 
 
 def test_a_gated_producer_enqueues_only_while_the_gate_is_open_into_the_queue_it_names(awa_db, fleet, tmp_path):

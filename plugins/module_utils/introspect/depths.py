@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import sql
 
+
 @dataclass(frozen=True)
 class LaneDepth:
     queue: str

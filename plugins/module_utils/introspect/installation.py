@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import sql
 
+
 @dataclass
 class Installation:
     """What is installed, and who we are. Plain data."""

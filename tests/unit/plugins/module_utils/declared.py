@@ -24,7 +24,7 @@ DOC_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list",
 def _unwrap_optional(declared: object) -> tuple[object, bool]:
     """(X, True) for ``X | None``; (declared, False) otherwise."""
     if typing.get_origin(declared) in (typing.Union, types.UnionType):
-        members = [arg for arg in typing.get_args(declared) if arg is not type(None)]
+        members = [arg for arg in typing.get_args(declared) if arg is not types.NoneType]
         if len(members) == 1 and len(typing.get_args(declared)) == 2:
             return members[0], True
     return declared, False

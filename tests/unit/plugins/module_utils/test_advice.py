@@ -16,7 +16,6 @@ import pytest
 from ansible_collections.awa.operations.plugins.module_utils import advice, contention, shard_gains
 from ansible_collections.awa.operations.plugins.module_utils.advice import QueueLoad, advise, queue_load
 from ansible_collections.awa.operations.plugins.module_utils.contention import ContentionTally
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.load_window import LoadWindow
 
 FIXTURES = Path(__file__).parent / "fixtures"
