@@ -21,7 +21,8 @@ from awa_testbed.processes import ManagedProcess
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info, wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
 
 from . import environment, tables
 from .environment import BenchServer

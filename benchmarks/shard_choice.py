@@ -49,7 +49,8 @@ from awa_testbed.processes import ManagedProcess
 from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.introspect import fetch_lane_depths
+from ansible_collections.awa.operations.plugins.module_utils.introspect import load
+from ansible_collections.awa.operations.plugins.module_utils.introspect.depths import fetch_lane_depths
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
 from . import environment, shard_choice_report
@@ -127,11 +128,6 @@ def shard_order(shards: tuple[int, ...], repeat: int) -> list[int]:
 # ---------------------------------------------------------------------------
 # Reads of one queue (plain SQL; every one is cheap enough to run around a window)
 
-CURSORS_SQL = """
-SELECT h.priority, h.enqueue_shard, awa.sequence_next_value(h.seq_name), awa.sequence_next_value(c.seq_name)
-FROM awa.queue_enqueue_heads AS h JOIN awa.queue_claim_heads AS c USING (queue, priority, enqueue_shard)
-WHERE h.queue = %s
-"""
 FUNCTIONS_SQL = """
 SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions
 WHERE schemaname = 'awa' AND funcname = ANY(%s)
@@ -147,7 +143,7 @@ SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND applicat
 def read_cursors(conn, queue: str) -> dict[str, tuple[int, int]]:
     """'priority/shard' -> (next enqueue sequence value, next claim sequence value)."""
     return {f"{priority}/{shard}": (enqueue, claim)
-            for priority, shard, enqueue, claim in conn.execute(CURSORS_SQL, (queue,)).fetchall()}
+            for (dummy, priority, shard), (enqueue, claim) in load.fetch_cursors(conn, "awa", [queue]).items()}
 
 
 def read_functions(conn) -> dict[str, dict]:

@@ -1,8 +1,9 @@
 """What the backends of one database wait on, sampled every ~25 ms.
 
 A thread reads ``pg_stat_activity`` joined to the lock each backend waits
-for (``pg_locks``, not granted) on its own connection, classifies every
-client backend of the database, and tallies:
+for (``pg_locks``, not granted) on its own connection, with the info
+module's own read (introspect/load.py), classifies every client backend of
+the database, and tallies:
 
 * per role (producer, worker, other; from ``application_name``): how many
   backend-samples were on CPU, waiting on each ``wait_event_type:wait_event``,
@@ -34,15 +35,8 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils import contention, load_window
-
-SAMPLE_SQL = """
-SELECT a.application_name, a.state, a.wait_event_type, a.wait_event,
-       l.locktype, l.database::int8, l.classid::int8, l.objid::int8, left(a.query, 120)
-FROM pg_stat_activity AS a
-LEFT JOIN pg_locks AS l ON l.pid = a.pid AND NOT l.granted
-WHERE a.datname = current_database() AND a.backend_type = 'client backend' AND a.pid <> pg_backend_pid()
-"""
+from ansible_collections.awa.operations.plugins.module_utils import contention
+from ansible_collections.awa.operations.plugins.module_utils.introspect import load
 
 OTHER_ROLE = "other"
 Lane = tuple[int, int]  # (priority, shard)
@@ -60,11 +54,13 @@ class BackendSample:
 
 
 def classify(row: tuple, roles: dict[str, str], lane_keys: LaneKeys) -> BackendSample:
-    """One ``SAMPLE_SQL`` row as a BackendSample (the statement text is kept only in example samples).
+    """One row of the info module's activity sample (introspect/load.py) as a BackendSample.
 
-    The wait and the lock are named as the info module's advice names them (module_utils/contention.py).
+    The wait and the lock are named as the info module's advice names them
+    (module_utils/contention.py); the role comes from the application name.
+    The statement text is kept only in example samples.
     """
-    application, state, wait_type, wait_event, locktype, database, classid, objid = row[:8]
+    state, wait_type, wait_event, locktype, database, classid, objid, dummy, application = row[:9]
     lock, lane = contention.lock_kind(locktype, database, classid, objid, lane_keys)
     return BackendSample(roles.get(application, OTHER_ROLE), contention.wait_label(state, wait_type, wait_event),
                          lock, lane)
@@ -107,7 +103,7 @@ class WaitTally:
 def fetch_lane_keys(conn: psycopg.Connection, queue: str) -> LaneKeys:
     """The lock keys of every lane of ``queue``, as the info module's advice reads them."""
     with conn.transaction():
-        keys = load_window.fetch_lane_keys(conn, "awa", [queue])
+        keys = load.fetch_lane_keys(conn, "awa", [queue])
     return {key: (kind, (priority, shard)) for key, (kind, (dummy, priority, shard)) in keys.items()}
 
 
@@ -128,7 +124,7 @@ class WaitSampler:
     def _run(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            rows = self._conn.execute(SAMPLE_SQL).fetchall()
+            rows = load.fetch_activity_sample(self._conn)
             backends = [classify(row, self.roles, self.lane_keys) for row in rows]
             self.tally.add(backends)
             self._keep_example("lane", sum(1 for backend in backends if backend.lane), rows)
@@ -139,7 +135,7 @@ class WaitSampler:
 
     def _keep_example(self, kind: str, waiters: int, rows: list[tuple]) -> None:
         if waiters and waiters > self.examples.get(kind, {}).get("waiters", 0):
-            self.examples[kind] = {"waiters": waiters, "rows": [list(row) for row in rows if row[1] != "idle"]}
+            self.examples[kind] = {"waiters": waiters, "rows": [list(row) for row in rows if row[0] != "idle"]}
 
     def start(self) -> "WaitSampler":
         self._started = time.monotonic()

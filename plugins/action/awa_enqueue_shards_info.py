@@ -17,16 +17,12 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import connection_argument_spec
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
-    info_argument_spec,
-    progress_line,
-    timeout_message,
-    validate_advice_options,
-    validate_read_options,
-)
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import validate_advice_options, validate_read_options
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import progress_line, timeout_message
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, wait_until
+from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import argument_spec
 
 display = Display()
 
@@ -52,9 +48,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        spec = connection_argument_spec()
-        spec.update(info_argument_spec())
-        validation, args = self.validate_argument_spec(argument_spec=spec)
+        validation, args = self.validate_argument_spec(argument_spec=argument_spec())
         del validation
         if args["wait"] == "none" or self._task.async_val:
             result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars))
@@ -68,13 +62,14 @@ class ActionModule(ActionBase):
         poll_args = dict(self._task.args, wait="none")
         host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
 
-        def fetch() -> dict:
+        # Each poll is the module's result with wait: none, as shards_info_result declares it.
+        def fetch() -> ShardsRead:
             polled = self._execute_module(module_name=MODULE, module_args=poll_args, task_vars=task_vars)
             if polled.get("failed"):
                 raise PollFailed(polled)
             return polled
 
-        def on_poll(info: dict, elapsed: float) -> None:
+        def on_poll(info: ShardsRead, elapsed: float) -> None:
             state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
             display.display(f"[{host}] {elapsed:5.0f}s {state}: {progress_line(info)}")
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.load_window import LoadWindow
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, AdviceEvidence
 
 MIN_GAIN = 1.3  # the least measured gain worth a change of count (and its ordering cost)
 NEAR_BEST = 0.95  # a count within 5% of the best measured gain is as good as the best
@@ -165,7 +166,7 @@ def commit_limit(tally: ContentionTally) -> str | None:
     return NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
 
 
-def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> dict:
+def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> Advice:
     """The advice for one queue: verdict, target count, limit, the evidence used, and the ordering consequence."""
     total = sum(load.enqueued.values())
     busiest = max(load.enqueued.values(), default=0)
@@ -175,7 +176,7 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> dict:
     lag_growth = (load.lag_after - load.lag_before
                   if load.lag_before is not None and load.lag_after is not None else None)
     on_cpu = tally.enqueuers_on_cpu / tally.enqueuers_active if tally.enqueuers_active else 0.0
-    evidence = {
+    evidence: AdviceEvidence = {
         "window_seconds": load.seconds, "samples": tally.samples,
         "enqueued_per_s": round(total / load.seconds, 1) if load.seconds else 0.0,
         "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
@@ -196,7 +197,7 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> dict:
         findings.append("Some backends' wait events and statements were hidden from this role: grant it pg_monitor "
                         "(pg_read_all_stats) so the advice sees what every enqueuer waits on.")
 
-    def verdict(kind: str, to: int, why: str, limit: str | None = None) -> dict:
+    def verdict(kind: str, to: int, why: str, limit: str | None = None) -> Advice:
         words = {"raise": f"raise enqueue_shards {load.shards} -> {to}", "lower": f"lower enqueue_shards "
                  f"{load.shards} -> {to} (after a drain)", "keep": f"keep enqueue_shards {load.shards}",
                  "will_not_help": f"sharding will not help: the limit is {limit}"}[kind]

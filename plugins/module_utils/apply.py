@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import commit, psycopg, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.introspect import LIVE_RUNTIME_PREDICATE
+from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import LIVE_RUNTIME_PREDICATE
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
 from ansible_collections.awa.operations.plugins.module_utils.plan import Plan
 from ansible_collections.awa.operations.plugins.module_utils.verify import verify_provisioned

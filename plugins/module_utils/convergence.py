@@ -22,7 +22,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.introspect import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
 
 DEFAULT_MARGIN_SECONDS = 5.0

@@ -10,7 +10,7 @@
         result = change_enqueue_shards(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]))
 
 The data path, one file per step: ``request`` (validated before connecting),
-``introspect`` (reads), ``preconditions``, ``plan``, ``apply`` (which runs
+``introspect`` (the package of reads), ``preconditions``, ``plan``, ``apply`` (which runs
 ``verify`` before it switches and commits). The plan is computed inside the
 transaction that applies it, after taking a per-queue advisory lock, so
 concurrent runs serialize and each sees the other's committed result. Check
@@ -23,9 +23,12 @@ from __future__ import annotations
 
 import time
 
-from ansible_collections.awa.operations.plugins.module_utils import apply, introspect, ledger
+from ansible_collections.awa.operations.plugins.module_utils import apply, ledger
 from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import fetch_installation
+from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import fetch_known_queue_names, fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.introspect.sessions import describe_lock_holders, fetch_assigned_transaction_id
 from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, plan_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import (
     check_installation,
@@ -65,7 +68,7 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
     started = time.monotonic()
     with transaction(conn, f"changing enqueue_shards of queue {request.queue!r}", lock_timeout=lock_timeout,
                      read_only=check_mode,
-                     on_lock_timeout=lambda: introspect.describe_lock_holders(conn, ["awa", ledger_schema])):
+                     on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
         result = _change(conn, request, check_mode=check_mode, ledger_schema=ledger_schema, reason=reason)
     result["duration"] = round(time.monotonic() - started, 3)
     return result
@@ -120,13 +123,12 @@ def change_many_queues(conn, requests: list[ChangeRequest], **options) -> dict:
 def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None) -> dict:
     if not check_mode:
         apply.lock_queue(conn, request.queue)
-    installation = introspect.fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
+    installation = fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
     warnings = check_installation(installation, request.runtime_roles)
     schema = installation.queue_storage_schema
-    known = introspect.fetch_known_queue_names(conn, schema, request.queue)
+    known = fetch_known_queue_names(conn, schema, request.queue)
     layout = resolve_stripes(request.queue, request.stripes, known)
-    state = introspect.fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles),
-                                         shards=request.shards)
+    state = fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles), shards=request.shards)
     plan = plan_enqueue_shards(request, layout, state, installation)
     warnings += plan.warnings
     use_ledger = request.ledger and plan.changed
@@ -139,7 +141,7 @@ def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: st
                      warnings=warnings)
     if check_mode or not plan.changed:
         # Both only read: a transaction id would mean something was written.
-        if introspect.fetch_assigned_transaction_id(conn) is not None:
+        if fetch_assigned_transaction_id(conn) is not None:
             raise DatabaseError(f"internal error: a {'check-mode run' if check_mode else 'run with nothing to change'} "
                                 "was assigned a transaction id, so it wrote something; it was rolled back.")
         return result

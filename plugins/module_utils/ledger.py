@@ -6,7 +6,7 @@ It is the audit trail (who, when, from, to) and the basis of the convergence
 check: it records which runtime instances were running when the count switched.
 This file names it and holds the record it yields; its SQL lives with the
 other SQL, the table and its row in ``apply`` (writes), the lookup in
-``introspect`` (reads).
+``introspect.changes`` (reads).
 """
 
 from __future__ import annotations

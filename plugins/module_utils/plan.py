@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.introspect import Installation, LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import Installation
+from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import LaneState, QueueState
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import StripeLayout
 from ansible_collections.awa.operations.plugins.module_utils.request import ChangeRequest

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.introspect import Installation
+from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues, stripe_index
 
 # Awa schema versions (max(awa.schema_version.version)) of the releases this collection

@@ -1,21 +1,35 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The per-queue report of awa_enqueue_shards_info, built from observed data. Pure functions."""
+"""The result of awa_enqueue_shards_info (shards_info_result), built from observed data. Pure functions."""
 
 from __future__ import annotations
 
+import datetime
 from collections import defaultdict
 
 from ansible_collections.awa.operations.plugins.module_utils import convergence
-from ansible_collections.awa.operations.plugins.module_utils.introspect import LaneDepth, QueueState, Runtime
+from ansible_collections.awa.operations.plugins.module_utils.introspect.depths import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.naming import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import StripeLayout
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import (
+    ChangeView,
+    Grants,
+    LaneView,
+    QueueView,
+    RuntimeView,
+    ShardsRead,
+    ShardView,
+    StragglerView,
+)
 
 EXAMPLES_SHOWN = 3
 
 
-def runtime_view(runtime: Runtime) -> dict:
+def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
+    """A runtime, and the logical queues whose current count it does not run with yet."""
     return {
         "instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
         "version": runtime.version, "started_at": runtime.started_at.isoformat(),
@@ -23,10 +37,11 @@ def runtime_view(runtime: Runtime) -> dict:
         and not runtime.shutting_down, "shutting_down": runtime.shutting_down, "healthy": runtime.healthy,
         "leader": runtime.leader, "seconds_since_start": round(runtime.seconds_since_start, 1),
         "seconds_since_seen": round(runtime.seconds_since_seen, 1), "reported_shards": runtime.reported_shards,
+        "pending_queues": pending_queues, "converged": runtime.live and not pending_queues,
     }
 
 
-def straggler_view(straggler: convergence.Straggler) -> dict:
+def straggler_view(straggler: convergence.Straggler) -> StragglerView:
     runtime = straggler.runtime
     return {"instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
             "version": runtime.version, "started_at": runtime.started_at.isoformat(),
@@ -35,17 +50,17 @@ def straggler_view(straggler: convergence.Straggler) -> dict:
             "physical_queue": straggler.physical_queue, "reason": straggler.verdict.reason}
 
 
-def describe_runtime(view: dict) -> str:
+def describe_runtime(view: RuntimeView | StragglerView) -> str:
     return (f"pid {view['pid']} on host {view['hostname'] or '(unreported)'} "
             f"(instance {view['instance_id']}, up {view['seconds_since_start']:.0f}s)")
 
 
-def change_view(change: RecordedChange) -> dict:
+def change_view(change: RecordedChange) -> ChangeView:
     return {"id": change.id, "changed_at": change.changed_at.isoformat(), "from_shards": change.from_shards,
             "to_shards": change.to_shards, "changed_by": change.changed_by, "reason": change.reason}
 
 
-def _lane_views(depths: list[LaneDepth], state: QueueState) -> list[dict]:
+def _lane_views(depths: list[LaneDepth], state: QueueState) -> list[LaneView]:
     complete = {lane.key: lane.complete for lane in state.lanes}
     return [{
         "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
@@ -57,9 +72,9 @@ def _lane_views(depths: list[LaneDepth], state: QueueState) -> list[dict]:
     } for depth in depths]
 
 
-def _shard_views(lanes: list[dict]) -> list[dict]:
+def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
     """Lanes summed over priorities: one row per (physical queue, shard)."""
-    grouped: dict[tuple, list[dict]] = defaultdict(list)
+    grouped: dict[tuple, list[LaneView]] = defaultdict(list)
     for lane in lanes:
         grouped[(lane["queue"], lane["shard"])].append(lane)
     views = []
@@ -75,7 +90,7 @@ def _shard_views(lanes: list[dict]) -> list[dict]:
     return views
 
 
-def _grant_findings(queue: str, lanes: list, runtime_roles: tuple[str, ...]) -> tuple[dict, list[str]]:
+def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str, ...]) -> tuple[Grants, list[str]]:
     missing: dict[str, dict] = {}
     owners: dict[str, int] = defaultdict(int)
     for lane in lanes:
@@ -101,17 +116,17 @@ def _grant_findings(queue: str, lanes: list, runtime_roles: tuple[str, ...]) -> 
                 f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
                 "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
                 f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
-    grants = {"missing": [{"role": entry["role"], "privileges": sorted(entry["privileges"]),
-                           "sequences": len(entry["sequences"]),
-                           "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
-                          for dummy, entry in sorted(missing.items())],
-              "sequence_owners": dict(sorted(owners.items()))}
+    grants: Grants = {"missing": [{"role": entry["role"], "privileges": sorted(entry["privileges"]),
+                                   "sequences": len(entry["sequences"]),
+                                   "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
+                                  for dummy, entry in sorted(missing.items())],
+                      "sequence_owners": dict(sorted(owners.items()))}
     return grants, findings
 
 
 def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
                  runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
-                 margin_seconds: float) -> dict:
+                 margin_seconds: float) -> QueueView:
     """Everything awa_enqueue_shards_info says about one logical queue."""
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
     queue_depths = [depth for depth in depths if depth.queue in current]
@@ -141,7 +156,7 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
             break
     depth_values = [lane["ready_depth"] for lane in lanes]
     shard_counts = sorted(set(current.values()))
-    view = {
+    view: QueueView = {
         "queue": logical,
         "stripes": layout.stripes,
         "physical_queues": list(layout.physical_queues),
@@ -163,12 +178,13 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         "shards": _shard_views(lanes),
         "grants": grants,
         "findings": findings,
+        "summary_lines": [],
     }
     view["summary_lines"] = summary_lines(view)
     return view
 
 
-def _depth_text(shards: list[dict], queue: str) -> str:
+def _depth_text(shards: list[ShardView], queue: str) -> str:
     rows = [row for row in shards if row["queue"] == queue]
     within = " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}"
                       for row in rows if not row["beyond_count"])
@@ -184,7 +200,7 @@ def _depth_text(shards: list[dict], queue: str) -> str:
     return f"ready by shard {within or '-'} | {tail}"
 
 
-def summary_lines(report: dict) -> list[str]:
+def summary_lines(report: QueueView) -> list[str]:
     """A few lines a playbook can print as is."""
     counts = sorted(set(report["enqueue_shards"].values()))
     changes = list(report["last_change"].values())
@@ -210,3 +226,36 @@ def summary_lines(report: dict) -> list[str]:
                  f"{'yes' if report['drained'] else 'no'}"
                  + (f"; {len(report['findings'])} finding(s)" if report["findings"] else ""))
     return lines
+
+
+def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_at: datetime.datetime,
+                findings: list[str], warnings: list[str], known_runtimes: frozenset,
+                expected_new_runtimes: int) -> ShardsRead:
+    """One read's result: the queues' reports, every runtime (with the queues it is pending on), and the totals.
+
+    ``new_runtimes`` are the live, healthy runtimes not in ``known_runtimes``
+    (instance ids seen before a restart); ``findings`` are those of no queue
+    (stripe layouts that could not be resolved).
+    """
+    pending: dict[str, list[str]] = defaultdict(list)
+    for logical, queue_view in queues.items():
+        for straggler in queue_view["stragglers"]:
+            if logical not in pending[straggler["instance_id"]]:
+                pending[straggler["instance_id"]].append(logical)
+    runtime_views = [runtime_view(runtime, pending.get(runtime.instance_id, [])) for runtime in runtimes]
+    lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
+    return {
+        "changed": False,
+        "read_at": read_at.isoformat(),
+        "new_runtimes": [view for view in runtime_views
+                         if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes],
+        "expected_new_runtimes": expected_new_runtimes,
+        "converged": all(q["converged"] for q in queues.values()),
+        "drained": all(q["drained"] for q in queues.values()),
+        "queues": queues,
+        "runtimes": runtime_views,
+        "findings": findings + [finding for q in queues.values() for finding in q["findings"]],
+        "summary": "\n".join(lines),
+        "summary_lines": lines,
+        "warnings": warnings,
+    }

@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.introspect import fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, queue_summary
 
 

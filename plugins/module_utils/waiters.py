@@ -12,24 +12,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
+
 WAIT_CHOICES = ("none", "converged", "drained", "restarted")
 
 
-def converged(info: dict) -> bool:
+def converged(info: ShardsRead) -> bool:
     return bool(info["converged"])
 
 
-def drained(info: dict) -> bool:
+def drained(info: ShardsRead) -> bool:
     # Drained implies converged: a runtime with the old count refills old shards.
     return bool(info["converged"] and info["drained"])
 
 
-def restarted(info: dict) -> bool:
+def restarted(info: ShardsRead) -> bool:
     # After a restart: enough new runtime instances are live and healthy.
     return len(info["new_runtimes"]) >= info["expected_new_runtimes"]
 
 
-PREDICATES: dict[str, Callable[[dict], bool]] = {"converged": converged, "drained": drained, "restarted": restarted}
+PREDICATES: dict[str, Callable[[ShardsRead], bool]] = {"converged": converged, "drained": drained, "restarted": restarted}
 
 
 @dataclass(frozen=True)

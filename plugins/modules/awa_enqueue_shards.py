@@ -69,7 +69,7 @@ options:
     description:
       - Several queues in one module run, on one connection, in the order given. Each is changed in its own
         transaction exactly as O(queue) would be. Prefer it to a loop over O(queue) when changing many queues -
-        each loop item is a module run of its own (about a second each on a small machine).
+        each loop item is a module run of its own (about 0.4 s of Ansible overhead each on a small machine).
       - O(runtime_roles), O(lock_timeout), O(ledger), O(ledger_schema) and O(reason) apply to every entry.
       - The run stops at the first queue that fails. The queues before it stay changed, the error names them,
         and a re-run (the change is idempotent) finishes the list.

@@ -219,7 +219,7 @@ drained:
   type: bool
   sample: false
 queues:
-  description: Per logical queue.
+  description: Per logical queue, keyed by its name.
   returned: always
   type: dict
   contains:
@@ -256,14 +256,61 @@ queues:
       description: Live runtimes on the current count (N).
       type: int
     stragglers:
-      description: For each live runtime not yet on the current count - C(instance_id), C(hostname), C(pid),
-        C(version), C(started_at), C(seconds_since_start), C(seconds_since_seen), C(physical_queue), C(reason).
+      description: Each live runtime not yet on the current count of a physical queue, and why.
       type: list
       elements: dict
+      contains:
+        # The runtime's own keys, as in RV(runtimes).
+        <<: &runtime_identity
+          instance_id:
+            description: The runtime's instance id.
+            type: str
+          hostname:
+            description: Its host, when it reports one (Awa 0.6.9 runtimes do not).
+            type: str
+          pid:
+            description: Its process id on that host.
+            type: int
+          version:
+            description: Its Awa version.
+            type: str
+          started_at:
+            description: When it started, by its host's clock, ISO 8601.
+            type: str
+          seconds_since_start:
+            description: Seconds since it started.
+            type: float
+          seconds_since_seen:
+            description: Seconds since its last snapshot.
+            type: float
+        physical_queue:
+          description: The physical queue whose count it does not run with yet.
+          type: str
+        reason:
+          description: Why, in words (for example that it was already running when the count changed).
+          type: str
     last_change:
-      description: Per physical queue, the last change of its count recorded in the ledger (C(id), C(changed_at),
-        C(from_shards), C(to_shards), C(changed_by), C(reason)).
+      description: Per physical queue, the last change of its count recorded in the ledger.
       type: dict
+      contains:
+        id:
+          description: The change's id in the ledger.
+          type: int
+        changed_at:
+          description: When it committed, by the database's clock, ISO 8601.
+          type: str
+        from_shards:
+          description: The count before.
+          type: int
+        to_shards:
+          description: The count it set.
+          type: int
+        changed_by:
+          description: The database role that made it.
+          type: str
+        reason:
+          description: The reason given with it, if any.
+          type: str
     ready_depth:
       description: Ready jobs over all lanes (null when some lane could not be read).
       type: int
@@ -274,22 +321,93 @@ queues:
       description: Lanes whose head rows and sequences all exist.
       type: int
     lanes_missing:
-      description: Lanes below the count that do not (fully) exist, as C(queue), C(priority), C(shard).
+      description: Lanes below the count that do not (fully) exist.
       type: list
       elements: dict
+      contains: &lane_key
+        queue:
+          description: The physical queue.
+          type: str
+        priority:
+          description: The priority (1 to 4).
+          type: int
+        shard:
+          description: The shard.
+          type: int
     lanes:
-      description: Every lane - C(queue), C(priority), C(shard), C(beyond_count), C(complete), C(readable),
-        C(ready_depth), C(seq_lag) (an upper bound), C(oldest_ready_age_seconds).
+      description: Every lane of its physical queues.
       type: list
       elements: dict
+      contains:
+        <<: *lane_key
+        beyond_count:
+          description: Whether the shard is at or above the count.
+          type: bool
+        complete:
+          description: Whether its head rows and both sequences exist.
+          type: bool
+        readable:
+          description: Whether the connected role may read its sequences (its depth is null otherwise).
+          type: bool
+        ready_depth:
+          description: Ready jobs, counted as Awa counts them (null when not readable).
+          type: int
+        seq_lag:
+          description: Enqueue sequence minus claim sequence, an upper bound of the ready jobs (null when not
+            readable).
+          type: int
+        oldest_ready_age_seconds:
+          description: Age of its oldest ready job (null when it has none or is not readable).
+          type: float
     shards:
       description: The lanes summed over priorities, one row per physical queue and shard.
       type: list
       elements: dict
+      contains:
+        queue:
+          description: The physical queue.
+          type: str
+        shard:
+          description: The shard.
+          type: int
+        beyond_count:
+          description: Whether the shard is at or above the count.
+          type: bool
+        ready_depth:
+          description: Ready jobs (null when a lane of it is not readable).
+          type: int
+        seq_lag:
+          description: The sum of its lanes' sequence lags (null when a lane of it is not readable).
+          type: int
+        oldest_ready_age_seconds:
+          description: Age of its oldest ready job (null when it has none).
+          type: float
     grants:
-      description: C(missing) privileges per runtime role (C(role), C(privileges), C(sequences) count, C(examples))
-        and C(sequence_owners) (role to number of lane sequences it owns).
+      description: Grant health of the queue's lane sequences.
       type: dict
+      contains:
+        missing:
+          description: Per runtime role, the privileges it lacks on lane sequences.
+          type: list
+          elements: dict
+          contains:
+            role:
+              description: The runtime role.
+              type: str
+            privileges:
+              description: The privileges it lacks (C(SELECT), C(UPDATE), C(USAGE)).
+              type: list
+              elements: str
+            sequences:
+              description: On how many lane sequences.
+              type: int
+            examples:
+              description: A few of those sequences.
+              type: list
+              elements: str
+        sequence_owners:
+          description: Role to the number of the queue's lane sequences it owns.
+          type: dict
     findings:
       description: Problems found, each saying what to do.
       type: list
@@ -314,12 +432,41 @@ read_at:
   type: str
   sample: "2026-11-30T16:39:40.123456+00:00"
 runtimes:
-  description: Every runtime snapshot row - C(instance_id), C(hostname), C(pid), C(version), C(started_at),
-    C(last_seen_at), C(live), C(stale), C(shutting_down), C(healthy), C(leader), C(seconds_since_start),
-    C(seconds_since_seen), C(reported_shards), C(converged), C(pending_queues).
+  description: Every runtime snapshot row (C(awa.runtime_instances)), live or not.
   returned: always
   type: list
   elements: dict
+  contains: &runtime
+    <<: *runtime_identity
+    last_seen_at:
+      description: When it last wrote its snapshot, ISO 8601.
+      type: str
+    live:
+      description: Live by Awa's own rule (not shutting down, seen within three snapshot intervals or 30 seconds),
+        judged by the database's clock.
+      type: bool
+    stale:
+      description: Neither live nor shutting down (gone without a goodbye).
+      type: bool
+    shutting_down:
+      description: Whether it said it is shutting down.
+      type: bool
+    healthy:
+      description: Whether its snapshot says it is healthy.
+      type: bool
+    leader:
+      description: Whether it is the maintenance leader.
+      type: bool
+    reported_shards:
+      description: Physical queue to the count its snapshot reports (empty for every released Awa so far).
+      type: dict
+    converged:
+      description: Live and on the current count of every queue reported.
+      type: bool
+    pending_queues:
+      description: The logical queues whose current count it does not run with yet.
+      type: list
+      elements: str
   sample:
     - instance_id: 3f1c2a9e-8d4b-4a57-9f0e-2b6d1c7a8e90
       pid: 4242
@@ -355,13 +502,62 @@ advice:
       description: What following the advice does to ordering (key routing, FIFO, the drain a lowering needs).
       type: str
     evidence:
-      description:
-        - The window (C(window_seconds), C(samples)), C(enqueued_per_s), C(claimed_per_s), C(enqueued_by_shard),
-          C(busiest_shard_share), C(lag_growth), the waiters per sample (C(lane_lock_waiters),
-          C(notify_lock_waiters), C(wal_waiters)), C(enqueuers_on_cpu_share), C(concurrent_enqueuers), the
-          enqueue C(path) (insert, copy or copy_keyed), the C(measured_row) of the gains table it was judged by,
-          and C(hidden_backend_samples).
+      description: What the window showed, as the verdict used it.
       type: dict
+      contains:
+        window_seconds:
+          description: The window's length.
+          type: float
+        samples:
+          description: How many times the backends were sampled.
+          type: int
+        enqueued_per_s:
+          description: Jobs enqueued per second, over every lane of the queue.
+          type: float
+        claimed_per_s:
+          description: Jobs claimed per second.
+          type: float
+        enqueued_by_shard:
+          description: Shard to the jobs enqueued on it in the window.
+          type: dict
+        busiest_shard_share:
+          description: The busiest shard's share of the enqueues (null without enqueues).
+          type: float
+        lag_growth:
+          description: How much the backlog (enqueued, not yet claimed) grew (null when a lane is not readable).
+          type: int
+        lane_lock_waiters:
+          description: Backends waiting on the queue's lane locks, per sample.
+          type: float
+        notify_lock_waiters:
+          description: Backends waiting on the NOTIFY commit lock, per sample.
+          type: float
+        wal_waiters:
+          description: Backends waiting to write or flush the WAL, per sample.
+          type: float
+        enqueuers_on_cpu_share:
+          description: The share of enqueuing backends' samples on CPU, waiting on nothing.
+          type: float
+        concurrent_enqueuers:
+          description: The load judged by - backends enqueuing at once.
+          type: int
+        path:
+          description: The enqueue path - C(insert), C(copy) or C(copy_keyed).
+          type: str
+        measured_row:
+          description: The row of the gains table the verdict was judged by (null when the table has none for the
+            path).
+          type: dict
+          contains:
+            producers:
+              description: The producers of that row.
+              type: int
+            gains:
+              description: Shard count to the measured throughput over one shard.
+              type: dict
+        hidden_backend_samples:
+          description: Backend samples whose state this role may not see (grant it C(pg_monitor)).
+          type: int
     findings:
       description: What the window showed beyond the verdict, each with what to do.
       type: list
@@ -385,10 +581,12 @@ findings:
   elements: str
   sample: []
 new_runtimes:
-  description: Live, healthy runtimes whose instance id is not in O(known_runtimes) (all of them when it is empty).
+  description: Live, healthy runtimes whose instance id is not in O(known_runtimes) (all of them when it is empty),
+    each as in RV(runtimes).
   returned: always
   type: list
   elements: dict
+  contains: *runtime
   sample: []
 expected_new_runtimes:
   description: The value of O(expected_new_runtimes).
@@ -425,32 +623,56 @@ duration:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
+from ansible_collections.awa.operations.plugins.module_utils import waiters
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
     connection_argument_spec,
     open_connection,
 )
+from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
-    add_advice,
-    advise_queues,
-    info_argument_spec,
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
+    DEFAULT_ADVISE_WINDOW,
+    DEFAULT_WAIT_SLEEP,
+    DEFAULT_WAIT_TIMEOUT,
     validate_advice_options,
     validate_read_options,
-    wait_for_shards_info,
 )
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
+
+# The rules between options (the action plugin checks its arguments with the same spec and rules).
+ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
 
 
 def argument_spec() -> dict:
+    """The module's options, connection options included: the one spec, also the action plugin's."""
     spec = connection_argument_spec()
-    spec.update(info_argument_spec())
+    spec.update(
+        queue={"type": "str"},
+        queues={"type": "list", "elements": "str"},
+        stripes={"type": "int"},
+        runtime_roles={"type": "list", "elements": "str", "default": []},
+        wait={"type": "str", "default": "none", "choices": list(waiters.WAIT_CHOICES)},
+        wait_timeout={"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
+        wait_sleep={"type": "float", "default": DEFAULT_WAIT_SLEEP},
+        clock_margin={"type": "float", "default": DEFAULT_MARGIN_SECONDS},
+        known_runtimes={"type": "list", "elements": "str", "default": []},
+        expected_new_runtimes={"type": "int", "default": 0},
+        ledger_schema={"type": "str", "default": DEFAULT_SCHEMA},
+        lock_timeout={"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
+        advise={"type": "bool", "default": False},
+        advise_window={"type": "float", "default": DEFAULT_ADVISE_WINDOW},
+        advise_gains={"type": "dict"},
+    )
     return spec
 
 
 def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True,
-                          mutually_exclusive=[("queue", "queues")])
+    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True, **ARGUMENT_RULES)
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params

@@ -30,10 +30,8 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import MAX_SHARDS, validate_queue_name
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
-    DEFAULT_ADVISE_WINDOW,
-    validate_advice_options,
-)
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_ADVISE_WINDOW, validate_advice_options
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice
 
 ACTIONABLE = ("raise", "lower")
 EVENT_KEY = "awa_shard_advice"
@@ -151,7 +149,7 @@ class AdviceGate:
         reverse = past.emitted_verdict != verdict
         return past.emitted_at + self.cooldown * (2 if reverse else 1)
 
-    def admit(self, queue: str, advice: dict, now: float) -> dict | None:
+    def admit(self, queue: str, advice: Advice, now: float) -> dict | None:
         """The event for this window's advice of ``queue``, if it passes; None otherwise."""
         past = self.history.setdefault(queue, _QueueHistory())
         verdict, shards = advice["verdict"], advice["shards"]
@@ -170,7 +168,7 @@ class AdviceGate:
         return advice_event(queue, advice, actionable=True, windows=self.stable)
 
 
-def advice_event(queue: str, advice: dict, *, actionable: bool, windows: int) -> dict:
+def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) -> dict:
     """The event: the advice, with ``to`` one step toward the rule's own target (``advised_to``)."""
     verdict, shards = advice["verdict"], advice["shards"]
     to = one_step(verdict, shards, advice["to"]) if verdict in ACTIONABLE else advice["to"]
@@ -181,7 +179,7 @@ def advice_event(queue: str, advice: dict, *, actionable: bool, windows: int) ->
     }}
 
 
-def events_for_window(gate: AdviceGate, advised: dict, now: float, every_window: bool) -> list[dict]:
+def events_for_window(gate: AdviceGate, advised: dict[str, Advice], now: float, every_window: bool) -> list[dict]:
     """The events of one window: what the gate admits, and with ``every_window`` the rest as not actionable."""
     events = []
     for queue, advice in advised.items():

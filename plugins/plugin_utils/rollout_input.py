@@ -16,7 +16,7 @@ from collections.abc import Callable
 from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, validate_lock_timeout
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import DEFAULT_WAIT_SLEEP, validate_read_options
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
 
 PREFIX = "enqueue_shards_"
 

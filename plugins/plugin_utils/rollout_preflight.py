@@ -10,6 +10,8 @@ role, a broken stripe layout) is a refusal carrying the module's own message.
 
 from __future__ import annotations
 
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
+
 NOTHING_CHANGED = "nothing was changed"
 
 
@@ -18,7 +20,7 @@ def _refusal(queue: str | None, reason: str) -> str:
     return f"{subject}, {NOTHING_CHANGED}: {reason}"
 
 
-def read_failure(read: dict) -> str | None:
+def read_failure(read: ShardsInfo | dict) -> str | None:
     """The module's message when the read failed (its result has no queues), else None."""
     if isinstance(read.get("queues"), dict):
         return None
@@ -26,11 +28,11 @@ def read_failure(read: dict) -> str | None:
     return _refusal(None, message)
 
 
-def _current_count(view: dict) -> int:
+def _current_count(view: QueueView) -> int:
     return max(view["enqueue_shards"].values())
 
 
-def queue_refusals(entry: dict, view: dict, repair: bool) -> list[str]:
+def queue_refusals(entry: dict, view: QueueView, repair: bool) -> list[str]:
     """Why the change must not touch this queue, if it must not."""
     name = entry["queue"]
     refusals = []
@@ -55,7 +57,7 @@ def queue_refusals(entry: dict, view: dict, repair: bool) -> list[str]:
     return refusals
 
 
-def queue_notes(entry: dict, view: dict, repair: bool) -> list[str]:
+def queue_notes(entry: dict, view: QueueView, repair: bool) -> list[str]:
     """What the operator should know before the change, without refusing it."""
     name = entry["queue"]
     notes = []
@@ -70,8 +72,11 @@ def queue_notes(entry: dict, view: dict, repair: bool) -> list[str]:
     return notes
 
 
-def preflight(read: dict, queues: list[dict], repair: bool) -> dict:
-    """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change."""
+def preflight(read: ShardsInfo | dict, queues: list[dict], repair: bool) -> dict:
+    """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
+
+    ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``).
+    """
     failure = read_failure(read)
     if failure:
         return {"lines": [], "refusals": [failure]}

@@ -8,6 +8,8 @@ what is true now, never a planned state as if it had happened.
 
 from __future__ import annotations
 
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
+
 # Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
 SHARDS_LISTED = 16
 SUMMARY_HEADER = ("queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
@@ -46,13 +48,13 @@ def change_lines(change: dict, queues: list[dict], check_mode: bool) -> list[str
     return lines
 
 
-def lowered_queues(read: dict) -> list[str]:
+def lowered_queues(read: ShardsInfo) -> list[str]:
     """Queues whose latest recorded change lowered the count: they must drain."""
     return [name for name, view in read.get("queues", {}).items()
             if any(change["from_shards"] > change["to_shards"] for change in view["last_change"].values())]
 
 
-def _depth_text(view: dict) -> str:
+def _depth_text(view: QueueView) -> str:
     parts = []
     for physical in view["physical_queues"]:
         within = [row for row in view["shards"] if row["queue"] == physical and not row["beyond_count"]]
@@ -70,7 +72,7 @@ def _yes_no(value: bool) -> str:
     return "yes" if value else "no"
 
 
-def summary_row(entry: dict, view: dict, change: dict | None, check_mode: bool) -> list[str]:
+def summary_row(entry: dict, view: QueueView, change: dict | None, check_mode: bool) -> list[str]:
     result = (change or {}).get("queues", {}).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view["depth_beyond_count"]
@@ -104,7 +106,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def summary(queues: list[dict], views: dict, change: dict | None, check_mode: bool) -> list[str]:
+def summary(queues: list[dict], views: dict[str, QueueView], change: dict | None, check_mode: bool) -> list[str]:
     """The change window's table, then each queue's own summary lines."""
     rows = [summary_row(entry, views[entry["queue"]], change, check_mode) for entry in queues]
     lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER, rows) + [""]

@@ -19,6 +19,8 @@ import datetime
 import math
 from dataclasses import dataclass
 
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
+
 # systemd timestamps and Ansible's epoch fact are whole seconds.
 CLOCK_RESOLUTION = 1.0
 
@@ -121,7 +123,7 @@ def _db_time(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
-def pickup_deadlines(read: dict, change: dict | None, check_mode: bool) -> dict[str, float]:
+def pickup_deadlines(read: ShardsInfo, change: dict | None, check_mode: bool) -> dict[str, float]:
     """Queue -> the database time a service must have started after to run its count.
 
     Only queues some live runtime does not yet run the count of (or, in check
@@ -178,7 +180,7 @@ def interleave(members: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
     return order
 
 
-def _stragglers(read: dict, deadlines: dict[str, float]) -> dict[str, dict]:
+def _stragglers(read: ShardsInfo, deadlines: dict[str, float]) -> dict[str, dict]:
     return {straggler["instance_id"]: straggler for name in deadlines
             for straggler in read["queues"][name]["stragglers"]}
 
@@ -271,12 +273,13 @@ def _service_problem(name: str, failure: str | None, state: dict | None, new_pid
 
 
 def batch_verdict(batch: list[list[str]], index: int, count: int, outcomes: list[dict], states: list[dict],
-                  wait: dict | None, runtimes_per_service: int) -> dict:
+                  wait: ShardsInfo | dict | None, runtimes_per_service: int) -> dict:
     """Did every service of the batch come back? ``message`` stops the rollout when not.
 
     ``outcomes`` and ``states`` hold one entry per play host (``restart_outcome``
     and ``host_services`` after the restart), ``wait`` the info module's
-    ``wait: restarted`` result (None when no restart succeeded).
+    ``wait: restarted`` result (a failed task's result has ``msg`` and no ``new_runtimes``; None when no
+    restart succeeded).
     """
     failures = {(host["host"], failure["service"]): failure["message"]
                 for host in outcomes for failure in host["failed"]}

@@ -15,6 +15,7 @@ from . import processes
 from .awadb import AwaDatabase
 from .binaries import awa_pg_path
 from .processes import ManagedProcess
+from .terminal_tally import TerminalTally, read_tally
 
 
 class Fleet:
@@ -85,17 +86,27 @@ class Fleet:
         rows = self.db.query("SELECT tag, count(*) FROM testbed.completions WHERE tag IS NOT NULL GROUP BY 1")
         return dict(rows)
 
-    def awa_completed_total(self, queue: str) -> int:
-        """Completed jobs of ``queue`` (all its physical queues) by Awa's own tally.
+    def awa_tally(self, queue: str) -> TerminalTally:
+        """Finished jobs of ``queue`` (all its physical queues) by Awa's own exact count (terminal_tally.py).
 
-        Pruned completions are rolled up in ``awa.queue_terminal_rollups``; the
-        rest are still visible as completed in ``awa.jobs``.
+        Queue storage prunes finished rows within seconds and keeps only
+        counts of them, so Awa's tally is the only record of them in Awa.
         """
-        return int(self.db.scalar(
-            "SELECT (SELECT coalesce(sum(pruned_completed_count), 0) FROM awa.queue_terminal_rollups "
-            "        WHERE queue = %(q)s OR left(queue, length(%(q)s) + 1) = %(q)s || '#')"
-            "     + (SELECT count(*) FROM awa.jobs WHERE state = 'completed' "
-            "        AND (queue = %(q)s OR left(queue, length(%(q)s) + 1) = %(q)s || '#'))", {"q": queue}))
+        return read_tally(self.db.dsn(), queue)
+
+    def awa_tally_when_finished(self, queue: str, jobs: int, timeout: float = 60.0) -> TerminalTally:
+        """Awa's tally of ``queue`` once it counts ``jobs`` finished jobs, or as it stands after ``timeout``.
+
+        A worker's handler records its job (``testbed.completions``) before the
+        runtime commits the completion, so Awa's tally may trail the records
+        for a moment; it must then reach ``jobs`` exactly.
+        """
+        deadline = time.monotonic() + timeout
+        tally = self.awa_tally(queue)
+        while tally.terminal < jobs and time.monotonic() < deadline:
+            time.sleep(0.25)
+            tally = self.awa_tally(queue)
+        return tally
 
     def wait_all_completed(self, tags: set[str], timeout: float = 60.0) -> dict[str, int]:
         """Poll until every tag has a completed job; returns the final counts."""

@@ -103,10 +103,14 @@ class PgServer:
         if not self.identity.is_current_user:
             for path in (self.base_dir, self.socket_dir):
                 os.chown(path, self.identity.uid, self.identity.gid)
-        self._run_as_db_user([
-            str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
-            "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync",
-        ])
+        try:
+            self._run_as_db_user([
+                str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
+                "--auth=trust", "-E", "UTF8", "--locale=C.UTF-8", "--no-sync",
+            ])
+        except subprocess.CalledProcessError as exc:
+            raise RuntimeError(f"initdb of PostgreSQL {self.major} in {self.data_dir}, run as {self.identity.name} "
+                               f"(uid {self.identity.uid}), exited {exc.returncode}: {exc.stderr.strip()}") from None
         self._write_as_db_user(self.data_dir / "pg_hba.conf", PG_HBA_TLS if self.tls else PG_HBA)
         if self.tls:
             # The server reads these as the database user, and refuses a key others can read.

@@ -12,17 +12,24 @@ from datetime import datetime
 
 import psycopg
 
-# Ready jobs on the shards at or above a count, exactly as Awa counts them (docs/awa-internals.md §9).
-READY_BEYOND_SQL = """
-SELECT coalesce(sum((SELECT count(*) FROM awa.ready_entries r
-         WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-           AND r.lane_seq >= awa.sequence_next_value(c.seq_name)
-           AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones t
-                 WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
-                   AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-                   AND t.ready_generation = r.ready_generation))), 0)
-FROM awa.queue_enqueue_heads h JOIN awa.queue_claim_heads c USING (queue, priority, enqueue_shard)
-WHERE h.queue = %s AND h.enqueue_shard >= %s
+# Ready jobs per shard (summed over priorities), exactly as Awa counts them (docs/awa-internals.md §9).
+READY_DEPTH_BY_SHARD_SQL = """
+SELECT h.enqueue_shard, sum((
+    SELECT count(*) FROM awa.ready_entries AS r
+    WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+      AND r.lane_seq >= awa.sequence_next_value(c.seq_name)
+      AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones AS t
+                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
+                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+                        AND t.ready_generation = r.ready_generation)))::int
+FROM awa.queue_enqueue_heads AS h JOIN awa.queue_claim_heads AS c USING (queue, priority, enqueue_shard)
+WHERE h.queue = %s
+GROUP BY 1
+"""
+
+# Jobs reserved on every lane of a queue (lane sequences start at 1).
+ENQUEUED_SQL = """
+SELECT coalesce(sum(awa.sequence_next_value(seq_name) - 1), 0)::int8 FROM awa.queue_enqueue_heads WHERE queue = %s
 """
 
 # Live runtimes: not shutting down and seen within Awa's own staleness window.
@@ -62,8 +69,19 @@ def query(dsn: str, statement: str, params: tuple = ()) -> list[tuple]:
         return conn.execute(statement, params).fetchall()
 
 
+def ready_depth_by_shard(dsn: str, queue: str) -> dict[int, int]:
+    """shard -> jobs ready to claim on it."""
+    return dict(query(dsn, READY_DEPTH_BY_SHARD_SQL, (queue,)))
+
+
 def ready_beyond(dsn: str, queue: str, shards: int) -> int:
-    return query(dsn, READY_BEYOND_SQL, (queue, shards))[0][0]
+    """Jobs ready to claim on the shards at or above ``shards``."""
+    return sum(depth for shard, depth in ready_depth_by_shard(dsn, queue).items() if shard >= shards)
+
+
+def enqueued(dsn: str, queue: str) -> int:
+    """Jobs ever enqueued into ``queue`` (reserved on its lanes), whatever became of them."""
+    return query(dsn, ENQUEUED_SQL, (queue,))[0][0]
 
 
 def live_runtimes(dsn: str) -> list[LiveRuntime]:

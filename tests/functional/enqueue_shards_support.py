@@ -22,6 +22,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from awa_testbed import queue_facts
 from awa_testbed.awadb import AwaDatabase
 from awa_testbed.collection import collections_path
 
@@ -30,7 +31,7 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards impo
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
 # Keys of a result that differ between two runs of the same plan.
@@ -130,24 +131,9 @@ def lane_objects(db: AwaDatabase) -> dict[str, set]:
     }
 
 
-READY_DEPTH_SQL = """
-SELECT h.enqueue_shard, sum((
-    SELECT count(*) FROM awa.ready_entries AS r
-    WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
-      AND r.lane_seq >= awa.sequence_next_value(c.seq_name)
-      AND NOT EXISTS (SELECT 1 FROM awa.ready_tombstones AS t
-                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
-                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
-                        AND t.ready_generation = r.ready_generation)))::int
-FROM awa.queue_enqueue_heads AS h JOIN awa.queue_claim_heads AS c USING (queue, priority, enqueue_shard)
-WHERE h.queue = %s
-GROUP BY 1
-"""
-
-
 def ready_depth_by_shard(db: AwaDatabase, queue: str) -> dict[int, int]:
     """shard -> jobs ready to claim, counted the way Awa counts them (docs/awa-internals.md §9)."""
-    return dict(db.query(READY_DEPTH_SQL, (queue,)))
+    return queue_facts.ready_depth_by_shard(db.dsn(), queue)
 
 
 def completed_shards(db: AwaDatabase, queue: str, tag_prefix: str = "") -> set[int]:

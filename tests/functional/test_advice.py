@@ -15,8 +15,9 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils import advice
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 
+from awa_testbed import queue_facts
 from awa_testbed.awadb import DbRole
 
 from enqueue_shards_support import ansible_command, change, info, wait_until
@@ -35,8 +36,7 @@ def advise(db, queue: str, measured: dict | None = None, role: str | None = None
 
 
 def enqueued(db, queue: str) -> int:
-    return db.scalar("SELECT coalesce(sum(awa.sequence_next_value(seq_name) - 1), 0) "
-                     "FROM awa.queue_enqueue_heads WHERE queue = %s", (queue,))
+    return queue_facts.enqueued(db.dsn(), queue)
 
 
 def contend(fleet, queue: str) -> None:

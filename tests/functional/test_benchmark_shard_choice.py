@@ -20,14 +20,16 @@ import awa
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils import shard_gains
+from ansible_collections.awa.operations.plugins.module_utils.introspect import load
 
+from awa_testbed import queue_facts
 from awa_testbed.jobs import KIND, TestJob
 
 from benchmarks import shard_choice_report as report
 from benchmarks.shard_gains import gains_table
 from benchmarks.__main__ import build_parser, main, with_matrix_options, FULL
 from benchmarks.shard_choice import Matrix, shard_order, wait_drained
-from benchmarks.wait_sampler import SAMPLE_SQL, BackendSample, WaitTally, classify, fetch_lane_keys
+from benchmarks.wait_sampler import BackendSample, WaitTally, classify, fetch_lane_keys
 
 from enqueue_shards_support import change
 
@@ -40,7 +42,7 @@ def blocked_samples(db, queue: str, deadline: float = 20.0) -> list[BackendSampl
         lane_keys = fetch_lane_keys(conn, queue)
         stop = time.monotonic() + deadline
         while time.monotonic() < stop:
-            backends = [classify(row, ROLES, lane_keys) for row in conn.execute(SAMPLE_SQL).fetchall()]
+            backends = [classify(row, ROLES, lane_keys) for row in load.fetch_activity_sample(conn)]
             if any(backend.role == "producer" and backend.lock for backend in backends):
                 return backends
             time.sleep(0.05)
@@ -84,9 +86,7 @@ def test_enqueue_many_copy_takes_the_lane_insert_lock_the_sampler_names(awa_db):
 
 
 def enqueued_into(db, queue: str) -> int:
-    """Jobs reserved on every lane of ``queue`` (lane sequences start at 1)."""
-    return db.scalar("SELECT coalesce(sum(awa.sequence_next_value(seq_name) - 1), 0) "
-                     "FROM awa.queue_enqueue_heads WHERE queue = %s", (queue,))
+    return queue_facts.enqueued(db.dsn(), queue)
 
 
 def test_a_gated_producer_enqueues_only_while_the_gate_is_open_into_the_queue_it_names(awa_db, fleet, tmp_path):
@@ -129,20 +129,22 @@ LANE_KEYS = {(11, 22): ("lane reservation", (2, 0)), (33, 44): ("lane insert", (
 
 
 @pytest.mark.parametrize(("row", "expected"), [
-    (("awa-bench-producer", "active", "Lock", "advisory", "advisory", 5, 11, 22),
+    (("active", "Lock", "advisory", "advisory", 5, 11, 22, None, "awa-bench-producer"),
      BackendSample("producer", "Lock:advisory", "lane reservation", (2, 0))),
-    (("awa-bench-producer", "active", "Lock", "advisory", "advisory", 5, 33, 44),
+    (("active", "Lock", "advisory", "advisory", 5, 33, 44, None, "awa-bench-producer"),
      BackendSample("producer", "Lock:advisory", "lane insert", (2, 1))),
-    (("awa-bench-producer", "active", "Lock", "advisory", "advisory", 5, 99, 1),
+    (("active", "Lock", "advisory", "advisory", 5, 99, 1, None, "awa-bench-producer"),
      BackendSample("producer", "Lock:advisory", "advisory")),
     # PreCommit_Notify's lock: the shared object pg_database (1262) / 0, in no database.
-    (("awa-bench-producer", "active", "Lock", "object", "object", 0, 1262, 0),
+    (("active", "Lock", "object", "object", 0, 1262, 0, None, "awa-bench-producer"),
      BackendSample("producer", "Lock:object", "notify")),
-    (("awa-bench-worker", "active", None, None, None, None, None, None), BackendSample("worker", "CPU")),
-    (("awa-bench-worker", "active", "IO", "WalSync", None, None, None, None), BackendSample("worker", "IO:WalSync")),
-    (("", "idle in transaction", "Client", "ClientRead", None, None, None, None),
+    (("active", None, None, None, None, None, None, None, "awa-bench-worker"), BackendSample("worker", "CPU")),
+    (("active", "IO", "WalSync", None, None, None, None, None, "awa-bench-worker"),
+     BackendSample("worker", "IO:WalSync")),
+    (("idle in transaction", "Client", "ClientRead", None, None, None, None, None, ""),
      BackendSample("other", "idle in transaction")),
-    (("awa-bench-producer", "idle", "Client", "ClientRead", None, None, None, None), BackendSample("producer", "idle")),
+    (("idle", "Client", "ClientRead", None, None, None, None, None, "awa-bench-producer"),
+     BackendSample("producer", "idle")),
 ])
 def test_a_sampled_backend_is_classified_by_its_state_wait_and_lock(row, expected):
     assert classify(row, ROLES, LANE_KEYS) == expected

@@ -59,7 +59,7 @@ def test_producer_enqueues_100_and_a_worker_completes_all(awa_db, fleet):
     assert {tag: counts[tag] for tag in tags} == dict.fromkeys(tags, 1)
     ran = awa_db.scalar("SELECT count(DISTINCT tag) FROM testbed.completions WHERE worker = 'w1'")
     assert ran == 100
-    assert fleet.awa_completed_total("proof") == 100, "Awa's own tally agrees"
+    assert fleet.awa_tally_when_finished("proof", 100).completed == 100, "Awa's own tally agrees"
 
 
 def test_runtime_publishes_its_snapshot_and_restarts_as_a_new_instance(awa_db, fleet):

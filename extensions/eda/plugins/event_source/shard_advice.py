@@ -75,10 +75,12 @@ except ImportError:
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import advise_queues, read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice
 
 
-def advise_once(options: advice_events.SourceOptions) -> dict:
+def advise_once(options: advice_events.SourceOptions) -> dict[str, Advice]:
     """One window: read the queues, watch their load, and advise (blocking; run in a thread)."""
     with open_connection(options.connection) as conn:
         info = read_shards_info(conn, queues=options.queues, lock_timeout=options.lock_timeout)

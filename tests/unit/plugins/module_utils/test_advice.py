@@ -16,9 +16,7 @@ import pytest
 from ansible_collections.awa.operations.plugins.module_utils import advice, contention, shard_gains
 from ansible_collections.awa.operations.plugins.module_utils.advice import QueueLoad, advise, queue_load
 from ansible_collections.awa.operations.plugins.module_utils.contention import ContentionTally
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.load_window import LoadWindow
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import validate_advice_options
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MAJORS = (17, 18)
@@ -222,21 +220,3 @@ def test_a_sample_row_is_named_by_its_wait_its_lock_and_its_lane():
     hidden = (None, None, None, None, None, None, None, "<insufficient privilege>")
     assert contention.classify(hidden, keys) == contention.BackendSample(contention.HIDDEN)
     assert contention.split_key(-1) == (0xFFFFFFFF, 0xFFFFFFFF)
-
-
-# ---- the options --------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("gains", [{}, {"gains": {"bulk": {}}}, {"gains": {"insert": {"4": {"2": 0}}}},
-                                   {"gains": {"insert": {"x": {"2": 1.5}}}}, {"gains": {"insert": {"4": {}}}}])
-def test_a_gains_table_of_the_wrong_shape_is_refused_before_connecting(gains):
-    with pytest.raises(InvalidRequest, match="advise_gains must be a gains table"):
-        validate_advice_options(True, 10, gains, "none")
-
-
-def test_advice_and_a_wait_are_two_tasks_and_the_window_is_bounded():
-    with pytest.raises(InvalidRequest, match="give advise or wait=drained, not both"):
-        validate_advice_options(True, 10, None, "drained")
-    with pytest.raises(InvalidRequest, match="advise_window must be between 1 and 600 seconds, got 0.5"):
-        validate_advice_options(True, 0.5, None, "none")
-    validate_advice_options(True, 10, GAINFUL, "none")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from ansible_collections.awa.operations.plugins.module_utils.introspect import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.introspect.depths import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import resolve_stripes
 from ansible_collections.awa.operations.plugins.module_utils.report import queue_report
 

@@ -1,0 +1,207 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The result of awa_enqueue_shards_info, declared once: what ``report`` builds and every reader imports.
+
+The role's filters (plugins/plugin_utils), the info module's action plugin and
+the shard_advice event source read this result by key; these TypedDicts (PEP
+589) name every key and its type. tests/unit/plugins/module_utils/test_shards_info_result.py
+holds them against the module's RETURN documentation, the recorded results the
+unit tests use, and results read from live databases (PostgreSQL 17 and 18).
+
+Modules run on Python 3.10, where ``typing.NotRequired`` does not exist yet
+(3.11), and module_utils may not depend on typing_extensions: a key that is
+not always returned is declared in a subclass with ``total=False``.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class RuntimeView(TypedDict):
+    """One ``awa.runtime_instances`` row, judged by the database's clock."""
+
+    instance_id: str
+    hostname: str | None
+    pid: int
+    version: str
+    started_at: str
+    last_seen_at: str
+    live: bool
+    stale: bool
+    shutting_down: bool
+    healthy: bool
+    leader: bool
+    seconds_since_start: float
+    seconds_since_seen: float
+    # physical queue -> the count its snapshot reports (no released Awa reports one yet).
+    reported_shards: dict[str, int]
+    # Logical queues whose current count this runtime does not run with yet.
+    pending_queues: list[str]
+    converged: bool
+
+
+class StragglerView(TypedDict):
+    """A live runtime not yet on the current count of one physical queue, and why."""
+
+    instance_id: str
+    hostname: str | None
+    pid: int
+    version: str
+    started_at: str
+    seconds_since_start: float
+    seconds_since_seen: float
+    physical_queue: str
+    reason: str
+
+
+class ChangeView(TypedDict):
+    """The last recorded switch of one physical queue's count (the change ledger)."""
+
+    id: int
+    changed_at: str
+    from_shards: int
+    to_shards: int
+    changed_by: str
+    reason: str | None
+
+
+class LaneRef(TypedDict):
+    """A lane named by its key."""
+
+    queue: str
+    priority: int
+    shard: int
+
+
+class LaneView(LaneRef):
+    """One lane: whether it is whole, and its exact ready depth (None when its sequences are unreadable)."""
+
+    beyond_count: bool
+    complete: bool
+    readable: bool
+    ready_depth: int | None
+    seq_lag: int | None
+    oldest_ready_age_seconds: float | None
+
+
+class ShardView(TypedDict):
+    """The lanes of one (physical queue, shard), summed over priorities."""
+
+    queue: str
+    shard: int
+    beyond_count: bool
+    ready_depth: int | None
+    seq_lag: int | None
+    oldest_ready_age_seconds: float | None
+
+
+class MissingGrant(TypedDict):
+    """Privileges a runtime role lacks on lane sequences of the queue."""
+
+    role: str
+    privileges: list[str]
+    sequences: int
+    examples: list[str]
+
+
+class Grants(TypedDict):
+    missing: list[MissingGrant]
+    # role -> how many of the queue's lane sequences it owns.
+    sequence_owners: dict[str, int]
+
+
+class QueueView(TypedDict):
+    """Everything the module says about one logical queue."""
+
+    queue: str
+    stripes: int
+    physical_queues: list[str]
+    enqueue_shards: dict[str, int]
+    paused: bool
+    ordering: str
+    converged: bool
+    drained: bool
+    runtimes_live: int
+    runtimes_converged: int
+    stragglers: list[StragglerView]
+    last_change: dict[str, ChangeView]
+    ready_depth: int | None
+    depth_beyond_count: int | None
+    lanes_complete: int
+    lanes_missing: list[LaneRef]
+    lanes: list[LaneView]
+    shards: list[ShardView]
+    grants: Grants
+    findings: list[str]
+    summary_lines: list[str]
+
+
+class MeasuredRow(TypedDict):
+    """The row of the gains table a verdict was judged by: producers, and shard count -> measured gain."""
+
+    producers: int
+    gains: dict[str, float]
+
+
+class AdviceEvidence(TypedDict):
+    """What one window of load showed, as the advice used it."""
+
+    window_seconds: float
+    samples: int
+    enqueued_per_s: float
+    claimed_per_s: float
+    enqueued_by_shard: dict[str, int]
+    busiest_shard_share: float | None
+    lag_growth: int | None
+    lane_lock_waiters: float
+    notify_lock_waiters: float
+    wal_waiters: float
+    enqueuers_on_cpu_share: float
+    concurrent_enqueuers: int
+    path: str
+    measured_row: MeasuredRow | None
+    hidden_backend_samples: int
+
+
+class Advice(TypedDict):
+    """A shard count advised for one logical queue (``advise: true``)."""
+
+    verdict: str  # raise, keep, lower or will_not_help
+    shards: int
+    to: int
+    limit: str | None
+    message: str
+    ordering: str
+    evidence: AdviceEvidence
+    findings: list[str]
+
+
+class ShardsRead(TypedDict):
+    """One read of the state (``shards_info.read_shards_info``)."""
+
+    changed: bool
+    read_at: str
+    new_runtimes: list[RuntimeView]
+    expected_new_runtimes: int
+    converged: bool
+    drained: bool
+    queues: dict[str, QueueView]
+    runtimes: list[RuntimeView]
+    findings: list[str]
+    summary: str
+    summary_lines: list[str]
+    # Handed to Ansible's warnings by the module.
+    warnings: list[str]
+
+
+class _WaitedRead(ShardsRead):
+    waited: bool
+    polls: int
+    duration: float
+
+
+class ShardsInfo(_WaitedRead, total=False):
+    """The module's result: the last read, how the wait went, and (``advise: true``) the advice."""
+
+    advice: dict[str, Advice]

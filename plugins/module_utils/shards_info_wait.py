@@ -1,0 +1,91 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wait until a change has taken effect: reads of shards_info polled until a predicate holds, and the wait's text.
+
+    from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
+
+    with open_connection(options) as conn:
+        wait_for_shards_info(conn, "converged", timeout=600, sleep=5, queue="orders")  # raises WaitTimeout
+
+The action plugin of awa_enqueue_shards_info polls the module from the
+controller with the same predicates, ``progress_line`` and ``timeout_message``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ansible_collections.awa.operations.plugins.module_utils import waiters
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.report import describe_runtime
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo, ShardsRead
+
+
+def progress_line(info: ShardsRead) -> str:
+    """One line per poll: where each queue stands."""
+    parts = []
+    if info.get("expected_new_runtimes"):
+        parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
+    for name, queue_view in info["queues"].items():
+        beyond = queue_view["depth_beyond_count"]
+        parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
+                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards, "
+                     f"{'?' if beyond is None else beyond} ready beyond the count"
+                     + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else ""))
+    return "; ".join(parts) or "no queues"
+
+
+def timeout_message(wait: str, info: ShardsRead, elapsed: float) -> str:
+    """Why a wait ended without success: every straggler and every undrained queue, and what to do."""
+    problems, advice = [], []
+    if wait == "restarted":
+        new = info["new_runtimes"]
+        problems.append(f"{len(new)} of {info['expected_new_runtimes']} restarted runtimes are live and healthy"
+                        + (f" (seen: {', '.join(describe_runtime(view) for view in new)})" if new else ""))
+        advice.append("check the restarted services and their logs; the rollout stops here")
+    queues = {} if wait == "restarted" else info["queues"]
+    for name, queue_view in queues.items():
+        if not queue_view["converged"]:
+            stragglers = {s["instance_id"]: s for s in queue_view["stragglers"]}
+            listed = "; ".join(f"{describe_runtime(s)}: {s['reason']}" for s in stragglers.values())
+            problems.append(f"{name}: {queue_view['runtimes_converged']} of {queue_view['runtimes_live']} live "
+                            f"runtimes on the current count; not yet: {listed}")
+            advice.append("restart the runtimes named (a runtime that is gone stops counting once Awa marks "
+                          "it stale, 30 s after its last snapshot)")
+        elif wait == "drained" and not queue_view["drained"]:
+            beyond = queue_view["depth_beyond_count"]
+            if beyond is None:
+                problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
+                advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")
+            elif queue_view["paused"]:
+                problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count, and the "
+                                "queue is paused: nothing drains until it is resumed")
+                advice.append(f"resume the queue (awa queue resume {name}) when the pause is over")
+            else:
+                problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count")
+                advice.append("make sure workers serve the queue, or wait longer")
+    unique_advice = list(dict.fromkeys(advice))
+    return (f"Timed out after {elapsed:.0f}s waiting until {wait}. " + " | ".join(problems)
+            + (". To finish: " + "; ".join(unique_advice) + "." if unique_advice else "."))
+
+
+def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
+                         on_poll: Callable[[ShardsRead, float], None] | None = None, **read_args) -> ShardsInfo:
+    """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
+
+    ``read_args`` are read_shards_info's. A poll that is not granted a lock
+    within ``lock_timeout`` ends the wait at once with its ``LockTimeout``:
+    something holds Awa's tables (DDL), the state cannot be seen, and the
+    operator must know rather than wait blind.
+    """
+    if wait not in waiters.WAIT_CHOICES:
+        raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
+    if wait == "none":
+        return {**read_shards_info(conn, **read_args), "waited": False, "polls": 1, "duration": 0.0}
+    outcome = waiters.wait_until(lambda: read_shards_info(conn, **read_args), waiters.PREDICATES[wait],
+                                 timeout, sleep, on_poll=on_poll)
+    info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
+    if not outcome.satisfied:
+        raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
+    return info
