@@ -57,7 +57,11 @@ SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
 # transaction pooler (PgBouncer) hands to its next client. SET is allowed in READ ONLY transactions.
-TRANSACTION_SETTINGS_SQL = "SELECT set_config('lock_timeout', %(timeout)s, true)"
+# statement_timeout is off (a role's or database's default would apply): a statement cancelled inside Awa's lane
+# trigger (awa.set_sequence_next, which plpgsql's WHEN OTHERS does not protect from a cancel) keeps a session
+# advisory lock after the rollback, and a pooler hands it on; lock_timeout still bounds every wait.
+TRANSACTION_SETTINGS_SQL = ("SELECT set_config('lock_timeout', %(timeout)s, true), "
+                            "set_config('statement_timeout', '0', true)")
 # With session_role: the transaction runs as that role (SET LOCAL ROLE), every statement of it.
 TRANSACTION_SETTINGS_WITH_ROLE_SQL = TRANSACTION_SETTINGS_SQL + ", set_config('role', %(role)s, true)"
 

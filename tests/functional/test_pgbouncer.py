@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 import secrets
 import threading
+import time
 
 import pytest
 from psycopg import sql
@@ -26,6 +27,7 @@ from awa_testbed.awadb import AwaDatabase, DbRole
 from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.pgbouncer import DEFAULT_POOL_SIZE, PgBouncer, PoolClients, client
 
+from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ConnectionFailed,
@@ -35,20 +37,25 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
 
 from enqueue_shards_support import (
+    Run,
     ansible_adhoc,
     change,
     comparable,
+    database_log,
     info,
     ledger_rows,
     run_together,
     sequence_owners,
-    database_log,
+    session_holding,
+    sessions_waiting_for_an_advisory_lock,
     shard_counts,
     snapshot,
+    wait_until,
 )
 
 # Every transaction of the collection starts with this statement (connection.py): one per poll of a wait.
-FIRST_STATEMENT = "SELECT set_config('lock_timeout', $1, true), set_config('role', $2, true)"
+FIRST_STATEMENT = ("SELECT set_config('lock_timeout', $1, true), set_config('statement_timeout', '0', true), "
+                   "set_config('role', $2, true)")
 
 
 def add_login_role(db: AwaDatabase, key: str, member_of: str) -> DbRole:
@@ -156,6 +163,24 @@ def test_two_operators_at_once_through_the_pool_one_waits_for_the_other(awa_db, 
     assert sorted(result["changed"] for result in results) == [False, True]
     assert shard_counts(awa_db) == {"race": 8}
     assert [row["changed_by"] for row in ledger_rows(awa_db)] == [awa_db.roles["owner"].name]
+
+
+def test_a_statement_timeout_on_the_role_cannot_cancel_the_change_midway(awa_db, pgbouncer):
+    """A statement cancelled inside Awa's lane trigger keeps the session advisory lock of awa.set_sequence_next after
+    the rollback, and a pooler hands that server connection on (producers of the lane would then wait on it): the
+    collection's transactions run with statement_timeout off, their waits bounded by lock_timeout."""
+    operator = pooled_operator(awa_db, pgbouncer)
+    awa_db.query(sql.SQL("ALTER ROLE {} SET statement_timeout = '200ms'").format(sql.Identifier(operator["login_user"])))
+
+    with session_holding(awa_db, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", QUEUE_LOCK_PREFIX + "slow"):
+        run = Run(awa_db, "slow", 64, login=operator, stripes=2)
+        run.start()
+        wait_until(lambda: sessions_waiting_for_an_advisory_lock(awa_db) == 1, 10, "the change to wait for its lock")
+        time.sleep(0.5)  # the change waits past the role's statement_timeout
+
+    assert run.outcome()["lanes_created"] == 512
+    assert awa_db.scalar("SELECT count(*) FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid) "
+                         "WHERE l.locktype = 'advisory' AND a.usename = %s", (operator["login_user"],)) == 0
 
 
 def test_session_role_never_reaches_the_next_client_of_a_pool_of_one(awa_db, pgbouncer):
