@@ -25,8 +25,6 @@ PgBouncer is installed with apt-get (as root) the first time it is needed;
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import secrets
 import shutil
@@ -35,7 +33,6 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,6 +52,7 @@ BINARY_CANDIDATES = ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer")
 ADMIN_USER = "awa_pooler_admin"
 DEFAULT_POOL_SIZE = 2
 DEFAULT_QUERY_WAIT_TIMEOUT = 120  # PgBouncer's own default, seconds
+RELOAD_LOGGED = "got SIGHUP, re-reading config"
 
 CONFIG_TEMPLATE = """\
 [databases]
@@ -94,15 +92,6 @@ def pgbouncer_binary() -> Path | None:
     return next((Path(path) for path in BINARY_CANDIDATES if os.access(path, os.X_OK)), None)
 
 
-@contextlib.contextmanager
-def _install_lock() -> Iterator[None]:
-    """One installer at a time on this machine (pytest workers, other runs)."""
-    CACHE_ROOT.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_ROOT / "pgbouncer-install.lock", "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def _apt_get(*args: str) -> None:
     # Wait for dpkg's lock rather than fail when another apt-get runs on the machine.
     argv = ["apt-get", "-o", "DPkg::Lock::Timeout=300", *args]
@@ -122,7 +111,8 @@ def ensure_installed() -> Path:
         raise PoolerError("PgBouncer is not installed: the connection-pooler tests need Debian's pgbouncer package. "
                           "Install it as root (apt-get install pgbouncer), or run the tests as root on Debian or "
                           "Ubuntu, which installs it")
-    with _install_lock():
+    # One installer at a time on this machine (pytest workers, other runs).
+    with lifecycle.machine_lock(CACHE_ROOT / "pgbouncer-install.lock"):
         binary = pgbouncer_binary()
         if binary is None:
             _apt_get("update", "-qq")
@@ -216,13 +206,18 @@ class PgBouncer:
         self._reload()
         return alias
 
-    def _reload(self) -> None:
+    def _reload(self, timeout: float = 30.0) -> None:
         if self.port is None:
             return
         self._write_config()
+        reloads = self._log_text().count(RELOAD_LOGGED)
         self._process.send_signal(signal.SIGHUP)
-        # SIGHUP is handled asynchronously: wait until the console answers after it.
-        time.sleep(0.05)
+        # PgBouncer reloads in its one event loop, right after logging it: a console query sent later waits for it.
+        deadline = time.monotonic() + timeout
+        while self._log_text().count(RELOAD_LOGGED) <= reloads:
+            if time.monotonic() > deadline:
+                raise PoolerError(f"PgBouncer did not reload its configuration within {timeout}s\n{self.log()}")
+            time.sleep(0.02)
         self._wait_ready()
 
     # -- lifecycle -------------------------------------------------------
@@ -275,6 +270,10 @@ class PgBouncer:
         shutil.rmtree(self.base_dir, ignore_errors=True)
 
     # -- access ----------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
     def show(self, what: str) -> list[dict]:
         """``SHOW <what>`` on the admin console (simple query protocol, as PgBouncer requires)."""
         with psycopg.connect(host=self.host, port=self.port, dbname="pgbouncer", user=ADMIN_USER,
@@ -294,12 +293,14 @@ class PgBouncer:
         """A plain psycopg client of the pool, as ``role`` (psycopg's defaults otherwise)."""
         return client(self.login_args(database, role, dbname), **kwargs)
 
-    def log(self, tail: int = 40) -> str:
+    def _log_text(self) -> str:
         try:
-            lines = (self.base_dir / "pgbouncer.log").read_text(encoding="utf-8", errors="replace").splitlines()
+            return (self.base_dir / "pgbouncer.log").read_text(encoding="utf-8", errors="replace")
         except OSError:
             return ""
-        return "\n".join(lines[-tail:])
+
+    def log(self, tail: int = 40) -> str:
+        return "\n".join(self._log_text().splitlines()[-tail:])
 
 
 def client(login: dict, **kwargs) -> psycopg.Connection:

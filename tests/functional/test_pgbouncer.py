@@ -20,12 +20,13 @@ import secrets
 import threading
 import time
 
+import psutil
 import pytest
 from psycopg import sql
 
 from awa_testbed.awadb import AwaDatabase, DbRole
 from awa_testbed.environment import wait_for_live_runtimes
-from awa_testbed.pgbouncer import DEFAULT_POOL_SIZE, PgBouncer, PoolClients, client
+from awa_testbed.pgbouncer import DEFAULT_POOL_SIZE, PgBouncer, PoolClients, client, pgbouncer_version
 
 from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
@@ -81,6 +82,14 @@ def log_statements(db: AwaDatabase, role: str) -> None:
     """The server logs every statement of ``role``'s new sessions in ``db`` (with the backend's pid)."""
     db.query(sql.SQL("ALTER ROLE {} IN DATABASE {} SET log_statement = 'all'").format(
         sql.Identifier(db.roles[role].name), sql.Identifier(db.name)))
+
+
+def test_the_pooler_is_debians_pgbouncer_1_18_in_transaction_pooling_run_unprivileged(pgbouncer):
+    assert pgbouncer_version(pgbouncer.binary).startswith("PgBouncer 1.18.")
+    config = {row["key"]: row["value"] for row in pgbouncer.show("CONFIG")}
+    assert (config["pool_mode"], config["default_pool_size"], config["auth_type"]) == (
+        "transaction", str(DEFAULT_POOL_SIZE), "scram-sha-256")
+    assert psutil.Process(pgbouncer.pid).username() == pgbouncer.identity.name != "root"
 
 
 def test_a_change_window_through_the_pool_runs_every_statement_as_session_role(awa_db, pgbouncer, fleet):
@@ -170,7 +179,8 @@ def test_a_statement_timeout_on_the_role_cannot_cancel_the_change_midway(awa_db,
     the rollback, and a pooler hands that server connection on (producers of the lane would then wait on it): the
     collection's transactions run with statement_timeout off, their waits bounded by lock_timeout."""
     operator = pooled_operator(awa_db, pgbouncer)
-    awa_db.query(sql.SQL("ALTER ROLE {} SET statement_timeout = '200ms'").format(sql.Identifier(operator["login_user"])))
+    awa_db.query(sql.SQL("ALTER ROLE {} SET statement_timeout = '200ms'").format(
+        sql.Identifier(operator["login_user"])))
 
     with session_holding(awa_db, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", QUEUE_LOCK_PREFIX + "slow"):
         run = Run(awa_db, "slow", 64, login=operator, stripes=2)

@@ -61,7 +61,8 @@ def test_a_pooler_refusing_the_transaction_is_not_reported_as_a_lost_connection(
     with pytest.raises(ConnectionFailed) as refused:
         _report_pooler_refusal(pg_errors.ProtocolViolation(pooler_message), "reading the shard state of 'q':")
     message = refused.value.message
-    assert message.startswith(f"reading the shard state of 'q': the pooler refused the transaction ({pooler_message}): ")
+    assert message.startswith(
+        f"reading the shard state of 'q': the pooler refused the transaction ({pooler_message}): ")
     assert hint in message and message.endswith("Nothing was changed.")
 
 

@@ -26,8 +26,8 @@ SOURCES = sorted([*(COLLECTION / "plugins").rglob("*.py"), *(COLLECTION / "exten
 # tells a SET statement from a message such as "Set ssl_key to ...".
 SESSION_SCOPED = {
     r"(?i)\bpg_(try_)?advisory_lock(_shared)?\s*\(": "a session advisory lock: use pg_advisory_xact_lock",
-    r"(^|;)\s*SET\s+(?!LOCAL\b)(ROLE|SESSION|\w+\s*(=|TO\b))": "a session setting: use SET LOCAL or "
-                                                                 "set_config(..., true)",
+    r"(^|;)\s*SET\s+(?!LOCAL\b)(ROLE|SESSION|\w+\s*(=|TO\b))":
+        "a session setting: use SET LOCAL or set_config(..., true)",
     r"(?i)\bset_config\s*\([^)]*,\s*false\s*\)": "a session setting: use set_config(..., true)",
     r"(^|;)\s*(LISTEN|PREPARE|DISCARD|RESET)\b": "session state",
     r"(?i)\bWITH\s+HOLD\b": "a cursor that outlives its transaction",
