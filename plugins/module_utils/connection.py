@@ -57,7 +57,11 @@ SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
 # transaction pooler (PgBouncer) hands to its next client. SET is allowed in READ ONLY transactions.
-TRANSACTION_SETTINGS_SQL = "SELECT set_config('lock_timeout', %(timeout)s, true)"
+# statement_timeout is off (a role's or database's default would apply): a statement cancelled inside Awa's lane
+# trigger (awa.set_sequence_next, which plpgsql's WHEN OTHERS does not protect from a cancel) keeps a session
+# advisory lock after the rollback, and a pooler hands it on; lock_timeout still bounds every wait.
+TRANSACTION_SETTINGS_SQL = ("SELECT set_config('lock_timeout', %(timeout)s, true), "
+                            "set_config('statement_timeout', '0', true)")
 # With session_role: the transaction runs as that role (SET LOCAL ROLE), every statement of it.
 TRANSACTION_SETTINGS_WITH_ROLE_SQL = TRANSACTION_SETTINGS_SQL + ", set_config('role', %(role)s, true)"
 
@@ -71,6 +75,21 @@ TLS_HINTS = {
     "private key file": "Set ssl_key to the client certificate's private key, readable only by the user that "
                         "runs the module.",
 }
+# What PgBouncer answers (SQLSTATE 08P01, then it closes the connection) when it will not carry a transaction of
+# ours, and what to do. It answers before the transaction starts: nothing was changed, nothing was lost.
+POOLER_REFUSALS = {
+    # pool_mode = statement refuses a transaction block as soon as it opens.
+    "transaction blocks not allowed in statement pooling mode":
+        "the connection goes through a pooler in statement pooling mode, which cannot carry a transaction of more "
+        "than one statement, and every read and change of awa.operations is one. Point login_host and login_port "
+        "at a pool in transaction or session mode (PgBouncer: pool_mode = transaction) or at PostgreSQL itself.",
+    # Every server connection of the pool (database and user) stayed busy for query_wait_timeout (default 120 s).
+    "query_wait_timeout":
+        "the pooler had no free server connection for this database and user within its query_wait_timeout: "
+        "other clients held all of them. Re-run when they are done, or give the pool more server connections "
+        "(PgBouncer: default_pool_size, or pool_size for this database).",
+}
+
 # Connection values libpq may repeat in its messages that must not be shown, and what is shown instead.
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
@@ -153,6 +172,7 @@ def connect(options: dict):
             _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
             conn.close()
+            _report_pooler_refusal(exc, f"connected to {describe_target(options)}, but")
             raise ConnectionFailed(
                 f"connected to {describe_target(options)} but could not switch to session_role "
                 f"{conn.awa_session_role!r}: {_first_line(exc)}. Grant it with: GRANT {conn.awa_session_role} "
@@ -265,6 +285,7 @@ def _translated_errors(conn, action: str, lock_timeout: float,
         raise PreconditionFailed(f"{action}: {_first_line(exc)}. Nothing was changed.",
                                  sqlstate=exc.sqlstate) from None
     except psycopg.Error as exc:
+        _report_pooler_refusal(exc, f"{action}:")
         if connection_lost(exc, conn.closed):
             raise DatabaseError(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
                                 "did not commit, so nothing was changed; re-run to apply.",
@@ -275,6 +296,15 @@ def _translated_errors(conn, action: str, lock_timeout: float,
                                 "back, so nothing was changed.") from None
         raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
                             "changed.", sqlstate=exc.sqlstate) from None
+
+
+def _report_pooler_refusal(exc: BaseException, context: str) -> None:
+    """A pooler refusing our transaction is not a lost connection: say what it is and what to do."""
+    text = str(exc)
+    for words, hint in POOLER_REFUSALS.items():
+        if words in text:
+            raise ConnectionFailed(f"{context} the pooler refused the transaction ({words}): {hint} "
+                                   "Nothing was changed.") from None
 
 
 # Not connection class 08, but the server ending the session: admin_shutdown, crash_shutdown, cannot_connect_now.

@@ -10,10 +10,13 @@ Molecule's prepare/destroy and the demo use it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .awadb import AwaDatabase, AwaDatabaseFactory
@@ -112,3 +115,15 @@ def down(state_dir: Path) -> None:
         # A half-finished ``up``: stop whatever got started.
         Supervisor(state_dir).shutdown()
     shutil.rmtree(state_dir, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def temporary(**options) -> Iterator[Path]:
+    """``up`` in a fresh state folder under /tmp for the block (``options`` as ``up`` takes them), then ``down``."""
+    state_dir = Path(tempfile.mkdtemp(prefix="awa-testbed-"))
+    try:
+        up(state_dir, **options)
+        yield state_dir
+    finally:
+        down(state_dir)
+        shutil.rmtree(state_dir, ignore_errors=True)

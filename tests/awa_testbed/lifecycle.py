@@ -12,7 +12,9 @@ Two mechanisms:
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import signal
@@ -95,3 +97,12 @@ def registered(run_id: str | None = None) -> Iterator[tuple[Path, dict]]:
             continue
         if run_id is None or record.get("run_id") == run_id:
             yield path, record
+
+
+@contextlib.contextmanager
+def machine_lock(path: Path) -> Iterator[None]:
+    """Hold an exclusive lock on ``path`` (created if needed) for the block: one holder at a time on this machine."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield

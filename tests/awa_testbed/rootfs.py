@@ -12,8 +12,6 @@ it (tests/awa_testbed/hosts.py). Needs root, ``debootstrap`` and
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -22,9 +20,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
+from . import lifecycle
 from .processes import TESTS_DIR
 
 CACHE_DIR = Path(os.environ.get("AWA_FLEET_ROOTFS_CACHE", "/var/cache/awa-operations"))
@@ -103,14 +101,6 @@ def nspawn_env() -> dict[str, str]:
     return {**os.environ, "SYSTEMD_NSPAWN_UNIFIED_HIERARCHY": "0"}
 
 
-@contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
-    with open(CACHE_DIR / "rootfs.lock", "w", encoding="utf-8") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def _run(argv: list[str], log: Path, what: str, **kwargs) -> None:
     with open(log, "ab") as output:
         result = subprocess.run(argv, stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -151,7 +141,7 @@ def ensure_rootfs() -> Path:
     """The cached tree for the current recipe, built first if needed (about a minute, 330 MB)."""
     check_prerequisites()
     tree = CACHE_DIR / f"rootfs-{recipe_digest()}"
-    with _build_lock():
+    with lifecycle.machine_lock(CACHE_DIR / "rootfs.lock"):
         if not (tree / ".complete").exists():
             staging = CACHE_DIR / f".building-{tree.name}"
             shutil.rmtree(staging, ignore_errors=True)

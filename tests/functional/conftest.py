@@ -7,9 +7,7 @@ Servers start lazily, once per session, and stop at the end of the session
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabaseFactory
 from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.fleet import Fleet
+from awa_testbed.pgbouncer import PgBouncer
 from awa_testbed.pgserver import PgServer
 
 
@@ -61,6 +60,32 @@ def servers():
     registry.stop_all()
 
 
+class Poolers:
+    """One lazily started PgBouncer (transaction pooling, small pools) per PostgreSQL major, in front of its server."""
+
+    def __init__(self, servers: Servers) -> None:
+        self._servers = servers
+        self._poolers: dict[int, PgBouncer] = {}
+
+    def pooler(self, major: int) -> PgBouncer:
+        if major not in self._poolers:
+            pooler = PgBouncer(self._servers.factory(major).server)
+            pooler.start()
+            self._poolers[major] = pooler
+        return self._poolers[major]
+
+    def stop_all(self) -> None:
+        for pooler in self._poolers.values():
+            pooler.destroy()
+
+
+@pytest.fixture(scope="session")
+def poolers(servers):
+    registry = Poolers(servers)
+    yield registry
+    registry.stop_all()
+
+
 @pytest.fixture(params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
 def pg_major(request) -> int:
     return request.param
@@ -87,17 +112,19 @@ def awa_db(request, db_factory):
     database.drop()
 
 
+@pytest.fixture
+def pgbouncer(poolers, pg_major) -> PgBouncer:
+    """PgBouncer in front of this test's PostgreSQL server (``awa_db``'s): transaction pooling, pools of
+    DEFAULT_POOL_SIZE server connections per database and user; ``allow(awa_db)`` lets the database's roles in."""
+    return poolers.pooler(pg_major)
+
+
 @pytest.fixture(scope="module")
 def testbed() -> Iterator[Path]:
     """The demo's test bed, one per test module: PostgreSQL 18, a least-privilege Awa database, and two Awa
     applications (worker runtime and producer) of queue demo under supervisord; its state folder."""
-    state_dir = Path(tempfile.mkdtemp(prefix="awa-testbed-"))
-    try:
-        environment.up(state_dir, major=18, apps=2, queue="demo")
+    with environment.temporary(major=18, apps=2, queue="demo") as state_dir:
         yield state_dir
-    finally:
-        environment.down(state_dir)
-        shutil.rmtree(state_dir, ignore_errors=True)
 
 
 @pytest.fixture
@@ -121,3 +148,6 @@ def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
     database = getattr(item, "funcargs", {}).get("awa_db")
     if database is not None:
         report.sections.append((f"PostgreSQL {database.server.major} log", database.server.server_log()))
+    pooler = getattr(item, "funcargs", {}).get("pgbouncer")
+    if pooler is not None:
+        report.sections.append(("PgBouncer log", pooler.log()))

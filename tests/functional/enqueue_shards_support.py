@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -24,8 +25,10 @@ from psycopg import sql
 
 from awa_testbed import queue_facts
 from awa_testbed.awadb import AwaDatabase
+from awa_testbed.pgserver import PgServer
 from awa_testbed.collection import collections_path
 
+from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
@@ -162,6 +165,14 @@ def enqueued_per_producer(db: AwaDatabase) -> dict[str, int]:
     return dict(db.query("SELECT producer, count(*) FROM testbed.enqueued GROUP BY 1 ORDER BY 1"))
 
 
+def database_log(server: PgServer, dbname: str) -> list[tuple[int, str]]:
+    """(backend pid, message) of every line the server logged in database ``dbname``."""
+    # log_line_prefix "%m [%p] %u@%d " (awa_testbed.pgserver): "2026-12-01 12:00:00.000 UTC [pid] user@db LOG:  ..."
+    pattern = re.compile(r"^\S+ \S+ \S+ \[(\d+)\] \S*@" + re.escape(dbname) + r" \w+:  (.*)$")
+    text = server.log_path.read_text(encoding="utf-8", errors="replace")
+    return [(int(found.group(1)), found.group(2)) for found in map(pattern.match, text.splitlines()) if found]
+
+
 def next_transaction_id(db: AwaDatabase) -> int:
     """The cluster's next transaction id; reading it assigns none."""
     return int(db.scalar("SELECT txid_snapshot_xmax(txid_current_snapshot())"))
@@ -218,6 +229,22 @@ class Run(threading.Thread):
         if self.error is not None:
             raise self.error
         return self.result
+
+
+def sessions_waiting_for_an_advisory_lock(db: AwaDatabase) -> int:
+    return db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
+
+
+def run_together(db: AwaDatabase, queue: str, targets: list[int], **options) -> list[dict]:
+    """Start one run per target while the queue's lock is held, so all of them
+    are waiting at once, then let them go."""
+    runs = [Run(db, queue, shards, **options) for shards in targets]
+    with session_holding(db, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", QUEUE_LOCK_PREFIX + queue):
+        for run in runs:
+            run.start()
+        wait_until(lambda: sessions_waiting_for_an_advisory_lock(db) == len(runs), 10,
+                   f"{len(runs)} runs waiting for the queue lock")
+    return [run.outcome() for run in runs]
 
 
 # -- real Ansible -------------------------------------------------------------

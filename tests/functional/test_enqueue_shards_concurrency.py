@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from awa_testbed.awadb import AwaDatabase
-
-from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 
 from enqueue_shards_support import (
@@ -16,27 +13,12 @@ from enqueue_shards_support import (
     complete_lanes,
     lanes_below,
     ledger_rows,
+    run_together,
     session_holding,
     shard_counts,
     snapshot,
     wait_until,
 )
-
-
-def sessions_waiting_for_an_advisory_lock(db: AwaDatabase) -> int:
-    return db.scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted")
-
-
-def run_together(db: AwaDatabase, queue: str, targets: list[int], **options) -> list[dict]:
-    """Start one run per target while the queue's lock is held, so all of them
-    are waiting at once, then let them go."""
-    runs = [Run(db, queue, shards, **options) for shards in targets]
-    with session_holding(db, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", QUEUE_LOCK_PREFIX + queue):
-        for run in runs:
-            run.start()
-        wait_until(lambda: sessions_waiting_for_an_advisory_lock(db) == len(runs), 10,
-                   f"{len(runs)} runs waiting for the queue lock")
-    return [run.outcome() for run in runs]
 
 
 def test_concurrent_runs_with_one_target_serialize_and_exactly_one_changes(awa_db):
