@@ -44,6 +44,10 @@ class Installation:
     # Runtime roles that can use whatever the connected role creates (superuser or member of it).
     roles_with_creator_privileges: list[str] = field(default_factory=list)
     database: str = ""
+    # Ledgers created by awa.operations 0.1.0 have no change_id column; only their owner can add it.
+    ledger_has_change_id: bool = False
+    ledger_owner: str | None = None
+    can_alter_ledger: bool = False
 
 
 INSTALLATION_SQL = """
@@ -66,7 +70,14 @@ SELECT current_setting('server_version_num')::int,
              WHERE pr.rolsuper OR pg_has_role(r, current_user, 'USAGE')),
        current_database()::text,
        to_regprocedure('awa.storage_status()') IS NOT NULL
-         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL
+         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attname = 'change_id' AND NOT attisdropped
+               AND attrelid = (SELECT oid FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
+                               AND relname = %(ledger_table_name)s)),
+       ledger.owner, COALESCE(ledger.may_alter, false)
+FROM (SELECT NULL) AS one
+LEFT JOIN (SELECT pg_get_userbyid(relowner) AS owner, pg_has_role(relowner, 'USAGE') AS may_alter FROM pg_class
+           WHERE relnamespace = to_regnamespace(%(ledger_schema)s) AND relname = %(ledger_table_name)s) AS ledger ON true
 """
 
 SCHEMA_VERSION_SQL = "SELECT max(version) FROM awa.schema_version"
@@ -91,12 +102,14 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
         "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
     }).fetchone()
     (server_version_num, current_user, has_awa_schema, has_enqueue_shards, has_version_table, missing_roles,
-     ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions) = row
+     ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions,
+     ledger_has_change_id, ledger_owner, can_alter_ledger) = row
     found = Installation(
         server_version_num=server_version_num, current_user=current_user, has_awa_schema=has_awa_schema,
         has_enqueue_shards=has_enqueue_shards, missing_roles=list(missing_roles), ledger_exists=ledger_exists,
         can_create_ledger=can_create_ledger, can_write_ledger=can_write_ledger,
-        roles_with_creator_privileges=list(creator_privileged), database=database)
+        roles_with_creator_privileges=list(creator_privileged), database=database,
+        ledger_has_change_id=ledger_has_change_id, ledger_owner=ledger_owner, can_alter_ledger=can_alter_ledger)
     if has_version_table:
         found.schema_version = conn.execute(SCHEMA_VERSION_SQL).fetchone()[0]
     if has_storage_functions:
@@ -446,8 +459,65 @@ def fetch_latest_changes(conn, ledger_schema: str, physical_queues: list[str]) -
             for row in rows}
 
 
+# A ledger row by the change id the client gave it, or by the transaction that wrote it. The table and the
+# column are looked up first: a failover target (or a lost first change) may have neither.
+LEDGER_COLUMN_SQL = """
+SELECT EXISTS (SELECT 1 FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
+               JOIN pg_namespace AS n ON n.oid = c.relnamespace
+               WHERE n.nspname = %(schema)s AND c.relname = %(table)s AND a.attname = %(column)s AND NOT a.attisdropped)
+"""
+RECORDED_CHANGE_SQL = "SELECT id, changed_at, cardinality(live_runtime_ids) FROM {table} WHERE {column} = CAST(%(value)s AS {type})"
+LEDGER_LOOKUP_TYPES = {"change_id": "uuid", "transaction_id": "xid8"}
+
+
+def fetch_recorded_change(conn, ledger_schema: str, column: str, value: str) -> tuple | None:
+    """(id, changed_at, live runtimes) of the ledger row whose ``column`` (change_id or transaction_id) is ``value``."""
+    if not conn.execute(LEDGER_COLUMN_SQL, {"schema": ledger_schema, "table": LEDGER_TABLE, "column": column}).fetchone()[0]:
+        return None
+    return conn.execute(sql.SQL(RECORDED_CHANGE_SQL).format(
+        table=sql.Identifier(ledger_schema, LEDGER_TABLE), column=sql.Identifier(column),
+        type=sql.SQL(LEDGER_LOOKUP_TYPES[column])), {"value": value}).fetchone()
+
+
 # ---------------------------------------------------------------------------
 # The transaction itself, and other sessions
+
+
+@dataclass(frozen=True)
+class TransactionIdentity:
+    """A transaction id and the server history it belongs to (a promoted standby starts a new timeline)."""
+
+    transaction_id: str
+    system_identifier: str
+    timeline: str | None  # None on a standby
+
+
+# The timeline is the first part of the current WAL file name (pg_walfile_name refuses to run on a standby).
+SERVER_HISTORY_SQL = """(SELECT system_identifier FROM pg_control_system())::text,
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END"""
+TRANSACTION_IDENTITY_SQL = "SELECT pg_current_xact_id()::text, " + SERVER_HISTORY_SQL
+# pg_xact_status raises for an id this server has not assigned yet: that is asked first (NULL then).
+TRANSACTION_STATUS_SQL = "SELECT " + SERVER_HISTORY_SQL + """,
+       CASE WHEN CAST(%(xid)s AS xid8) < pg_snapshot_xmax(pg_current_snapshot())
+            THEN pg_xact_status(CAST(%(xid)s AS xid8)) END"""
+
+
+def fetch_transaction_identity(conn) -> TransactionIdentity:
+    """The current transaction's id (assigning one) and the server history it runs on."""
+    return TransactionIdentity(*conn.execute(TRANSACTION_IDENTITY_SQL).fetchone())
+
+
+def fetch_transaction_status(conn, identity: TransactionIdentity) -> str | None:
+    """pg_xact_status of ``identity``'s transaction ('committed', 'aborted', 'in progress'), read on this server.
+
+    None when this server cannot tell: it runs another history (another
+    system, another timeline after a failover, a standby), has not assigned
+    that id, or no longer keeps its status.
+    """
+    system_identifier, timeline, status = conn.execute(
+        TRANSACTION_STATUS_SQL, {"xid": identity.transaction_id}).fetchone()
+    same_history = (system_identifier, timeline) == (identity.system_identifier, identity.timeline)
+    return status if same_history and timeline is not None else None
 
 
 ASSIGNED_TRANSACTION_ID_SQL = "SELECT pg_current_xact_id_if_assigned()"

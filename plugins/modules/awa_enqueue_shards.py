@@ -331,6 +331,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
+    connect,
     connection_argument_spec,
     open_connection,
     validate_lock_timeout,
@@ -385,7 +386,8 @@ def main() -> None:
             requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
         validate_lock_timeout(params["lock_timeout"])
         options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
-                   "ledger_schema": params["ledger_schema"], "reason": params["reason"]}
+                   "ledger_schema": params["ledger_schema"], "reason": params["reason"],
+                   "reconnect": lambda: connect(params)}
         with open_connection(params) as conn:
             if params["queues"] is None:
                 result = change_enqueue_shards(conn, requests[0], **options)
