@@ -23,6 +23,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 
 # Untyped packets a client may send before its StartupMessage, and the one after which nothing follows.
@@ -37,6 +38,7 @@ class Cut:
     nth: int
     refuse: bool
     done: threading.Event = field(default_factory=threading.Event)
+    cut_at: float | None = None  # time.monotonic() of the cut
 
 
 def _read_exact(sock: socket.socket, size: int) -> bytes:
@@ -173,5 +175,6 @@ class CommitCutter:
         _close(client)
         if cut.mode != "hold":
             _close(server, socket.SHUT_WR)  # the server reads what it got, then the end of the stream
+        cut.cut_at = time.monotonic()
         cut.done.set()
         return True
