@@ -12,6 +12,8 @@ message gives the query that tells.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -32,30 +34,7 @@ from enqueue_shards_support import (
 )
 
 # The ledger as awa.operations 0.1.0 created it: no change_id column.
-LEDGER_0_1_0 = """
-CREATE SCHEMA awa_operations;
-CREATE TABLE awa_operations.enqueue_shards_changes (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    queue text NOT NULL,
-    physical_queues text[] NOT NULL,
-    stripes integer NOT NULL,
-    from_shards jsonb NOT NULL,
-    to_shards smallint NOT NULL,
-    lanes_created integer NOT NULL,
-    grants_added integer NOT NULL,
-    runtime_roles text[] NOT NULL,
-    live_runtime_ids uuid[] NOT NULL,
-    reason text,
-    changed_by text NOT NULL DEFAULT current_user,
-    login_user text NOT NULL DEFAULT session_user,
-    client_addr inet DEFAULT inet_client_addr(),
-    application_name text DEFAULT current_setting('application_name'),
-    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id()
-);
-CREATE INDEX enqueue_shards_changes_physical_queues_idx ON awa_operations.enqueue_shards_changes
-    USING gin (physical_queues);
-"""
+LEDGER_0_1_0 = (Path(__file__).with_name("fixtures") / "ledger-0.1.0.sql").read_text(encoding="utf-8")
 
 
 @pytest.fixture
