@@ -99,4 +99,4 @@ def table(major: int, result: dict) -> str:
         rows,
         "answer wrong = the module's answer disagrees with the database read afterwards (the count is 4 exactly "
         "when the change committed); seconds from the cut to the answer; attempts = the reconnect attempt that "
-        "looked it up (5 at most, within about 7.5 s).")
+        "looked it up (6 at most, within about 15 s).")

@@ -306,7 +306,7 @@ change_id:
 lost_commit:
   description:
     - Present when the connection was lost while COMMIT was in flight. The module reconnected with the same
-      options (5 attempts within about 7.5 s), waited (at most O(lock_timeout)) until the change's transaction had
+      options (6 attempts within about 15 s), waited (at most O(lock_timeout)) until the change's transaction had
       ended by taking the queue's advisory lock, and looked the change up - by its RV(change_id) in the ledger,
       or, when its ledger row has no change id (O(ledger=false), or a 0.1.0 ledger it may not alter), by
       C(pg_xact_status) of its transaction on the same server history.

@@ -41,14 +41,14 @@ class Unreachable:
         raise ConnectionFailed(f"could not connect to database 'app' on db1:5432 as 'awa_migrator': refused #{self.calls}")
 
 
-def test_it_reconnects_five_times_within_about_seven_seconds_then_says_how_to_look_it_up():
+def test_it_reconnects_six_times_within_about_fifteen_seconds_then_says_how_to_look_it_up():
     reconnect = Unreachable()
     with pytest.raises(CommitOutcomeUnknown) as unknown:
         lost_commit.settle(pending(), REASON, reconnect, sleep=reconnect.slept.append)
-    assert reconnect.calls == 5 and reconnect.slept == [0.5, 1.0, 2.0, 4.0]
+    assert reconnect.calls == 6 and reconnect.slept == [0.5, 1.0, 2.0, 4.0, 8.0]
     message = unknown.value.message
-    assert message.startswith(REASON + " The database could not be reached again (5 attempts within 7.5 s; last: "
-                              "could not connect to database 'app' on db1:5432 as 'awa_migrator': refused #5).")
+    assert message.startswith(REASON + " The database could not be reached again (6 attempts within 15.5 s; last: "
+                              "could not connect to database 'app' on db1:5432 as 'awa_migrator': refused #6).")
     assert (f"The outcome is unknown: the change committed whole or not at all (change id {CHANGE_ID}). To find out, "
             "look it up: SELECT id, changed_at, to_shards FROM awa_operations.enqueue_shards_changes WHERE "
             f"change_id = '{CHANGE_ID}'. A row means it was applied") in message
@@ -72,7 +72,7 @@ def test_a_schema_name_that_needs_quotes_is_quoted_in_the_lookup_it_gives():
 
 def test_reconnecting_for_the_next_queue_of_a_list_retries_then_names_the_attempts():
     reconnect = Unreachable()
-    with pytest.raises(ConnectionFailed, match=r"refused #5 \(5 attempts within 7\.5 s\)$"):
+    with pytest.raises(ConnectionFailed, match=r"refused #6 \(6 attempts within 15\.5 s\)$"):
         lost_commit.reconnect_with_retries(reconnect, sleep=reconnect.slept.append)
     sentinel = object()
     failures = iter([ConnectionFailed("refused"), None])
