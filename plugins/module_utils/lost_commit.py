@@ -184,11 +184,11 @@ def _verdict(conn, pending: PendingChange, reason: str) -> Verdict:
         row = introspect.fetch_recorded_change(conn, schema, "transaction_id", pending.transaction.transaction_id) \
             if schema else None
         return Verdict(True, "transaction status", recorded_row(schema, row, None) if row else None)
-    raise _unknown(pending, reason, (
-        f"Reconnected to a server that cannot tell what became of transaction {pending.transaction.transaction_id}"
-        f"{' (still in progress)' if status else ''}: it runs another history than the server the change ran on "
-        "(a failover or a standby), and " + ("the ledger row carries no change id" if schema else "ledger is false")
-        + "."))
+    xid = pending.transaction.transaction_id
+    without = "the ledger row carries no change id" if schema else "ledger is false"
+    raise _unknown(pending, reason, f"Reconnected, but transaction {xid} is still in progress." if status else (
+        f"Reconnected to a server that cannot tell what became of transaction {xid} ({without}): it runs another "
+        "history than the server the change ran on (a failover, or a standby), or no longer keeps that status."))
 
 
 def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int) -> dict:

@@ -34,7 +34,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info import 
 
 LEDGER = "awa_operations.enqueue_shards_changes"
 # Keys of a result that differ between two runs of the same plan.
-RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger")
+RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger", "change_id")
 
 
 # -- running the change ---------------------------------------------------
