@@ -7,9 +7,11 @@ after each suite, so an interrupted run keeps what it measured).
 ``--tables FILE.json`` prints the tables of an earlier run again.
 
 Suites: change (cost of one change), impact (live producers), scale (many
-queues, Ansible), convergence (restart pickup), and shard_choice (which S
-helps real producers: path x N x S; about 35 minutes, so only when named:
-``--suites shard_choice``). It never passes or fails: it measures and reports.
+queues, Ansible), convergence (restart pickup), and, only when named,
+shard_choice (which S helps real producers: path x N x S; about 35 minutes:
+``--suites shard_choice``) and lost_commit (COMMITs cut by a proxy: is the
+module's answer true, and how fast). It never passes or fails: it measures
+and reports.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import change_cost, convergence, environment, producer_impact, scale, shard_choice
+from . import change_cost, convergence, environment, lost_commit, producer_impact, scale, shard_choice
 from .environment import BenchServer
 from .producer_impact import Traffic
 from .shard_choice import Matrix
@@ -45,11 +47,13 @@ class Profile:
     runtime_counts: tuple[int, ...]
     traffic: Traffic = field(default_factory=Traffic)
     shard_matrix: Matrix = field(default_factory=Matrix)
+    lost_commit_rounds: int = 25
 
 
 FULL = Profile("full", change_iterations=7, impact_rounds=3, scale_queues=100, runtime_counts=(2, 8))
 QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, runtime_counts=(2,),
-                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX)
+                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX,
+                lost_commit_rounds=5)
 
 
 @dataclass(frozen=True)
@@ -70,8 +74,11 @@ SUITES: dict[str, Suite] = {
                          convergence.table),
     "shard_choice": Suite(lambda bench, profile, work_dir: shard_choice.run(bench, profile.shard_matrix, work_dir),
                           shard_choice.table),
+    "lost_commit": Suite(lambda bench, profile, work_dir: lost_commit.run(bench, profile.lost_commit_rounds),
+                         lost_commit.table),
 }
-# Run when --suites is not given (shard_choice takes about 35 minutes on its own).
+# Run when --suites is not given (shard_choice takes about 35 minutes on its own; lost_commit is about
+# reliability, not cost).
 DEFAULT_SUITES = ("change", "impact", "scale", "convergence")
 
 

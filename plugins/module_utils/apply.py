@@ -9,7 +9,8 @@ values bound) and run in the caller's transaction, in this order:
    Awa's own lane creation (Rust ``ensure_lane_inserts``) waits for us;
 2. lanes on shards producers cannot route to yet (shard >= current count);
 3. repairs of existing lanes with Awa's ``ensure_lane_sequences``;
-4. the change ledger table, the first time;
+4. the change ledger table, the first time (or, run by its owner, the
+   change_id column a ledger created by awa.operations 0.1.0 lacks);
 5. lane counter rows and lanes on shards producers can already route to,
    last, so the window in which a producer's own first write into the same
    lane could collide with ours is short;
@@ -17,6 +18,9 @@ values bound) and run in the caller's transaction, in this order:
 7. the re-read that verifies them (``verify``);
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
+
+The caller commits (``lost_commit.commit_change``): a COMMIT whose connection
+is lost is looked up there, by the change id the ledger row carries.
 
 Scalar values are cast with ``CAST(x AS type)``, not ``x::type``: the rendered
 statements are returned as ``queries`` and shown in the module's RETURN
@@ -29,14 +33,18 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import commit, psycopg, sql
+from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import LIVE_RUNTIME_PREDICATE
+from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, recorded_row
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
 from ansible_collections.awa.operations.plugins.module_utils.plan import Plan
 from ansible_collections.awa.operations.plugins.module_utils.verify import verify_provisioned
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
+# The transaction-local setting the ledger row reads its change id from (set with the queue lock), so that the
+# statements a real run reports are the ones check mode predicts, whatever id the run was given.
+CHANGE_ID_SETTING = "awa_operations.change_id"
 # Serializes the first creation of the ledger by concurrent runs.
 LEDGER_CREATE_LOCK_KEY = "awa.operations:ledger"
 
@@ -49,10 +57,16 @@ class Statement:
     params: dict | None = None
 
 
-def queue_lock(queue: str) -> Statement:
-    """Serializes concurrent runs of the module on one logical queue (transaction scoped)."""
-    return Statement(sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::text, 0))"),
-                     {"key": QUEUE_LOCK_PREFIX + queue})
+def queue_lock(queue: str, change_id: str | None = None) -> Statement:
+    """Serializes concurrent runs of the module on one logical queue (transaction scoped).
+
+    With ``change_id``, it also names the change this transaction makes, for its ledger row.
+    """
+    lock = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::text, 0))"
+    if change_id is None:
+        return Statement(sql.SQL(lock), {"key": QUEUE_LOCK_PREFIX + queue})
+    return Statement(sql.SQL(lock + ", set_config(%(setting)s, %(change_id)s, true)"),
+                     {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
 
 
 def _columns(keys: list[tuple]) -> list[list]:
@@ -138,35 +152,63 @@ CREATE TABLE IF NOT EXISTS {table} (
     login_user text NOT NULL DEFAULT session_user,
     client_addr inet DEFAULT inet_client_addr(),
     application_name text DEFAULT current_setting('application_name'),
-    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id()
+    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    change_id uuid
 );
 CREATE INDEX IF NOT EXISTS {index} ON {table} USING gin (physical_queues);
+CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
 COMMENT ON TABLE {table} IS 'awa.operations: every enqueue_shards change (awa_enqueue_shards module)';
 """
+
+# A ledger created by awa.operations 0.1.0, run by its owner: the column and index the new DDL has. No default,
+# so no rewrite; its ACCESS EXCLUSIVE lock on the ledger lasts until the change commits.
+LEDGER_CHANGE_ID_DDL = """
+SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS change_id uuid;
+CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
+"""
+
+
+def _ledger_names(schema: str) -> dict:
+    return {"lock_key": sql.Literal(LEDGER_CREATE_LOCK_KEY), "table": sql.Identifier(schema, LEDGER_TABLE),
+            "change_id_index": sql.Identifier(CHANGE_ID_INDEX)}
 
 
 def ledger_ddl(schema: str) -> Statement:
     return Statement(sql.SQL(LEDGER_DDL).format(
-        lock_key=sql.Literal(LEDGER_CREATE_LOCK_KEY), schema_name=sql.Literal(schema),
-        table=sql.Identifier(schema, LEDGER_TABLE), index=sql.Identifier(f"{LEDGER_TABLE}_physical_queues_idx")))
+        **_ledger_names(schema), schema_name=sql.Literal(schema),
+        index=sql.Identifier(f"{LEDGER_TABLE}_physical_queues_idx")))
+
+
+def ledger_change_id_ddl(schema: str) -> Statement:
+    return Statement(sql.SQL(LEDGER_CHANGE_ID_DDL).format(**_ledger_names(schema)))
 
 
 LEDGER_INSERT_SQL = """
 INSERT INTO {table} (queue, physical_queues, stripes, from_shards, to_shards, lanes_created, grants_added,
-                     runtime_roles, live_runtime_ids, reason)
+                     runtime_roles, live_runtime_ids, reason{change_id_column})
 SELECT CAST(%(queue)s AS text), %(physical_queues)s::text[], CAST(%(stripes)s AS int),
        CAST(%(from_shards)s AS jsonb), CAST(%(to_shards)s AS smallint), CAST(%(lanes_created)s AS int),
        CAST(%(grants_added)s AS int), %(runtime_roles)s::text[],
        ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE {live} ORDER BY ri.instance_id),
-       CAST(%(reason)s AS text)
+       CAST(%(reason)s AS text){change_id_value}
 RETURNING id, changed_at, cardinality(live_runtime_ids)
 """
 
 
-def ledger_insert(schema: str, plan: Plan, reason: str | None) -> Statement:
-    """The ledger row of ``plan``, with the runtime instances live at that moment (Awa's own liveness rule)."""
+def ledger_insert(schema: str, plan: Plan, reason: str | None, *, with_change_id: bool = True) -> Statement:
+    """The ledger row of ``plan``, with the runtime instances live at that moment (Awa's own liveness rule).
+
+    With ``with_change_id`` the row carries the change id the queue lock set
+    (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
+    """
+    column = value = sql.SQL("")
+    if with_change_id:
+        column = sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN))
+        value = sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
     return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
-        table=sql.Identifier(schema, LEDGER_TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE)), {
+        table=sql.Identifier(schema, LEDGER_TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE),
+        change_id_column=column, change_id_value=value), {
         "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
         "from_shards": json.dumps(plan.previous_shards), "to_shards": plan.shards,
         "lanes_created": len(plan.lanes_to_create), "grants_added": plan.grants.pairs,
@@ -194,8 +236,13 @@ def _head_statements(schema: str, plan: Plan, keep) -> list[Statement]:
 
 
 def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | None, create_ledger: bool,
-                            reason: str | None = None) -> ChangeStatements:
-    """Every statement a real run executes for ``plan`` (none when nothing changes)."""
+                            reason: str | None = None, add_change_id: bool = False,
+                            record_change_id: bool = True) -> ChangeStatements:
+    """Every statement a real run executes for ``plan`` (none when nothing changes).
+
+    ``add_change_id``: add the change_id column to an existing ledger (its
+    owner runs this); ``record_change_id``: the ledger row carries the change id.
+    """
     if not plan.changed:
         return ChangeStatements([], None, None)
 
@@ -210,12 +257,14 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
         provision.append(repair_lane_sequences(schema, plan.lanes_to_repair))
     if create_ledger and ledger_schema:
         provision.append(ledger_ddl(ledger_schema))
+    elif add_change_id and ledger_schema:
+        provision.append(ledger_change_id_ddl(ledger_schema))
     if plan.lane_rows_to_create:
         provision.append(insert_lane_rows(schema, plan.lane_rows_to_create))
     provision += _head_statements(schema, plan, lambda key: not hidden(key))
     if plan.grants.pairs:
         provision.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
-    record = ledger_insert(ledger_schema, plan, reason) if ledger_schema else None
+    record = ledger_insert(ledger_schema, plan, reason, with_change_id=record_change_id) if ledger_schema else None
     switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
     return ChangeStatements(provision, record, switch)
 
@@ -231,30 +280,28 @@ def execute(conn, statement: Statement) -> list[tuple]:
     return cursor.fetchall() if cursor.description else []
 
 
-def lock_queue(conn, queue: str) -> None:
-    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``."""
-    execute(conn, queue_lock(queue))
+def lock_queue(conn, queue: str, change_id: str | None = None) -> None:
+    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
+    execute(conn, queue_lock(queue, change_id))
 
 
 def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
-                 ledger_schema: str) -> dict | None:
-    """Run ``statements``, verify them against ``plan``, record, switch, and commit.
+                 ledger_schema: str, change_id: str | None) -> dict | None:
+    """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
 
-    Returns the ledger row written (None without a ledger). On any failure
-    the caller's transaction is rolled back and nothing is written.
+    Returns the ledger row written (None without a ledger); ``change_id`` is
+    the id its row carries (None for a ledger without the column). On any
+    failure the caller's transaction is rolled back and nothing is written.
     """
     for statement in statements.provision:
         execute(conn, statement)
     verify_provisioned(conn, plan, schema, runtime_roles)
     ledger = None
     if statements.record is not None:
-        ledger_id, changed_at, live = execute(conn, statements.record)[0]
-        ledger = {"schema": ledger_schema, "table": LEDGER_TABLE, "id": ledger_id,
-                  "changed_at": changed_at.isoformat(), "live_runtimes": live}
+        ledger = recorded_row(ledger_schema, execute(conn, statements.record)[0], change_id)
     if statements.switch is not None:
         switched = dict(execute(conn, statements.switch))
         if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
             raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
                                 "the transaction was rolled back and nothing changed.")
-    commit(conn, f"changing enqueue_shards of queue {plan.queue!r}")
     return ledger

@@ -13,6 +13,7 @@ import math
 from collections.abc import Callable, Iterator
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    CommitLost,
     ConnectionFailed,
     DatabaseError,
     InvalidRequest,
@@ -227,15 +228,17 @@ def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = Fal
 
 
 def commit(conn, action: str) -> None:
-    """Commit; a failure says whether the outcome is unknown (connection lost) or nothing was written."""
+    """Commit; a failure says whether the outcome is not known yet (connection lost) or nothing was written.
+
+    ``CommitLost`` is for the caller to resolve (see ``lost_commit``): the
+    COMMIT may have reached the server, so only the database can tell.
+    """
     try:
         conn.commit()
     except psycopg.Error as exc:
         if connection_lost(exc, conn.closed):
-            raise DatabaseError(
-                f"{action}: the connection was lost while committing ({_first_line(exc)}). The change may or may "
-                "not have been applied: re-run the module (it is idempotent) to see the state and finish it.",
-                sqlstate=exc.sqlstate) from None
+            raise CommitLost(f"{action}: the connection was lost while committing ({_first_line(exc)}).",
+                             sqlstate=exc.sqlstate) from None
         raise DatabaseError(f"{action}: the commit failed ({_first_line(exc)}). The transaction was rolled back, "
                             "so nothing was changed.", sqlstate=exc.sqlstate) from None
 

@@ -2,12 +2,14 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Change a queue's enqueue shard count: the whole operation, usable from Python.
 
-    from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+    from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
     from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
     from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
-    with open_connection({"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}) as conn:
-        result = change_enqueue_shards(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]))
+    options = {"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}
+    with open_connection(options) as conn:
+        result = change_enqueue_shards(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]),
+                                       reconnect=lambda: connect(options))
 
 The data path, one file per step: ``request`` (validated before connecting),
 ``introspect`` (the package of reads), ``preconditions``, ``plan``, ``apply`` (which runs
@@ -17,18 +19,27 @@ concurrent runs serialize and each sees the other's committed result. Check
 mode runs the same reads in a READ ONLY transaction (without the advisory
 lock) and returns what the real run would do. Every transaction waits for a
 lock at most ``lock_timeout`` seconds.
+
+Every real run gets a change id (a UUID) that its ledger row carries. If the
+connection is lost while COMMIT is in flight, ``reconnect`` (a connect with
+the same options) is used to look the change up (``lost_commit``), so the run
+reports it committed or not applied instead of "maybe".
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+import uuid
+from collections.abc import Callable
 
-from ansible_collections.awa.operations.plugins.module_utils import apply, ledger
+from ansible_collections.awa.operations.plugins.module_utils import apply, ledger, lost_commit
 from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import fetch_installation
 from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import fetch_known_queue_names, fetch_queue_state
-from ansible_collections.awa.operations.plugins.module_utils.introspect.sessions import describe_lock_holders, fetch_assigned_transaction_id
+from ansible_collections.awa.operations.plugins.module_utils.introspect.sessions import (
+    describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
 from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, plan_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import (
     check_installation,
@@ -59,17 +70,27 @@ def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool, 
 
 def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = False,
                           lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                          ledger_schema: str = ledger.DEFAULT_SCHEMA, reason: str | None = None) -> dict:
+                          ledger_schema: str = ledger.DEFAULT_SCHEMA, reason: str | None = None,
+                          reconnect: Callable[[], object] | None = None) -> dict:
     """Validate, plan and (unless ``check_mode``) apply a shard-count change in one transaction.
 
     Raises an ``AwaOperationsError`` subclass when the change is refused or
-    fails; the transaction is then rolled back and nothing is written.
+    fails; the transaction is then rolled back and nothing is written. When
+    the connection is lost during COMMIT, the change is looked up on a
+    connection from ``reconnect``: its result is returned if it committed,
+    ``CommitNotApplied`` raised if not, ``CommitOutcomeUnknown`` if that
+    cannot be told (always, without ``reconnect``).
     """
     started = time.monotonic()
-    with transaction(conn, f"changing enqueue_shards of queue {request.queue!r}", lock_timeout=lock_timeout,
-                     read_only=check_mode,
-                     on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-        result = _change(conn, request, check_mode=check_mode, ledger_schema=ledger_schema, reason=reason)
+    change_id = None if check_mode else str(uuid.uuid4())
+    try:
+        with transaction(conn, f"changing enqueue_shards of queue {request.queue!r}", lock_timeout=lock_timeout,
+                         read_only=check_mode,
+                         on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
+            result = _change(conn, request, check_mode=check_mode, ledger_schema=ledger_schema, reason=reason,
+                             change_id=change_id, lock_timeout=lock_timeout)
+    except lost_commit.Unsettled as unsettled:
+        result = lost_commit.settle(unsettled.pending, unsettled.reason, reconnect)
     result["duration"] = round(time.monotonic() - started, 3)
     return result
 
@@ -99,30 +120,37 @@ def merge_results(results: dict[str, dict], duration: float) -> dict:
     }
 
 
-def change_many_queues(conn, requests: list[ChangeRequest], **options) -> dict:
+def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callable[[], object] | None = None,
+                       **options) -> dict:
     """``change_enqueue_shards`` for each request in turn, on one connection, each in its own transaction.
 
     It stops at the first queue that fails: the queues before it stay changed
     (each committed on its own), the error names them, and a re-run (changes
-    are idempotent) finishes the list.
+    are idempotent) finishes the list. A queue whose COMMIT lost the
+    connection but was found committed does not stop it: the next queue runs
+    on a new connection from ``reconnect``.
     """
     started = time.monotonic()
     results: dict[str, dict] = {}
-    for request in requests:
-        try:
-            results[request.queue] = change_enqueue_shards(conn, request, **options)
-        except AwaOperationsError as exc:
-            changed = [queue for queue, result in results.items() if result["changed"]]
-            done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
-                    "re-run to finish the list." if changed else " No queue of the list was changed.")
-            raise type(exc)(f"Queue {request.queue!r}: {exc.message}{done}",
-                            **{**exc.details, "queues": results}) from None
+    with contextlib.ExitStack() as reopened:
+        for request in requests:
+            try:
+                if conn.closed and reconnect is not None:
+                    conn = reopened.enter_context(contextlib.closing(lost_commit.reconnect_with_retries(reconnect)))
+                results[request.queue] = change_enqueue_shards(conn, request, reconnect=reconnect, **options)
+            except AwaOperationsError as exc:
+                changed = [queue for queue, result in results.items() if result["changed"]]
+                done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
+                        "re-run to finish the list." if changed else " No queue of the list was changed.")
+                raise type(exc)(f"Queue {request.queue!r}: {exc.message}{done}",
+                                **{**exc.details, "queues": results}) from None
     return merge_results(results, time.monotonic() - started)
 
 
-def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None) -> dict:
+def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None,
+            change_id: str | None, lock_timeout: float) -> dict:
     if not check_mode:
-        apply.lock_queue(conn, request.queue)
+        apply.lock_queue(conn, request.queue, change_id)
     installation = fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
     warnings = check_installation(installation, request.runtime_roles)
     schema = installation.queue_storage_schema
@@ -132,11 +160,13 @@ def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: st
     plan = plan_enqueue_shards(request, layout, state, installation)
     warnings += plan.warnings
     use_ledger = request.ledger and plan.changed
-    if use_ledger:
-        check_ledger(installation, ledger_schema, ledger.TABLE)
+    ledger_plan = check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
+    warnings += ledger_plan.warnings if ledger_plan else []
+    records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
     statements = apply.build_change_statements(
         plan, schema, ledger_schema=ledger_schema if use_ledger else None,
-        create_ledger=use_ledger and not installation.ledger_exists, reason=reason)
+        create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
+        add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
     result = _result(plan, apply.render(conn, statements.all), changed=plan.changed, check_mode=check_mode,
                      warnings=warnings)
     if check_mode or not plan.changed:
@@ -146,7 +176,13 @@ def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: st
                                 "was assigned a transaction id, so it wrote something; it was rolled back.")
         return result
     recorded = apply.apply_change(conn, plan, statements, schema=schema, runtime_roles=request.runtime_roles,
-                                  ledger_schema=ledger_schema)
+                                  ledger_schema=ledger_schema, change_id=change_id if records_change_id else None)
     if recorded is not None:
         result["ledger"] = recorded
+    result["change_id"] = change_id
+    # Without a change id in the row, a lost commit is looked up by its transaction.
+    identity = None if records_change_id else fetch_transaction_identity(conn)
+    lost_commit.commit_change(conn, lost_commit.PendingChange(
+        queue=request.queue, change_id=change_id, result=result, ledger_schema=ledger_schema if use_ledger else None,
+        records_change_id=records_change_id, transaction=identity, lock_timeout=lock_timeout))
     return result

@@ -39,6 +39,18 @@ class DatabaseError(AwaOperationsError):
     """A statement failed; the transaction was rolled back."""
 
 
+class CommitLost(DatabaseError):
+    """The connection was lost while COMMIT was in flight: whether it committed is not known yet."""
+
+
+class CommitNotApplied(DatabaseError):
+    """A lost COMMIT was looked up after reconnecting: it did not commit, nothing was written."""
+
+
+class CommitOutcomeUnknown(DatabaseError):
+    """A lost COMMIT could not be looked up (the database stayed unreachable, or cannot tell)."""
+
+
 class WaitTimeout(AwaOperationsError):
     """A wait ran out of time. ``result`` carries the last observed state."""
 

@@ -11,10 +11,29 @@ other SQL, the table and its row in ``apply`` (writes), the lookup in
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"
+# The id the client gives each change (a UUID), so that a run whose COMMIT lost its connection can find its row.
+# Ledgers created by awa.operations 0.1.0 lack the column until their owner adds it (with this unique index).
+CHANGE_ID_COLUMN = "change_id"
+CHANGE_ID_INDEX = f"{TABLE}_change_id_key"
+
+
+def lookup_query(schema: str, change_id: str) -> str:
+    """The statement an operator runs to find a change by its id, for messages (never run: the id is a UUID we
+    made, the schema name is quoted when it needs to be)."""
+    shown = schema if re.fullmatch(r"[a-z_][a-z0-9_]*", schema) else '"' + schema.replace('"', '""') + '"'
+    return f"SELECT id, changed_at, to_shards FROM {shown}.{TABLE} WHERE change_id = '{change_id}'"
+
+
+def recorded_row(schema: str, row: tuple, change_id: str | None) -> dict:
+    """The ``ledger`` of a result: the row (id, changed_at, live runtimes) written for a change."""
+    ledger_id, changed_at, live = row
+    return {"schema": schema, "table": TABLE, "id": ledger_id, "changed_at": changed_at.isoformat(),
+            "live_runtimes": live, "change_id": change_id}
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,11 @@ description:
   - Concurrent runs on the same queue are serialized by a transaction advisory lock; the plan is made
     inside the transaction that applies it.
   - A run that finds nothing to change writes nothing at all and reports C(changed=false).
+  - If the connection is lost while COMMIT is in flight, the module reconnects, waits until that transaction has
+    ended and looks the change up by its RV(change_id). It reports the change committed, or fails saying it was not
+    applied and nothing was written. Only when it cannot look (the database stays unreachable, or that transaction
+    is still open after O(lock_timeout)) does it report the outcome as unknown, with the query that tells
+    (RV(lost_commit)).
   - Lowering the count needs no provisioning. Lanes of shards at or above the new count are never
     deleted; jobs on them keep draining (see M(awa.operations.awa_enqueue_shards_info) with C(wait=drained)).
   - Awa 0.6 worker runtimes cache the count until they restart. Restart them after a change
@@ -103,12 +108,16 @@ options:
         C(awa.queue_meta) row, or DDL such as a running C(awa migrate)), in a real run and in check mode.
         When reached, the run fails, names the sessions holding locks if it can see them, and changes
         nothing. V(0) waits without limit.
+      - It also bounds the wait, after a connection lost during COMMIT, for that transaction to end (RV(lost_commit)).
     type: float
     default: 5
   ledger:
     description:
       - Record every change in the ledger table C(<ledger_schema>.enqueue_shards_changes) (who, when, from, to,
-        the physical queues, and the runtime instances live at that moment), in the change's own transaction.
+        the physical queues, the runtime instances live at that moment, and the run's RV(change_id)), in the
+        change's own transaction.
+      - Without the ledger, a change whose connection is lost during COMMIT is looked up by its transaction's
+        status, which a failover to a standby makes unreadable (RV(lost_commit)).
       - The ledger is created on first use, which needs C(CREATE) on the database (or on O(ledger_schema)).
       - M(awa.operations.awa_enqueue_shards_info) needs it to judge whether runtimes run with the new count.
     type: bool
@@ -233,8 +242,10 @@ queries:
       the lane sequences), repairs of lane sequences, the ledger table on first use, the lane rows, the head rows
       of lanes producers can already route to, the grants, the ledger row, and last the C(awa.queue_meta)
       upsert. In check mode, the statements the real run would execute. Empty when nothing changes.
-    - Not listed are the C(lock_timeout) setting and the per-queue advisory lock every real run takes first, and the
-      reads - those the plan is made from, and the re-read that verifies the lanes and grants before the ledger row.
+    - Not listed are the C(lock_timeout) setting and the per-queue advisory lock every real run takes first (which also
+      sets, for its transaction only, the change id the ledger row reads, so check mode reports the same statements),
+      and the reads - those the plan is made from, and the re-read that verifies the lanes and grants before the
+      ledger row.
     - The sample is a real run raising queue C(orders) from 1 to 2 shards, its shard-0 lanes complete, without
       O(runtime_roles) (so without grants), the ledger existing.
   returned: always
@@ -255,12 +266,12 @@ queries:
       ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING
     - >-
       INSERT INTO "awa_operations"."enqueue_shards_changes" (queue, physical_queues, stripes, from_shards, to_shards,
-      lanes_created, grants_added, runtime_roles, live_runtime_ids, reason)
+      lanes_created, grants_added, runtime_roles, live_runtime_ids, reason, "change_id")
       SELECT CAST('orders' AS text), '{orders}'::text[], CAST(1 AS int), CAST('{"orders": 1}' AS jsonb),
       CAST(2 AS smallint), CAST(4 AS int), CAST(0 AS int), '{}'::text[],
       ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE NOT ri.shutting_down
       AND ri.last_seen_at + make_interval(secs => GREATEST(((GREATEST(ri.snapshot_interval_ms, 1000) / 1000) * 3)::int, 30))
-      >= now() ORDER BY ri.instance_id), CAST(NULL AS text)
+      >= now() ORDER BY ri.instance_id), CAST(NULL AS text), CAST(current_setting('awa_operations.change_id') AS uuid)
       RETURNING id, changed_at, cardinality(live_runtime_ids)
     - >-
       INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, CAST(2 AS smallint) FROM unnest('{orders}'::text[]) AS q
@@ -279,6 +290,46 @@ diff:
   sample:
     before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 0, "missing_grants": 2}}
     after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
+change_id:
+  description:
+    - The id (a UUID) this run generated for its change (with O(queues), in each queue's result). The ledger row
+      carries it in its C(change_id) column, written in the change's own transaction, so the change can be
+      looked up by it - as the module does itself when the connection is lost during COMMIT (RV(lost_commit)).
+    - A ledger created by awa.operations 0.1.0 gets the column from the first run by its owner (or a member of the
+      owning role). Until then the rows of other roles carry no change id, and the run warns, naming the owner
+      and the statement to run.
+    - Also returned, with RV(lost_commit), when such a run fails because its commit was not applied or its
+      outcome is unknown.
+  returned: when a change was applied (not in check mode, not when nothing changed)
+  type: str
+  sample: 3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65
+lost_commit:
+  description:
+    - Present when the connection was lost while COMMIT was in flight. The module reconnected with the same
+      options (6 attempts within about 15 s), waited (at most O(lock_timeout)) until the change's transaction had
+      ended by taking the queue's advisory lock, and looked the change up - by its RV(change_id) in the ledger,
+      or, when its ledger row has no change id (O(ledger=false), or a 0.1.0 ledger it may not alter), by
+      C(pg_xact_status) of its transaction on the same server history.
+    - V(committed) - the run succeeds with the change's result and a warning; nothing to re-run.
+      V(not applied) - the run fails; nothing was written; re-run. V(unknown) - the run fails because it could
+      not look (the database stayed unreachable, the transaction was still open after O(lock_timeout), or a
+      change without a change id met another server history after a failover); the message gives the query
+      that tells.
+    - With O(queues), in the result of the queue whose commit it was (a queue found committed does not stop
+      the list; the next queue runs on a new connection) or at the top level of the failure.
+  returned: when the connection was lost during COMMIT
+  type: dict
+  contains:
+    outcome:
+      description: V(committed), V(not applied) or V(unknown).
+      type: str
+    resolved_by:
+      description: V(change id in the ledger) or V(transaction status) (not with V(unknown)).
+      type: str
+    reconnect_attempts:
+      description: The attempt (from 1) on which the module reconnected and looked it up (not with V(unknown)).
+      type: int
+  sample: {"outcome": "committed", "resolved_by": "change id in the ledger", "reconnect_attempts": 1}
 ledger:
   description: The ledger row written for this change (with O(queues), in each queue's result).
   returned: when a change was applied, O(ledger=true) and O(queue) is set
@@ -299,13 +350,18 @@ ledger:
     live_runtimes:
       description: How many Awa runtime instances were live at that moment.
       type: int
+    change_id:
+      description: The RV(change_id) the row carries (null for a row of a 0.1.0 ledger the run may not alter).
+      type: str
   sample: {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7,
-           "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2}
+           "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2,
+           "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65"}
 queues:
   description:
     - With O(queues), each queue's own result by logical queue name, with the keys a run with O(queue)
       returns (RV(queue), RV(shards), RV(stripes), RV(physical_queues), RV(previous_shards), RV(lanes_created),
-      RV(grants_added), RV(ordering), RV(ledger), ...) except RV(queries) and RV(diff), which the top level
+      RV(grants_added), RV(ordering), RV(ledger), RV(change_id), RV(lost_commit), ...) except RV(queries) and
+      RV(diff), which the top level
       gives once for the whole list, merged in order.
     - The other top-level values are totals (RV(lanes_created), RV(grants_added)) or merged over the queues
       (RV(physical_queues), RV(previous_shards)); RV(changed) is true when any queue changed.
@@ -331,6 +387,7 @@ from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
+    connect,
     connection_argument_spec,
     open_connection,
     validate_lock_timeout,
@@ -385,7 +442,8 @@ def main() -> None:
             requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
         validate_lock_timeout(params["lock_timeout"])
         options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
-                   "ledger_schema": params["ledger_schema"], "reason": params["reason"]}
+                   "ledger_schema": params["ledger_schema"], "reason": params["reason"],
+                   "reconnect": lambda: connect(params)}
         with open_connection(params) as conn:
             if params["queues"] is None:
                 result = change_enqueue_shards(conn, requests[0], **options)

@@ -29,7 +29,7 @@ from awa_testbed.pgserver import PgServer
 from awa_testbed.collection import collections_path
 
 from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
@@ -38,17 +38,19 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait im
 
 LEDGER = "awa_operations.enqueue_shards_changes"
 # Keys of a result that differ between two runs of the same plan.
-RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger")
+RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger", "change_id")
 
 
 # -- running the change ---------------------------------------------------
 
 def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = None, check_mode: bool = False,
            lock_timeout: float = 5.0, login: dict | None = None, **request) -> dict:
-    """One run of the module's core, as ``role`` (superuser when None) or with the connection options ``login``."""
-    with open_connection(login or db.login_args(role)) as conn:
-        return change_enqueue_shards(conn, validate_request(queue, shards, **request),
-                                     check_mode=check_mode, lock_timeout=lock_timeout)
+    """One run of the module's core, as ``role`` (superuser when None) or with the connection options ``login``;
+    like the module, it reconnects with them to look up a commit whose connection was lost."""
+    options = login or db.login_args(role)
+    with open_connection(options) as conn:
+        return change_enqueue_shards(conn, validate_request(queue, shards, **request), check_mode=check_mode,
+                                     lock_timeout=lock_timeout, reconnect=lambda: connect(options))
 
 
 def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, *,

@@ -38,6 +38,10 @@ class Installation:
     # Runtime roles that can use whatever the connected role creates (superuser or member of it).
     roles_with_creator_privileges: list[str] = field(default_factory=list)
     database: str = ""
+    # Ledgers created by awa.operations 0.1.0 have no change_id column; only their owner can add it.
+    ledger_has_change_id: bool = False
+    ledger_owner: str | None = None
+    can_alter_ledger: bool = False
 
 
 INSTALLATION_SQL = """
@@ -60,7 +64,14 @@ SELECT current_setting('server_version_num')::int,
              WHERE pr.rolsuper OR pg_has_role(r, current_user, 'USAGE')),
        current_database()::text,
        to_regprocedure('awa.storage_status()') IS NOT NULL
-         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL
+         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attname = 'change_id' AND NOT attisdropped
+               AND attrelid = (SELECT oid FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
+                               AND relname = %(ledger_table_name)s)),
+       ledger.owner, COALESCE(ledger.may_alter, false)
+FROM (SELECT NULL) AS one
+LEFT JOIN (SELECT pg_get_userbyid(relowner) AS owner, pg_has_role(relowner, 'USAGE') AS may_alter FROM pg_class
+           WHERE relnamespace = to_regnamespace(%(ledger_schema)s) AND relname = %(ledger_table_name)s) AS ledger ON true
 """
 
 SCHEMA_VERSION_SQL = "SELECT max(version) FROM awa.schema_version"
@@ -85,12 +96,14 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
         "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
     }).fetchone()
     (server_version_num, current_user, has_awa_schema, has_enqueue_shards, has_version_table, missing_roles,
-     ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions) = row
+     ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions,
+     ledger_has_change_id, ledger_owner, can_alter_ledger) = row
     found = Installation(
         server_version_num=server_version_num, current_user=current_user, has_awa_schema=has_awa_schema,
         has_enqueue_shards=has_enqueue_shards, missing_roles=list(missing_roles), ledger_exists=ledger_exists,
         can_create_ledger=can_create_ledger, can_write_ledger=can_write_ledger,
-        roles_with_creator_privileges=list(creator_privileged), database=database)
+        roles_with_creator_privileges=list(creator_privileged), database=database,
+        ledger_has_change_id=ledger_has_change_id, ledger_owner=ledger_owner, can_alter_ledger=can_alter_ledger)
     if has_version_table:
         found.schema_version = conn.execute(SCHEMA_VERSION_SQL).fetchone()[0]
     if has_storage_functions:

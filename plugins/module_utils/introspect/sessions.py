@@ -7,6 +7,45 @@ Part of the introspect package, the only SQL that reads (installation.py says ho
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TransactionIdentity:
+    """A transaction id and the server history it belongs to (a promoted standby starts a new timeline)."""
+
+    transaction_id: str
+    system_identifier: str
+    timeline: str | None  # None on a standby
+
+
+# The timeline is the first part of the current WAL file name (pg_walfile_name refuses to run on a standby).
+SERVER_HISTORY_SQL = """(SELECT system_identifier FROM pg_control_system())::text,
+       CASE WHEN pg_is_in_recovery() THEN NULL ELSE substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8) END"""
+TRANSACTION_IDENTITY_SQL = "SELECT pg_current_xact_id()::text, " + SERVER_HISTORY_SQL
+# pg_xact_status raises for an id this server has not assigned yet: that is asked first (NULL then).
+TRANSACTION_STATUS_SQL = "SELECT " + SERVER_HISTORY_SQL + """,
+       CASE WHEN CAST(%(xid)s AS xid8) < pg_snapshot_xmax(pg_current_snapshot())
+            THEN pg_xact_status(CAST(%(xid)s AS xid8)) END"""
+
+
+def fetch_transaction_identity(conn) -> TransactionIdentity:
+    """The current transaction's id (assigning one) and the server history it runs on."""
+    return TransactionIdentity(*conn.execute(TRANSACTION_IDENTITY_SQL).fetchone())
+
+
+def fetch_transaction_status(conn, identity: TransactionIdentity) -> str | None:
+    """pg_xact_status of ``identity``'s transaction ('committed', 'aborted', 'in progress'), read on this server.
+
+    None when this server cannot tell: it runs another history (another
+    system, another timeline after a failover, a standby), has not assigned
+    that id, or no longer keeps its status.
+    """
+    system_identifier, timeline, status = conn.execute(
+        TRANSACTION_STATUS_SQL, {"xid": identity.transaction_id}).fetchone()
+    same_history = (system_identifier, timeline) == (identity.system_identifier, identity.timeline)
+    return status if same_history and timeline is not None else None
+
 
 ASSIGNED_TRANSACTION_ID_SQL = "SELECT pg_current_xact_id_if_assigned()"
 

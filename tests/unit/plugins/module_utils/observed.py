@@ -22,7 +22,8 @@ def installation(**changes) -> Installation:
         server_version_num=180006, current_user="awa_migrator",
         has_awa_schema=True, has_enqueue_shards=True, has_queue_storage_tables=True, schema_version=40,
         storage_state="active", storage_engine="queue_storage", queue_storage_schema="awa",
-        ledger_exists=True, can_create_ledger=True, can_write_ledger=True, database="app")
+        ledger_exists=True, can_create_ledger=True, can_write_ledger=True, database="app",
+        ledger_has_change_id=True, ledger_owner="awa_migrator", can_alter_ledger=True)
     return dataclasses.replace(base, **changes)
 
 

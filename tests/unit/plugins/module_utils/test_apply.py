@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.apply import Statement, build_change_statements
+from ansible_collections.awa.operations.plugins.module_utils.apply import Statement, build_change_statements, queue_lock
 from ansible_collections.awa.operations.plugins.module_utils.plan import Plan
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import RUNTIME, grid, plan_for
@@ -27,6 +27,7 @@ KINDS = [
     ("claim heads", r'^INSERT INTO "awa"\."queue_claim_heads" '),
     ("lane repairs", r'^SELECT count\("awa"\."ensure_lane_sequences"\('),
     ("ledger table", r'CREATE TABLE IF NOT EXISTS "awa_operations"\."enqueue_shards_changes"'),
+    ("ledger change_id column", r'ALTER TABLE "awa_operations"\."enqueue_shards_changes" ADD COLUMN IF NOT EXISTS'),
     ("lane rows", r'^INSERT INTO "awa"\."queue_lanes" '),
     ("grants", r'^GRANT USAGE, SELECT, UPDATE ON SEQUENCE '),
     ("ledger row", r'^\s*INSERT INTO "awa_operations"\."enqueue_shards_changes" '),
@@ -115,3 +116,31 @@ def test_an_empty_plan_produces_no_statement():
     plan = plan_for(shards=8, lanes=grid("orders", 8, 8), current={"orders": 8}, roles=[RUNTIME])
     assert not plan.changed
     assert build_change_statements(plan, "awa", ledger_schema=LEDGER_SCHEMA, create_ledger=True).all == []
+
+
+@pytest.mark.parametrize("options, carries_change_id", [
+    ({"create_ledger": True}, True),
+    ({"create_ledger": False}, True),
+    ({"create_ledger": False, "add_change_id": True}, True),
+    ({"create_ledger": False, "record_change_id": False}, False),
+], ids=["new-ledger", "current-ledger", "0.1.0-ledger-run-by-its-owner", "0.1.0-ledger-run-by-another-role"])
+def test_the_ledger_row_carries_the_change_id_the_queue_lock_set_unless_the_column_cannot_exist(
+        options, carries_change_id):
+    plan = plan_for(shards=2, lanes=grid("orders", 8, 8), current={"orders": 8})
+    statements = build_change_statements(plan, "awa", ledger_schema=LEDGER_SCHEMA, **options)
+    row = statements.record.query.as_string()
+    assert ("CAST(current_setting('awa_operations.change_id') AS uuid)" in row) is carries_change_id
+    assert ('"change_id"' in row) is carries_change_id
+    added = [kind(statement, plan) for statement in statements.provision]
+    assert added == (["ledger change_id column"] if options.get("add_change_id") else
+                     ["ledger table"] if options["create_ledger"] else [])
+    assert all("change_id" not in str(statement.params) for statement in statements.all), \
+        "the id is not a parameter: check mode and the real run report the same statements"
+
+
+def test_the_queue_lock_names_the_change_for_its_transaction_only():
+    named = queue_lock("orders", "7d0c0a4e-0000-4000-8000-000000000000")
+    assert "set_config(%(setting)s, %(change_id)s, true)" in named.query.as_string()
+    assert named.params == {"key": "awa.operations:enqueue_shards:orders", "setting": "awa_operations.change_id",
+                            "change_id": "7d0c0a4e-0000-4000-8000-000000000000"}
+    assert queue_lock("orders").params == {"key": "awa.operations:enqueue_shards:orders"}

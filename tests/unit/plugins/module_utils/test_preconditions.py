@@ -65,3 +65,25 @@ def test_a_ledger_we_cannot_write_is_refused_with_the_grant_or_the_opt_out(chang
     with pytest.raises(PreconditionFailed, match=fragment) as error:
         check_ledger(installation(**changes), "awa_operations", "enqueue_shards_changes")
     assert "ledger: false" in error.value.message
+
+
+@pytest.mark.parametrize("changes, create, add_change_id, records_change_id", [
+    ({"ledger_exists": False, "ledger_owner": None}, True, False, True),
+    ({}, False, False, True),
+    ({"ledger_has_change_id": False}, False, True, True),
+], ids=["new", "current", "0.1.0-run-by-its-owner"])
+def test_every_ledger_row_carries_the_change_id_when_the_role_may_add_the_column(
+        changes, create, add_change_id, records_change_id):
+    plan = check_ledger(installation(**changes), "awa_operations", "enqueue_shards_changes")
+    assert (plan.create, plan.add_change_id, plan.records_change_id, plan.warnings) == (
+        create, add_change_id, records_change_id, [])
+
+
+def test_a_ledger_from_0_1_0_that_another_role_owns_is_written_without_the_change_id_and_the_owner_is_named():
+    plan = check_ledger(installation(ledger_has_change_id=False, can_alter_ledger=False, ledger_owner="postgres"),
+                        "awa_operations", "enqueue_shards_changes")
+    assert (plan.create, plan.add_change_id, plan.records_change_id) == (False, False, False)
+    assert "only its owner 'postgres' can" in plan.warnings[0]
+    assert plan.warnings[0].endswith(
+        "ALTER TABLE awa_operations.enqueue_shards_changes ADD COLUMN change_id uuid; CREATE UNIQUE INDEX "
+        "enqueue_shards_changes_change_id_key ON awa_operations.enqueue_shards_changes (change_id);")
