@@ -28,6 +28,7 @@ from typing import ContextManager
 
 from ansible_collections.awa.operations.plugins.module_utils import (
     advice,
+    failover,
     introspect,
     ledger,
     load_window,
@@ -37,11 +38,20 @@ from ansible_collections.awa.operations.plugins.module_utils import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
+    Reopening,
+    server_address,
     transaction,
     validate_lock_timeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    ChangeNotFound,
+    Disconnected,
+    InvalidRequest,
+    PreconditionFailed,
+    WaitInterrupted,
+    WaitTimeout,
+)
 from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue, validate_queue_name
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import check_installation, resolve_stripes
 
@@ -69,6 +79,7 @@ def info_argument_spec() -> dict:
         "advise": {"type": "bool", "default": False},
         "advise_window": {"type": "float", "default": DEFAULT_ADVISE_WINDOW},
         "advise_gains": {"type": "dict"},
+        "committed": {"type": "dict"},
     }
 
 
@@ -310,23 +321,72 @@ def timeout_message(wait: str, info: dict, elapsed: float) -> str:
             + (". To finish: " + "; ".join(unique_advice) + "." if unique_advice else "."))
 
 
+def _disconnected(exc: BaseException) -> bool:
+    return isinstance(exc, Disconnected)
+
+
+def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
+                     on_attempt: Callable[[BaseException, int, float], None] | None = None) -> waiters.Reconnect:
+    """How a wait rides out a lost connection (failover.RECONNECT_ATTEMPTS, failover.RECONNECT_INTERVAL).
+
+    ``lost`` tells a lost connection from other failures (by default: ``Disconnected``).
+    """
+    return waiters.Reconnect(lost=lost, attempts=failover.RECONNECT_ATTEMPTS, interval=failover.RECONNECT_INTERVAL,
+                             describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
+
+
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
-                         on_poll: Callable[[dict, float], None] | None = None, **read_args) -> dict:
+                         on_poll: Callable[[dict, float], None] | None = None, *,
+                         reconnect: Callable[[], object] | None = None,
+                         committed: dict[str, failover.Committed] | None = None, **read_args) -> dict:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
     A poll that is not granted a lock within ``lock_timeout`` ends the wait at
     once with its ``LockTimeout``: something holds Awa's tables (DDL), the
     state cannot be seen, and the operator must know rather than wait blind.
+    With ``reconnect`` (a function opening a new connection), a poll that
+    loses its connection is tried again on a new one, a bounded number of
+    times (``reconnect_policy``); then the wait ends with ``WaitInterrupted``.
+    Each read is checked against ``committed`` (failover.validate_committed):
+    a count that is not the one committed ends the wait at once with
+    ``ChangeNotFound``. The result names the ``server`` read.
     """
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
-    if wait == "none":
-        info = read_shards_info(conn, **read_args)
-        info.update(waited=False, polls=1, duration=0.0)
+    session = Reopening(conn, reconnect) if reconnect is not None else None
+
+    def fetch() -> dict:
+        current = session.current() if session is not None else conn
+        try:
+            info = read_shards_info(current, **read_args)
+        except Disconnected:
+            if session is not None:
+                session.lost()
+            raise
+        info["server"] = server_address(current)
+        problems = failover.missing_changes(committed or {}, info, info["server"])
+        if problems:
+            raise ChangeNotFound(" | ".join(problems), dict(info, waited=wait != "none"))
         return info
-    outcome = waiters.wait_until(lambda: read_shards_info(conn, **read_args), waiters.PREDICATES[wait],
-                                 timeout, sleep, on_poll=on_poll)
+
+    try:
+        if wait == "none":
+            info = fetch()
+            info.update(waited=False, polls=1, duration=0.0)
+            return info
+        try:
+            outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
+                                         reconnect=reconnect_policy() if session is not None else None)
+        except waiters.ReconnectGaveUp as gave_up:
+            raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
+                                  dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
+                                       duration=round(gave_up.elapsed, 3))) from None
+    finally:
+        if session is not None:
+            session.close()
     info = dict(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
+    info["warnings"] = info["warnings"] + [failover.reconnected_warning(interruption, info["server"])
+                                           for interruption in outcome.interruptions]
     if not outcome.satisfied:
         raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
     return info

@@ -44,9 +44,9 @@ def test_the_socket_directory_is_used_only_without_a_tcp_host(host, socket, expe
 def test_options_map_to_libpq_keywords_and_empty_values_are_left_to_libpq():
     params = libpq_params(options(login_host="db1", login_port=6543, login_user="awa_migrator", login_db="app",
                                   login_password="", ca_cert="/etc/ca.pem", ssl_mode="verify-full"))
-    assert params == {"host": "db1", "port": 6543, "user": "awa_migrator", "dbname": "app", "sslmode": "verify-full",
+    assert params == {"host": "db1", "port": "6543", "user": "awa_migrator", "dbname": "app", "sslmode": "verify-full",
                       "sslrootcert": "/etc/ca.pem", "connect_timeout": DEFAULT_CONNECT_TIMEOUT,
-                      "application_name": APPLICATION_NAME}
+                      "application_name": APPLICATION_NAME, "target_session_attrs": "primary"}
 
 
 def test_connect_params_take_precedence_over_every_other_option():
