@@ -79,10 +79,15 @@ class ActionModule(ActionBase):
         poll_args = dict(self._task.args, wait="none")
         host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
 
+        polls: list[dict] = []
+
         def fetch() -> dict:
             polled = self._execute_module(module_name=MODULE, module_args=poll_args, task_vars=task_vars)
             if polled.get("failed"):
-                raise PollFailed(polled, disconnected=polled.get("disconnected") is True)
+                # A first poll that cannot reach the database has a wrong address or a server down before the
+                # wait began: the operator hears it at once, not after every reconnection attempt.
+                raise PollFailed(polled, disconnected=bool(polls) and polled.get("disconnected") is True)
+            polls[:] = [polled]
             return polled
 
         def on_poll(info: dict, elapsed: float) -> None:

@@ -165,7 +165,7 @@ def ports_text(value: object) -> str:
     """login_port as libpq takes it: one port, or ports separated by commas (no spaces)."""
     if isinstance(value, bool) or not isinstance(value, (int, str)):
         raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host of "
-                             f"login_host, e.g. \"5432,5433\"), got {value!r}")
+                             f"login_host, e.g. \"5432,5433\"), got {value!r}. Nothing was read or written.")
     return ",".join(part.strip() for part in str(value).split(","))
 
 

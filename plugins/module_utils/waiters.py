@@ -86,11 +86,8 @@ def wait_until(fetch: Callable[[], dict], predicate: Callable[[dict], bool], tim
                reconnect: Reconnect | None = None) -> WaitOutcome:
     """Fetch until ``predicate`` holds or ``timeout`` seconds pass; a timeout of 0 means one look.
 
-    With ``reconnect``, a fetch that raises a lost connection once a fetch has
-    succeeded is tried again (see ``Reconnect``). Any other exception ends the
-    wait as it is, and so does a lost connection on the first fetch: a wait
-    that never reached the database has a wrong address or a server down
-    before it started, which the operator must hear at once.
+    With ``reconnect``, a fetch that raises a lost connection is tried again
+    (see ``Reconnect``); any other exception ends the wait as it is.
     """
     started = clock()
     deadline = started + timeout
@@ -102,7 +99,7 @@ def wait_until(fetch: Callable[[], dict], predicate: Callable[[dict], bool], tim
         try:
             current = fetch()
         except Exception as exc:  # pylint: disable=broad-exception-caught
-            if reconnect is None or observed is None or not reconnect.lost(exc):
+            if reconnect is None or not reconnect.lost(exc):
                 raise
             if lost is None:
                 lost = Interruption(clock() - started, reconnect.describe(exc), attempts=0)
