@@ -70,12 +70,21 @@ class StreamingPair:
                     raise AssertionError("the standby's WAL receiver did not stop")
                 time.sleep(0.05)
 
-    def failover(self) -> None:
-        """Stop the primary (fast shutdown) and promote the standby, which is the primary from now on."""
+    def stop_primary(self) -> None:
+        """The primary is lost (fast shutdown): until promote_standby(), no server accepts writes."""
         assert self.standby is not None, "no standby: rejoin() after a failover"
         self.primary.stop()
+
+    def promote_standby(self) -> None:
+        """Promote the standby after stop_primary(): it is the primary from now on."""
+        assert self.standby is not None, "no standby: rejoin() after a failover"
         self.standby.promote()
         self.retired, self.primary, self.standby = self.primary, self.standby, None
+
+    def failover(self) -> None:
+        """Stop the primary and promote the standby, at once."""
+        self.stop_primary()
+        self.promote_standby()
 
     def rejoin(self) -> None:
         """A standby of the current primary again, in place of the old primary (a fresh base backup)."""
