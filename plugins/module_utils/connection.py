@@ -96,6 +96,11 @@ TLS_HINTS = {
     "private key file": "Set ssl_key to the client certificate's private key, readable only by the user that "
                         "runs the module.",
 }
+# Words of libpq's refusal of a server that is not the kind target_session_attrs asks for.
+STANDBY_REFUSALS = ("server is in hot standby mode", "session is read-only", "server is not in hot standby mode",
+                    "session is not read-only")
+# psycopg's line for one host of several that failed: "- host: 'db1', port: '5432', ...: ... failed: REASON".
+HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$", re.MULTILINE)
 # Connection values libpq may repeat in its messages that must not be shown, and what is shown instead.
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
@@ -196,11 +201,11 @@ def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] =
                              f"one port per host of {hosts_from}; got {ports_value!r}. Nothing was read or written.")
     if len(ports) > 1 and len(ports) != len(hosts):
         example = ",".join((ports + ports[-1:] * len(hosts))[:len(hosts)])
+        listed = f" ({','.join(hosts)})" if hosts != [""] else ""
         raise InvalidRequest(
-            f"{ports_from} gives {len(ports)} ports ({','.join(ports)}) for the {len(hosts)} host(s) of {hosts_from} "
-            f"({','.join(hosts) or 'the default'}): give one port per host, in the same order (for example "
-            f"login_port: \"{example}\"), or one port for all of them (login_port: {ports[0]}). Nothing was read "
-            "or written.")
+            f"{ports_from} gives {len(ports)} ports ({','.join(ports)}) for the {len(hosts)} host(s) of {hosts_from}"
+            f"{listed}: give one port per host, in the same order (for example login_port: \"{example}\"), or one "
+            f"port for all of them (login_port: {ports[0]}). Nothing was read or written.")
     target = params.get("target_session_attrs")
     if target not in TARGET_SESSION_ATTRS:
         raise InvalidRequest(f"target_session_attrs must be one of {', '.join(TARGET_SESSION_ATTRS)}, got {target!r} "
@@ -244,8 +249,9 @@ def _set_transaction_settings(conn, lock_timeout: float) -> None:
 def connect(options: dict, *, writes: bool = False):
     """Open a connection (autocommit off); with ``session_role``, check now that the login role may switch to it.
 
-    ``writes`` (a change): the server must be the primary (``target_session_attrs``
-    read-write or primary). The role is set in each transaction, never for the session: a transaction
+    With ``writes`` (a change) the server must be a primary: ``target_session_attrs``
+    defaults to read-write and may only be read-write or primary (validate_targets).
+    The role is set in each transaction, never for the session: a transaction
     pooler gives the server connection to another client after every
     transaction, and a session-wide SET ROLE would go with it. Server-side
     prepared statements are off for the same reason (a pooler cannot carry them
@@ -360,10 +366,6 @@ def commit(conn, action: str) -> None:
                             "so nothing was changed.", sqlstate=exc.sqlstate) from None
 
 
-# psycopg's line for one host of several that failed: "- host: 'db1', port: '5432', ...: ... failed: REASON".
-HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$", re.MULTILINE)
-
-
 def _connect_error(exc: BaseException, options: dict, *, writes: bool = False) -> str:
     """libpq's reason (per host, when there are several), without the key path or password it may name, and what
     to do for a TLS or standby refusal."""
@@ -378,11 +380,6 @@ def _connect_error(exc: BaseException, options: dict, *, writes: bool = False) -
     if any(words in str(exc) for words in STANDBY_REFUSALS):
         hints.append(_standby_hint(params["target_session_attrs"], writes))
     return text + "".join(f". {hint}" for hint in hints)
-
-
-# Words of libpq's refusal of a server that is not the kind target_session_attrs asks for.
-STANDBY_REFUSALS = ("server is in hot standby mode", "session is read-only", "server is not in hot standby mode",
-                    "session is not read-only")
 
 
 def _standby_hint(target: str, writes: bool) -> str:
