@@ -130,6 +130,14 @@ class PgServer:
             str(self.bin_dir / "pg_basebackup"), "-h", source.host, "-p", str(source.port), "-U", SUPERUSER,
             "-D", str(self.data_dir), "-R", "-X", "stream", "-c", "fast", "--no-sync",
         ])
+        # pg_basebackup -R writes every option its libpq knows into primary_conninfo; PostgreSQL 18's includes
+        # sslnegotiation, which the packaged 18 server's WAL receiver (linked to an older libpq) refuses. Name
+        # only what the receiver needs.
+        auto_conf = self.data_dir / "postgresql.auto.conf"
+        kept = [line for line in auto_conf.read_text(encoding="utf-8").splitlines()
+                if not line.startswith("primary_conninfo")]
+        conninfo = f"host={source.host} port={source.port} user={SUPERUSER} application_name=standby"
+        self._write_as_db_user(auto_conf, "\n".join(kept + [f"primary_conninfo = '{conninfo}'"]) + "\n")
 
     def promote(self) -> None:
         """End recovery: this standby becomes a primary (pg_ctl promote, waiting until it accepts writes)."""
