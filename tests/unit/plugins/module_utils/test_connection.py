@@ -133,13 +133,14 @@ def test_hosts_from_pghost_are_counted_too():
 
 
 @pytest.mark.parametrize("changes, message", [
-    ({"login_host": "db1,db2", "login_port": "5432,"}, "login_port must be a port number (1-65535), or a "
-                                                        "comma-separated list of them with one port per host of "
-                                                        "login_host; got '5432,'"),
+    ({"login_host": "db1,db2", "login_port": "5432,"},
+     "login_port must be a port number (1-65535), or a comma-separated list of them with one port per host of "
+     "login_host; got '5432,'"),
     ({"login_host": "db1", "login_port": "http"}, "login_port must be a port number (1-65535)"),
     ({"login_host": "db1", "login_port": 70000}, "login_port must be a port number (1-65535)"),
-    ({"login_host": "db1", "login_port": [5432, 5433]}, "login_port must be a port number or a comma-separated list "
-                                                        "of them (one per host of login_host, e.g. \"5432,5433\")"),
+    ({"login_host": "db1", "login_port": [5432, 5433]},
+     "login_port must be a port number or a comma-separated list of them (one per host of login_host, e.g. "
+     "\"5432,5433\")"),
     ({"login_host": "db1,,db2"}, "login_host lists an empty host name ('db1,,db2'): name every host"),
 ], ids=["trailing-comma", "not-a-number", "out-of-range", "yaml-list", "empty-host"])
 def test_malformed_host_and_port_lists_are_refused(changes, message):
