@@ -9,6 +9,7 @@ The options are community.postgresql's, by name; the doc fragment
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import os
 import re
@@ -105,47 +106,52 @@ HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$",
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
 
-def environment_or_default(variable: str, default: object) -> object:
-    """An Ansible ``fallback``: libpq's environment variable ``variable`` when set, else ``default``."""
-    return os.environ.get(variable) or default
+# The connection options (community.postgresql names, no aliases); connection_argument_spec() returns a copy.
+CONNECTION_OPTIONS = {
+    "login_user": {"type": "str", "default": "postgres"},
+    "login_password": {"type": "str", "default": "", "no_log": True},
+    "login_host": {"type": "str", "default": ""},
+    # One port for every host, or a comma-separated list matching login_host (libpq's form).
+    "login_port": {"type": "raw", "default": 5432},
+    "login_unix_socket": {"type": "str", "default": ""},
+    "login_db": {"type": "str"},
+    "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
+    "ca_cert": {"type": "path"},
+    "ssl_cert": {"type": "path"},
+    "ssl_key": {"type": "path", "no_log": True},
+    "target_session_attrs": {"type": "str", "choices": list(TARGET_SESSION_ATTRS)},
+    "connect_params": {"type": "dict", "default": {}},
+    "session_role": {"type": "str"},
+}
+
+
+def environment_or_default(option: str) -> object:
+    """The value of ``option`` when the task does not give it: its libpq environment variable if set, else its
+    default (an Ansible ``fallback`` of the options of ENVIRONMENT_FALLBACKS)."""
+    return os.environ.get(ENVIRONMENT_FALLBACKS.get(option, "")) or CONNECTION_OPTIONS[option].get("default")
 
 
 def connection_argument_spec() -> dict:
-    """A fresh argument spec for the connection options (community.postgresql names, no aliases)."""
-    spec = {
-        "login_user": {"type": "str", "default": "postgres"},
-        "login_password": {"type": "str", "default": "", "no_log": True},
-        "login_host": {"type": "str", "default": ""},
-        # One port for every host, or a comma-separated list matching login_host (libpq's form).
-        "login_port": {"type": "raw", "default": 5432},
-        "login_unix_socket": {"type": "str", "default": ""},
-        "login_db": {"type": "str"},
-        "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
-        "ca_cert": {"type": "path"},
-        "ssl_cert": {"type": "path"},
-        "ssl_key": {"type": "path", "no_log": True},
-        "target_session_attrs": {"type": "str", "choices": list(TARGET_SESSION_ATTRS)},
-        "connect_params": {"type": "dict", "default": {}},
-        "session_role": {"type": "str"},
-    }
-    for name, variable in ENVIRONMENT_FALLBACKS.items():
-        spec[name]["fallback"] = (environment_or_default, [variable, spec[name].get("default")])
+    """A fresh argument spec for the connection options."""
+    spec = copy.deepcopy(CONNECTION_OPTIONS)
+    for name in ENVIRONMENT_FALLBACKS:
+        spec[name]["fallback"] = (environment_or_default, [name])
     return spec
 
 
 def connection_defaults() -> dict:
     """Each connection option's value when a caller does not give it: its default, or its libpq environment."""
-    return {name: environment_or_default(ENVIRONMENT_FALLBACKS[name], option.get("default"))
-            if name in ENVIRONMENT_FALLBACKS else option.get("default")
-            for name, option in connection_argument_spec().items()}
+    return {name: environment_or_default(name) for name in CONNECTION_OPTIONS}
 
 
-def libpq_params(options: dict, *, writes: bool = False, environ: Mapping[str, str] = os.environ) -> dict:
+def libpq_params(options: dict, *, writes: bool = False, environ: Mapping[str, str] | None = None) -> dict:
     """libpq keyword arguments from Ansible options; empty values are left to libpq (and its environment).
 
     ``target_session_attrs``, when neither given nor in ``PGTARGETSESSIONATTRS``,
     is ``read-write`` for a change (``writes``) and ``primary`` for reads.
+    ``environ`` is libpq's environment (this process's by default).
     """
+    environ = os.environ if environ is None else environ
     params = {}
     for option, keyword in LIBPQ_KEYWORDS.items():
         value = options.get(option)
@@ -183,11 +189,12 @@ def _hosts(params: dict, environ: Mapping[str, str]) -> tuple[list[str], str]:
     return [""], "the default host"
 
 
-def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] = os.environ) -> None:
+def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
     """Refuse, before connecting, a host and port list libpq cannot pair, and a change that could reach a standby.
 
-    ``params`` are ``libpq_params``' (after ``connect_params``).
+    ``params`` are ``libpq_params``' (after ``connect_params``); ``environ`` is as there.
     """
+    environ = os.environ if environ is None else environ
     hosts, hosts_from = _hosts(params, environ)
     ports_value = params.get("port") or environ.get("PGPORT") or ""
     ports = [part.strip() for part in str(ports_value).split(",")] if ports_value != "" else []
@@ -294,16 +301,17 @@ def open_connection(options: dict, *, writes: bool = False) -> Iterator:
 
 class Reopening:
     """A connection that is opened again (``reopen``) after it was lost, for read-only work - a wait - that may
-    outlive the server it started on. ``close`` closes the connections it opened; the first is the caller's."""
+    outlive the server it started on. ``close`` closes the connections it opened; the first is the caller's.
+    Without ``reopen``, a lost connection stays lost."""
 
-    def __init__(self, conn, reopen: Callable[[], object]) -> None:
+    def __init__(self, conn, reopen: Callable[[], object] | None) -> None:
         self._first = conn
         self._conn = conn
         self._reopen = reopen
 
     def current(self):
         """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
-        if self._conn.closed:
+        if self._conn.closed and self._reopen is not None:
             self._conn = self._reopen()
         return self._conn
 

@@ -353,15 +353,14 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
     """
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
-    session = Reopening(conn, reconnect) if reconnect is not None else None
+    session = Reopening(conn, reconnect)
 
     def fetch() -> dict:
-        current = session.current() if session is not None else conn
+        current = session.current()
         try:
             info = read_shards_info(current, **read_args)
         except Disconnected:
-            if session is not None:
-                session.lost()
+            session.lost()
             raise
         info["server"] = server_address(current)
         problems = failover.missing_changes(committed or {}, info, info["server"])
@@ -376,14 +375,13 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
             return info
         try:
             outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
-                                         reconnect=reconnect_policy() if session is not None else None)
+                                         reconnect=reconnect_policy() if reconnect is not None else None)
         except waiters.ReconnectGaveUp as gave_up:
             raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
                                   dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
                                        duration=round(gave_up.elapsed, 3))) from None
     finally:
-        if session is not None:
-            session.close()
+        session.close()
     info = dict(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
     info["warnings"] = info["warnings"] + [failover.reconnected_warning(interruption, info["server"])
                                            for interruption in outcome.interruptions]

@@ -253,7 +253,7 @@ def test_a_change_the_promoted_standby_never_received_is_reported_not_waited_for
     assert output.process.returncode != 0, text
     assert "Timed out" not in text, "it waited out the drain timeout"
     assert shard_counts(bed.db())["lost"] == 4  # what the new primary holds
-    assert (f"lost: the change committed enqueue_shards 1 (ledger change #" in text
+    assert ("lost: the change committed enqueue_shards 1 (ledger change #" in text
             and f"but 127.0.0.1:{bed.pair.primary.port} holds enqueue_shards 4 and its latest recorded change is "
             in text and "the change is not on this server" in text), text
     assert "Re-run the change against the new primary (awa.operations.awa_enqueue_shards with queue lost and " \

@@ -32,7 +32,7 @@ def change_row(change_id: int, from_shards: int, to_shards: int) -> dict:
 def read(counts: dict[str, int], *changes: dict, queue: str = "orders") -> dict:
     """A read's result, reduced to what the check looks at."""
     return {"queues": {queue: {"enqueue_shards": counts,
-                               "last_change": {name: change for name, change in zip(counts, changes)}}}}
+                               "last_change": dict(zip(counts, changes))}}}
 
 
 def test_the_change_result_is_accepted_as_is_and_check_mode_results_are_left_out():
