@@ -68,7 +68,7 @@ options:
         O(known_runtimes) (used between the batches of a rolling restart).
       - On timeout the task fails, names every runtime still waited for (host, pid, instance id, age) and
         returns the last observed state.
-      - A lost connection (a failover, a restart) does not end the wait - once a first read has succeeded. It
+      - A lost connection (a failover, a restart) does not end the wait once it has reached the database. It
         connects again, to whichever server of O(login_host) is of the kind O(target_session_attrs) asks for
         (by default the primary, so after a failover the promoted standby), up to 24 times, 5 seconds apart (or
         O(wait_sleep) when longer) and within O(wait_timeout), and warns that it did and where it reads since

@@ -2,11 +2,12 @@
 
 The connection names the standby first and the primary second
 (``login_host: 127.0.0.1,127.0.0.1`` with both ports), as an operator names
-every server of a cluster. The change lands on the primary; a wait - the
-module's own, the action plugin's under the role - rides out the primary's
-loss and the standby's promotion and reports what the new primary holds; and
-a change the standby never received (its WAL receiver stopped before it) is
-reported as such, not waited for.
+every server of a cluster. The change lands on the primary. A wait - the
+module's own, and the action plugin's, which also runs the role's waits -
+rides out the primary's loss and the standby's promotion and finishes on the
+new primary. The change-window playbook's wait does too, and when the change
+never reached the standby (its WAL receiver stopped before it), the run says
+so with the count found there, instead of waiting.
 
 One pair per major serves the whole module: a failover swaps the roles, and
 the old primary's place is rebuilt as a standby of the new one before the
@@ -60,7 +61,8 @@ class Bed:
 def pair_bed(request) -> Iterator[Bed]:
     pair = StreamingPair(request.param).start()
     try:
-        yield Bed(pair, AwaDatabaseFactory(pair.primary).create().name)
+        # The migrated database itself (no copy of it): every base backup of the pair is smaller by one database.
+        yield Bed(pair, AwaDatabaseFactory(pair.primary).template())
     finally:
         pair.destroy()
 
@@ -216,38 +218,60 @@ def outputs() -> Iterator[list[Output]]:
             output.process.wait(10)
 
 
-def test_the_role_drain_wait_reconnects_to_the_promoted_standby_and_finishes_there(bed, fleets, outputs, tmp_path):
-    backlog_beyond_one_shard(bed, fleets, "roled")
+def ad_hoc_info(args: dict) -> subprocess.Popen:
+    """``ansible localhost -m awa.operations.awa_enqueue_shards_info``: the action plugin's wait, as in a play."""
+    return subprocess.Popen(  # pylint: disable=consider-using-with
+        [str(Path(sys.executable).parent / "ansible"), "localhost", "-m", "awa.operations.awa_enqueue_shards_info",
+         "-a", json.dumps(args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**ansible_env(), "PYTHONUNBUFFERED": "1"})
+
+
+def ad_hoc_result(text: str) -> dict:
+    """The result the default callback prints last: ``localhost | STATUS => {json}``."""
+    marker = text.rfind("localhost | ")
+    assert marker >= 0, text
+    return json.JSONDecoder().raw_decode(text, text.index("{", marker))[0]
+
+
+def test_the_action_plugin_wait_rides_out_a_moment_without_primary_and_finishes_on_the_new_one(bed, fleets, outputs):
+    backlog_beyond_one_shard(bed, fleets, "plugin")
+    lowered = change(bed.db(), "plugin", 1)
+    bed.pair.wait_caught_up()
     old_primary = bed.pair.primary
-    output = Output(playbook(bed, "roled", 1, tmp_path))
+    output = Output(ad_hoc_info({**bed.login(), "queue": "plugin", "wait": "drained", "wait_timeout": 300,
+                                 "wait_sleep": 0.5, "committed": {"plugin": lowered}}))
     outputs.append(output)
     output.wait_for("waiting until drained")
-    assert shard_counts(bed.db())["roled"] == 1  # through standby,primary: on the primary
-    bed.pair.wait_caught_up()
 
     bed.pair.stop_primary()
     # A poll finds no primary (the old one is down, the standby not promoted yet): the wait goes on.
     output.wait_for("): reconnecting in 5s, attempt 1 of 24")
     bed.pair.promote_standby()
-    drain_on_the_new_primary(bed, fleets, "roled")
+    drain_on_the_new_primary(bed, fleets, "plugin")
     text = output.finish()
 
+    result = ad_hoc_result(text)
     assert output.process.returncode == 0, text
-    assert "the wait reconnected after" in text and f"read 127.0.0.1:{bed.pair.primary.port} from then on" in text
+    assert result["drained"] is True and result["server"] == f"127.0.0.1:{bed.pair.primary.port}"
     assert old_primary.port != bed.pair.primary.port
+    assert f"the wait reconnected after 1 attempt(s) and read 127.0.0.1:{bed.pair.primary.port} from then on" in text
     # The worker started on the new primary is its one live runtime, started after the change.
-    assert "done: roled: 1/1 runtimes on 1 shards, 0 ready beyond the count" in text, text
+    assert "done: plugin: 1/1 runtimes on 1 shards, 0 ready beyond the count" in text, text
 
 
-def test_a_change_the_promoted_standby_never_received_is_reported_not_waited_for(bed, fleets, outputs, tmp_path):
+def test_the_role_wait_reconnects_and_reports_a_change_the_promoted_standby_never_received(bed, fleets, outputs,
+                                                                                           tmp_path):
     backlog_beyond_one_shard(bed, fleets, "lost")
     bed.pair.stop_streaming()
     output = Output(playbook(bed, "lost", 1, tmp_path))
     outputs.append(output)
     output.wait_for("waiting until drained")
-    assert shard_counts(bed.db())["lost"] == 1  # on the primary only
+    assert shard_counts(bed.db())["lost"] == 1  # through standby,primary: on the primary, and only there
 
-    bed.pair.failover()
+    bed.pair.stop_primary()
+    # A poll finds no primary (the old one is down, the standby not promoted yet): the wait goes on.
+    output.wait_for("): reconnecting in 5s, attempt 1 of 24")
+    bed.pair.promote_standby()
     text = output.finish()
 
     assert output.process.returncode != 0, text
