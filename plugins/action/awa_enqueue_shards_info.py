@@ -6,7 +6,10 @@ A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll,
 and applies the same predicates, deadline and timeout message as the module.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
-the wait with the module's result as is, as the module's own wait would.
+the wait with the module's result as is, as the module's own wait would -
+except a poll that could not reach the database or lost its connection
+(``disconnected``, a failover) after an earlier poll succeeded: that one is
+tried again, as in the module's own wait (shards_info_wait.reconnect_policy).
 Without ``wait`` (or under async) the module runs as is.
 """
 
@@ -18,10 +21,15 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.failover import (
+    RECONNECT_ATTEMPTS,
+    gave_up_message,
+    reconnected_warning,
+)
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import validate_advice_options, validate_read_options
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import progress_line, timeout_message
-from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, wait_until
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import progress_line, reconnect_policy, timeout_message
+from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, ReconnectGaveUp, wait_until
 from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import argument_spec
 
 display = Display()
@@ -32,9 +40,11 @@ MODULE = "awa.operations.awa_enqueue_shards_info"
 class PollFailed(Exception):
     """The module failed during a poll; its result is passed on unchanged."""
 
-    def __init__(self, result: dict) -> None:
+    def __init__(self, result: dict, disconnected: bool = False) -> None:
         super().__init__(result.get("msg", "poll failed"))
+        self.message = str(self)
         self.result = result
+        self.disconnected = disconnected
 
 
 class ActionModule(ActionBase):
@@ -62,23 +72,40 @@ class ActionModule(ActionBase):
         poll_args = dict(self._task.args, wait="none")
         host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
 
+        polls: list[ShardsRead] = []
+
         # Each poll is the module's result with wait: none, as shards_info_result declares it.
         def fetch() -> ShardsRead:
             polled = self._execute_module(module_name=MODULE, module_args=poll_args, task_vars=task_vars)
             if polled.get("failed"):
-                raise PollFailed(polled)
+                # A first poll that cannot reach the database has a wrong address or a server down before the
+                # wait began: the operator hears it at once, not after every reconnection attempt.
+                raise PollFailed(polled, disconnected=bool(polls) and polled.get("disconnected") is True)
+            polls[:] = [polled]
             return polled
 
         def on_poll(info: ShardsRead, elapsed: float) -> None:
             state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
             display.display(f"[{host}] {elapsed:5.0f}s {state}: {progress_line(info)}")
 
+        def on_attempt(exc: BaseException, attempt: int, delay: float) -> None:
+            display.display(f"[{host}] connection lost ({exc}): reconnecting in {delay:.0f}s, attempt {attempt} of "
+                            f"{RECONNECT_ATTEMPTS}")
+
+        policy = reconnect_policy(lambda exc: isinstance(exc, PollFailed) and exc.disconnected, on_attempt)
         try:
             outcome = wait_until(fetch, PREDICATES[args["wait"]], args["wait_timeout"], args["wait_sleep"],
-                                 clock=self.clock, sleep=self.sleep, on_poll=on_poll)
+                                 clock=self.clock, sleep=self.sleep, on_poll=on_poll, reconnect=policy)
         except PollFailed as exc:
             return dict(result, **exc.result)
+        except ReconnectGaveUp as gave_up:
+            return dict(result, **(gave_up.last or {}), failed=True, waited=True, polls=gave_up.polls,
+                        duration=round(gave_up.elapsed, 3), msg=gave_up_message(gave_up, args["wait"], policy.attempts))
         result.update(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
+        if outcome.interruptions:
+            result["warnings"] = list(result.get("warnings") or []) + [
+                reconnected_warning(interruption, outcome.last.get("server", "the database"))
+                for interruption in outcome.interruptions]
         if not outcome.satisfied:
             result.update(failed=True, msg=timeout_message(args["wait"], outcome.last, outcome.elapsed))
         return result

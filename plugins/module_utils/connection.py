@@ -9,16 +9,21 @@ The options are community.postgresql's, by name; the doc fragment
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
-from collections.abc import Callable, Iterator
+import os
+import re
+from collections.abc import Callable, Iterator, Mapping
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     CommitLost,
     ConnectionFailed,
+    ConnectionLost,
     DatabaseError,
     InvalidRequest,
     LockTimeout,
     PreconditionFailed,
+    ServerUnreachable,
 )
 
 try:
@@ -51,9 +56,30 @@ LIBPQ_KEYWORDS = {
     "ca_cert": "sslrootcert",
     "ssl_cert": "sslcert",
     "ssl_key": "sslkey",
+    "target_session_attrs": "target_session_attrs",
+}
+
+# Options whose documented default would hide libpq's environment: when the task does not give one, the
+# variable libpq reads for it is used if set (as community.postgresql does), else the default. The other
+# options default to empty, which leaves libpq to read its environment itself (PGHOST, PGDATABASE,
+# PGPASSWORD, PGSSLROOTCERT, ...), except target_session_attrs, whose default depends on the work
+# (libpq_params reads PGTARGETSESSIONATTRS for it).
+ENVIRONMENT_FALLBACKS = {
+    "login_user": "PGUSER",
+    "login_port": "PGPORT",
+    "ssl_mode": "PGSSLMODE",
 }
 
 SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
+# libpq's target_session_attrs (PostgreSQL 14 and later).
+TARGET_SESSION_ATTRS = ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"]
+# A change writes, so it must reach the primary: these never connect to a standby. read-write is its default
+# (it also refuses a server or role whose transactions are read-only by default, where the change would fail).
+WRITABLE_TARGETS = ("read-write", "primary")
+TARGET_FOR_CHANGE = "read-write"
+# Reads default to the primary: a wait must judge the state the change wrote, not a standby's lagging copy
+# of it. primary rather than read-write, so a role whose transactions are read-only by default can read.
+TARGET_FOR_READS = "primary"
 
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
@@ -91,50 +117,146 @@ POOLER_REFUSALS = {
         "(PgBouncer: default_pool_size, or pool_size for this database).",
 }
 
+# Words of libpq's refusal of a server that is not the kind target_session_attrs asks for.
+STANDBY_REFUSALS = ("server is in hot standby mode", "session is read-only", "server is not in hot standby mode",
+                    "session is not read-only")
+# psycopg's line for one host of several that failed: "- host: 'db1', port: '5432', ...: ... failed: REASON".
+HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$", re.MULTILINE)
 # Connection values libpq may repeat in its messages that must not be shown, and what is shown instead.
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
 
+# The connection options (community.postgresql names, no aliases); connection_argument_spec() returns a copy.
+CONNECTION_OPTIONS = {
+    "login_user": {"type": "str", "default": "postgres"},
+    "login_password": {"type": "str", "default": "", "no_log": True},
+    "login_host": {"type": "str", "default": ""},
+    # One port for every host, or a comma-separated list matching login_host (libpq's form).
+    "login_port": {"type": "raw", "default": 5432},
+    "login_unix_socket": {"type": "str", "default": ""},
+    "login_db": {"type": "str"},
+    "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
+    "ca_cert": {"type": "path"},
+    "ssl_cert": {"type": "path"},
+    "ssl_key": {"type": "path", "no_log": True},
+    "target_session_attrs": {"type": "str", "choices": list(TARGET_SESSION_ATTRS)},
+    "connect_params": {"type": "dict", "default": {}},
+    "session_role": {"type": "str"},
+}
+
+
+def environment_or_default(option: str) -> object:
+    """The value of ``option`` when the task does not give it: its libpq environment variable if set, else its
+    default (an Ansible ``fallback`` of the options of ENVIRONMENT_FALLBACKS)."""
+    return os.environ.get(ENVIRONMENT_FALLBACKS.get(option, "")) or CONNECTION_OPTIONS[option].get("default")
+
+
 def connection_argument_spec() -> dict:
-    """A fresh argument spec for the connection options (community.postgresql names, no aliases)."""
-    return {
-        "login_user": {"type": "str", "default": "postgres"},
-        "login_password": {"type": "str", "default": "", "no_log": True},
-        "login_host": {"type": "str", "default": ""},
-        "login_port": {"type": "int", "default": 5432},
-        "login_unix_socket": {"type": "str", "default": ""},
-        "login_db": {"type": "str"},
-        "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
-        "ca_cert": {"type": "path"},
-        "ssl_cert": {"type": "path"},
-        "ssl_key": {"type": "path", "no_log": True},
-        "connect_params": {"type": "dict", "default": {}},
-        "session_role": {"type": "str"},
-    }
+    """A fresh argument spec for the connection options."""
+    spec = copy.deepcopy(CONNECTION_OPTIONS)
+    for name in ENVIRONMENT_FALLBACKS:
+        spec[name]["fallback"] = (environment_or_default, [name])
+    return spec
 
 
-def libpq_params(options: dict) -> dict:
-    """libpq keyword arguments from Ansible options; empty values are left to libpq."""
+def connection_defaults() -> dict:
+    """Each connection option's value when a caller does not give it: its default, or its libpq environment."""
+    return {name: environment_or_default(name) for name in CONNECTION_OPTIONS}
+
+
+def libpq_params(options: dict, *, writes: bool = False, environ: Mapping[str, str] | None = None) -> dict:
+    """libpq keyword arguments from Ansible options; empty values are left to libpq (and its environment).
+
+    ``target_session_attrs``, when neither given nor in ``PGTARGETSESSIONATTRS``,
+    is ``read-write`` for a change (``writes``) and ``primary`` for reads.
+    ``environ`` is libpq's environment (this process's by default).
+    """
+    environ = os.environ if environ is None else environ
     params = {}
     for option, keyword in LIBPQ_KEYWORDS.items():
         value = options.get(option)
         if value not in (None, ""):
             params[keyword] = value
+    if "port" in params:
+        params["port"] = ports_text(params["port"])
     # A socket directory is used only when no TCP host is named (or it is localhost).
     socket_dir = options.get("login_unix_socket")
     if socket_dir and params.get("host") in (None, "localhost"):
         params["host"] = socket_dir
-    params.setdefault("connect_timeout", DEFAULT_CONNECT_TIMEOUT)
+    if not environ.get("PGCONNECT_TIMEOUT"):
+        params["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
     params["application_name"] = APPLICATION_NAME
+    params["target_session_attrs"] = (params.get("target_session_attrs") or environ.get("PGTARGETSESSIONATTRS")
+                                      or (TARGET_FOR_CHANGE if writes else TARGET_FOR_READS))
     params.update(options.get("connect_params") or {})
     return params
 
 
-def describe_target(options: dict) -> str:
+def ports_text(value: object) -> str:
+    """login_port as libpq takes it: one port, or ports separated by commas (no spaces)."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host of "
+                             f"login_host, e.g. \"5432,5433\"), got {value!r}. Nothing was read or written.")
+    return ",".join(part.strip() for part in str(value).split(","))
+
+
+def _hosts(params: dict, environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """The hosts libpq will try, and where they come from (for messages)."""
+    if params.get("host"):
+        return [part.strip() for part in str(params["host"]).split(",")], "login_host"
+    if environ.get("PGHOST"):
+        return [part.strip() for part in environ["PGHOST"].split(",")], "PGHOST"
+    return [""], "the default host"
+
+
+def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
+    """Refuse, before connecting, a host and port list libpq cannot pair, and a change that could reach a standby.
+
+    ``params`` are ``libpq_params``' (after ``connect_params``); ``environ`` is as there.
+    """
+    environ = os.environ if environ is None else environ
+    hosts, hosts_from = _hosts(params, environ)
+    ports_value = params.get("port") or environ.get("PGPORT") or ""
+    ports = [part.strip() for part in str(ports_value).split(",")] if ports_value != "" else []
+    ports_from = "login_port" if params.get("port") else "PGPORT"
+    if "" in hosts and len(hosts) > 1:
+        raise InvalidRequest(f"{hosts_from} lists an empty host name ({','.join(hosts)!r}): name every host, "
+                             "separated by commas without a trailing one. Nothing was read or written.")
+    bad = [port for port in ports if not port.isdigit() or not 1 <= int(port) <= 65535]
+    if bad:
+        raise InvalidRequest(f"{ports_from} must be a port number (1-65535), or a comma-separated list of them with "
+                             f"one port per host of {hosts_from}; got {ports_value!r}. Nothing was read or written.")
+    if len(ports) > 1 and len(ports) != len(hosts):
+        example = ",".join((ports + ports[-1:] * len(hosts))[:len(hosts)])
+        listed = f" ({','.join(hosts)})" if hosts != [""] else ""
+        raise InvalidRequest(
+            f"{ports_from} gives {len(ports)} ports ({','.join(ports)}) for the {len(hosts)} host(s) of {hosts_from}"
+            f"{listed}: give one port per host, in the same order (for example login_port: \"{example}\"), or one "
+            f"port for all of them (login_port: {ports[0]}). Nothing was read or written.")
+    target = params.get("target_session_attrs")
+    if target not in TARGET_SESSION_ATTRS:
+        raise InvalidRequest(f"target_session_attrs must be one of {', '.join(TARGET_SESSION_ATTRS)}, got {target!r} "
+                             "(from connect_params or PGTARGETSESSIONATTRS). Nothing was read or written.")
+    if writes and target not in WRITABLE_TARGETS:
+        raise InvalidRequest(
+            f"target_session_attrs is {target!r}, which lets libpq connect to a standby, but a change writes and "
+            f"must reach the primary: set it to {TARGET_FOR_CHANGE} (the change's default) or primary, or leave it "
+            "out (check PGTARGETSESSIONATTRS and connect_params, which can set it too). Nothing was read or written.")
+
+
+def describe_target(options: dict, *, writes: bool = False) -> str:
     """Where we connect, for messages: never the password."""
-    params = libpq_params(options)
-    host = params.get("host") or "local socket"
-    return f"database {params.get('dbname', '(default)')!r} on {host}:{params.get('port', 5432)} as {params.get('user')!r}"
+    params = libpq_params(options, writes=writes)
+    hosts = [host or "local socket" for host in str(params.get("host") or "").split(",")]
+    ports = str(params.get("port", 5432)).split(",")
+    servers = ", ".join(f"{host}:{ports[index] if len(ports) > 1 else ports[0]}" for index, host in enumerate(hosts))
+    where = f"{servers} ({params['target_session_attrs']})" if len(hosts) > 1 else servers
+    return f"database {params.get('dbname', '(default)')!r} on {where} as {params.get('user')!r}"
+
+
+def server_address(conn) -> str:
+    """host:port of the server ``conn`` reached (the one libpq chose among login_host)."""
+    return f"{conn.info.host}:{conn.info.port}"
 
 
 def _session_role(conn) -> str | None:
@@ -151,9 +273,11 @@ def _set_transaction_settings(conn, lock_timeout: float) -> None:
         conn.execute(TRANSACTION_SETTINGS_SQL, params)
 
 
-def connect(options: dict):
+def connect(options: dict, *, writes: bool = False):
     """Open a connection (autocommit off); with ``session_role``, check now that the login role may switch to it.
 
+    With ``writes`` (a change) the server must be a primary: ``target_session_attrs``
+    defaults to read-write and may only be read-write or primary (validate_targets).
     The role is set in each transaction, never for the session: a transaction
     pooler gives the server connection to another client after every
     transaction, and a session-wide SET ROLE would go with it. Server-side
@@ -162,11 +286,16 @@ def connect(options: dict):
     """
     if not HAS_PSYCOPG:
         raise ConnectionFailed("psycopg 3 is not installed on the host that runs the module")
+    params = libpq_params(options, writes=writes)
+    validate_targets(params, writes=writes)
     try:
-        conn = psycopg.connect(**libpq_params(options), prepare_threshold=None)
+        conn = psycopg.connect(**params, prepare_threshold=None)
     except psycopg.Error as exc:
-        reason = _connect_error(exc, options)
-        raise ConnectionFailed(f"could not connect to {describe_target(options)}: {reason}") from None
+        reason = _connect_error(exc, options, writes=writes)
+        # No SQLSTATE (refused, down, a standby where a primary is asked for) or the server not accepting
+        # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
+        error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
+        raise error(f"could not connect to {describe_target(options, writes=writes)}: {reason}") from None
     conn.awa_session_role = options.get("session_role") or None
     if conn.awa_session_role:
         try:
@@ -183,12 +312,37 @@ def connect(options: dict):
 
 
 @contextlib.contextmanager
-def open_connection(options: dict) -> Iterator:
-    conn = connect(options)
+def open_connection(options: dict, *, writes: bool = False) -> Iterator:
+    conn = connect(options, writes=writes)
     try:
         yield conn
     finally:
         conn.close()
+
+
+class Reopening:
+    """A connection that is opened again (``reopen``) after it was lost, for read-only work - a wait - that may
+    outlive the server it started on. ``close`` closes the connections it opened; the first is the caller's.
+    Without ``reopen``, a lost connection stays lost."""
+
+    def __init__(self, conn, reopen: Callable[[], object] | None) -> None:
+        self._first = conn
+        self._conn = conn
+        self._reopen = reopen
+
+    def current(self):
+        """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
+        if self._conn.closed and self._reopen is not None:
+            self._conn = self._reopen()
+        return self._conn
+
+    def lost(self) -> None:
+        """The connection was lost (the server ended the session): the next ``current()`` opens another."""
+        self._conn.close()
+
+    def close(self) -> None:
+        if self._conn is not self._first:
+            self._conn.close()
 
 
 def validate_lock_timeout(seconds: float) -> None:
@@ -243,14 +397,30 @@ def commit(conn, action: str) -> None:
                             "so nothing was changed.", sqlstate=exc.sqlstate) from None
 
 
-def _connect_error(exc: BaseException, options: dict) -> str:
-    """libpq's reason, without the key path or password it may name, and what to do for a TLS refusal."""
-    text = _first_line(exc)
-    params = libpq_params(options)
+def _connect_error(exc: BaseException, options: dict, *, writes: bool = False) -> str:
+    """libpq's reason (per host, when there are several), without the key path or password it may name, and what
+    to do for a TLS or standby refusal."""
+    params = libpq_params(options, writes=writes)
+    attempts = HOST_ATTEMPT.findall(str(exc))
+    text = "; ".join(f"{host}:{port}: {reason}" for host, port, reason in attempts) if len(attempts) > 1 \
+        else _first_line(exc)
     for keyword, shown in HIDDEN_VALUES.items():
         if params.get(keyword):
             text = text.replace(str(params[keyword]), shown)
-    return text + "".join(f". {hint}" for words, hint in TLS_HINTS.items() if words in text)
+    hints = [hint for words, hint in TLS_HINTS.items() if words in text]
+    if any(words in str(exc) for words in STANDBY_REFUSALS):
+        hints.append(_standby_hint(params["target_session_attrs"], writes))
+    return text + "".join(f". {hint}" for hint in hints)
+
+
+def _standby_hint(target: str, writes: bool) -> str:
+    if target in WRITABLE_TARGETS:
+        return (f"No server of login_host is a primary (target_session_attrs {target}): list the current primary "
+                "in login_host (after a failover, the promoted standby), or wait until the failover has finished"
+                + ("" if writes else "; to read a standby on purpose, set target_session_attrs: any (its state can "
+                   "lag the primary's)"))
+    return (f"No server of login_host is of the kind target_session_attrs {target} asks for: list one in "
+            "login_host, or choose another target_session_attrs")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -290,9 +460,9 @@ def _translated_errors(conn, action: str, lock_timeout: float,
     except psycopg.Error as exc:
         _report_pooler_refusal(exc, f"{action}:")
         if connection_lost(exc, conn.closed):
-            raise DatabaseError(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
-                                "did not commit, so nothing was changed; re-run to apply.",
-                                sqlstate=exc.sqlstate) from None
+            raise ConnectionLost(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
+                                 "did not commit, so nothing was changed; re-run to apply.",
+                                 sqlstate=exc.sqlstate) from None
         if exc.sqlstate is None:
             raise DatabaseError(f"{action}: {_first_line(exc)} (raised by psycopg in this process, before the "
                                 f"statement reached the database: {type(exc).__name__}). The transaction was rolled "

@@ -31,6 +31,14 @@ class ConnectionFailed(AwaOperationsError):
     """Could not connect, authenticate or switch role."""
 
 
+class Disconnected(AwaOperationsError):
+    """No server could be reached, or the session ended: a later attempt may succeed (a failover, a restart)."""
+
+
+class ServerUnreachable(ConnectionFailed, Disconnected):
+    """No server of ``login_host`` accepted the connection (refused, down, or not the kind asked for)."""
+
+
 class LockTimeout(AwaOperationsError):
     """A lock was not granted within ``lock_timeout``; the transaction was rolled back."""
 
@@ -51,9 +59,25 @@ class CommitOutcomeUnknown(DatabaseError):
     """A lost COMMIT could not be looked up (the database stayed unreachable, or cannot tell)."""
 
 
-class WaitTimeout(AwaOperationsError):
-    """A wait ran out of time. ``result`` carries the last observed state."""
+class ConnectionLost(DatabaseError, Disconnected):
+    """The session ended in the middle of a transaction, which did not commit."""
+
+
+class FailedWithState(AwaOperationsError):
+    """A read or wait that failed after seeing the state: ``result`` carries the last state it saw."""
 
     def __init__(self, message: str, result: dict) -> None:
         super().__init__(message)
         self.result = result
+
+
+class WaitTimeout(FailedWithState):
+    """A wait ran out of time. ``result`` carries the last observed state."""
+
+
+class WaitInterrupted(FailedWithState):
+    """A wait lost its connection and could not reconnect within its attempts."""
+
+
+class ChangeNotFound(FailedWithState):
+    """The server read does not hold what a change committed (a failover to a standby that lacked it)."""

@@ -195,7 +195,12 @@ class ShardsRead(TypedDict):
     warnings: list[str]
 
 
-class _WaitedRead(ShardsRead):
+class _ServerRead(ShardsRead):
+    # host:port of the server read (after a failover, the one the wait reconnected to); added by the wait.
+    server: str
+
+
+class _WaitedRead(_ServerRead):
     waited: bool
     polls: int
     duration: float
@@ -205,3 +210,5 @@ class ShardsInfo(_WaitedRead, total=False):
     """The module's result: the last read, how the wait went, and (``advise: true``) the advice."""
 
     advice: dict[str, Advice]
+    # On a failure only: no server accepted the connection, or it was lost; a later attempt may succeed.
+    disconnected: bool

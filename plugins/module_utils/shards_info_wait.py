@@ -15,8 +15,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ansible_collections.awa.operations.plugins.module_utils import waiters
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
+from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    ChangeNotFound,
+    Disconnected,
+    InvalidRequest,
+    WaitInterrupted,
+    WaitTimeout,
+)
 from ansible_collections.awa.operations.plugins.module_utils.report import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo, ShardsRead
@@ -70,22 +77,69 @@ def timeout_message(wait: str, info: ShardsRead, elapsed: float) -> str:
             + (". To finish: " + "; ".join(unique_advice) + "." if unique_advice else "."))
 
 
+def _disconnected(exc: BaseException) -> bool:
+    return isinstance(exc, Disconnected)
+
+
+def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
+                     on_attempt: Callable[[BaseException, int, float], None] | None = None) -> waiters.Reconnect:
+    """How a wait rides out a lost connection (failover.RECONNECT_ATTEMPTS, failover.RECONNECT_INTERVAL).
+
+    ``lost`` tells a lost connection from other failures (by default: ``Disconnected``).
+    """
+    return waiters.Reconnect(lost=lost, attempts=failover.RECONNECT_ATTEMPTS, interval=failover.RECONNECT_INTERVAL,
+                             describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
+
+
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
-                         on_poll: Callable[[ShardsRead, float], None] | None = None, **read_args) -> ShardsInfo:
+                         on_poll: Callable[[ShardsRead, float], None] | None = None, *,
+                         reconnect: Callable[[], object] | None = None,
+                         committed: dict[str, failover.Committed] | None = None, **read_args) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
     ``read_args`` are read_shards_info's. A poll that is not granted a lock
     within ``lock_timeout`` ends the wait at once with its ``LockTimeout``:
     something holds Awa's tables (DDL), the state cannot be seen, and the
     operator must know rather than wait blind.
+    With ``reconnect`` (a function opening a new connection), a poll that
+    loses its connection is tried again on a new one, a bounded number of
+    times (``reconnect_policy``); then the wait ends with ``WaitInterrupted``.
+    Each read is checked against ``committed`` (failover.validate_committed):
+    a count that is not the one committed ends the wait at once with
+    ``ChangeNotFound``. The result names the ``server`` read.
     """
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
-    if wait == "none":
-        return {**read_shards_info(conn, **read_args), "waited": False, "polls": 1, "duration": 0.0}
-    outcome = waiters.wait_until(lambda: read_shards_info(conn, **read_args), waiters.PREDICATES[wait],
-                                 timeout, sleep, on_poll=on_poll)
+    session = Reopening(conn, reconnect)
+
+    def fetch() -> ShardsRead:
+        current = session.current()
+        try:
+            read = read_shards_info(current, **read_args)
+        except Disconnected:
+            session.lost()
+            raise
+        read["server"] = server_address(current)
+        problems = failover.missing_changes(committed or {}, read, read["server"])
+        if problems:
+            raise ChangeNotFound(" | ".join(problems), dict(read, waited=wait != "none"))
+        return read
+
+    try:
+        if wait == "none":
+            return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
+        try:
+            outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
+                                         reconnect=reconnect_policy() if reconnect is not None else None)
+        except waiters.ReconnectGaveUp as gave_up:
+            raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
+                                  dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
+                                       duration=round(gave_up.elapsed, 3))) from None
+    finally:
+        session.close()
     info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
+    info["warnings"] = info["warnings"] + [failover.reconnected_warning(interruption, info["server"])
+                                           for interruption in outcome.interruptions]
     if not outcome.satisfied:
         raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
     return info

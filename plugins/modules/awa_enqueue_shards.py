@@ -443,8 +443,8 @@ def main() -> None:
         validate_lock_timeout(params["lock_timeout"])
         options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
                    "ledger_schema": params["ledger_schema"], "reason": params["reason"],
-                   "reconnect": lambda: connect(params)}
-        with open_connection(params) as conn:
+                   "reconnect": lambda: connect(params, writes=True)}
+        with open_connection(params, writes=True) as conn:
             if params["queues"] is None:
                 result = change_enqueue_shards(conn, requests[0], **options)
             else:

@@ -68,6 +68,13 @@ options:
         O(known_runtimes) (used between the batches of a rolling restart).
       - On timeout the task fails, names every runtime still waited for (host, pid, instance id, age) and
         returns the last observed state.
+      - A lost connection (a failover, a restart) does not end the wait once it has reached the database. It
+        connects again, to whichever server of O(login_host) is of the kind O(target_session_attrs) asks for
+        (by default the primary, so after a failover the promoted standby), up to 24 times, 5 seconds apart (or
+        O(wait_sleep) when longer) and within O(wait_timeout), and warns that it did and where it reads since
+        (RV(server)); then it fails, saying so. Two minutes cover a Patroni failover (about 40 s with its
+        defaults) and a managed Multi-AZ one (typically 60 to 120 s); a longer outage is for the operator to
+        look at.
     type: str
     default: none
     choices: [none, converged, drained, restarted]
@@ -135,6 +142,18 @@ options:
       - Seconds to watch the load with O(advise), between 1 and 600.
     type: float
     default: 10
+  committed:
+    description:
+      - 'What a change committed - the RV(awa.operations.awa_enqueue_shards#module:queues) of
+        M(awa.operations.awa_enqueue_shards), or a mapping of queue names to C({shards: N, ledger: {id: ID}}) (the
+        ledger row is optional; other keys are ignored, and so are check-mode results, which committed nothing).'
+      - Every read compares it with the count of each of these queues it reads. When a count differs, the task
+        fails at once - and a wait ends - naming the count found on RV(server) and what to re-run, instead of
+        waiting for (or reporting) convergence on a count that is not there. That happens when a failover promoted
+        a standby that had not received the change (asynchronous replication), or when the count was changed
+        again since (a later ledger row says by whom).
+      - The role M(awa.operations.enqueue_shards) passes the result of its change to its waits.
+    type: dict
   advise_gains:
     description:
       - A gains table of your own (from C(python -m benchmarks.shard_gains RESULTS.json) after the collection's
@@ -205,6 +224,23 @@ EXAMPLES = r"""
     wait: drained
     wait_timeout: 1800
     wait_sleep: 10
+
+- name: Change "orders" on whichever of two servers is the primary
+  awa.operations.awa_enqueue_shards:
+    login_host: db1.example.com,db2.example.com
+    login_db: app
+    login_user: awa_migrator
+    queues: [{queue: orders, shards: 8}]
+  register: orders_change
+
+- name: Wait across a failover, and fail plainly if the change did not reach the new primary
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com,db2.example.com
+    login_db: app
+    login_user: awa_migrator
+    queue: orders
+    wait: converged
+    committed: "{{ orders_change.queues }}"
 """
 
 RETURN = r"""
@@ -426,6 +462,20 @@ queues:
       drained: false
       runtimes_live: 2
       runtimes_converged: 1
+server:
+  description:
+    - The server the state was read from, as C(host:port) - the one libpq chose among O(login_host). After a wait
+      reconnected (a failover), the server it reads since.
+  returned: always
+  type: str
+  sample: "db2.example.com:5432"
+disconnected:
+  description:
+    - Present, and true, when the task failed because no server of O(login_host) accepted the connection or the
+      connection was lost (a failover, a restart); trying again later may succeed.
+  returned: on such a failure
+  type: bool
+  sample: true
 read_at:
   description: The database's clock when the (last) read began, ISO 8601.
   returned: always
@@ -627,11 +677,17 @@ from ansible_collections.awa.operations.plugins.module_utils import waiters
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
+    connect,
     connection_argument_spec,
     open_connection,
 )
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    AwaOperationsError,
+    Disconnected,
+    FailedWithState,
+)
+from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
@@ -667,6 +723,7 @@ def argument_spec() -> dict:
         advise={"type": "bool", "default": False},
         advise_window={"type": "float", "default": DEFAULT_ADVISE_WINDOW},
         advise_gains={"type": "dict"},
+        committed={"type": "dict"},
     )
     return spec
 
@@ -679,9 +736,11 @@ def main() -> None:
     try:
         validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
         validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+        committed = validate_committed(params["committed"])
         with open_connection(params) as conn:
             info = wait_for_shards_info(
-                conn, params["wait"], params["wait_timeout"], params["wait_sleep"], queue=params["queue"],
+                conn, params["wait"], params["wait_timeout"], params["wait_sleep"],
+                reconnect=lambda: connect(params), committed=committed, queue=params["queue"],
                 queues=params["queues"], stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
                 ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
                 known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"],
@@ -689,12 +748,14 @@ def main() -> None:
             if params["advise"]:
                 add_advice(info, advise_queues(conn, info, params["advise_window"], params["lock_timeout"],
                                                params["advise_gains"]))
-    except WaitTimeout as exc:
+    except FailedWithState as exc:
         for warning in exc.result.pop("warnings", []):
             module.warn(warning)
         module.fail_json(msg=exc.message, **exc.result)
     except AwaOperationsError as exc:
-        module.fail_json(msg=exc.message, **exc.details)
+        # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
+        module.fail_json(msg=exc.message, **exc.details, **({"disconnected": True} if isinstance(exc, Disconnected)
+                                                            else {}))
     for warning in info.pop("warnings"):
         module.warn(warning)
     module.exit_json(**info)

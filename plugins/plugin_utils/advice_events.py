@@ -27,6 +27,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
     MAX_LOCK_TIMEOUT,
     connection_argument_spec,
+    connection_defaults,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import MAX_SHARDS, validate_queue_name
@@ -77,7 +78,10 @@ def _seconds(name: str, value: object, low: float, high: float) -> float:
 
 
 def connection_options(given: object) -> dict:
-    """``connection``: the modules' connection options by name (as the role's enqueue_shards_connection)."""
+    """``connection``: the modules' connection options by name (as the role's enqueue_shards_connection).
+
+    What is not given takes the modules' defaults, libpq's environment first (PGUSER, PGPORT, ...), as in the modules.
+    """
     spec = connection_argument_spec()
     if not isinstance(given, Mapping):
         raise InvalidRequest(f"connection must be a mapping of the modules' connection options (login_host, "
@@ -86,7 +90,7 @@ def connection_options(given: object) -> dict:
     if unknown:
         raise InvalidRequest(f"unknown connection option(s) {', '.join(unknown)}; the options are "
                              f"{', '.join(sorted(spec))}")
-    return {**{name: option.get("default") for name, option in spec.items()}, **given}
+    return {**connection_defaults(), **given}
 
 
 def source_options(args: Mapping) -> SourceOptions:

@@ -13,7 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, validate_lock_timeout
+from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    DEFAULT_LOCK_TIMEOUT,
+    libpq_params,
+    validate_lock_timeout,
+    validate_targets,
+)
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
@@ -110,7 +115,11 @@ def connection_problems(connection: object) -> list[str]:
         return [f"enqueue_shards_connection lacks {' and '.join(missing)}: name the role to connect as (Awa's "
                 "migrator, which owns the lane tables or is a member of their owner) and the database holding "
                 "the Awa schema"]
-    return []
+    # The hosts and ports as given, and a target the change accepts (the database host's environment is not
+    # known here: the modules check what comes from it when they connect).
+    return ["enqueue_shards_connection: " + message
+            for message in _checked(lambda: validate_targets(libpq_params(connection, writes=True, environ={}),
+                                                             writes=True, environ={}))]
 
 
 def database_problems(settings: dict) -> list[str]:

@@ -42,6 +42,9 @@ host all postgres 127.0.0.1/32 trust
 host all all 127.0.0.1/32 scram-sha-256
 """
 
+# With replication: the superuser may also stream WAL over TCP (pg_basebackup, a standby's receiver).
+PG_HBA_REPLICATION = "host replication postgres 127.0.0.1/32 trust\n"
+
 # Members of this group log in with a client certificate whose CN is the role name.
 CERT_LOGIN_GROUP = "awa_cert_login"
 
@@ -72,14 +75,16 @@ class PgServer:
     ``python -m awa_testbed reap``.
 
     With ``tls``, the server runs with ``ssl=on`` and the certificates given,
-    and its pg_hba.conf (PG_HBA_TLS) refuses connections without TLS.
+    and its pg_hba.conf (PG_HBA_TLS) refuses connections without TLS. With
+    ``replication``, the superuser may stream its WAL (awa_testbed.replication).
     """
 
     def __init__(self, major: int, *, durable: bool = False, base_dir: Path | None = None,
-                 tls: ServerTls | None = None) -> None:
+                 tls: ServerTls | None = None, replication: bool = False) -> None:
         self.major = major
         self.durable = durable
         self.tls = tls
+        self.replication = replication
         self.bin_dir = pg_bin_dir(major)
         self.identity: OsIdentity = database_os_identity()
         self.base_dir = base_dir or Path(tempfile.mkdtemp(prefix=f"awa-pg{major}-"))
@@ -96,13 +101,16 @@ class PgServer:
         return subprocess.run(argv, check=True, capture_output=True, text=True, cwd=self.base_dir,
                               **run_as_kwargs(self.identity), **kwargs)
 
-    def init(self) -> None:
+    def _make_dirs(self) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True)
         self.base_dir.chmod(0o700)
         self.socket_dir.mkdir(exist_ok=True)
         if not self.identity.is_current_user:
             for path in (self.base_dir, self.socket_dir):
                 os.chown(path, self.identity.uid, self.identity.gid)
+
+    def init(self) -> None:
+        self._make_dirs()
         try:
             self._run_as_db_user([
                 str(self.bin_dir / "initdb"), "-D", str(self.data_dir), "-U", SUPERUSER,
@@ -111,12 +119,33 @@ class PgServer:
         except subprocess.CalledProcessError as exc:
             raise RuntimeError(f"initdb of PostgreSQL {self.major} in {self.data_dir}, run as {self.identity.name} "
                                f"(uid {self.identity.uid}), exited {exc.returncode}: {exc.stderr.strip()}") from None
-        self._write_as_db_user(self.data_dir / "pg_hba.conf", PG_HBA_TLS if self.tls else PG_HBA)
+        hba = PG_HBA_TLS if self.tls else PG_HBA
+        self._write_as_db_user(self.data_dir / "pg_hba.conf", hba + (PG_HBA_REPLICATION if self.replication else ""))
         if self.tls:
             # The server reads these as the database user, and refuses a key others can read.
             for name, source in (("server.crt", self.tls.cert), ("server.key", self.tls.key),
                                  ("client_ca.crt", self.tls.client_ca)):
                 self._write_as_db_user(self.data_dir / name, source.read_text(encoding="utf-8"))
+
+    def init_standby_of(self, source: "PgServer") -> None:
+        """This server's data as a streaming standby of ``source`` (pg_basebackup -R; start() starts it)."""
+        self._make_dirs()
+        self._run_as_db_user([
+            str(self.bin_dir / "pg_basebackup"), "-h", source.host, "-p", str(source.port), "-U", SUPERUSER,
+            "-D", str(self.data_dir), "-R", "-X", "stream", "-c", "fast", "--no-sync",
+        ])
+        # pg_basebackup -R writes every option its libpq knows into primary_conninfo; PostgreSQL 18's includes
+        # sslnegotiation, which the packaged 18 server's WAL receiver (linked to an older libpq) refuses. Name
+        # only what the receiver needs.
+        auto_conf = self.data_dir / "postgresql.auto.conf"
+        kept = [line for line in auto_conf.read_text(encoding="utf-8").splitlines()
+                if not line.startswith("primary_conninfo")]
+        conninfo = f"host={source.host} port={source.port} user={SUPERUSER} application_name=standby"
+        self._write_as_db_user(auto_conf, "\n".join(kept + [f"primary_conninfo = '{conninfo}'"]) + "\n")
+
+    def promote(self) -> None:
+        """End recovery: this standby becomes a primary (pg_ctl promote, waiting until it accepts writes)."""
+        self._run_as_db_user([str(self.bin_dir / "pg_ctl"), "promote", "-D", str(self.data_dir), "-w", "-t", "60"])
 
     def _write_as_db_user(self, path: Path, text: str) -> None:
         """Write ``path`` (mode 0600) as the database user."""

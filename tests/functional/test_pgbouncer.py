@@ -35,7 +35,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     PreconditionFailed,
     WaitTimeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
 
 from enqueue_shards_support import (
     Run,

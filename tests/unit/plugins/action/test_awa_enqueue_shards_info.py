@@ -115,3 +115,37 @@ def test_bad_wait_options_fail_before_any_poll(monkeypatch, changes, message):
     result = harness.run()
     assert result == {"failed": True, "msg": message}
     assert harness.calls == []
+
+
+LOST = {"failed": True, "disconnected": True,
+        "msg": "could not connect to database 'app' on db1:5432, db2:5432 (primary) as 'awa': db1:5432: Connection "
+               "refused; db2:5432: server is in hot standby mode"}
+
+
+def test_a_poll_that_lost_the_database_is_retried_and_the_wait_says_it_reconnected(monkeypatch):
+    harness = Harness(monkeypatch, ARGS, [polled(False), LOST, LOST, dict(polled(True), server="db2:5432")])
+    result = harness.run()
+    assert not result.get("failed") and result["converged"] is True and result["polls"] == 2
+    assert harness.clock.sleeps == [5, 5, 5]
+    assert harness.lines[1] == f"[db1] connection lost ({LOST['msg']}): reconnecting in 5s, attempt 1 of 24"
+    assert harness.lines[2].endswith("reconnecting in 5s, attempt 2 of 24")
+    assert result["warnings"] == [
+        "The connection to the database was lost 5s into the wait (" + LOST["msg"] + "); the wait reconnected "
+        "after 2 attempt(s) and read db2:5432 from then on (the primary now, if it was a failover). The state "
+        "reported was read there."]
+
+
+def test_a_first_poll_that_cannot_reach_the_database_ends_the_wait_at_once(monkeypatch):
+    harness = Harness(monkeypatch, ARGS, [LOST, polled(True)])
+    result = harness.run()
+    assert result == LOST and len(harness.calls) == 1 and harness.clock.sleeps == []
+
+
+def test_after_its_attempts_the_wait_gives_up_saying_what_to_do(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, wait_timeout=600), [polled(False)] + [LOST] * 30)
+    result = harness.run()
+    assert len(harness.calls) == 1 + 1 + 24, "the lost poll, then 24 reconnection attempts"
+    assert result["failed"] is True and result["polls"] == 1
+    assert result["msg"].startswith("The connection to the database was lost 5s into the wait until converged ("
+                                    + LOST["msg"] + "), and all 24 reconnection attempts failed (the last at 125s")
+    assert result["queues"]["orders"]["stragglers"] == [STRAGGLER], "the last state seen is returned"

@@ -62,7 +62,7 @@ def test_a_result_report_builds_now_is_a_result_as_declared():
                               expected_new_runtimes=1)
     assert read["queues"]["orders"]["stragglers"] and read["queues"]["orders"]["last_change"], "no key left empty"
     assert value_problems(read, ShardsRead) == []
-    result = dict(read, waited=True, polls=3, duration=4.5,
+    result = dict(read, server="db1:5432", waited=True, polls=3, duration=4.5,
                   advice={"orders": advised("contended_insert", 18, "busy", 1, shard_gains.MEASURED)})
     assert value_problems(result, ShardsInfo) == []
 

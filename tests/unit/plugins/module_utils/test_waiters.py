@@ -3,7 +3,15 @@
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, wait_until
+import pytest
+
+from ansible_collections.awa.operations.plugins.module_utils.waiters import (
+    PREDICATES,
+    Interruption,
+    Reconnect,
+    ReconnectGaveUp,
+    wait_until,
+)
 
 
 class FakeClock:
@@ -55,3 +63,71 @@ def test_drained_implies_converged():
     assert not PREDICATES["drained"]({"converged": False, "drained": True})
     assert not PREDICATES["drained"](CONVERGED)
     assert PREDICATES["drained"](DRAINED)
+
+
+class Lost(Exception):
+    """A scripted lost connection."""
+
+
+def script(*steps):
+    """A fetch that returns each state or raises each exception in turn (the last step repeats)."""
+    remaining = list(steps)
+
+    def fetch():
+        step = remaining.pop(0) if len(remaining) > 1 else remaining[0]
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    return fetch
+
+
+def reconnecting(attempts: int = 3, interval: float = 5, announced: list | None = None) -> Reconnect:
+    return Reconnect(lost=lambda exc: isinstance(exc, Lost), attempts=attempts, interval=interval,
+                     on_attempt=None if announced is None else lambda exc, n, delay: announced.append((str(exc), n, delay)))
+
+
+def test_a_lost_connection_is_retried_at_the_reconnect_interval_and_reported_once_it_is_back():
+    clock, announced = FakeClock(), []
+    outcome = wait_until(script(NOT_YET, Lost("server closed the connection"), Lost("refused"), CONVERGED),
+                         PREDICATES["converged"], 60, 2, clock=clock, sleep=clock.sleep,
+                         reconnect=reconnecting(announced=announced))
+    assert outcome.satisfied and outcome.last is CONVERGED and outcome.polls == 2
+    assert clock.sleeps == [2, 5, 5]
+    assert announced == [("server closed the connection", 1, 5), ("refused", 2, 5)]
+    assert outcome.interruptions == (Interruption(lost_at=2, error="server closed the connection", attempts=2),)
+
+
+def test_the_first_poll_may_lose_its_connection_too():
+    clock = FakeClock()
+    outcome = wait_until(script(Lost("admin shutdown"), CONVERGED), PREDICATES["converged"], 60, 2, clock=clock,
+                         sleep=clock.sleep, reconnect=reconnecting())
+    assert outcome.satisfied and outcome.interruptions == (Interruption(0, "admin shutdown", 1),)
+
+
+def test_it_gives_up_after_its_attempts_with_the_first_and_the_last_error_and_the_last_state():
+    clock = FakeClock()
+    with pytest.raises(ReconnectGaveUp) as gave_up:
+        wait_until(script(NOT_YET, Lost("terminated"), Lost("refused")), PREDICATES["converged"], 600, 2,
+                   clock=clock, sleep=clock.sleep, reconnect=reconnecting(attempts=3))
+    assert clock.sleeps == [2, 5, 5, 5], "three reconnection attempts, then no more"
+    assert (gave_up.value.interruption, gave_up.value.last_error) == (Interruption(2, "terminated", 3), "refused")
+    assert gave_up.value.last is NOT_YET and gave_up.value.polls == 1 and gave_up.value.elapsed == 17
+    assert gave_up.value.deadline_reached is False
+
+
+def test_reconnecting_never_runs_past_the_deadline():
+    clock = FakeClock()
+    with pytest.raises(ReconnectGaveUp) as gave_up:
+        wait_until(script(NOT_YET, Lost("refused")), PREDICATES["converged"], 8, 2, clock=clock, sleep=clock.sleep,
+                   reconnect=reconnecting(attempts=24))
+    assert clock.sleeps == [2, 5, 1] and gave_up.value.deadline_reached is True
+    assert gave_up.value.interruption.attempts == 2
+
+
+def test_other_failures_end_the_wait_at_once():
+    clock = FakeClock()
+    with pytest.raises(ValueError):
+        wait_until(script(NOT_YET, ValueError("lock timeout")), PREDICATES["converged"], 60, 2, clock=clock,
+                   sleep=clock.sleep, reconnect=reconnecting())
+    assert clock.sleeps == [2]

@@ -76,10 +76,14 @@ def test_ansible_conversions_of_shards(shards, accepted):
     ({"queue": "a#1", "shards": 2}, "set 'stripes' instead"),
     ({"queue": "orders", "shards": 2, "lock_timeout": -1}, "lock_timeout must be between 0 and 3600"),
     ({"queue": "orders", "shards": 2, "runtime_roles": ["a", "a"]}, "lists a role twice"),
+    ({"queue": "orders", "shards": 2, "login_host": "127.0.0.1,127.0.0.2", "login_port": "1,1,1"},
+     "login_port gives 3 ports (1,1,1) for the 2 host(s) of login_host (127.0.0.1,127.0.0.2): give one port per host"),
+    ({"queue": "orders", "shards": 2, "target_session_attrs": "prefer-standby"},
+     "target_session_attrs is 'prefer-standby', which lets libpq connect to a standby, but a change writes"),
 ])
 def test_the_module_refuses_bad_input_before_connecting(capsys, args, message):
     # login_port 1 would refuse a connection: reaching it would give another message.
-    with patch_module_args({**args, "login_host": "127.0.0.1", "login_port": 1}):
+    with patch_module_args({"login_host": "127.0.0.1", "login_port": 1, **args}):
         with pytest.raises(SystemExit):
             awa_enqueue_shards.main()
     result = json.loads(capsys.readouterr().out)

@@ -72,6 +72,10 @@ def test_lock_timeout_zero_means_no_limit_as_in_the_module():
     ({}, "enqueue_shards_connection is empty"),
     ({"login_host": "db1"}, "enqueue_shards_connection lacks login_user and login_db"),
     ({"login_user": "awa_migrator", "login_db": " "}, "enqueue_shards_connection lacks login_db"),
+    ({**CONNECTION, "login_host": "db1,db2", "login_port": "5432,5433,5434"},
+     "enqueue_shards_connection: login_port gives 3 ports (5432,5433,5434) for the 2 host(s) of login_host"),
+    ({**CONNECTION, "target_session_attrs": "any"},
+     "enqueue_shards_connection: target_session_attrs is 'any', which lets libpq connect to a standby"),
 ])
 def test_a_forgotten_or_partial_connection_is_refused(connection, expected):
     found = problems(connection=connection)
