@@ -51,27 +51,6 @@ DEFAULT_WAIT_SLEEP = 2.0
 DEFAULT_ADVISE_WINDOW = 10.0
 
 
-def info_argument_spec() -> dict:
-    """awa_enqueue_shards_info's own options (shared with its action plugin)."""
-    return {
-        "queue": {"type": "str"},
-        "queues": {"type": "list", "elements": "str"},
-        "stripes": {"type": "int"},
-        "runtime_roles": {"type": "list", "elements": "str", "default": []},
-        "wait": {"type": "str", "default": "none", "choices": list(waiters.WAIT_CHOICES)},
-        "wait_timeout": {"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
-        "wait_sleep": {"type": "float", "default": DEFAULT_WAIT_SLEEP},
-        "clock_margin": {"type": "float", "default": DEFAULT_MARGIN_SECONDS},
-        "known_runtimes": {"type": "list", "elements": "str", "default": []},
-        "expected_new_runtimes": {"type": "int", "default": 0},
-        "ledger_schema": {"type": "str", "default": ledger.DEFAULT_SCHEMA},
-        "lock_timeout": {"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
-        "advise": {"type": "bool", "default": False},
-        "advise_window": {"type": "float", "default": DEFAULT_ADVISE_WINDOW},
-        "advise_gains": {"type": "dict"},
-    }
-
-
 def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> None:
     """The info module's numeric options (wait_timeout, wait_sleep, lock_timeout), checked before connecting."""
     validate_lock_timeout(lock_timeout)

@@ -20,7 +20,7 @@ description:
     M(awa.operations.awa_enqueue_shards) (and started no earlier than O(clock_margin) before it). A snapshot
     that reports its count (a future Awa) is judged by that report.
   - Can wait until every live runtime has converged, or until the shards at or above the count have drained
-    (which implies converged first). Each poll prints a progress line.
+    (which implies converged first). Each poll prints a progress line (not under C(async), see the attribute).
   - With O(advise), watches the load on the queues for a window and advises a shard count for each, from signals
     a monitoring role can read and a gains table measured by the collection's benchmark.
   - Never writes. Each look reads the state in one REPEATABLE READ, READ ONLY transaction with a fixed number of
@@ -34,6 +34,15 @@ extends_documentation_fragment:
   - awa.operations.connection
   - awa.operations.attributes.info_module
   - awa.operations.attributes.action_group
+attributes:
+  async:
+    support: full
+    details:
+      - With C(async), the module runs detached on the host and does its own wait, so no progress line is printed
+        (Ansible prints its own C(ASYNC POLL) lines with C(poll) above 0); the result is the same, with RV(polls)
+        and RV(duration). Follow a C(poll=0) task with M(ansible.builtin.async_status).
+      - C(async) must give the job more seconds than O(wait_timeout), or the task fails before it starts, saying
+        so; otherwise Ansible would end the job at the C(async) limit without the report of the stragglers.
 options:
   queue:
     description:
@@ -152,6 +161,8 @@ notes:
     C(pg_locks) needs no grant. It also needs C(SELECT) on the lane sequences, as for depths.
   - Ready depth counts ready jobs only; jobs being worked (leases) and scheduled or retrying jobs
     (C(deferred_jobs)) carry no shard until they are claimed back or promoted.
+  - Under C(async) (AWX's long waits) the wait runs in the module, without progress lines; see the C(async)
+    attribute.
 seealso:
   - module: awa.operations.awa_enqueue_shards
 """
@@ -195,6 +206,26 @@ EXAMPLES = r"""
       - "{{ orders_advice.advice.orders.message }}"
       - "{{ orders_advice.advice.orders.ordering }}"
       - "{{ orders_advice.advice.orders.evidence }}"
+
+- name: Wait in the background (AWX), for example while other tasks run
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    queue: orders
+    wait: converged
+    wait_timeout: 600
+  async: 660  # more than wait_timeout
+  poll: 0
+  register: orders_wait
+
+- name: Follow the background wait until it ends
+  ansible.builtin.async_status:
+    jid: "{{ orders_wait.ansible_job_id }}"
+  register: orders_waited
+  until: orders_waited.finished
+  retries: 70
+  delay: 10
 
 - name: After a lowering, wait until the old shards have drained
   awa.operations.awa_enqueue_shards_info:
@@ -426,31 +457,57 @@ duration:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
+    DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
     connection_argument_spec,
     open_connection,
 )
+from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, WaitTimeout
+from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import (
+    DEFAULT_ADVISE_WINDOW,
+    DEFAULT_WAIT_SLEEP,
+    DEFAULT_WAIT_TIMEOUT,
     add_advice,
     advise_queues,
-    info_argument_spec,
     validate_advice_options,
     validate_read_options,
     wait_for_shards_info,
 )
+from ansible_collections.awa.operations.plugins.module_utils.waiters import WAIT_CHOICES
+
+# One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
+ARGUMENT_RULES = {
+    "mutually_exclusive": [("queue", "queues")],
+}
 
 
 def argument_spec() -> dict:
     spec = connection_argument_spec()
-    spec.update(info_argument_spec())
+    spec.update(
+        queue={"type": "str"},
+        queues={"type": "list", "elements": "str"},
+        stripes={"type": "int"},
+        runtime_roles={"type": "list", "elements": "str", "default": []},
+        wait={"type": "str", "default": "none", "choices": list(WAIT_CHOICES)},
+        wait_timeout={"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
+        wait_sleep={"type": "float", "default": DEFAULT_WAIT_SLEEP},
+        clock_margin={"type": "float", "default": DEFAULT_MARGIN_SECONDS},
+        known_runtimes={"type": "list", "elements": "str", "default": []},
+        expected_new_runtimes={"type": "int", "default": 0},
+        ledger_schema={"type": "str", "default": DEFAULT_SCHEMA},
+        lock_timeout={"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
+        advise={"type": "bool", "default": False},
+        advise_window={"type": "float", "default": DEFAULT_ADVISE_WINDOW},
+        advise_gains={"type": "dict"},
+    )
     return spec
 
 
 def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True,
-                          mutually_exclusive=[("queue", "queues")])
+    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True, **ARGUMENT_RULES)
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
     params = module.params
