@@ -42,7 +42,7 @@ def collection_floor() -> Version:
 
 def build_args(containerfile: str) -> dict[str, str]:
     """The ``ARG NAME="value"`` defaults ansible-builder writes at the top of the Containerfile."""
-    return {name: value for name, value in re.findall(r'^ARG (\w+)="(.*)"$', containerfile, re.MULTILINE)}
+    return dict(re.findall(r'^ARG (\w+)="(.*)"$', containerfile, re.MULTILINE))
 
 
 def keeps_floor(specifier: SpecifierSet, floor: Version) -> bool:

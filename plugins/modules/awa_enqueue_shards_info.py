@@ -207,24 +207,24 @@ EXAMPLES = r"""
       - "{{ orders_advice.advice.orders.ordering }}"
       - "{{ orders_advice.advice.orders.evidence }}"
 
-- name: Wait in the background (AWX), for example while other tasks run
+- name: Wait for two queues in the background (AWX), while other tasks run
   awa.operations.awa_enqueue_shards_info:
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
-    queue: orders
+    queues: [orders, emails]
     wait: converged
-    wait_timeout: 600
-  async: 660  # more than wait_timeout
+    wait_timeout: 900
+  async: 960  # more than wait_timeout
   poll: 0
-  register: orders_wait
+  register: background_wait
 
 - name: Follow the background wait until it ends
   ansible.builtin.async_status:
-    jid: "{{ orders_wait.ansible_job_id }}"
-  register: orders_waited
-  until: orders_waited.finished
-  retries: 70
+    jid: "{{ background_wait.ansible_job_id }}"
+  register: background_waited
+  until: background_waited.finished
+  retries: 100
   delay: 10
 
 - name: After a lowering, wait until the old shards have drained
