@@ -139,23 +139,29 @@ def test_a_change_by_hand_holds_the_source_and_a_restarted_source_still_holds_it
             "stable": 1, "cooldown": 3600, "every_window": True}
 
     # stable 1: without the ledger, the first raise would be an event. Reversing the lowering waits two cooldowns.
-    held = advice_of(collect(args, lambda seen: len(advice_of(seen, "busy")) >= 2), "busy")
+    # (A window starved of CPU by other work may advise will_not_help; the source runs until it advised raise.)
+    held = raises(collect(args, lambda seen: len(raises(seen)) >= 2))
     # Stopped and started again (nothing is remembered in between): still held.
-    restarted = advice_of(collect(args, lambda seen: len(advice_of(seen, "busy")) >= 1), "busy")
-    # The same load with a cooldown of 1 s, long past since the change: the raise is an event at once.
-    past = advice_of(collect(dict(args, cooldown=1), lambda seen: len(advice_of(seen, "busy")) >= 1), "busy")
+    restarted = raises(collect(args, lambda seen: len(raises(seen)) >= 1))
+    # The same load with a cooldown of 1 s, long past since the change: the first raise is an event.
+    past = raises(collect(dict(args, cooldown=1), lambda seen: len(raises(seen)) >= 1))
 
-    assert [(a["verdict"], a["shards"], a["actionable"]) for a in held + restarted] == [("raise", 1, False)] * 3, [
-        a["message"] for a in held + restarted]
-    assert [(a["verdict"], a["shards"], a["to"], a["actionable"]) for a in past] == [("raise", 1, 2, True)]
+    assert [(a["shards"], a["actionable"]) for a in held + restarted] == [(1, False)] * 3, held + restarted
+    assert [(a["shards"], a["to"], a["actionable"]) for a in past] == [(1, 2, True)], past
     assert shard_counts(awa_db)["busy"] == 1
 
 
-def test_the_source_imports_the_collection_where_ansible_rulebook_finds_it(tmp_path):
-    """ansible-rulebook runs the file by path and makes no collection importable; the configured collection
-    paths (what `ansible-galaxy collection list` searches) are all the source has."""
+def raises(events: list[dict]) -> list[dict]:
+    """The source's raise advice for busy (any window advising something else left out)."""
+    return [advice for advice in advice_of(events, "busy") if advice["verdict"] == "raise"]
+
+
+def test_the_source_imports_the_collection_it_was_loaded_from(tmp_path):
+    """ansible-rulebook runs the file by path, where `ansible-galaxy collection list` found it, and makes no
+    collection importable: the source imports the rest of its own collection (the end-to-end test below runs it
+    under ansible-rulebook itself)."""
     probe = "import runpy, sys; print(sorted(name for name in runpy.run_path(sys.argv[1]) if name == 'main'))"
-    env = {key: value for key, value in ansible_env().items() if key != "PYTHONPATH"}
+    env = {key: value for key, value in ansible_env().items() if key not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
     loaded_source = subprocess.run([sys.executable, "-c", probe, str(collections_path() / SOURCE)], env=env,
                                    cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
     assert loaded_source.stdout.strip() == "['main']", loaded_source.stderr
@@ -277,11 +283,13 @@ def test_the_example_rulebook_changes_an_opted_in_queue_one_step_with_the_change
             wait_until(lambda: played(log, "PLAY RECAP") or rulebook.poll() is not None, RULEBOOK_TIMEOUT,
                        f"the change-window playbook run by the rulebook to end (log: {log})")
         finally:
-            os.killpg(rulebook.pid, signal.SIGTERM)
+            if rulebook.poll() is None:  # an ansible-rulebook that ended by itself is reported by its log below
+                os.killpg(rulebook.pid, signal.SIGTERM)
             rulebook.wait(timeout=30)
     finally:
         programs.cleanup()
     output = log.read_text(encoding="utf-8")
+    assert "PLAY RECAP" in output, output
     recap = output[output.index("PLAY RECAP"):]
     assert "failed=0" in recap and "unreachable=0" in recap, output
     assert output.count("PLAY RECAP") == 1, output

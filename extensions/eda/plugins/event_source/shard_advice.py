@@ -61,19 +61,20 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 try:
     from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
 except ImportError:
-    # ansible-rulebook runs this file by path (runpy) where `ansible-galaxy collection list` found the collection,
-    # and makes no collection importable: install ansible-core's collection loader on the same configured
-    # collection paths, as every ansible command does when it starts.
-    from ansible.plugins.loader import init_plugin_loader
-
-    init_plugin_loader()
+    # ansible-rulebook runs this file by path (runpy) from the collections folder `ansible-galaxy collection list`
+    # named, and makes no collection importable; ansible-core's collection loader (init_plugin_loader) would, but its
+    # path hook breaks ansible-rulebook's next runpy.run_path (its event filters), so that folder, seven levels up
+    # and not resolved (the collection may be a symbolic link), goes on sys.path.
+    sys.path.append(str(Path(os.path.abspath(__file__)).parents[7]))
     from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
