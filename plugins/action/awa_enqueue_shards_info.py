@@ -10,11 +10,18 @@ the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
 (``disconnected``, a failover) after an earlier poll succeeded: that one is
 tried again, as in the module's own wait (shards_info_wait.reconnect_policy).
-Without ``wait`` (or under async) the module runs as is.
+
+Without ``wait`` the module runs once, as is. Under ``async`` it runs once too,
+wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
+it, and waits itself: a detached job cannot print, and its job id (``poll:
+0``) or its result (``poll`` above 0) is what Ansible's async machinery expects.
+
+The options are checked with the module's own argument spec and rules.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 from ansible.plugins.action import ActionBase
@@ -30,7 +37,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import progress_line, reconnect_policy, timeout_message
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, ReconnectGaveUp, wait_until
-from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import argument_spec
+from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import ARGUMENT_RULES, argument_spec
 
 display = Display()
 
@@ -47,6 +54,15 @@ class PollFailed(Exception):
         self.disconnected = disconnected
 
 
+def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float) -> None:
+    """Under async, Ansible ends the job after ``async`` seconds: a wait must reach its own deadline first."""
+    if async_seconds and wait != "none" and async_seconds <= wait_timeout:
+        raise InvalidRequest(
+            f"async ({async_seconds}s) would end the job before wait_timeout ({wait_timeout:g}s), and Ansible would "
+            f"stop the wait without naming what it waited for: give async more seconds than wait_timeout (for "
+            f"example async: {math.ceil(wait_timeout) + 60}) or a shorter wait_timeout")
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
@@ -58,16 +74,22 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         del tmp
-        validation, args = self.validate_argument_spec(argument_spec=argument_spec())
+        validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **ARGUMENT_RULES)
         del validation
-        if args["wait"] == "none" or self._task.async_val:
-            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars))
-            return result
+        wrap_async = self._task.async_val
         try:
             validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
             validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
+            validate_async_limit(wrap_async, args["wait"], args["wait_timeout"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
+        if args["wait"] == "none" or wrap_async:
+            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars,
+                                               wrap_async=wrap_async))
+            if not wrap_async:
+                # Under async the wrapper removes its own copy; otherwise the temporary path is ours to remove.
+                self._remove_tmp_path(self._connection._shell.tmpdir)
+            return result
 
         poll_args = dict(self._task.args, wait="none")
         host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"

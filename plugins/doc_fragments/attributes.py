@@ -13,6 +13,8 @@ attributes:
     description: Can run in check_mode and return changed status prediction without modifying target.
   diff_mode:
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+  async:
+    description: Supports being used with the C(async) keyword.
 """
 
     INFO_MODULE = r"""
@@ -28,6 +30,8 @@ attributes:
     details:
       - This action does not modify state.
     description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+  async:
+    description: Supports being used with the C(async) keyword.
 """
 
     # Every module is in the action group awa (meta/runtime.yml): one

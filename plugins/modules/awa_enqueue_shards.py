@@ -47,6 +47,11 @@ attributes:
     details:
       - Before and after per physical queue - the shard count, complete lanes, lanes missing below
         the count, and missing runtime-role privileges.
+  async:
+    support: full
+    details:
+      - Runs under C(async) as any module does (for example in AWX), with C(poll) above 0 or with C(poll=0) followed
+        by M(ansible.builtin.async_status); the result and its warnings are the same.
 options:
   queue:
     description:

@@ -20,7 +20,7 @@ description:
     M(awa.operations.awa_enqueue_shards) (and started no earlier than O(clock_margin) before it). A snapshot
     that reports its count (a future Awa) is judged by that report.
   - Can wait until every live runtime has converged, or until the shards at or above the count have drained
-    (which implies converged first). Each poll prints a progress line.
+    (which implies converged first). Each poll prints a progress line (not under C(async), see the attribute).
   - With O(advise), watches the load on the queues for a window and advises a shard count for each, from signals
     a monitoring role can read and a gains table measured by the collection's benchmark.
   - Never writes. Each look reads the state in one REPEATABLE READ, READ ONLY transaction with a fixed number of
@@ -34,6 +34,15 @@ extends_documentation_fragment:
   - awa.operations.connection
   - awa.operations.attributes.info_module
   - awa.operations.attributes.action_group
+attributes:
+  async:
+    support: full
+    details:
+      - With C(async), the module runs detached on the host and does its own wait, so no progress line is printed
+        (Ansible prints its own C(ASYNC POLL) lines with C(poll) above 0); the result is the same, with RV(polls)
+        and RV(duration). Follow a C(poll=0) task with M(ansible.builtin.async_status).
+      - C(async) must give the job more seconds than O(wait_timeout), or the task fails before it starts, saying
+        so; otherwise Ansible would end the job at the C(async) limit without the report of the stragglers.
 options:
   queue:
     description:
@@ -171,6 +180,8 @@ notes:
     C(pg_locks) needs no grant. It also needs C(SELECT) on the lane sequences, as for depths.
   - Ready depth counts ready jobs only; jobs being worked (leases) and scheduled or retrying jobs
     (C(deferred_jobs)) carry no shard until they are claimed back or promoted.
+  - Under C(async) (AWX's long waits) the wait runs in the module, without progress lines; see the C(async)
+    attribute.
 seealso:
   - module: awa.operations.awa_enqueue_shards
 """
@@ -214,6 +225,26 @@ EXAMPLES = r"""
       - "{{ orders_advice.advice.orders.message }}"
       - "{{ orders_advice.advice.orders.ordering }}"
       - "{{ orders_advice.advice.orders.evidence }}"
+
+- name: Wait for two queues in the background (AWX), while other tasks run
+  awa.operations.awa_enqueue_shards_info:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    queues: [orders, emails]
+    wait: converged
+    wait_timeout: 900
+  async: 960  # more than wait_timeout
+  poll: 0
+  register: background_wait
+
+- name: Follow the background wait until it ends
+  ansible.builtin.async_status:
+    jid: "{{ background_wait.ansible_job_id }}"
+  register: background_waited
+  until: background_waited.finished
+  retries: 100
+  delay: 10
 
 - name: After a lowering, wait until the old shards have drained
   awa.operations.awa_enqueue_shards_info:
@@ -700,7 +731,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
 
-# The rules between options (the action plugin checks its arguments with the same spec and rules).
+# One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
 ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
 
 

@@ -13,8 +13,14 @@ flap a queue's shard count:
 * an event moves one step: a raise at most doubles the count, a lower at
   most halves it, so 1 -> 8 takes three changes, each confirmed afresh under
   the new count; the event carries the rule's own target as ``advised_to``;
-* after an event for a queue, that queue gets none for ``cooldown`` seconds,
-  and none in the opposite direction for twice that.
+* after a change of a queue's count, that queue gets none for ``cooldown``
+  seconds, and none in the opposite direction for twice that. A change is
+  the source's own event or a change recorded in the change ledger (by the
+  source's rulebook or by hand with the module, the role or the playbook),
+  which the window's read returns as ``last_change``; so the cooldown
+  survives a restart of the source and sees changes it did not ask for.
+  Times are the database's clock (the read's ``read_at``, the ledger's
+  ``changed_at``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
@@ -129,12 +136,36 @@ def one_step(verdict: str, shards: int, advised_to: int) -> int:
     return max(advised_to, math.ceil(shards / 2), 1)
 
 
+@dataclass(frozen=True)
+class Move:
+    """A change of a queue's count: when (seconds since the epoch, database clock) and which way."""
+
+    at: float
+    verdict: str  # raise or lower
+
+
+def database_time(iso: str) -> float:
+    """An ISO 8601 time of the database (read_at, changed_at) as seconds since the epoch."""
+    return datetime.fromisoformat(iso).timestamp()
+
+
+def recorded_move(queue_view: Mapping) -> Move | None:
+    """The latest change of the queue's count in the change ledger (over its physical queues), from the info
+    read's ``last_change``; None when none is recorded."""
+    changes = list((queue_view.get("last_change") or {}).values())
+    if not changes:
+        return None
+    latest = max(changes, key=lambda change: (database_time(change["changed_at"]), change["id"]))
+    # No queue_meta row before the change: Awa's default count, 1.
+    before = latest["from_shards"] if latest["from_shards"] is not None else 1
+    return Move(database_time(latest["changed_at"]), "raise" if latest["to_shards"] > before else "lower")
+
+
 @dataclass
 class _QueueHistory:
     streak_of: tuple[str, int] | None = None  # (verdict, current count) of the windows in a row
     streak: int = 0
-    emitted_verdict: str | None = None
-    emitted_at: float | None = None
+    emitted: Move | None = None  # the source's own last event
 
 
 @dataclass
@@ -145,15 +176,14 @@ class AdviceGate:
     cooldown: float
     history: dict[str, _QueueHistory] = field(default_factory=dict)
 
-    def hold_until(self, queue: str, verdict: str) -> float | None:
-        """When ``verdict`` may next become an event for ``queue`` (None: no event yet, any time)."""
+    def hold_until(self, queue: str, verdict: str, recorded: Move | None = None) -> float | None:
+        """When ``verdict`` may next become an event for ``queue``, after its last event and its last ``recorded``
+        change (None: neither, any time)."""
         past = self.history.get(queue)
-        if past is None or past.emitted_at is None:
-            return None
-        reverse = past.emitted_verdict != verdict
-        return past.emitted_at + self.cooldown * (2 if reverse else 1)
+        moves = [move for move in (past.emitted if past else None, recorded) if move is not None]
+        return max((move.at + self.cooldown * (1 if move.verdict == verdict else 2) for move in moves), default=None)
 
-    def admit(self, queue: str, advice: Advice, now: float) -> dict | None:
+    def admit(self, queue: str, advice: Advice, now: float, recorded: Move | None = None) -> dict | None:
         """The event for this window's advice of ``queue``, if it passes; None otherwise."""
         past = self.history.setdefault(queue, _QueueHistory())
         verdict, shards = advice["verdict"], advice["shards"]
@@ -164,11 +194,11 @@ class AdviceGate:
             past.streak += 1
         else:
             past.streak_of, past.streak = (verdict, shards), 1
-        hold = self.hold_until(queue, verdict)
+        hold = self.hold_until(queue, verdict, recorded)
         if past.streak < self.stable or (hold is not None and now < hold):
             return None
         past.streak_of, past.streak = None, 0
-        past.emitted_verdict, past.emitted_at = verdict, now
+        past.emitted = Move(now, verdict)
         return advice_event(queue, advice, actionable=True, windows=self.stable)
 
 
@@ -183,11 +213,16 @@ def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) 
     }}
 
 
-def events_for_window(gate: AdviceGate, advised: dict[str, Advice], now: float, every_window: bool) -> list[dict]:
-    """The events of one window: what the gate admits, and with ``every_window`` the rest as not actionable."""
+def events_for_window(gate: AdviceGate, info: Mapping, advised: dict[str, Advice], every_window: bool) -> list[dict]:
+    """The events of one window: what the gate admits, and with ``every_window`` the rest as not actionable.
+
+    ``info`` is the window's read (read_shards_info): its ``read_at`` is now, and
+    each queue's ``last_change`` its last recorded change.
+    """
+    now = database_time(info["read_at"])
     events = []
     for queue, advice in advised.items():
-        event = gate.admit(queue, advice, now)
+        event = gate.admit(queue, advice, now, recorded_move(info["queues"].get(queue, {})))
         if event is None and every_window:
             event = advice_event(queue, advice, actionable=False, windows=1)
         if event is not None:

@@ -1,11 +1,16 @@
-"""The event source awa.operations.shard_advice and the example rulebook, on real load.
+"""The event source awa.operations.shard_advice and the shipped rulebooks, on real load.
 
 The source is loaded the way ansible-rulebook loads it (by path, from the
 collection) and run without Java on PostgreSQL 17 and 18: real awa-pg 0.6.9
 producers contend on one lane, and the events are what an operator's rules
-see. Then the example rulebook runs end to end under ansible-rulebook (the
-machine's JDK 17) against the demo's test bed: the advice changes the
-opted-in queue one step with the change-window playbook, and only once.
+see; a change made by hand, recorded in the change ledger, holds the source,
+restarted or not. What both rulebooks hand on for a real event is rendered
+by ansible-rulebook 1.3.2's own code, and both are valid for it. Then the
+example rulebook runs end to end under ansible-rulebook (the machine's JDK
+17) against the demo's test bed: the advice changes the opted-in queue one
+step with the change-window playbook, and only once. The controller rulebook
+launches a job template of an automation controller, which this machine does
+not have: its launch is not run.
 """
 
 from __future__ import annotations
@@ -23,6 +28,16 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+from ansible_rulebook.action.control import Control
+from ansible_rulebook.action.helper import Helper
+from ansible_rulebook.action.metadata import Metadata
+from ansible_rulebook.action.run_job_template import RunJobTemplate
+from ansible_rulebook.json_generator import generate_dict_rulesets
+from ansible_rulebook.rules_parser import parse_rule_sets
+from ansible_rulebook.util import substitute_variables
+from ansible_rulebook.validators import Validate
 from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
@@ -33,11 +48,12 @@ from awa_testbed.awadb import AwaDatabase, DbRole
 from awa_testbed.collection import collections_path
 from awa_testbed.fleet import Fleet
 from awa_testbed.pgserver import PgServer
-from enqueue_shards_support import ansible_env, change, shard_counts, wait_until
+from enqueue_shards_support import ansible_adhoc, ansible_env, change, shard_counts, wait_until
 from test_advice import GAINFUL, contend, loaded
 
 SOURCE = Path("ansible_collections/awa/operations/extensions/eda/plugins/event_source/shard_advice.py")
 REPO = Path(__file__).resolve().parents[2]
+RULEBOOKS = REPO / "extensions" / "eda" / "rulebooks"
 
 
 def source_main():
@@ -97,6 +113,59 @@ def test_contention_becomes_one_held_event_one_step_up_and_an_idle_queue_none(aw
     # The source only reads: the count is still 1.
     assert shard_counts(awa_db).get("busy", 1) == 1  # no queue_meta row: the default, 1
 
+    # What the rulebooks hand on for that event: exactly the change-window playbook's variables for the change.
+    variables = {**RULEBOOK_VARS, "awa_shard_advice_queues": ["busy", "idle"]}
+    needed = {"enqueue_shards_queues": [{"queue": "busy", "shards": 2}],
+              "enqueue_shards_reason": f"awa.operations.shard_advice: {held['message']}"}
+    job_template, sent = rule_action("shard_advice_controller", {EVENT_KEY: held}, variables)
+    assert (job_template["name"], job_template["organization"]) == ("Change enqueue_shards", "Default")
+    assert sent == needed  # shards the integer 2, not the string "2"
+    assert playbook_variables_problems(sent) == []
+    playbook, handed = rule_action("shard_advice", {EVENT_KEY: held}, variables)
+    # run_playbook adds the event as ansible_eda; the change is the same (and runs end to end below).
+    assert playbook["name"] == "awa.operations.set_enqueue_shards"
+    assert {key: value for key, value in handed.items() if key != "ansible_eda"} == needed
+
+
+def test_a_change_by_hand_holds_the_source_and_a_restarted_source_still_holds_it(awa_db, fleet):
+    # An operator raised busy by hand a moment ago and lowered it back to 1, with the module: both are in the ledger.
+    change(awa_db, "busy", 2)
+    process, lowered = ansible_adhoc({**awa_db.login_args(), "queue": "busy", "shards": 1, "reason": "by hand"})
+    assert process.returncode == 0 and lowered["changed"], process.stdout
+    fleet.worker("w", ["busy=64"])
+    contend(fleet, "busy")
+    loaded(awa_db, "busy")
+    args = {"connection": awa_db.login_args(), "queues": ["busy"], "gains": GAINFUL, "window": 2, "interval": 2,
+            "stable": 1, "cooldown": 3600, "every_window": True}
+
+    # stable 1: without the ledger, the first raise would be an event. Reversing the lowering waits two cooldowns.
+    # (A window starved of CPU by other work may advise will_not_help; the source runs until it advised raise.)
+    held = raises(collect(args, lambda seen: len(raises(seen)) >= 2))
+    # Stopped and started again (nothing is remembered in between): still held.
+    restarted = raises(collect(args, lambda seen: len(raises(seen)) >= 1))
+    # The same load with a cooldown of 1 s, long past since the change: the first raise is an event.
+    past = raises(collect(dict(args, cooldown=1), lambda seen: len(raises(seen)) >= 1))
+
+    assert [(a["shards"], a["actionable"]) for a in held + restarted] == [(1, False)] * 3, held + restarted
+    assert [(a["shards"], a["to"], a["actionable"]) for a in past] == [(1, 2, True)], past
+    assert shard_counts(awa_db)["busy"] == 1
+
+
+def raises(events: list[dict]) -> list[dict]:
+    """The source's raise advice for busy (any window advising something else left out)."""
+    return [advice for advice in advice_of(events, "busy") if advice["verdict"] == "raise"]
+
+
+def test_the_source_imports_the_collection_it_was_loaded_from(tmp_path):
+    """ansible-rulebook runs the file by path, where `ansible-galaxy collection list` found it, and makes no
+    collection importable: the source imports the rest of its own collection (the end-to-end test below runs it
+    under ansible-rulebook itself)."""
+    probe = "import runpy, sys; print(sorted(name for name in runpy.run_path(sys.argv[1]) if name == 'main'))"
+    env = {key: value for key, value in ansible_env().items() if key not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
+    loaded_source = subprocess.run([sys.executable, "-c", probe, str(collections_path() / SOURCE)], env=env,
+                                   cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    assert loaded_source.stdout.strip() == "['main']", loaded_source.stderr
+
 
 def test_an_unreadable_database_is_an_error_event_and_the_source_keeps_trying(awa_db):
     monitor = DbRole(f"{awa_db.name}_monitor", secrets.token_urlsafe(12))
@@ -118,6 +187,58 @@ def test_an_unreadable_database_is_an_error_event_and_the_source_keeps_trying(aw
 def test_bad_arguments_stop_the_source_at_once_with_what_to_give():
     with pytest.raises(InvalidRequest, match="stable must be a whole number of windows between 1 and 1000, got 0"):
         asyncio.run(source_main()(asyncio.Queue(), {"stable": 0}))
+
+
+# ---- the shipped rulebooks, as ansible-rulebook 1.3.2 reads them ---------------------------------
+
+RULEBOOK_VARS = {
+    "awa_shard_advice_connection": {"login_host": "db1.example.com", "login_db": "app", "login_user": "awa_monitor"},
+    "awa_shard_advice_queues": ["orders"],
+    "awa_shard_advice_job_template": "Change enqueue_shards",
+}
+
+
+def rulebook(name: str) -> list[dict]:
+    return yaml.safe_load((RULEBOOKS / f"{name}.yml").read_text(encoding="utf-8"))
+
+
+def rule_action(name: str, event: dict, variables: dict) -> tuple[dict, dict]:
+    """The first rule of a shipped rulebook acting on ``event``: its action's arguments and the extra vars it hands
+    on, built by ansible-rulebook's own code (rule_set_runner renders the arguments with substitute_variables over
+    the variables and the event; the action collects its extra vars with its Helper)."""
+    ruleset = rulebook(name)[0]
+    rule = ruleset["rules"][0]
+    ((action, args),) = rule["action"].items()
+    context = {**variables, "event": event}
+    rendered = {key: substitute_variables(value, context) for key, value in args.items()}
+    metadata = Metadata(rule=rule["name"], rule_uuid="", rule_set=ruleset["name"], rule_set_uuid="", rule_run_at="")
+    control = Control(queue=None, inventory="", hosts=["all"], variables=context, project_data_file="")
+    if action == "run_job_template":
+        launch = RunJobTemplate(metadata, control, **rendered)
+        return rendered, launch.helper.collect_extra_vars(launch.job_args.get("extra_vars", {}),
+                                                          rendered.get("include_events", True))
+    assert action == "run_playbook", action
+    return rendered, Helper(metadata, control, action).collect_extra_vars(rendered.get("extra_vars", {}))
+
+
+def playbook_variables_problems(extra_vars: dict) -> list[str]:
+    """What the change-window playbook's role spec (meta/argument_specs.yml) says about ``extra_vars``."""
+    specs = yaml.safe_load((REPO / "roles/enqueue_shards/meta/argument_specs.yml").read_text(encoding="utf-8"))
+    options = specs["argument_specs"]["main"]["options"]
+    validator = ArgumentSpecValidator({name: options[name] for name in extra_vars})
+    return [str(error) for error in validator.validate(extra_vars).errors]
+
+
+@pytest.mark.parametrize("name", ["shard_advice", "shard_advice_controller"])
+def test_the_shipped_rulebooks_are_valid_for_ansible_rulebook(name):
+    loaded_rulebook = rulebook(name)
+    Validate.rulebook(loaded_rulebook)
+    rulesets = parse_rule_sets(loaded_rulebook, RULEBOOK_VARS)
+    generate_dict_rulesets(rulesets, RULEBOOK_VARS)
+    # The controller's rulebook watches and decides exactly as the one run end to end below.
+    cli, controller = rulebook("shard_advice")[0], rulebook("shard_advice_controller")[0]
+    assert controller["sources"] == cli["sources"]
+    assert [rule["condition"] for rule in controller["rules"]] == [rule["condition"] for rule in cli["rules"]]
 
 
 # ---- the example rulebook under ansible-rulebook --------------------------------------------------
@@ -162,11 +283,13 @@ def test_the_example_rulebook_changes_an_opted_in_queue_one_step_with_the_change
             wait_until(lambda: played(log, "PLAY RECAP") or rulebook.poll() is not None, RULEBOOK_TIMEOUT,
                        f"the change-window playbook run by the rulebook to end (log: {log})")
         finally:
-            os.killpg(rulebook.pid, signal.SIGTERM)
+            if rulebook.poll() is None:  # an ansible-rulebook that ended by itself is reported by its log below
+                os.killpg(rulebook.pid, signal.SIGTERM)
             rulebook.wait(timeout=30)
     finally:
         programs.cleanup()
     output = log.read_text(encoding="utf-8")
+    assert "PLAY RECAP" in output, output
     recap = output[output.index("PLAY RECAP"):]
     assert "failed=0" in recap and "unreachable=0" in recap, output
     assert output.count("PLAY RECAP") == 1, output

@@ -8,7 +8,8 @@ seconds and advises a shard count per queue, with exactly the rule of
 docs/enqueue_shards_info.md). Advice becomes an event only when it is
 actionable (raise or lower), held for ``stable`` windows in a row, one step
 at a time (a raise at most doubles the count, a lower at most halves it), and
-not within ``cooldown`` seconds of the queue's last event (twice that for the
+not within ``cooldown`` seconds of the queue's last change (its last event, or
+the last change the change ledger recorded, by hand too; twice that for the
 opposite direction). docs/event_driven.md has the whole contract.
 
 Events:
@@ -30,7 +31,8 @@ Arguments:
   interval: seconds from the start of one window to the next, at least
     window (default 300).
   stable: windows in a row an actionable verdict must hold (default 3).
-  cooldown: seconds after a queue's event before its next one (default 3600).
+  cooldown: seconds after a change of a queue's count (its event, or a change
+    recorded in the change ledger) before its next event (default 3600).
   gains: a gains table as benchmarks/shard_gains.py prints it (default: the
     one shipped, measured on this project's machine).
   lock_timeout: seconds each read waits for a lock, 0 for no limit (default 5).
@@ -68,8 +70,10 @@ from typing import Any
 try:
     from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
 except ImportError:
-    # ansible-rulebook loads this file by path: make the collections folder that holds it importable.
-    # Not resolved: the collection may be a symbolic link, and its folder is where ansible-galaxy found it.
+    # ansible-rulebook runs this file by path (runpy) from the collections folder `ansible-galaxy collection list`
+    # named, and makes no collection importable; ansible-core's collection loader (init_plugin_loader) would, but its
+    # path hook breaks ansible-rulebook's next runpy.run_path (its event filters), so that folder, seven levels up
+    # and not resolved (the collection may be a symbolic link), goes on sys.path.
     sys.path.append(str(Path(os.path.abspath(__file__)).parents[7]))
     from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
 
@@ -77,14 +81,15 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import o
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import advise_queues
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, ShardsRead
 
 
-def advise_once(options: advice_events.SourceOptions) -> dict[str, Advice]:
-    """One window: read the queues, watch their load, and advise (blocking; run in a thread)."""
+def advise_once(options: advice_events.SourceOptions) -> tuple[ShardsRead, dict[str, Advice]]:
+    """One window: read the queues (with their last recorded change), watch their load, and advise (blocking;
+    run in a thread). The read and the advice."""
     with open_connection(options.connection) as conn:
         info = read_shards_info(conn, queues=options.queues, lock_timeout=options.lock_timeout)
-        return advise_queues(conn, info, options.window, options.lock_timeout, options.gains)
+        return info, advise_queues(conn, info, options.window, options.lock_timeout, options.gains)
 
 
 async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
@@ -94,11 +99,11 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
     while True:
         started = time.monotonic()
         try:
-            advised = await asyncio.to_thread(advise_once, options)
+            info, advised = await asyncio.to_thread(advise_once, options)
         except AwaOperationsError as exc:
             await queue.put(advice_events.error_event(exc.message, options.interval))
         else:
-            for event in advice_events.events_for_window(gate, advised, time.monotonic(), options.every_window):
+            for event in advice_events.events_for_window(gate, info, advised, options.every_window):
                 await queue.put(event)
         await asyncio.sleep(max(0.0, options.interval - (time.monotonic() - started)))
 

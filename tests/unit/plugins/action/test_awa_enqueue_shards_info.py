@@ -3,7 +3,9 @@
 
 The module runs are scripted by substituting ``_execute_module`` (the seam
 Ansible's action plugins call to run a module), and the wait runs on a fake
-clock, so no connection, database or sleep is involved.
+clock, so no connection, database or sleep is involved. What Ansible does with
+the module under async is not scripted here: tests/functional/test_async.py
+runs it with ansible-playbook.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from ansible.errors import AnsibleActionFail
 
 from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_info as plugin
 
@@ -96,13 +99,40 @@ def test_a_failed_poll_ends_the_wait_with_the_module_result_unchanged(monkeypatc
     assert len(harness.lines) == 1
 
 
-@pytest.mark.parametrize("changes, async_val", [({"wait": "none"}, 0), ({}, 30)], ids=["no-wait", "async"])
-def test_without_wait_or_under_async_the_module_runs_once_as_is(monkeypatch, changes, async_val):
-    args = dict(ARGS, **changes)
-    harness = Harness(monkeypatch, args, [polled(False)], async_val=async_val)
+def test_without_wait_the_module_runs_once_as_is(monkeypatch):
+    args = dict(ARGS, wait="none")
+    harness = Harness(monkeypatch, args, [polled(False)])
     result = harness.run()
     assert harness.calls == [{"module": "awa.operations.awa_enqueue_shards_info", "args": args}]
     assert result["converged"] is False and "waited" not in result and harness.lines == []
+
+
+# Under async the module runs wrapped by Ansible's async_wrapper: tests/functional/test_async.py runs it for real.
+
+def test_an_async_that_would_end_the_job_before_wait_timeout_fails_before_any_run(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, wait_timeout=300), [], async_val=60)
+    result = harness.run()
+    assert result == {"failed": True, "msg": "async (60s) would end the job before wait_timeout (300s), and Ansible "
+                                             "would stop the wait without naming what it waited for: give async more "
+                                             "seconds than wait_timeout (for example async: 360) or a shorter "
+                                             "wait_timeout"}
+    assert harness.calls == []
+
+
+@pytest.mark.parametrize("async_seconds, wait, wait_timeout", [
+    (0, "converged", 300),  # no async
+    (301, "converged", 300),
+    (10, "none", 300),  # one read: wait_timeout does not apply
+])
+def test_an_async_longer_than_the_wait_or_without_a_wait_is_accepted(async_seconds, wait, wait_timeout):
+    plugin.validate_async_limit(async_seconds, wait, wait_timeout)
+
+
+def test_queue_and_queues_together_are_refused_with_the_modules_own_rule(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, queues=["emails"]), [])
+    with pytest.raises(AnsibleActionFail, match="parameters are mutually exclusive: queue[|]queues"):
+        harness.run()
+    assert harness.calls == []
 
 
 @pytest.mark.parametrize("changes, message", [

@@ -3,10 +3,13 @@
 
 The advice is the rule's own, on windows recorded from real Awa 0.6.9 load
 (module_utils fixtures): contention at S=1 advised to raise to 4 where
-shards pay off, an idle queue kept.
+shards pay off, an idle queue kept. The ledger's last change is the one a real
+read returned right after a change of demo 4 -> 6 (fixtures/info-unconverged.json).
 """
 
 from __future__ import annotations
+
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -15,12 +18,16 @@ from ansible_collections.awa.operations.plugins.plugin_utils.advice_events impor
     ERROR_KEY,
     EVENT_KEY,
     AdviceGate,
+    Move,
+    database_time,
     error_event,
     events_for_window,
     one_step,
+    recorded_move,
     source_options,
 )
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_advice import GAINFUL, advised
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 
 RAISE = advised("contended_insert", 18, "busy", 1, GAINFUL)  # raise 1 -> 4
 KEEP = advised("idle", 18, "busy", 1, GAINFUL)
@@ -30,6 +37,18 @@ HOUR = 3600.0
 def at_count(advice: dict, shards: int, to: int) -> dict:
     """The same advice for a queue that now has ``shards`` (after an event was acted on)."""
     return dict(advice, shards=shards, to=to)
+
+
+# A real read right after demo was changed 4 -> 6 (by the role): its ledger row is 19 ms older than the read.
+CHANGED = load("info-unconverged")
+DEMO_RAISE = at_count(RAISE, 6, 12)
+DEMO_LOWER = dict(RAISE, verdict="lower", shards=6, to=3)
+
+
+def read_later(read: dict, seconds: float) -> dict:
+    """The same read, ``seconds`` later by the database's clock (the ledger unchanged)."""
+    later = datetime.fromisoformat(read["read_at"]) + timedelta(seconds=seconds)
+    return dict(read, read_at=later.isoformat())
 
 
 def test_the_recorded_windows_give_the_verdicts_these_tests_rely_on():
@@ -88,14 +107,68 @@ def test_after_an_event_the_queue_waits_out_the_cooldown_and_twice_it_to_reverse
 def test_keep_and_will_not_help_are_never_actionable_but_every_window_shows_them():
     gate = AdviceGate(stable=1, cooldown=0.0)
     will_not_help = dict(RAISE, verdict="will_not_help", to=1, limit="NOTIFY at commit")
+    read = {"read_at": "2026-11-30T17:00:00+00:00", "queues": {}}
 
-    quiet = events_for_window(gate, {"a": KEEP, "b": will_not_help}, 0.0, every_window=False)
-    shown = events_for_window(gate, {"a": KEEP, "b": will_not_help, "c": RAISE}, 1.0, every_window=True)
+    quiet = events_for_window(gate, read, {"a": KEEP, "b": will_not_help}, every_window=False)
+    shown = events_for_window(gate, read_later(read, 1), {"a": KEEP, "b": will_not_help, "c": RAISE},
+                              every_window=True)
 
     assert quiet == []
     assert [(e[EVENT_KEY]["queue"], e[EVENT_KEY]["verdict"], e[EVENT_KEY]["actionable"]) for e in shown] == [
         ("a", "keep", False), ("b", "will_not_help", False), ("c", "raise", True)]
     assert shown[1][EVENT_KEY]["limit"] == "NOTIFY at commit" and shown[1][EVENT_KEY]["to"] == 1
+
+
+def test_the_ledgers_last_change_is_the_latest_over_the_physical_queues_and_its_direction():
+    assert recorded_move(CHANGED["queues"]["demo"]) == Move(database_time("2026-11-30T16:55:37.497001+00:00"), "raise")
+    striped = {"last_change": {
+        "q#0": {"id": 7, "changed_at": "2026-11-30T10:00:00+00:00", "from_shards": 4, "to_shards": 2},
+        "q#1": {"id": 9, "changed_at": "2026-11-30T11:00:00+01:00", "from_shards": None, "to_shards": 1},
+    }}
+    # 11:00+01:00 is 10:00 UTC as well: the later id decides; no queue_meta row before it is Awa's default, 1.
+    assert recorded_move(striped) == Move(database_time("2026-11-30T10:00:00+00:00"), "lower")
+    assert recorded_move({"last_change": {}}) is None and recorded_move({}) is None
+
+
+def test_a_change_recorded_by_hand_holds_a_source_that_never_saw_it_for_the_cooldown():
+    # A new gate: a source that was restarted, or never asked for the change.
+    gate = AdviceGate(stable=1, cooldown=HOUR)
+
+    assert events_for_window(gate, CHANGED, {"demo": DEMO_RAISE}, every_window=False) == []
+    assert events_for_window(gate, read_later(CHANGED, HOUR - 1), {"demo": DEMO_RAISE}, every_window=False) == []
+    event = events_for_window(gate, read_later(CHANGED, HOUR), {"demo": DEMO_RAISE}, every_window=False)
+    assert [(e[EVENT_KEY]["queue"], e[EVENT_KEY]["shards"], e[EVENT_KEY]["to"]) for e in event] == [("demo", 6, 12)]
+
+
+def test_reversing_a_change_recorded_by_hand_waits_twice_the_cooldown():
+    gate = AdviceGate(stable=1, cooldown=HOUR)
+
+    assert events_for_window(gate, read_later(CHANGED, 2 * HOUR - 1), {"demo": DEMO_LOWER}, every_window=False) == []
+    event = events_for_window(gate, read_later(CHANGED, 2 * HOUR), {"demo": DEMO_LOWER}, every_window=False)
+    assert [e[EVENT_KEY]["verdict"] for e in event] == ["lower"]
+
+
+def test_the_held_windows_still_count_toward_stable_and_every_window_shows_them_held():
+    gate = AdviceGate(stable=2, cooldown=HOUR)
+
+    held = events_for_window(gate, read_later(CHANGED, 10), {"demo": DEMO_RAISE}, every_window=True)
+    assert [(e[EVENT_KEY]["verdict"], e[EVENT_KEY]["actionable"]) for e in held] == [("raise", False)]
+    assert events_for_window(gate, read_later(CHANGED, HOUR - 1), {"demo": DEMO_RAISE}, every_window=False) == []
+    # Two windows in a row, the second past the cooldown: admitted at once.
+    assert len(events_for_window(gate, read_later(CHANGED, HOUR), {"demo": DEMO_RAISE}, every_window=False)) == 1
+
+
+def test_the_sources_own_event_holds_until_its_change_is_recorded_and_then_the_ledger_does():
+    gate = AdviceGate(stable=1, cooldown=HOUR)
+    before = dict(CHANGED, queues={"demo": dict(CHANGED["queues"]["demo"], last_change={})})
+
+    assert len(events_for_window(gate, read_later(before, 0), {"demo": DEMO_RAISE}, every_window=False)) == 1
+    # The playbook has not recorded its change yet: the source's memory holds the queue.
+    assert events_for_window(gate, read_later(before, 60), {"demo": DEMO_RAISE}, every_window=False) == []
+    # Restarted (a new gate) once the playbook recorded the change: the ledger holds the queue.
+    restarted = AdviceGate(stable=1, cooldown=HOUR)
+    assert events_for_window(restarted, read_later(CHANGED, HOUR - 1), {"demo": DEMO_RAISE},
+                             every_window=False) == []
 
 
 @pytest.mark.parametrize(("verdict", "shards", "advised_to", "step"), [
