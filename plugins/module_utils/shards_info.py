@@ -69,6 +69,7 @@ def info_argument_spec() -> dict:
         "advise": {"type": "bool", "default": False},
         "advise_window": {"type": "float", "default": DEFAULT_ADVISE_WINDOW},
         "advise_gains": {"type": "dict"},
+        "health": {"type": "bool", "default": False},
     }
 
 
