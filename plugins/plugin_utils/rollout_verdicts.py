@@ -63,12 +63,15 @@ def max_fail_percentage_problem(value: object) -> float | str:
     return share
 
 
-def _service_problem(name: str, failure: str | None, state: dict | None, status: str | None) -> str | None:
+def _service_problem(name: str, failure: str | None, state: dict | None, status: str | None,
+                     wait_failed: bool) -> str | None:
     """Why one service of a batch did not come back, if its own evidence says so."""
     if failure is not None:
         return f"{name} did not come back: the restart failed: {failure}"
     if state is not None and state["state"] not in (RUNNING, UNKNOWN):
         return f"{name} did not come back: it is {state['state']} ({state['detail']}) after its restart"
+    if state is not None and state["state"] == UNKNOWN and wait_failed:
+        return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
     if status == rollout_match.NO_RUNTIME:
         return (f"{name} did not come back: it runs (pid {state['main_pid']}) but no live Awa runtime has its pid - "
                 "it hangs before its runtime registers, or it is in a restart loop")
@@ -111,11 +114,12 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]
                  if entry["judged_by"] == rollout_match.BY_PID}
     expected = sum(len(host["restarted"]) for host in outcomes) * runtimes_per_service
+    wait_problem, healthy = _wait_problem(read, expected)
     problems = [problem for host, service in batch if host not in gone
                 for problem in [_service_problem(f"{host}/{service}", failures.get((host, service)),
-                                                 state_of.get((host, service)), status_of.get((host, service)))]
+                                                 state_of.get((host, service)), status_of.get((host, service)),
+                                                 wait_problem is not None)]
                 if problem]
-    wait_problem, healthy = _wait_problem(read, expected)
     if wait_problem:
         problems.append(wait_problem)
     problems += gates["crossed"]

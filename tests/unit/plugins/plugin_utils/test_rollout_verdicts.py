@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_gates import evaluate
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_services
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_verdicts import (
     batch_verdict,
     inventory_verdict,
@@ -119,3 +120,11 @@ def test_the_inventory_is_done_only_when_every_service_has_its_runtime_on_the_co
                              read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]}, runtimes_per_service=1,
                              pid_hosts=[], backout=BACKOUT)
     assert not gone["ok"] and "app2/c (its host is unreachable)" in gone["message"]
+
+
+def test_a_service_whose_state_cannot_be_read_after_a_restart_that_did_not_come_back_is_named():
+    results = {"results": [{"item": "p2", "rc": 1, "stdout": "", "stderr": "p2 is not running"}]}
+    states = [host_services(["p2"], "localhost", "command", status_results=results)]
+    result = verdict([["localhost", "p2"]], [restarted("localhost", "p2")], states, waited(expected=1))
+    assert ("localhost/p2 did not come back: it cannot be told to run after its restart (status command exited 1: "
+            "p2 is not running)") in result["message"]
