@@ -139,7 +139,7 @@ all:
     (tmp_path / "group_vars").symlink_to(TESTBED_INVENTORY.parent / "group_vars")
     database, pids = snapshot(testbed_db), program_pids(testbed)
 
-    stopped = run(testbed, 3, inventory=inventory)
+    stopped = run(testbed, 6, inventory=inventory)
 
     assert stopped.returncode != 0
     assert failure_message(stopped.stdout).startswith(
@@ -148,10 +148,10 @@ all:
     assert "awa-app-1, awa-app-2 not checked or restarted" in failure_message(stopped.stdout)
     assert (snapshot(testbed_db), program_pids(testbed)) == (database, pids)
 
-    went_on = run(testbed, 3, inventory=inventory, max_fail_percentage=50)
+    went_on = run(testbed, 6, inventory=inventory, max_fail_percentage=50)
 
     assert went_on.returncode != 0, "never converged for the inventory"
-    assert shard_counts(testbed_db)["demo"] == 3
+    assert shard_counts(testbed_db)["demo"] == 6
     assert all(program_pids(testbed)[name] != pid for name, pid in pids.items())
     assert summary_row(went_on.stdout)[2] == "2 of 4" and summary_row(went_on.stdout)[5] == "no / no"
     assert "skipped, not checked or restarted (host unreachable): vanished/awa-app-1, vanished/awa-app-2" in went_on.stdout
