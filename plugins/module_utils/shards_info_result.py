@@ -177,6 +177,23 @@ class Advice(TypedDict):
     findings: list[str]
 
 
+class QueueHealth(TypedDict):
+    """One queue's failed and retried jobs since its last recorded change (None: no change recorded)."""
+
+    since: str | None
+    failed_jobs: int | None
+    retried_jobs: int | None
+
+
+class HealthView(TypedDict):
+    """What a bad change shows on the database side (``health: true``; shards_info_health)."""
+
+    read_at: str
+    deadlocks: int
+    stats_reset: str | None
+    queues: dict[str, QueueHealth]
+
+
 class ShardsRead(TypedDict):
     """One read of the state (``shards_info.read_shards_info``)."""
 
@@ -210,5 +227,6 @@ class ShardsInfo(_WaitedRead, total=False):
     """The module's result: the last read, how the wait went, and (``advise: true``) the advice."""
 
     advice: dict[str, Advice]
+    health: HealthView
     # On a failure only: no server accepted the connection, or it was lost; a later attempt may succeed.
     disconnected: bool

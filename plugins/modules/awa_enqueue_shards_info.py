@@ -172,6 +172,17 @@ options:
         V(copy) and V(copy_keyed), N producers, S shards and GAIN the measured throughput over S=1; C(limits) is
         optional.'
     type: dict
+  health:
+    description:
+      - Also read what a bad change shows on the database side (RV(health)) - the database's deadlock count
+        (C(pg_stat_database.deadlocks)), and per queue the jobs that failed or were retried since its last change
+        recorded by M(awa.operations.awa_enqueue_shards).
+      - Two more statements, in a READ ONLY transaction of their own; with O(wait), on every poll.
+      - The rollout role reads it before the change and after every batch of restarts, and stops the rollout when
+        a reading crosses the limit the operator set.
+    type: bool
+    default: false
+    version_added: 0.2.0
 notes:
   - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the
     owner); lanes it cannot read are reported with unknown depth, not as errors.
@@ -655,6 +666,50 @@ advice:
       ordering: "Nothing changes: jobs keep their order per shard over 1 shard(s)."
       evidence: {lane_lock_waiters: 3.4, concurrent_enqueuers: 8, path: insert}
       findings: []
+health:
+  description:
+    - With O(health) - what a bad change shows on the database side, read right after the queues.
+  returned: when O(health) is true
+  type: dict
+  version_added: 0.2.0
+  contains:
+    read_at:
+      description: The database's clock when it was read, ISO 8601.
+      type: str
+    deadlocks:
+      description:
+        - The database's cumulative deadlock count (C(pg_stat_database.deadlocks)); compare two readings.
+        - A count change can make Awa 0.6.9 producers deadlock with each other in the seconds after it.
+      type: int
+    stats_reset:
+      description: When the database's statistics were last reset (the count starts again from 0), ISO 8601; null
+        if never.
+      type: str
+    queues:
+      description:
+        - Per logical queue, since its last change recorded by M(awa.operations.awa_enqueue_shards).
+      type: dict
+      contains:
+        since:
+          description: When the queue's physical queues' last recorded change committed, ISO 8601; null when none was
+            recorded.
+          type: str
+        failed_jobs:
+          description: Jobs that failed for good since then, including those moved to the dead-letter queue; null when
+            no change was recorded.
+          type: int
+        retried_jobs:
+          description:
+            - Jobs whose attempt failed since then and that wait for their retry or were re-enqueued for it; null when
+              no change was recorded.
+            - Awa prunes a retried job once it is done, so this counts the retries still in flight.
+          type: int
+  sample:
+    read_at: "2026-11-30T16:39:41.004211+00:00"
+    deadlocks: 3
+    stats_reset: null
+    queues:
+      orders: {since: "2026-11-30T16:38:02.551920+00:00", failed_jobs: 0, retried_jobs: 2}
 findings:
   description: The findings of every queue (and of queues whose stripes could not be resolved).
   returned: always
@@ -720,6 +775,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
@@ -776,6 +832,8 @@ def main() -> None:
                 ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
                 known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"],
                 lock_timeout=params["lock_timeout"])
+            if params["health"]:
+                add_health(conn, info, params["lock_timeout"])
             if params["advise"]:
                 add_advice(info, advise_queues(conn, info, params["advise_window"], params["lock_timeout"],
                                                params["advise_gains"]))

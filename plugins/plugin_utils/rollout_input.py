@@ -10,6 +10,7 @@ modules' own rules, so the role and the modules can never disagree.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 
@@ -22,6 +23,8 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_batches import batch_size_problem
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_verdicts import max_fail_percentage_problem
 
 PREFIX = "enqueue_shards_"
 
@@ -29,9 +32,14 @@ PREFIX = "enqueue_shards_"
 KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
     "queues", "connection", "db_host", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
     "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
-    "runtimes_per_service", "batch_size", "restart_method", "restart_command", "status_command",
+    "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
+    "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",
     "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep",
 ))
+
+# Seconds a batch may be watched before the next one (an hour: a canary soak longer than that is its own window).
+MAX_PAUSE = 3600
+GATE_LIMITS = ("max_deadlocks", "max_failed_jobs", "max_retried_jobs")
 
 # What each entry point validates: the queues and the database always, the rollout and the waits when they run.
 SCOPES = ("queues", "rollout", "wait")
@@ -201,14 +209,50 @@ def _environment_file_problems(settings: dict) -> list[str]:
     return problems
 
 
+def batch_problems(settings: dict) -> list[str]:
+    """Batch size (serial's forms), pauses, the share of hosts that may be left out, and the gates' limits."""
+    problems = [problem for problem in [batch_size_problem(settings.get(PREFIX + "batch_size", 1))] if problem]
+    for name in ("batch_pause", "canary_pause"):
+        value = settings.get(PREFIX + name)
+        seconds = _number(value)
+        if value is None and name == "canary_pause":
+            continue
+        if seconds is None or not 0 <= seconds <= MAX_PAUSE:
+            problems.append(f"enqueue_shards_{name} must be seconds between 0 and {MAX_PAUSE}, got {value!r}"
+                            + (" (null: the same as enqueue_shards_batch_pause)" if name == "canary_pause" else ""))
+    share = max_fail_percentage_problem(settings.get(PREFIX + "max_fail_percentage", 0))
+    if isinstance(share, str):
+        problems.append(share)
+    for name in GATE_LIMITS:
+        value = settings.get(PREFIX + name)
+        limit = _number(value)
+        if value is not None and (limit is None or limit < 0 or not limit.is_integer()):
+            problems.append(f"enqueue_shards_{name} must be a whole number of at least 0, or null for no limit, "
+                            f"got {value!r}")
+    return problems
+
+
+def producer_group_problem(groups: dict, group: str) -> str:
+    """Why the inventory group of the producer hosts would make the play do nothing; empty when it has hosts."""
+    hosts = groups.get(group)
+    if hosts:
+        return ""
+    others = sorted(name for name in groups if name not in ("all", "ungrouped"))
+    close = difflib.get_close_matches(group, others, n=1, cutoff=0.6)
+    reason = "is empty" if hosts is not None else "is not in the inventory"
+    return (f"The inventory group {group} {reason}, so the change window would run on no producer host and change "
+            f"nothing: nothing was changed. Put the hosts that run the producer services in {group}"
+            + (f" (did you mean {close[0]}?)" if close else "")
+            + (f"; the inventory's groups: {', '.join(others)}" if others else "; the inventory has no groups") + ".")
+
+
 def rollout_problems(settings: dict, service_manager: str | None) -> list[str]:
     restarts = settings.get(PREFIX + "pickup", "restart") == "restart"
-    problems = []
-    for name in ("batch_size", "runtimes_per_service"):
-        value = _number(settings.get(PREFIX + name, 1))
-        if value is None or value < 1 or not value.is_integer():
-            problems.append(f"enqueue_shards_{name} must be a whole number of at least 1, got "
-                            f"{settings.get(PREFIX + name)!r}")
+    problems = batch_problems(settings)
+    value = _number(settings.get(PREFIX + "runtimes_per_service", 1))
+    if value is None or value < 1 or not value.is_integer():
+        problems.append("enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
+                        f"{settings.get(PREFIX + 'runtimes_per_service')!r}")
     problems += _services_problems(settings, restarts)
     if restarts:
         problems += _command_problems(settings, service_manager)

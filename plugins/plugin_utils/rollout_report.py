@@ -3,12 +3,17 @@
 """What the role enqueue_shards prints: the change, the queues to drain, and the summary table.
 
 In check mode nothing was changed, so every line says what is planned and
-what is true now, never a planned state as if it had happened.
+what is true now, never a planned state as if it had happened. With the
+producer hosts' services, "N of M" counts the inventory's runtimes live on
+the count against what the inventory expects (rollout_match), next to the
+runtimes outside it, and "converged" is never said while fewer are live or
+a host was left out.
 """
 
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
+from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
 
 # Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
 SHARDS_LISTED = 16
@@ -72,7 +77,27 @@ def _yes_no(value: bool) -> str:
     return "yes" if value else "no"
 
 
-def summary_row(entry: dict, view: QueueView, change: dict | None, check_mode: bool) -> list[str]:
+def _inventory(queue: str | None, inventory: dict | None) -> dict | None:
+    """The inventory's match for one queue, or every queue read (None without the producer hosts' services)."""
+    if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
+        return None
+    return rollout_match.match(inventory["hosts"], inventory["runtimes"], inventory["runtimes_per_service"],
+                               pid_hosts=inventory.get("pid_hosts", []), queue=queue)
+
+
+def _runtimes_text(view: QueueView, matched: dict | None) -> str:
+    if matched is None:
+        return f"{view['runtimes_converged']} of {view['runtimes_live']}"
+    return rollout_match.inventory_text(matched)
+
+
+def _done(view: QueueView, matched: dict | None) -> bool:
+    """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
+    return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
+                                                      and not matched["unreachable_hosts"]))
+
+
+def summary_row(entry: dict, view: QueueView, change: dict | None, check_mode: bool, matched: dict | None = None) -> list[str]:
     result = (change or {}).get("queues", {}).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view["depth_beyond_count"]
@@ -81,20 +106,39 @@ def summary_row(entry: dict, view: QueueView, change: dict | None, check_mode: b
         planned_switch = result is not None and switches(result)
         row[1] = f"{now} -> {entry['shards']}"
         if planned_switch:
-            row[2] = f"0 of {view['runtimes_live']} (they restart)" if view["runtimes_live"] else "0 of 0"
+            expected = view["runtimes_live"] if matched is None else matched["expected"]
+            row[2] = f"0 of {expected} (they restart)" if expected else "0 of 0"
             row[5] = "not yet (check mode)"
         else:
-            row[2] = f"{view['runtimes_converged']} of {view['runtimes_live']}"
-            row[5] = f"{_yes_no(view['converged'])} / {_yes_no(view['drained'])}"
+            row[2] = _runtimes_text(view, matched)
+            row[5] = f"{_yes_no(_done(view, matched))} / {_yes_no(view['drained'] and _done(view, matched))}"
         return row
     if result is not None:
         before = _counts_text(result["previous_shards"])
     else:
         before = _counts_text([change["from_shards"] for change in view["last_change"].values()]) or "?"
     row[1] = f"{before} -> {now}"
-    row[2] = f"{view['runtimes_converged']} of {view['runtimes_live']}"
-    row[5] = f"{_yes_no(view['converged'])} / {_yes_no(view['drained'])}"
+    row[2] = _runtimes_text(view, matched)
+    row[5] = f"{_yes_no(_done(view, matched))} / {_yes_no(view['drained'] and _done(view, matched))}"
     return row
+
+
+def _inventory_lines(matched: dict | None) -> list[str]:
+    if matched is None:
+        return []
+    lines = [f"inventory: {rollout_match.inventory_text(matched)} runtimes of the producer services live on the "
+             f"count; {rollout_match.how_judged(matched)}"]
+    if matched["unreachable_hosts"]:
+        skipped = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
+                   if entry["status"] == rollout_match.NOT_READ]
+        lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(skipped)}")
+    missing = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
+               if entry["status"] in (rollout_match.NO_RUNTIME, rollout_match.STALE_RUNTIMES,
+                                      rollout_match.SHORT_BY_COUNT)
+               or (entry["status"] == rollout_match.NOT_RUNNING and entry["state"] != "stopped")]
+    if missing:
+        lines.append(f"  without a live runtime on the count: {', '.join(missing)}")
+    return lines
 
 
 def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
@@ -106,10 +150,19 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def summary(queues: list[dict], views: dict[str, QueueView], change: dict | None, check_mode: bool) -> list[str]:
-    """The change window's table, then each queue's own summary lines."""
-    rows = [summary_row(entry, views[entry["queue"]], change, check_mode) for entry in queues]
+def summary(queues: list[dict], *, views: dict[str, QueueView], change: dict | None, check_mode: bool,
+            inventory: dict | None = None) -> list[str]:
+    """The change window's table, the inventory's runtimes, then each queue's own summary lines.
+
+    ``inventory`` (optional) holds the producer hosts' reports (``hosts``),
+    the last read's ``runtimes``, ``runtimes_per_service`` and ``pid_hosts``.
+    """
+    matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
+    rows = [summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]])
+            for entry in queues]
     lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER, rows) + [""]
+    if not check_mode:
+        lines += _inventory_lines(_inventory(None, inventory))
     for entry in queues:
         lines += views[entry["queue"]]["summary_lines"]
     if check_mode:

@@ -5,17 +5,29 @@
                         applications under supervisord; writes DIR/state.json
     status --state DIR [--settled SECONDS [--wait SECONDS]]
                         programs, live runtimes, the queue's shard count, jobs
-    enqueue --state DIR --count N
-                        enqueue N jobs into the queue at once (a backlog)
-    started --state DIR PROGRAM
+    enqueue --state DIR --count N [--failing] [--max-attempts M]
+                        enqueue N jobs into the queue at once (a backlog);
+                        --failing: jobs the workers fail on purpose
+    started --state DIR [--pid] PROGRAM
                         when PROGRAM's current process started, as unix
-                        seconds (the role's enqueue_shards_status_command)
+                        seconds, and with --pid its pid (the role's
+                        enqueue_shards_status_command)
+    fault --state DIR PROGRAM {hang,crash,none}
+                        the fault PROGRAM shows at its next start
+                        (awa_testbed.worker --fault-file); none removes it
+    deadlock --state DIR
+                        two sessions deadlock on purpose (one more in
+                        pg_stat_database.deadlocks)
     down --state DIR    stop and delete everything ``up`` made
     hosts-up --state DIR --host NAME [--host NAME ...]
                         boot producer hosts (Debian 12, systemd, sshd) with
                         systemd-nspawn; writes DIR/hosts.json and DIR/ssh_config
     hosts-down --state DIR
                         power the hosts off and delete their layers
+    host-off --state DIR NAME
+                        cut one host's power (it vanishes mid-rollout)
+    host-on --state DIR NAME
+                        boot that host again, as it was
     rootfs              build (or find) the hosts' cached root filesystem
     reap [--run ID]     stop every detached server/supervisord the test bed
                         registered (for one run id, or all of them)
@@ -33,7 +45,8 @@ from pathlib import Path
 
 import psutil
 
-from . import environment, hosts, lifecycle, producer, rootfs
+from . import deadlock, environment, hosts, lifecycle, producer, rootfs
+from .jobs import FAILING_TAG_PREFIX
 from .status import status
 from .supervisor import Supervisor
 
@@ -75,9 +88,18 @@ def build_parser() -> argparse.ArgumentParser:
     burst = commands.add_parser("enqueue", help="enqueue jobs into the queue at once")
     burst.add_argument("--state", type=Path, required=True)
     burst.add_argument("--count", type=int, required=True)
+    burst.add_argument("--failing", action="store_true", help="jobs the test bed's workers fail on purpose")
+    burst.add_argument("--max-attempts", type=int, default=25, help="attempts Awa makes per job")
     starter_time = commands.add_parser("started", help="when a program's current process started (unix seconds)")
     starter_time.add_argument("--state", type=Path, required=True)
+    starter_time.add_argument("--pid", action="store_true", help="print the process's pid after its start")
     starter_time.add_argument("program")
+    breaker = commands.add_parser("fault", help="the fault a program shows at its next start")
+    breaker.add_argument("--state", type=Path, required=True)
+    breaker.add_argument("program")
+    breaker.add_argument("fault", choices=("hang", "crash", "none"))
+    locker = commands.add_parser("deadlock", help="two sessions deadlock on purpose")
+    locker.add_argument("--state", type=Path, required=True)
     stopper = commands.add_parser("down", help="stop and delete what up started")
     stopper.add_argument("--state", type=Path, required=True)
     booter = commands.add_parser("hosts-up", help="boot producer hosts that outlive this command")
@@ -85,34 +107,54 @@ def build_parser() -> argparse.ArgumentParser:
     booter.add_argument("--host", action="append", required=True, help="inventory name of a host, repeatable")
     halter = commands.add_parser("hosts-down", help="power off what hosts-up booted")
     halter.add_argument("--state", type=Path, required=True)
+    for name, text in (("host-off", "cut one host's power"), ("host-on", "boot one host again")):
+        switch = commands.add_parser(name, help=text)
+        switch.add_argument("--state", type=Path, required=True)
+        switch.add_argument("host")
     commands.add_parser("rootfs", help="build the producer hosts' root filesystem once (cached)")
     reaper = commands.add_parser("reap", help="stop detached processes left by a run")
     reaper.add_argument("--run", help="only this run id (default: every registered process)")
     return parser
 
 
-def enqueue(state_dir: Path, count: int) -> int:
+def enqueue(state_dir: Path, count: int, failing: bool = False, max_attempts: int = 25) -> int:
     """A real producer (as the runtime role) enqueues ``count`` jobs as fast as it can, over 8 connections."""
     state = environment.load_state(state_dir)
+    name = f"{FAILING_TAG_PREFIX if failing else ''}burst-{os.getpid()}"
     return producer.main(["--url", state["runtime_url"], "--record-dsn", state["superuser_dsn"],
                           "--queue", state["queue"], "--count", str(count), "--rate", "0",
-                          "--concurrency", "8", "--connections", "8", "--name", f"burst-{os.getpid()}"])
+                          "--concurrency", "8", "--connections", "8", "--name", name,
+                          "--max-attempts", str(max_attempts)])
 
 
-def started(state_dir: Path, program: str) -> int:
-    """Print when ``program``'s process started; exit 1 when it does not run."""
+def started(state_dir: Path, program: str, with_pid: bool = False) -> int:
+    """Print when ``program``'s process started (and its pid); exit 1 when it does not run."""
     pid = Supervisor(state_dir).program_pid(program)
     if pid is None:
         print(f"{program} is not running", file=sys.stderr)
         return 1
-    print(f"{psutil.Process(pid).create_time():.3f}")
+    print(f"{psutil.Process(pid).create_time():.3f}" + (f" {pid}" if with_pid else ""))
+    return 0
+
+
+def set_fault(state_dir: Path, program: str, fault: str) -> int:
+    """Write (or, for none, remove) the fault file ``program`` reads when it starts."""
+    path = environment.fault_file(state_dir, program)
+    if fault == "none":
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(fault, encoding="utf-8")
     return 0
 
 
 def hosts_command(args: argparse.Namespace) -> int:
     """hosts-up, hosts-down, rootfs: a message, not a traceback, when this machine cannot run the hosts."""
     try:
-        if args.command == "hosts-up":
+        if args.command == "host-off":
+            hosts.power_off(args.state, args.host)
+        elif args.command == "host-on":
+            hosts.power_on(args.state, args.host)
+        elif args.command == "hosts-up":
             booted = hosts.up(args.state, args.host)
             print(f"hosts {', '.join(booted['hosts'])} booted in {booted['boot_seconds']}s; "
                   f"ssh -F {booted['ssh_config']} NAME")
@@ -138,13 +180,18 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(status(args.state, args.settled, args.wait)))
         return 0
     if args.command == "enqueue":
-        return enqueue(args.state, args.count)
+        return enqueue(args.state, args.count, args.failing, args.max_attempts)
     if args.command == "started":
-        return started(args.state, args.program)
+        return started(args.state, args.program, args.pid)
+    if args.command == "fault":
+        return set_fault(args.state, args.program, args.fault)
+    if args.command == "deadlock":
+        deadlock.deadlock_once(environment.load_state(args.state)["superuser_dsn"])
+        return 0
     if args.command == "down":
         environment.down(args.state)
         return 0
-    if args.command in ("hosts-up", "hosts-down", "rootfs"):
+    if args.command in ("hosts-up", "hosts-down", "host-off", "host-on", "rootfs"):
         return hosts_command(args)
     if args.command == "reap":
         return reap(args.run)

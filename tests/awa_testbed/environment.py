@@ -26,11 +26,17 @@ from .supervisor import Program, Supervisor
 APP_PREFIX = "awa-app-"
 
 
+def fault_file(state_dir: Path, program: str) -> Path:
+    """The file whose content (hang, crash) breaks ``program`` at its next start (awa_testbed.worker)."""
+    return state_dir / f"fault-{program}"
+
+
 def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produce_rate: float,
                  handler_ms: int = 0) -> Program:
     name = f"{APP_PREFIX}{index}"
     argv = [sys.executable, "-m", "awa_testbed.worker", "--name", name, "--queue", f"{queue}=4",
-            "--env-file", str(env_file), "--record-dsn", f"'{db.dsn()}'", "--handler-ms", str(handler_ms)]
+            "--env-file", str(env_file), "--record-dsn", f"'{db.dsn()}'", "--handler-ms", str(handler_ms),
+            "--fault-file", str(fault_file(env_file.parent, name))]
     if produce_rate:
         argv += ["--produce", queue, "--produce-rate", str(produce_rate)]
     return Program(name, argv, {"AWA_DATABASE_URL": db.url("runtime1")})

@@ -273,6 +273,44 @@ def _stop(hosts: list[Host]) -> None:
         shutil.rmtree(host.folder, ignore_errors=True)
 
 
+def _one(state_dir: Path, name: str) -> tuple[list[Host], Host]:
+    hosts = load(state_dir)
+    found = [host for host in hosts if host.name == name]
+    if not found:
+        raise HostError(f"no host {name} in {state_dir / 'hosts.json'} (hosts: {', '.join(h.name for h in hosts)})")
+    return hosts, found[0]
+
+
+def power_off(state_dir: Path, name: str) -> None:
+    """Cut the host's power: its processes die at once (no shutdown), so it vanishes as a host that fails does.
+
+    Its layer is kept, so ``power_on`` boots it again as it was.
+    """
+    dummy, host = _one(state_dir, name)
+    if host.nspawn_pid and lifecycle.pid_alive(host.nspawn_pid):
+        # SIGKILL to the container's PID 1 ends its whole PID namespace at once; systemd-nspawn then exits.
+        leader = host.leader_pid()
+        os.kill(leader or host.nspawn_pid, signal.SIGKILL)
+        if not lifecycle.wait_pid_gone(host.nspawn_pid, 30):
+            raise HostError(f"{name}: systemd-nspawn (pid {host.nspawn_pid}) is still running after SIGKILL")
+
+
+def power_on(state_dir: Path, name: str) -> None:
+    """Boot a host that ``power_off`` cut, from its kept layer (its enabled units start at boot)."""
+    hosts, host = _one(state_dir, name)
+    if host.nspawn_pid and lifecycle.pid_alive(host.nspawn_pid):
+        raise HostError(f"{name} is already running (systemd-nspawn pid {host.nspawn_pid})")
+    description = json.loads((state_dir / "hosts.json").read_text(encoding="utf-8"))
+    tree = Path(description["rootfs"])
+    # A cut leaves the overlay's work folder as it was; overlayfs wants it empty.
+    shutil.rmtree(Path(host.folder) / "work", ignore_errors=True)
+    (Path(host.folder) / "work").mkdir()
+    _boot(host, tree)
+    _wait_booted(host, time.monotonic() + BOOT_TIMEOUT)
+    description["hosts"][name] = asdict(host)
+    (state_dir / "hosts.json").write_text(json.dumps(description, indent=2), encoding="utf-8")
+
+
 def load(state_dir: Path) -> list[Host]:
     description = json.loads((state_dir / "hosts.json").read_text(encoding="utf-8"))
     return [Host(**host) for host in description["hosts"].values()]

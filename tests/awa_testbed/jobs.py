@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 KIND = "test_job"
+# The test bed's workers fail every job whose tag starts with this (awa_testbed.worker).
+FAILING_TAG_PREFIX = "fail-"
 
 
 @dataclasses.dataclass

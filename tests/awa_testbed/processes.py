@@ -123,10 +123,11 @@ def producer(name: str, url: str, queue: str, *, mode: str = "insert", rate: flo
              count: int = 0, keyed: bool = False, scheduled_every: int = 0, stripes: int = 1,
              concurrency: int = 1, burst: int = 1, connections: int = 10, record_dsn: str | None = None,
              summary: Path | None = None, log_dir: Path | None = None, gate: Path | None = None,
-             record_enqueued: bool = True, awa_pg: Path | None = None) -> ManagedProcess:
+             record_enqueued: bool = True, max_attempts: int = 25, awa_pg: Path | None = None) -> ManagedProcess:
     args = ["--url", url, "--queue", queue, "--mode", mode, "--rate", str(rate), "--batch", str(batch),
             "--count", str(count), "--scheduled-every", str(scheduled_every), "--stripes", str(stripes),
-            "--concurrency", str(concurrency), "--burst", str(burst), "--connections", str(connections)]
+            "--concurrency", str(concurrency), "--burst", str(burst), "--connections", str(connections),
+            "--max-attempts", str(max_attempts)]
     if keyed:
         args.append("--keyed")
     if record_dsn:

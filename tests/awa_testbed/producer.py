@@ -3,6 +3,7 @@
     python -m awa_testbed.producer --url URL --queue orders --mode insert
         [--batch 1] [--rate 50] [--burst 1] [--count 0] [--keyed] [--scheduled-every 0]
         [--stripes 1] [--name p1] [--summary PATH] [--gate PATH] [--no-record-enqueued]
+        [--max-attempts 25]
 
 Modes are the three enqueue paths of awa-pg 0.6.9 (docs/awa-internals.md §6):
 ``insert`` and ``insert_many_copy`` go through SQL ``insert_job_compat``,
@@ -74,7 +75,7 @@ class Producer:
         queue = self.queue
         if self.args.mode == "insert":
             for job, opts in jobs:
-                await self.client.insert(job, kind=KIND, queue=queue, **opts)
+                await self.client.insert(job, kind=KIND, queue=queue, max_attempts=self.args.max_attempts, **opts)
         else:
             # The batch APIs take run_at per batch; schedule the whole batch
             # when any of its jobs is scheduled.
@@ -215,6 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--gate", help="start calls only while this file exists, into the queue it names")
     parser.add_argument("--record-enqueued", action=argparse.BooleanOptionalAction, default=True,
                         help="record every job's tag in testbed.enqueued (one more commit per call)")
+    parser.add_argument("--max-attempts", type=int, default=25, help="attempts Awa makes per job (insert mode)")
     parser.add_argument("--ready-file")
     return parser
 

@@ -3,6 +3,7 @@
     python -m awa_testbed.worker --url URL --queue orders=4 [--queue other=1]
         [--stripes N] [--name w1] [--handler-ms 0] [--env-file PATH]
         [--produce QUEUE --produce-rate 5] [--latency-summary PATH] [--log-env NAME]
+        [--fault-file PATH]
 
 Every job it runs is recorded in ``testbed.completions`` (tag, job id, worker,
 pid). With ``--latency-summary`` it records nothing in the database (that
@@ -16,6 +17,15 @@ starts, the way a service manager's EnvironmentFile does. ``--log-env NAME``
 prints the variable's value (JSON) at start, so a service's log shows which
 environment a process started with. ``--produce`` also runs a producer in the
 same process: an application that enqueues and works.
+
+Jobs whose tag starts with ``fail-`` raise in the handler (Awa retries them
+until their ``max_attempts``, then marks them failed), for the rollout's
+health gates. ``--fault-file PATH`` injects a fault the way a bad deployment
+shows one: when PATH exists at start and says ``hang``, the process runs but
+never starts its runtime (it waits for SIGTERM); ``crash``, it exits with
+status 1 after three seconds without starting it (under a service manager
+that restarts it, a restart loop). Removing the file removes the fault for
+the next start.
 """
 
 from __future__ import annotations
@@ -35,7 +45,10 @@ import awa
 import psycopg
 
 from . import producer
-from .jobs import KIND, TestJob
+from .jobs import FAILING_TAG_PREFIX, KIND, TestJob
+
+# Seconds a "crash" fault lets the process run: longer than supervisord's startsecs (2), so it counts as started.
+CRASH_AFTER_SECONDS = 3.0
 
 
 def parse_queue(text: str) -> tuple[str, int]:
@@ -76,6 +89,9 @@ async def run(args: argparse.Namespace) -> int:
     created, handled = array("d"), array("d")
 
     async def handle(job):
+        tag = getattr(job.args, "tag", None) or ""
+        if tag.startswith(FAILING_TAG_PREFIX):
+            raise RuntimeError(f"test bed job {tag} fails on purpose")
         if args.handler_ms:
             await asyncio.sleep(args.handler_ms / 1000)
         if args.latency_summary:
@@ -119,6 +135,32 @@ async def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def injected_fault(path: str | None) -> str | None:
+    """``hang`` or ``crash`` when the fault file says so; None when there is none."""
+    if not path:
+        return None
+    try:
+        fault = Path(path).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        return None
+    if fault not in ("hang", "crash"):
+        raise SystemExit(f"{path}: a fault file says hang or crash, not {fault!r}")
+    return fault
+
+
+def act_out(fault: str, name: str) -> int:
+    """The process of a broken deployment: it never starts its Awa runtime."""
+    print(f"worker {name} pid={os.getpid()} fault {fault}: the runtime is not started", flush=True)
+    if fault == "crash":
+        time.sleep(CRASH_AFTER_SECONDS)
+        return 1
+    stopped = []
+    signal.signal(signal.SIGTERM, lambda *dummy: stopped.append(True))
+    while not stopped:
+        time.sleep(0.2)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=os.environ.get("AWA_DATABASE_URL"),
@@ -137,6 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="record no completions; write every job's created_at and handler end here on exit")
     parser.add_argument("--log-env", action="append", default=[], metavar="NAME",
                         help="print this environment variable at start, repeatable")
+    parser.add_argument("--fault-file", help="hang or crash at start when this file says so")
     parser.add_argument("--ready-file")
     args = parser.parse_args(argv)
     if not args.url:
@@ -147,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_env:
         started_with = {name: os.environ.get(name) for name in args.log_env}
         print(f"worker {args.name} pid={os.getpid()} environment {json.dumps(started_with, sort_keys=True)}", flush=True)
+    fault = injected_fault(args.fault_file)
+    if fault:
+        return act_out(fault, args.name)
     return asyncio.run(run(args))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from awa_testbed import environment
-from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabaseFactory
+from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabase, AwaDatabaseFactory
 from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.fleet import Fleet
@@ -127,6 +127,13 @@ def testbed() -> Iterator[Path]:
         yield state_dir
 
 
+@pytest.fixture(scope="module")
+def testbed_db(testbed) -> AwaDatabase:
+    """The test bed's database, for reading what the change window did."""
+    state = environment.load_state(testbed)
+    return AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
+
+
 @pytest.fixture
 def fleet(awa_db):
     """Real worker runtimes and producers for this test; their logs are shown when it fails."""
@@ -145,7 +152,8 @@ def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
     programs = getattr(item, "funcargs", {}).get("fleet")
     if programs is not None:
         report.sections.append(("awa programs", programs.logs()))
-    database = getattr(item, "funcargs", {}).get("awa_db")
+    arguments = getattr(item, "funcargs", {})
+    database = arguments.get("awa_db") or arguments.get("testbed_db")
     if database is not None:
         report.sections.append((f"PostgreSQL {database.server.major} log", database.server.server_log()))
     pooler = getattr(item, "funcargs", {}).get("pgbouncer")

@@ -11,36 +11,28 @@ from pathlib import Path
 
 from awa_testbed.pgserver import free_port
 from enqueue_shards_support import ansible_command, change, snapshot
+from rollout_support import PLAYBOOK, REPO, failure_message
 
-REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
-PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
 
 
-def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], **variables) -> str:
+def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], inventory: Path = INVENTORY,
+                       **variables) -> str:
     """The playbook against one database; a producer service that is never reached (preflight refuses first)."""
     extra = {"enqueue_shards_queues": queues, "enqueue_shards_connection": connection,
              "enqueue_shards_services": ["never-restarted"], "enqueue_shards_restart_command": "false {service}",
              **{f"enqueue_shards_{name}": value for name, value in variables.items()}}
     (tmp_path / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
-    process = ansible_command("ansible-playbook", "-i", str(INVENTORY), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}")
+    process = ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}")
     assert process.returncode != 0, process.stdout
     return process.stdout
-
-
-def refusal(output: str) -> str:
-    """The message of the task that failed (the default callback prints ``FAILED! => {json}``)."""
-    marker = output.rfind("FAILED! => ")
-    assert marker >= 0, output
-    result, dummy = json.JSONDecoder().raw_decode(output, output.index("{", marker))
-    return result["msg"]
 
 
 def test_queue_storage_that_is_not_active_is_refused(db_factory, tmp_path):
     database = db_factory.create(activate=False)
     try:
         before = snapshot(database)
-        message = refusal(set_enqueue_shards(tmp_path, database.login_args(), [{"queue": "orders", "shards": 4}]))
+        message = failure_message(set_enqueue_shards(tmp_path, database.login_args(), [{"queue": "orders", "shards": 4}]))
         assert message.startswith("Preflight refused, nothing was changed: ")
         assert "The queue-storage engine is not active in database" in message
         assert "storage_auto_finalize_if_fresh" in message
@@ -52,7 +44,7 @@ def test_queue_storage_that_is_not_active_is_refused(db_factory, tmp_path):
 def test_stripes_that_do_not_match_the_stored_layout_are_refused(awa_db, tmp_path):
     change(awa_db, "events", 2, stripes=2)
     before = snapshot(awa_db)
-    message = refusal(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "events", "shards": 4, "stripes": 3}]))
+    message = failure_message(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "events", "shards": 4, "stripes": 3}]))
     assert message == (
         "Preflight refused queue events, nothing was changed: enqueue_shards_queues sets stripes: 3, but the queue is "
         "stored with 2 stripe(s) (events#0, events#1). Set stripes to the runtimes' queue_storage_queue_stripe_count, "
@@ -65,7 +57,7 @@ def test_bad_credentials_are_refused_without_showing_the_password(awa_db, tmp_pa
     connection = {**awa_db.login_args("migrator"), "login_password": "not-the-password-Zq7"}
     before = snapshot(awa_db)
     output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}])
-    message = refusal(output)
+    message = failure_message(output)
     assert message.startswith("Preflight refused, nothing was changed: could not connect to database")
     assert "password authentication failed" in message
     assert "not-the-password-Zq7" not in output
@@ -74,7 +66,7 @@ def test_bad_credentials_are_refused_without_showing_the_password(awa_db, tmp_pa
 
 def test_an_unknown_runtime_role_is_refused(awa_db, tmp_path):
     before = snapshot(awa_db)
-    message = refusal(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 4}],
+    message = failure_message(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 4}],
                                          runtime_roles=["awa_runtme"]))
     assert message.startswith("Preflight refused, nothing was changed: runtime_roles do not exist")
     assert "awa_runtme" in message
@@ -84,7 +76,7 @@ def test_an_unknown_runtime_role_is_refused(awa_db, tmp_path):
 def test_an_unreachable_database_is_refused(awa_db, tmp_path):
     before = snapshot(awa_db)
     connection = {**awa_db.login_args(), "login_port": free_port()}
-    message = refusal(set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}]))
+    message = failure_message(set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}]))
     assert message.startswith("Preflight refused, nothing was changed: could not connect to database")
     assert "Connection refused" in message or "connection refused" in message
     assert snapshot(awa_db) == before
@@ -92,15 +84,29 @@ def test_an_unreachable_database_is_refused(awa_db, tmp_path):
 
 def test_bad_input_is_refused_before_the_database_is_read(awa_db, tmp_path):
     before = snapshot(awa_db)
-    message = refusal(set_enqueue_shards(tmp_path, {"login_host": awa_db.server.host},
+    message = failure_message(set_enqueue_shards(tmp_path, {"login_host": awa_db.server.host},
                                          [{"queue": "orders", "shards": 65}, {"queue": "a#1", "shards": 2}],
-                                         batch_size=0, lock_timeout=-1, batchsize=2))
+                                         batch_size=[1, "0%"], lock_timeout=-1, batchsize=2, max_deadlocks=-1))
     assert message.startswith("Invalid input for localhost, nothing was changed: ")
     for problem in ("enqueue_shards_batchsize is not a variable of the role",
                     "enqueue_shards_queues[0] ('orders'): shards must be between 1 and 64, got 65",
                     "enqueue_shards_queues[1] ('a#1'): queue 'a#1' contains '#'",
                     "enqueue_shards_connection lacks login_user and login_db",
                     "enqueue_shards_lock_timeout must be between 0 and 3600 seconds",
-                    "enqueue_shards_batch_size must be a whole number of at least 1, got 0"):
+                    "enqueue_shards_batch_size: '0%' is not a percentage above 0 and up to 100. Give a whole number "
+                    'of services (2), a percentage of them ("25%"), or a list of either ([1, "25%", "100%"], the last '
+                    "entry repeated)",
+                    "enqueue_shards_max_deadlocks must be a whole number of at least 0, or null for no limit"):
         assert problem in message, problem
     assert snapshot(awa_db) == before
+
+
+def test_an_empty_or_misspelled_producer_group_is_named_before_anything_is_read(tmp_path):
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text("all:\n  children:\n    awa_producer:\n      hosts:\n        localhost:\n", encoding="utf-8")
+    message = failure_message(set_enqueue_shards(tmp_path, {"login_host": "db.invalid"}, [{"queue": "orders", "shards": 4}],
+                                         inventory=inventory))
+    assert message == ("The inventory group awa_producers is not in the inventory, so the change window would run on "
+                       "no producer host and change nothing: nothing was changed. Put the hosts that run the producer "
+                       "services in awa_producers (did you mean awa_producer?); the inventory's groups: "
+                       "awa_producer.")

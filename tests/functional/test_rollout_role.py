@@ -12,78 +12,42 @@ The happy path over real systemd hosts runs in molecule (extensions/molecule).
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-from pathlib import Path
-
-import pytest
 
 from awa_testbed import environment
-from awa_testbed.awadb import AwaDatabase
 from awa_testbed.binaries import awa_cli
-from awa_testbed.pgserver import PgServer
 from awa_testbed.processes import worker
-from awa_testbed.supervisor import Supervisor
-from enqueue_shards_support import ansible_command, shard_counts, snapshot
-
-REPO = Path(__file__).resolve().parents[2]
-INVENTORY = REPO / "extensions" / "testbed" / "inventory.yml"
-PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
+from enqueue_shards_support import shard_counts, snapshot
+from rollout_support import program_pids, set_enqueue_shards, summary_row
 
 
-@pytest.fixture(scope="module")
-def awa_db(testbed) -> AwaDatabase:
-    state = environment.load_state(testbed)
-    return AwaDatabase(PgServer.from_description(state["server"]), state["database"], "0.6.9")
-
-
-def program_pids(state_dir: Path) -> dict[str, int | None]:
-    supervisor = Supervisor(state_dir)
-    return {name: supervisor.program_pid(name) for name in environment.load_state(state_dir)["programs"]}
-
-
-def set_enqueue_shards(state_dir: Path, shards: int, *flags: str, **variables) -> subprocess.CompletedProcess:
-    """The change-window playbook against the test bed, queue demo -> ``shards``."""
-    vars_file = state_dir / "extra-vars.json"
-    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
-                                     **{f"enqueue_shards_{name}": value for name, value in variables.items()}}),
-                         encoding="utf-8")
-    return ansible_command("ansible-playbook", "-i", str(INVENTORY), str(PLAYBOOK), "-e", f"@{vars_file}", *flags,
-                           env_extra={"AWA_TESTBED_STATE": str(state_dir)})
-
-
-def summary_row(output: str, queue: str = "demo") -> list[str]:
-    rows = [line.strip().strip('",') for line in output.splitlines() if line.strip().startswith(f'"{queue}  |')]
-    assert rows, output
-    return [cell.strip() for cell in rows[-1].split("|")]
-
-
-def test_preflight_refuses_missing_lanes_when_repair_is_off(testbed, awa_db):
+def test_preflight_refuses_missing_lanes_when_repair_is_off(testbed, testbed_db):
     # The applications created only the lanes they wrote to, lazily: priorities 1, 3 and 4 are missing.
-    before, pids = snapshot(awa_db), program_pids(testbed)
+    before, pids = snapshot(testbed_db), program_pids(testbed)
 
     process = set_enqueue_shards(testbed, 4, repair=False)
 
     assert process.returncode != 0
     assert "Preflight refused queue demo, nothing was changed: lanes or runtime-role grants are missing" \
         in process.stdout
-    assert (snapshot(awa_db), program_pids(testbed)) == (before, pids)
+    assert (snapshot(testbed_db), program_pids(testbed)) == (before, pids)
 
 
-def test_check_mode_says_what_is_planned_and_what_is_true_now(testbed, awa_db):
-    before, pids = snapshot(awa_db), program_pids(testbed)
+def test_check_mode_says_what_is_planned_and_what_is_true_now(testbed, testbed_db):
+    before, pids = snapshot(testbed_db), program_pids(testbed)
 
-    process = set_enqueue_shards(testbed, 4, "--check", "--diff")
+    process = set_enqueue_shards(testbed, 4, "--check", "--diff", batch_size=[1, "100%"])
 
     assert process.returncode == 0, process.stdout
-    assert "Check mode: would restart 2 producer service(s) in 2 batch(es) of at most 1" in process.stdout
+    assert ("Check mode: would restart 2 producer service(s) in 2 batch(es) of 1, 1 (enqueue_shards_batch_size 1, "
+            "100%): [localhost/awa-app-1] then [localhost/awa-app-2]") in process.stdout
     assert summary_row(process.stdout) == ["demo", "1 -> 4", "0 of 2 (they restart)", "0:0", "0",
                                            "not yet (check mode)"]
-    assert (snapshot(awa_db), program_pids(testbed)) == (before, pids)
+    assert (snapshot(testbed_db), program_pids(testbed)) == (before, pids)
 
 
-def test_a_restart_that_fails_stops_the_rollout_with_its_own_message(testbed, awa_db):
+def test_a_restart_that_fails_stops_the_rollout_with_its_own_message(testbed, testbed_db):
     pids = program_pids(testbed)
     ctl = " ".join(environment.load_state(testbed)["supervisorctl"])
     # Both programs are one batch; the restart of awa-app-2 exits 3 with a message, awa-app-1's works.
@@ -93,14 +57,15 @@ def test_a_restart_that_fails_stops_the_rollout_with_its_own_message(testbed, aw
 
     assert stopped.returncode != 0
     assert ("Rollout stopped at batch 1 of 1 (localhost/awa-app-1, localhost/awa-app-2): localhost/awa-app-2 did not "
-            "come back: the restart failed: no such unit: awa-app-2. No later batch was restarted.") in stopped.stdout
+            "come back: the restart failed: no such unit: awa-app-2. Health readings: deadlocks 0; failed jobs 0; "
+            "retried jobs 0. No later batch was restarted.") in stopped.stdout
     assert "ansible_failed_task" not in stopped.stdout
     # The neighbour in the batch was restarted and its health checked: it came back.
     assert "1/1 restarted runtimes live and healthy" in stopped.stdout
     assert "localhost/awa-app-1 did not" not in stopped.stdout
     after = program_pids(testbed)
     assert after["awa-app-1"] != pids["awa-app-1"] and after["awa-app-2"] == pids["awa-app-2"]
-    assert shard_counts(awa_db)["demo"] == 4, "the change itself is committed"
+    assert shard_counts(testbed_db)["demo"] == 4, "the change itself is committed"
 
 
 def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
@@ -111,7 +76,9 @@ def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
     assert finished.returncode == 0, finished.stdout
     assert "demo: enqueue_shards 4 -> 4 on demo - already so, nothing written" in finished.stdout
     assert "Restarting 1 producer service(s) in 1 batch(es) of at most 1: [localhost/awa-app-2]" in finished.stdout
-    assert "localhost/awa-app-1: left alone - it started after the change, so it runs the count" in finished.stdout
+    assert f"localhost/awa-app-1: left alone - its runtime (pid {pids['awa-app-1']}) runs the count" in finished.stdout
+    assert (f"localhost/awa-app-2: restart - its runtime (pid {pids['awa-app-2']}) runs an older count"
+            in finished.stdout)
     after = program_pids(testbed)
     assert after["awa-app-1"] == pids["awa-app-1"] and after["awa-app-2"] != pids["awa-app-2"]
     assert summary_row(finished.stdout)[1:3] == ["4 -> 4", "2 of 2"]
@@ -122,12 +89,12 @@ def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
     assert program_pids(testbed) == after
 
 
-def test_a_runtime_outside_the_inventory_is_reported_not_chased(testbed, awa_db, tmp_path):
+def test_a_runtime_outside_the_inventory_is_reported_not_chased(testbed, testbed_db, tmp_path):
     pids = program_pids(testbed)
     state = environment.load_state(testbed)
     outsider = worker("outsider", state["runtime_url"], ["demo"], log_dir=tmp_path).start()
     try:
-        environment.wait_for_live_runtimes(awa_db, [outsider.pid])
+        environment.wait_for_live_runtimes(testbed_db, [outsider.pid])
         # The count changes while the outsider runs; the inventory's programs are restarted, the outsider is not.
         process = set_enqueue_shards(testbed, 6, converge_timeout=3)
         assert process.returncode != 0
@@ -147,10 +114,10 @@ def test_a_runtime_outside_the_inventory_is_reported_not_chased(testbed, awa_db,
         outsider.stop()
 
 
-def test_lowering_a_paused_queue_says_so_and_finishes_once_it_is_resumed(testbed, awa_db):
-    if shard_counts(awa_db).get("demo", 1) <= 2:  # run alone: raise first, so that 2 is a lowering
+def test_lowering_a_paused_queue_says_so_and_finishes_once_it_is_resumed(testbed, testbed_db):
+    if shard_counts(testbed_db).get("demo", 1) <= 2:  # run alone: raise first, so that 2 is a lowering
         assert set_enqueue_shards(testbed, 6).returncode == 0
-    awa = [str(awa_cli()), "--database-url", awa_db.url()]
+    awa = [str(awa_cli()), "--database-url", testbed_db.url()]
     subprocess.run([*awa, "queue", "pause", "demo"], check=True, capture_output=True)
     subprocess.run([sys.executable, "-m", "awa_testbed", "enqueue", "--state", str(testbed), "--count", "400"],
                    check=True, capture_output=True)

@@ -67,3 +67,78 @@ def test_connection_options_are_the_modules_connection_options():
     assert {name: option["type"] for name, option in documented.items()} == {
         name: option["type"] for name, option in spec.items()}
     assert documented["login_password"].get("no_log") is True
+
+
+# A derived variable of the role (one leading underscore), as vars/main.yml defines them.
+DERIVED_VARIABLE = re.compile(r"(?<![\w.])_" + PREFIX + r"[a-z_]+")
+INCLUDES = ("ansible.builtin.include_tasks", "include_tasks")
+# The variable on_database.yml's include names its step by (the database preamble, written once).
+DATABASE_STEP = "_enqueue_shards_database_tasks"
+
+
+def _tasks(items):
+    """Every task of a task list, blocks opened."""
+    for item in items or []:
+        yield item
+        for section in ("block", "rescue", "always"):
+            yield from _tasks(item.get(section))
+
+
+def _included(task: dict) -> list[str]:
+    """The task files a task includes: its file, and a database step it hands to on_database.yml."""
+    for action in INCLUDES:
+        if action in task:
+            target = task[action]
+            names = [target if isinstance(target, str) else target["file"]]
+            step = (task.get("vars") or {}).get(DATABASE_STEP)
+            return [name for name in names + ([step] if step else []) if "{{" not in name]
+    return []
+
+
+def _used_files(entry_point: str) -> list[Path]:
+    """The task files an entry point runs (following includes) and the templates they render."""
+    seen, pending = [], [f"{entry_point}.yml"]
+    while pending:
+        name = pending.pop()
+        path = ROLE / "tasks" / name
+        if path in seen:
+            continue
+        seen.append(path)
+        for task in _tasks(load(f"tasks/{name}")):
+            pending += _included(task)
+            template = (task.get("ansible.builtin.template") or {}).get("src")
+            if template:
+                seen.append(ROLE / "templates" / template)
+    return seen
+
+
+# Tags name the phases like variables (enqueue_shards_pickup): they are not variables.
+TAG_LINES = re.compile(r"^\s*tags:.*$", re.MULTILINE)
+
+
+def _used_variables(entry_point: str) -> set[str]:
+    derived = load("vars/main.yml")
+    text = "\n".join(TAG_LINES.sub("", path.read_text(encoding="utf-8")) for path in _used_files(entry_point))
+    names = set(DERIVED_VARIABLE.findall(text))
+    pending = list(names)
+    while pending:  # derived variables mention public (and other derived) ones
+        definition = str(derived.get(pending.pop(), ""))
+        for name in set(DERIVED_VARIABLE.findall(definition)) - names:
+            names.add(name)
+            pending.append(name)
+        text += "\n" + definition
+    return set(PUBLIC_VARIABLE.findall(text))
+
+
+@pytest.mark.parametrize("entry_point", sorted(SPECS))
+def test_every_entry_point_lists_exactly_the_variables_its_tasks_use(entry_point):
+    used = _used_variables(entry_point)
+    documented = set(SPECS[entry_point]["options"])
+    assert sorted(used - documented) == [], "used by the tasks but not in the spec"
+    assert sorted(documented - used) == [], "in the spec but used by no task of the entry point"
+
+
+def test_the_spec_header_names_task_files_that_exist():
+    header = (ROLE / "meta" / "argument_specs.yml").read_text(encoding="utf-8").split("argument_specs:")[0]
+    named = re.findall(r"tasks/([\w.]+\.yml)", header)
+    assert named and all((ROLE / "tasks" / name).is_file() for name in named), named

@@ -2,17 +2,25 @@
 
 ``molecule-pass.json`` (the test bed's state folder) names the pass that just
 ran; ``units-<moment>.json`` hold every unit's main PID at earlier moments,
-read over SSH by snapshot.yml. Tests of another pass skip.
+read over SSH by snapshot.yml; ``run-<name>.json`` the JSON output of a run
+started in the background (the role's restart plan and verdicts). Tests of
+another pass skip.
 
 * check: nothing changed in the database or on a host, nothing restarted;
-* raise, lower, recover: the environment file as the role renders it, every
-  unit restarted (new main PID) and started with that file, N of N runtimes
-  on the new count; after the idempotent run the PIDs are still those of the
-  raise; after the lowering the old shards have drained;
-* fault: the run stopped at the broken unit's batch and named host and unit;
-  earlier batches were restarted, later ones were not;
-* recover: the re-run finished the rollout without restarting a unit the
-  failed run had already restarted onto the new count.
+* raise, return, recover: the environment file as the role renders it, every
+  unit runs a runtime on the new count (its journal shows the runtime started
+  in its current process); after the idempotent run the PIDs are still those
+  of the raise; the raise's batches followed serial [1, "50%"] with the
+  canary's pause; after the return the old shards have drained;
+* vanish: the host that lost its power mid-rollout was named with its units
+  not checked or restarted; the canary was restarted, later batches not;
+* return: only the units still on the old count were restarted;
+* fault: the run stopped at the broken units' batch and named both (the hung
+  unit by its pid, the one in a restart loop); earlier batches were
+  restarted, later ones were not;
+* recover: the re-run restarted the hung unit (it started after the change,
+  but no runtime of it was live) and left alone the units the failed run had
+  brought onto the new count.
 
 Every pass: each running unit logged, at start, the values systemd read from
 the environment file, and each unit enqueued and worked jobs.
@@ -25,7 +33,7 @@ import re
 
 import pytest
 from awa_testbed import queue_facts
-from awa_testbed.verify_state import bed_state, molecule_pass, read_json, state_dir
+from awa_testbed.verify_state import bed_state, molecule_pass, read_json
 
 testinfra_hosts = ["awa_producers"]
 
@@ -78,18 +86,46 @@ def change_text(shards: int) -> str:
     return f"{QUEUE} to {shards} shards"
 
 
-def rollout_batches(output: str) -> dict[tuple[str, str], int]:
-    """(host, service) -> its batch (from 0), as the run's restart plan announced it:
-    "Restarting 5 producer service(s) in 3 batch(es) of at most 2: [fleet-1/a, fleet-2/b] then [...]"."""
-    [plan] = [line for line in output.splitlines() if "producer service(s) in" in line and "Restarting" in line]
-    listed = plan[plan.index(": [") + 2:].rstrip('",')
-    return {tuple(member.strip().split("/", 1)): index
-            for index, batch in enumerate(listed.split(" then "))
-            for member in batch.strip("[]").split(",")}
+def run_output(name: str) -> dict:
+    """The JSON output (ansible.builtin.json) of a run started in the background (tasks/start_window.yml)."""
+    return read_json(f"run-{name}.json")
 
 
-def broken_unit(host) -> tuple[str, str]:
-    return variables(host)["fleet_fault_host"], variables(host)["fleet_fault_service"]
+def run_results(name: str) -> list[tuple[str, dict]]:
+    """(task name, host result) of every task of a run, in order."""
+    return [(task["task"]["name"], result) for play in run_output(name)["plays"] for task in play["tasks"]
+            for result in task["hosts"].values()]
+
+
+def restart_plan(name: str) -> dict:
+    """The role's restart plan of a run (the fact its plan task set)."""
+    [plan] = [result["ansible_facts"]["_enqueue_shards_restart_plan"] for task, result in run_results(name)
+              if task.endswith("Pickup | the restart plan over every host") and "ansible_facts" in result]
+    return plan
+
+
+def stop_message(name: str) -> str:
+    """The message the rollout stopped with."""
+    stops = [result["msg"] for dummy, result in run_results(name)
+             if result.get("failed") and str(result.get("msg", "")).startswith("Rollout stopped at batch")]
+    assert len(stops) == 1, [result.get("msg") for dummy, result in run_results(name) if result.get("failed")]
+    return stops[0]
+
+
+def batch_of(name: str) -> dict[tuple[str, str], int]:
+    """(host, service) -> its batch (from 0) in the run's restart plan."""
+    return {tuple(member): index for index, batch in enumerate(restart_plan(name)["batches"]) for member in batch}
+
+
+def broken_units(host) -> dict[tuple[str, str], str]:
+    """(host, service) -> fault of the units fault.yml breaks."""
+    return {(fault["host"], fault["service"]): fault["fault"] for fault in variables(host)["fleet_faults"]}
+
+
+def runs_a_runtime(host, service: str, pid: int) -> bool:
+    """Whether the unit's process ``pid`` started its Awa runtime (the worker logs it once the runtime runs)."""
+    journal = host.check_output("journalctl --unit %s --output cat --no-pager", service)
+    return re.search(rf"^worker \S+ pid={pid} started queues", journal, re.MULTILINE) is not None
 
 
 def in_pass(*names: str) -> dict:
@@ -133,8 +169,11 @@ def test_each_running_unit_logged_the_environment_file_it_started_with(host):
         match = re.search(rf'^{name}=(?:"(.*)"|(.*))$', text, re.MULTILINE)
         in_file[name] = next((group for group in match.groups() if group is not None), None) if match else None
     not_restarted = set()
-    if molecule_pass()["pass"] == "fault":
-        not_restarted = {service for service, pid in units_at("before-fault", host).items() if pids[service] == pid}
+    if molecule_pass()["pass"] in ("fault", "vanish"):
+        before = units_at(f"before-{molecule_pass()['pass']}", host)
+        not_restarted = {service for service, pid in before.items() if pids[service] == pid}
+    if molecule_pass()["pass"] == "vanish" and inventory_name(host) == molecule_pass()["vanished"]:
+        pytest.skip("the vanished host's units started at its boot, with the file the run had rendered before")
     for service, pid in pids.items():
         if pid == 0 or service in not_restarted:
             continue
@@ -158,10 +197,10 @@ def test_each_unit_enqueues_and_the_fleet_works_the_jobs():
     assert completed > 0, "the fleet's runtimes completed no job"
 
 
-# ---- after a real run: raise (and its idempotent re-run), lower, recover ----
+# ---- after a finished run: raise (and its idempotent re-run), return, recover ----
 
 def test_environment_file_is_rendered_with_owner_group_and_mode(host):
-    shards = in_pass("raise", "lower", "recover")["shards"]
+    shards = in_pass("raise", "return", "recover")["shards"]
     env_file = host.file(ENV_FILE)
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "awa", 0o640)
     lines = env_file.content_string.splitlines()
@@ -170,15 +209,26 @@ def test_environment_file_is_rendered_with_owner_group_and_mode(host):
     assert REFRESH_LINE in lines
 
 
-def test_every_unit_runs_with_a_new_main_pid(host):
-    rollout = in_pass("raise", "lower", "recover")
-    before = units_at({"raise": "before-raise", "lower": "before-lower", "recover": "before-fault"}[rollout["pass"]],
-                      host)
-    now = main_pids(host)
-    for service in now:
+def test_every_unit_runs_its_runtime_in_its_current_process(host):
+    """Done means each unit's runtime is live: its current process (systemd's main PID) started it."""
+    in_pass("raise", "return", "recover")
+    for service, pid in main_pids(host).items():
         assert host.service(service).is_running, service
         assert host.service(service).is_enabled, service
-        assert now[service] not in (0, before[service]), f"{service} was not restarted"
+        assert runs_a_runtime(host, service, pid), f"{service} (pid {pid}) runs no Awa runtime"
+
+
+def test_the_raise_restarted_every_unit_in_serial_batches_with_the_canary_watched(host):
+    in_pass("raise")
+    before, now = units_at("before-raise", host), main_pids(host)
+    assert all(now[service] not in (0, before[service]) for service in now), (before, now)
+    # Serial [1, "50%"] over the hosts in turn: [fleet-1/@1], [fleet-2/@3, fleet-3/@4], [fleet-1/@2, fleet-3/@5].
+    batch = {"awa-producer@1": 0, "awa-producer@3": 1, "awa-producer@4": 1, "awa-producer@2": 2, "awa-producer@5": 2}
+    starts = {index: [unit["started"] for unit in snapshot("after-raise") if batch[unit["service"]] == index]
+              for index in range(3)}
+    # The second batch started once the canary was back and watched for its pause; the third after the second.
+    assert min(starts[1]) >= max(starts[0]) + variables(host)["enqueue_shards_canary_pause"], starts
+    assert min(starts[2]) >= max(starts[1]), starts
 
 
 def test_the_idempotent_run_restarted_nothing(host):
@@ -188,7 +238,7 @@ def test_the_idempotent_run_restarted_nothing(host):
 
 
 def test_every_live_runtime_runs_with_the_new_count():
-    rollout = in_pass("raise", "lower", "recover")
+    rollout = in_pass("raise", "return", "recover")
     change = queue_facts.last_count_change(superuser_dsn(), QUEUE)
     assert change.to_shards == rollout["shards"]
     live = queue_facts.live_runtimes(superuser_dsn())
@@ -200,65 +250,105 @@ def test_every_live_runtime_runs_with_the_new_count():
 
 
 def test_the_lowering_waited_until_the_retired_shards_drained():
-    lowered = in_pass("lower")
+    lowered = in_pass("return")
     assert lowered["backlog_on_retired_shards"] > 0, "no backlog on shards 2..7 before the lowering: nothing to wait for"
     assert queue_facts.ready_beyond(superuser_dsn(), QUEUE, lowered["shards"]) == 0
 
 
-# ---- after the run that met the broken unit ----
+# ---- after the run during which a host vanished ----
 
-def test_the_failed_run_named_the_host_and_unit(host):
-    in_pass("fault")
-    output = (state_dir() / "fault-run.log").read_text(encoding="utf-8")
-    stopped = [line for line in output.splitlines() if "Rollout stopped at batch" in line]
-    assert stopped, output[-3000:]
-    assert any(all(name in line for name in broken_unit(host)) for line in stopped), stopped
-
-
-def test_batches_span_hosts(host):
-    in_pass("fault")
-    batches = rollout_batches((state_dir() / "fault-run.log").read_text(encoding="utf-8"))
-    hosts_of = {}
-    for (name, dummy), index in batches.items():
-        hosts_of.setdefault(index, []).append(name)
-    assert all(len(set(names)) == len(names) for names in hosts_of.values()), hosts_of
-    assert len(batches) == 5 and len(hosts_of) == 3
+def test_the_stopped_run_named_the_vanished_host_and_its_units_not_checked_or_restarted(host):
+    vanished = in_pass("vanish")["vanished"]
+    message = stop_message("vanish")
+    assert f"producer host(s) unreachable ({vanished})" in message, message
+    left_out = [f"{vanished}/{service}" for service in ("awa-producer@4", "awa-producer@5")]
+    assert all(name in message for name in left_out), message
+    assert "not checked or restarted, over enqueue_shards_max_fail_percentage 0" in message
+    assert "To back out (the previous counts, the same options): ansible-playbook" in message
+    assert '"enqueue_shards_queues": [{"queue": "demo", "shards": 8}]' in message
 
 
-def test_batches_before_the_broken_unit_were_restarted_and_later_ones_not(host):
-    in_pass("fault")
-    before, now = units_at("before-fault", host), main_pids(host)
-    batches = rollout_batches((state_dir() / "fault-run.log").read_text(encoding="utf-8"))
-    failed = batches[broken_unit(host)]
-    assert 0 < failed < max(batches.values()), "the fault is meant for a middle batch"
+def test_the_canary_was_restarted_and_the_batches_after_the_host_vanished_were_not(host):
+    vanished = in_pass("vanish")["vanished"]
+    if inventory_name(host) == vanished:
+        pytest.skip("the vanished host's units started again at its boot")
+    before, now = units_at("before-vanish", host), main_pids(host)
+    batches = batch_of("vanish")
     for service in now:
         batch = batches[(inventory_name(host), service)]
-        if batch < failed:
+        if batch <= 1:  # the canary, and the batch the host vanished in (its reachable unit was restarted)
+            assert now[service] != before[service], f"{service} (batch {batch + 1}) was not restarted"
+        else:
+            assert now[service] == before[service], f"{service} (batch {batch + 1}) was restarted"
+
+
+# ---- after the same window once the host was back ----
+
+def test_the_return_restarted_only_the_units_still_on_the_old_count(host):
+    vanished = in_pass("return")["vanished"]
+    after_vanish, now = units_at("after-vanish", host), main_pids(host)
+    batches = batch_of("vanish")
+    for service, pid in now.items():
+        stale = inventory_name(host) != vanished and batches[(inventory_name(host), service)] > 1
+        if stale:
+            assert pid != after_vanish[service], f"{service} still ran the old count and was not restarted"
+        else:
+            assert pid == after_vanish[service], f"{service} already ran the new count and was restarted again"
+
+
+# ---- after the run that met the broken units ----
+
+def test_the_failed_run_named_both_broken_units(host):
+    in_pass("fault")
+    message = stop_message("fault")
+    for (name, service), fault in broken_units(host).items():
+        assert f"{name}/{service} did not come back" in message, (fault, message)
+    hung = [f"{name}/{service}" for (name, service), fault in broken_units(host).items() if fault == "hang"]
+    assert all(f"{unit} did not come back: it runs (pid " in message for unit in hung), message
+    assert "no live Awa runtime has its pid" in message
+
+
+def test_the_plan_s_batches_followed_serial_and_spanned_hosts(host):
+    in_pass("fault")
+    batches = restart_plan("fault")["batches"]
+    assert [len(batch) for batch in batches] == [1, 2, 2]
+    assert all(len({name for name, dummy in batch}) == len(batch) for batch in batches), batches
+
+
+def test_batches_before_the_broken_units_were_restarted_and_later_ones_not(host):
+    in_pass("fault")
+    before, now = units_at("before-fault", host), main_pids(host)
+    batches = batch_of("fault")
+    failed = {batches[unit] for unit in broken_units(host)}
+    assert failed == {1}, "the faults are meant for the middle batch"
+    for service in now:
+        batch = batches[(inventory_name(host), service)]
+        if batch < 1:
             assert host.service(service).is_running, service
             assert now[service] != before[service], f"{service} (batch {batch + 1}) was not restarted"
-        elif batch > failed:
+        elif batch > 1:
             assert now[service] == before[service], f"{service} (batch {batch + 1}) was restarted"
-        elif (inventory_name(host), service) != broken_unit(host):
-            # The broken unit's neighbour in its batch was restarted, came back, and is not blamed.
-            assert host.service(service).is_running and now[service] != before[service], service
-            output = (state_dir() / "fault-run.log").read_text(encoding="utf-8")
-            assert f"{inventory_name(host)}/{service} did not come back" not in output
 
 
-def test_the_broken_unit_is_down(host):
+def test_the_hung_unit_runs_but_no_runtime(host):
     in_pass("fault")
-    broken_host, broken_service = broken_unit(host)
-    if inventory_name(host) != broken_host:
-        pytest.skip("the broken unit runs on another host")
-    assert not host.service(broken_service).is_running
+    for (name, service), fault in broken_units(host).items():
+        if name == inventory_name(host) and fault == "hang":
+            pid = main_pids(host)[service]
+            assert host.service(service).is_running and not runs_a_runtime(host, service, pid), service
 
 
-# ---- after the re-run without the fault ----
+# ---- after the re-run without the faults ----
 
-def test_the_re_run_restarted_only_units_not_yet_on_the_new_count(host):
-    """Units restarted by the failed run after the change already run the new count: no second restart."""
+def test_the_re_run_restarted_the_hung_unit_and_left_alone_what_the_failed_run_finished(host):
+    """The hung unit started after the change, yet no runtime of it was live: it is restarted (once it was not,
+    and the run said converged). Units the failed run restarted onto the new count are not restarted again."""
     in_pass("recover")
     before, after_fault, now = units_at("before-fault", host), units_at("after-fault", host), main_pids(host)
+    broken = broken_units(host)
     for service, pid in after_fault.items():
-        if pid not in (0, before[service]):
+        fault = broken.get((inventory_name(host), service))
+        if fault == "hang":
+            assert now[service] != pid, f"{service} still runs the hung process {pid}"
+        elif fault is None and pid not in (0, before[service]):
             assert now[service] == pid, f"{service} was restarted again"

@@ -10,6 +10,7 @@ import yaml
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_input import (
     KNOWN_VARIABLES,
+    producer_group_problem,
     input_problems,
     restart_via,
 )
@@ -95,11 +96,19 @@ def test_a_mistyped_variable_is_named_with_the_right_one():
 
 
 def test_every_rollout_problem_is_named_at_once():
-    found = problems(batch_size=0, runtimes_per_service=1.5, services=[], restart_method="systemd",
+    found = problems(batch_size=0, batch_pause=-1, canary_pause="soon", max_fail_percentage=150, max_deadlocks=-2,
+                     max_failed_jobs="many", runtimes_per_service=1.5, services=[], restart_method="systemd",
                      env_file="relative/path", env_file_mode="rw-r-----", environment={"BAD-NAME": "x", "OK": "a\nb"},
                      restart_timeout=-1, wait_sleep=0, service_manager="sysvinit")
     assert found == [
-        "enqueue_shards_batch_size must be a whole number of at least 1, got 0",
+        "enqueue_shards_batch_size: 0 is not a whole number of at least 1. Give a whole number of services (2), a "
+        'percentage of them ("25%"), or a list of either ([1, "25%", "100%"], the last entry repeated)',
+        "enqueue_shards_batch_pause must be seconds between 0 and 3600, got -1",
+        "enqueue_shards_canary_pause must be seconds between 0 and 3600, got 'soon' (null: the same as "
+        "enqueue_shards_batch_pause)",
+        "enqueue_shards_max_fail_percentage must be a percentage of the producer hosts from 0 to 100, got 150",
+        "enqueue_shards_max_deadlocks must be a whole number of at least 0, or null for no limit, got -2",
+        "enqueue_shards_max_failed_jobs must be a whole number of at least 0, or null for no limit, got 'many'",
         "enqueue_shards_runtimes_per_service must be a whole number of at least 1, got 1.5",
         "enqueue_shards_services is empty: name the producer services of this host, or use enqueue_shards_pickup: "
         "refresh",
@@ -144,3 +153,19 @@ def test_an_unknown_scope_is_a_programming_error():
     ("systemd", None, "systemd"), ("command", "systemd", "command")])
 def test_restart_via(method, manager, expected):
     assert restart_via(method, manager) == expected
+
+
+def test_batch_sizes_pauses_and_gate_limits_as_operators_write_them():
+    assert problems(batch_size=[1, "25%", "100%"], batch_pause=30, canary_pause=None, max_fail_percentage="34",
+                    max_deadlocks=0, max_failed_jobs="5", max_retried_jobs=None) == []
+
+
+def test_an_empty_or_misspelled_producer_group_is_named():
+    assert producer_group_problem({"all": ["a"], "awa_producers": ["a"]}, "awa_producers") == ""
+    missing = producer_group_problem({"all": ["a"], "ungrouped": [], "awa_producer": ["a"], "db": []}, "awa_producers")
+    assert missing == ("The inventory group awa_producers is not in the inventory, so the change window would run on "
+                       "no producer host and change nothing: nothing was changed. Put the hosts that run the producer "
+                       "services in awa_producers (did you mean awa_producer?); the inventory's groups: awa_producer, "
+                       "db.")
+    assert producer_group_problem({"all": [], "awa_producers": []}, "awa_producers").startswith(
+        "The inventory group awa_producers is empty")

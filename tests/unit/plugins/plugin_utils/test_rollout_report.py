@@ -12,6 +12,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout_report impo
     table,
 )
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
 
 
 CONVERGED, UNCONVERGED = load("info-converged"), load("info-unconverged")
@@ -40,7 +41,7 @@ def test_lowered_queues_are_those_whose_last_change_lowered_the_count():
 
 
 def test_the_summary_after_a_real_change_shows_before_and_after_and_n_of_m():
-    lines = summary(DEMO_TO_6, UNCONVERGED["queues"], REAL, False)
+    lines = summary(DEMO_TO_6, views=UNCONVERGED["queues"], change=REAL, check_mode=False)
     header = [cell.strip() for cell in lines[0].split(" | ")]
     assert header == ["queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
                       "converged / drained"]
@@ -51,7 +52,7 @@ def test_the_summary_after_a_real_change_shows_before_and_after_and_n_of_m():
 
 def test_the_check_mode_summary_says_what_is_planned_and_what_is_true_now():
     # Check mode: the read is of the running system (4 shards, every runtime on it), the change only planned.
-    lines = summary(DEMO_TO_6, CONVERGED["queues"], CHECK, True)
+    lines = summary(DEMO_TO_6, views=CONVERGED["queues"], change=CHECK, check_mode=True)
     assert lines[0].split(" | ")[1:3] == ["S now -> planned", "runtimes on planned S"]
     row = [cell.strip() for cell in lines[2].split(" | ")]
     assert row[1:3] == ["4 -> 6", "0 of 2 (they restart)"] and row[5] == "not yet (check mode)"
@@ -60,7 +61,7 @@ def test_the_check_mode_summary_says_what_is_planned_and_what_is_true_now():
 
 
 def test_the_wait_entry_point_takes_the_count_before_from_the_ledger():
-    row = [cell.strip() for cell in summary(DEMO_TO_6, UNCONVERGED["queues"], None, False)[2].split(" | ")]
+    row = [cell.strip() for cell in summary(DEMO_TO_6, views=UNCONVERGED["queues"], change=None, check_mode=False)[2].split(" | ")]
     assert row[1] == "4 -> 6"
 
 
@@ -68,9 +69,29 @@ def test_over_sixteen_shards_the_total_is_shown():
     view = copy.deepcopy(UNCONVERGED["queues"]["demo"])
     view["shards"] = [{"queue": "demo", "shard": shard, "beyond_count": False, "ready_depth": 2}
                       for shard in range(20)]
-    row = summary(DEMO_TO_6, {"demo": view}, None, False)[2]
+    row = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False)[2]
     assert "40 over 20 shards" in row
 
 
 def test_table_aligns_columns_under_a_rule():
     assert table(("a", "bb"), [["xxx", "y"]]) == ["a   | bb", "--------", "xxx | y"]
+
+
+def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_said_while_one_is_missing():
+    # The reported bug: 3 runtimes on the count, all converged by Awa's view, but the inventory has 4 services.
+    started = 1764520000.0
+    units = {f"p{index}": unit(f"p{index}", started=started, pid=10 + index) for index in range(4)}
+    hosts = [systemd_host("app1", units)]
+    runtimes = [runtime(10 + index, started + 1) for index in range(3)] + [runtime(99, started + 1)]
+    view = copy.deepcopy(CONVERGED["queues"]["demo"])
+    lines = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
+                    inventory={"hosts": hosts, "runtimes": runtimes, "runtimes_per_service": 1, "pid_hosts": []})
+    row = [cell.strip() for cell in lines[2].split(" | ")]
+    assert row[2] == "3 of 4, 1 outside" and row[5] == "no / no"
+    assert lines[4].startswith("inventory: 3 of 4, 1 outside runtimes of the producer services live on the count; "
+                               "runtimes matched to services by pid")
+    assert lines[5] == "  without a live runtime on the count: app1/p3"
+    done = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
+                   inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
+                              "runtimes_per_service": 1, "pid_hosts": []})
+    assert [cell.strip() for cell in done[2].split(" | ")][2:] [::3] == ["4 of 4", "yes / yes"]

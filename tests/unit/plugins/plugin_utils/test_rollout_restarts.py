@@ -7,15 +7,10 @@ import datetime
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts import (
-    batch_verdict,
-    host_services,
-    interleave,
-    parse_systemctl_show,
-    restart_outcome,
-    restart_plan,
-)
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts import restart_outcome, restart_plan
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_services
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
 
 
 UNCONVERGED = load("info-unconverged")  # 0 of 3 runtimes on the count after change #2 (demo 4 -> 6)
@@ -30,33 +25,18 @@ def read_later(read: dict, seconds_after_change: float) -> dict:
     return dict(read, read_at=when.isoformat())
 
 
-def unit(name: str, state: str = "active", sub: str = "running", started: float | None = None, pid: int = 100,
-         load_state: str = "loaded", result: str = "success") -> str:
-    lines = [f"Id={name}.service", f"LoadState={load_state}", f"ActiveState={state}", f"SubState={sub}",
-             f"Result={result}", f"MainPID={pid}", f"ActiveEnterTimestamp={'' if started is None else '@%d' % started}"]
-    return "\n".join(lines) + "\n"
+def with_runtimes_on_the_count(seconds_after_change: float, count: int) -> dict:
+    """The unconverged read, later, with ``count`` more live runtimes on the count whose pids no service has:
+    services judged by the clock, their runtimes covered by count."""
+    read = read_later(UNCONVERGED, seconds_after_change)
+    read["runtimes"] = read["runtimes"] + [runtime(900 + index, CHANGE_AT + 21) for index in range(count)]
+    return read
 
 
-def systemd_host(host: str, units: dict[str, str], clock: float, environment_changed: bool = False) -> dict:
-    """A host report as the role builds it from `systemctl show` and the host's epoch fact."""
-    return host_services(list(units), host, "systemd", "\n".join(units.values()), None, str(int(clock)),
-                         environment_changed)
-
-
-def plan(hosts: list[dict], read: dict = UNCONVERGED, change: dict | None = None, batch_size: int = 1,
-         check_mode: bool = False) -> dict:
-    return restart_plan(hosts, read, change, batch_size, 1, check_mode)
-
-
-def test_systemctl_show_of_several_units_is_read_per_unit():
-    output = unit("a", started=1764520916) + "\n" + unit("b", state="failed", sub="failed", result="exit-code", pid=0)
-    assert [properties["Id"] for properties in parse_systemctl_show(output)] == ["a.service", "b.service"]
-    report = host_services(["a", "b", "c"], "app1", "systemd", output, clock="1764520999")
-    states = {service["service"]: service for service in report["services"]}
-    assert (states["a"]["state"], states["a"]["started_at"], states["a"]["main_pid"]) == ("running", 1764520916, 100)
-    assert (states["b"]["state"], states["b"]["detail"]) == ("failed", "failed/failed, result exit-code")
-    assert states["c"]["state"] == "unknown"
-    assert report["clock"] == 1764520999.0
+def plan(hosts: list[dict], read: dict = UNCONVERGED, change: dict | None = None, batch_size: object = 1,
+         check_mode: bool = False, max_fail_percentage: float = 0) -> dict:
+    return restart_plan(hosts, read=read, change=change, batch_size=batch_size, runtimes_per_service=1,
+                        check_mode=check_mode, max_fail_percentage=max_fail_percentage)
 
 
 def test_services_started_before_the_change_restart_in_batches_that_span_hosts():
@@ -67,16 +47,21 @@ def test_services_started_before_the_change_restart_in_batches_that_span_hosts()
     assert result["batches"] == [[["app1", "a"], ["app2", "a"]], [["app1", "b"]]]
     assert result["restarts"] == 3 and result["problems"] == []
     assert "app1/b: restart - it started before the change of demo" in result["lines"]
-    assert result["headline"].startswith("Restarting 3 producer service(s) in 2 batch(es) of at most 2")
+    assert result["headline"].startswith("Restarting 3 producer service(s) in 2 batch(es) of at most 2: "
+                                         "[app1/a, app2/a] then [app1/b]")
 
 
 def test_services_that_started_after_the_change_are_left_alone_and_outside_runtimes_reported():
-    # A re-run 60 s after the change: both services were restarted 30 s after it, yet 3 runtimes lag.
+    # A re-run 60 s after the change: both services were restarted 30 s after it (their runtimes run the count),
+    # yet 3 runtimes lag.
     after = CHANGE_AT + 30
-    hosts = [systemd_host("app1", {"a": unit("a", started=after), "b": unit("b", started=after)}, CHANGE_AT + 62)]
-    result = plan(hosts, read=read_later(UNCONVERGED, 60))
+    hosts = [systemd_host("app1", {"a": unit("a", started=after, pid=21), "b": unit("b", started=after, pid=22)},
+                          CHANGE_AT + 62)]
+    read = read_later(UNCONVERGED, 60)
+    read["runtimes"] = read["runtimes"] + [runtime(21, after + 1), runtime(22, after + 1)]
+    result = plan(hosts, read=read)
     assert result["batches"] == [] and result["headline"] == "No producer service to restart."
-    assert "app1/a: left alone - it started after the change, so it runs the count" in result["lines"]
+    assert "app1/a: left alone - its runtime (pid 21) runs the count" in result["lines"]
     outside = [line for line in result["lines"] if "outside the inventory" in line]
     assert len(outside) == 1 and "at least 3 runtime(s) run outside the inventory. On an older count: " in outside[0]
     assert "pid 15653 " in outside[0]
@@ -97,7 +82,7 @@ def test_clock_skew_between_host_and_database_does_not_change_the_decision(host_
     hosts = [systemd_host("app1", {"a": unit("a", started=CHANGE_AT - 20 + host_clock_offset),
                                    "b": unit("b", started=CHANGE_AT + 20 + host_clock_offset)},
                           CHANGE_AT + 62 + host_clock_offset)]
-    assert plan(hosts, read=read_later(UNCONVERGED, 60))["batches"] == [[["app1", "a"]]]
+    assert plan(hosts, read=with_runtimes_on_the_count(60, 2))["batches"] == [[["app1", "a"]]]
 
 
 def test_a_start_within_the_clock_uncertainty_is_restarted_rather_than_trusted():
@@ -126,7 +111,9 @@ def test_when_every_runtime_runs_the_count_only_a_changed_environment_restarts()
     changed = systemd_host("app2", {"a": unit("a", started=before)}, clock, environment_changed=True)
     result = plan([quiet, changed], read=CONVERGED)
     assert result["batches"] == [[["app2", "a"]]]
-    assert result["lines"] == ["app2/a: restart - its environment file changed"]
+    assert result["lines"][:2] == [
+        "app1/a: left alone - the live runtimes on the count cover the inventory (judged by count)",
+        "app2/a: restart - its environment file changed"]
 
 
 def test_check_mode_plans_a_restart_of_every_running_service_when_the_count_would_switch():
@@ -141,7 +128,7 @@ def test_check_mode_plans_a_restart_of_every_running_service_when_the_count_woul
 
 
 def test_without_a_status_command_every_running_service_restarts_while_a_runtime_lags():
-    report = host_services(["p1", "p2"], "localhost", "command", status_results=[], clock="1")
+    report = host_services(["p1", "p2"], "localhost", "command", status_results={"results": []}, clock="1")
     result = plan([report])
     assert result["batches"] == [[["localhost", "p1"]], [["localhost", "p2"]]]
     assert "its start time is unknown (no enqueue_shards_status_command)" in result["lines"][0]
@@ -152,17 +139,13 @@ def test_the_status_command_contract():
                {"item": "p2", "rc": 0, "stdout": f"{CHANGE_AT - 30:.3f}"},
                {"item": "p3", "rc": 1, "stdout": "", "stderr": "p3 is not running"},
                {"item": "p4", "rc": 0, "stdout": "yesterday"}]
-    report = host_services(["p1", "p2", "p3", "p4"], "localhost", "command", status_results=results,
+    report = host_services(["p1", "p2", "p3", "p4"], "localhost", "command", status_results={"results": results},
                            clock=str(int(CHANGE_AT + 62)))
     states = {service["service"]: service for service in report["services"]}
     assert states["p3"]["detail"] == "status command exited 1: p3 is not running"
-    assert states["p4"]["detail"] == "status command printed 'yesterday', not unix seconds"
-    assert plan([report], read=read_later(UNCONVERGED, 60))["batches"] == [[["localhost", "p2"]], [["localhost", "p3"]], [["localhost", "p4"]]]
-
-
-def test_interleave_takes_one_service_of_each_host_in_turn():
-    assert interleave([[("h1", "a"), ("h1", "b"), ("h1", "c")], [], [("h3", "a")]]) == [
-        ("h1", "a"), ("h3", "a"), ("h1", "b"), ("h1", "c")]
+    assert states["p4"]["detail"] == "status command printed 'yesterday', not unix seconds (and optionally a pid)"
+    assert plan([report], read=with_runtimes_on_the_count(60, 2))["batches"] == [
+        [["localhost", "p2"]], [["localhost", "p3"]], [["localhost", "p4"]]]
 
 
 def test_restart_outcome_reads_items_and_whole_task_failures():
@@ -170,7 +153,8 @@ def test_restart_outcome_reads_items_and_whole_task_failures():
                            {"item": "b", "failed": True, "msg": "Unable to restart service b: Job for b.service failed"}]}
     skipped = {"skipped": True, "results": [{"item": "a", "skipped": True}, {"item": "b", "skipped": True}]}
     assert restart_outcome([systemd, skipped], ["a", "b"], "app1") == {
-        "host": "app1", "restarted": ["a"], "failed": [{"service": "b", "message": "Unable to restart service b: Job for b.service failed"}]}
+        "host": "app1", "restarted": ["a"], "unreachable": None,
+        "failed": [{"service": "b", "message": "Unable to restart service b: Job for b.service failed"}]}
     # ansible.builtin.command's own words on a non-zero exit: 2.19 and 2.20, then 2.21. Only stderr says why.
     for boilerplate in ("non-zero return code", "The command exited with a non-zero return code."):
         command = {"results": [{"item": "a", "failed": True, "rc": 7, "msg": boilerplate, "stderr": "no such program\n"}]}
@@ -183,53 +167,119 @@ def test_restart_outcome_reads_items_and_whole_task_failures():
         {"service": "b", "message": "the loop could not be templated"}]
 
 
-def _states(host: str, units: dict[str, str]) -> dict:
-    return host_services(list(units), host, "systemd", "\n".join(units.values()))
 
 
-def test_a_batch_whose_services_all_came_back_passes():
-    verdict = batch_verdict([["app1", "a"], ["app2", "a"]], 0, 2,
-                            [{"host": "app1", "restarted": ["a"], "failed": []}, {"host": "app2", "restarted": ["a"], "failed": []}],
-                            [_states("app1", {"a": unit("a", pid=11)}), _states("app2", {"a": unit("a", pid=12)})],
-                            {"new_runtimes": [{"pid": 11}, {"pid": 12}]}, 1)
-    assert verdict == {"ok": True, "message": "Batch 1 of 2 is back: 2 of 2 restarted runtimes live and healthy."}
+# ---- a service is done only when its runtimes are live on the count ----
+
+NOW = datetime.datetime.fromisoformat(CONVERGED["read_at"]).timestamp()
 
 
-def test_a_failed_restart_stops_the_rollout_naming_host_and_unit_and_its_neighbour_is_still_checked():
-    verdict = batch_verdict([["app1", "a"], ["app2", "b"]], 1, 3,
-                            [{"host": "app1", "restarted": ["a"], "failed": []},
-                             {"host": "app2", "restarted": [], "failed": [{"service": "b", "message": "Job for b.service failed"}]}],
-                            [_states("app1", {"a": unit("a", pid=11)}),
-                             _states("app2", {"b": unit("b", state="failed", sub="failed", result="exit-code")})],
-                            {"new_runtimes": [{"pid": 11}]}, 1)
-    assert not verdict["ok"]
-    message = verdict["message"]
-    assert message.startswith("Rollout stopped at batch 2 of 3 (app1/a, app2/b): app2/b did not come back: the "
-                              "restart failed: Job for b.service failed")
-    assert "app1/a did not come back" not in message and "app1/a runs as" not in message
-    assert "No later batch was restarted" in message and "run the playbook again" in message
+def converged_read(*runtimes: dict) -> dict:
+    """The recorded converged read, with these runtimes instead (every runtime on the count: no deadline)."""
+    return dict(CONVERGED, runtimes=list(runtimes))
 
 
-def test_a_unit_that_crashes_after_a_successful_restart_is_named():
-    verdict = batch_verdict([["app1", "a"], ["app1", "b"]], 0, 1,
-                            [{"host": "app1", "restarted": ["a", "b"], "failed": []}],
-                            [_states("app1", {"a": unit("a", pid=11),
-                                              "b": unit("b", state="activating", sub="auto-restart", pid=0)})],
-                            {"new_runtimes": [{"pid": 11}], "msg": "Timed out after 10s waiting until restarted"}, 1)
-    assert not verdict["ok"]
-    assert "app1/b did not come back: it is failed (activating/auto-restart) after its restart" in verdict["message"]
-    assert "1 of 2 restarted runtimes are live and healthy in Awa" in verdict["message"]
-    assert "app1/a did not" not in verdict["message"]
+def test_a_service_that_runs_but_registered_no_runtime_is_restarted_even_when_every_runtime_is_converged():
+    # The reported bug: a restarted service hangs before its runtime registers; every live runtime is on the count.
+    hosts = [systemd_host("app1", {"a": unit("a", started=NOW - 60, pid=11), "b": unit("b", started=NOW - 50, pid=12)},
+                          NOW + 2)]
+    result = plan(hosts, read=converged_read(runtime(11, NOW - 59)))
+    assert result["batches"] == [[["app1", "b"]]]
+    assert "app1/a: left alone - its runtime (pid 11) runs the count" in result["lines"]
+    assert ("app1/b: restart - it runs (pid 12) but no live Awa runtime has its pid: it hangs before its runtime "
+            "registers, or it is in a restart loop") in result["lines"]
+    assert result["pid_hosts"] == ["app1"]
 
 
-def test_a_running_unit_without_a_healthy_runtime_is_named_by_its_pid():
-    verdict = batch_verdict([["app1", "a"]], 0, 1, [{"host": "app1", "restarted": ["a"], "failed": []}],
-                            [_states("app1", {"a": unit("a", pid=42)})], {"new_runtimes": []}, 1)
-    assert "app1/a runs as pid 42, but no new live and healthy Awa runtime has that pid" in verdict["message"]
+def test_a_host_whose_only_service_hangs_is_caught_by_the_count():
+    # f2 runs one unit, which hangs: no pid of it matches, so f2 is judged by count, and the count falls short.
+    hosts = [systemd_host("f1", {"a": unit("a", started=NOW - 60, pid=300)}, NOW + 2),
+             systemd_host("f2", {"b": unit("b", started=NOW - 40, pid=300)}, NOW + 2)]
+    result = plan(hosts, read=converged_read(runtime(300, NOW - 59)))
+    # Both hosts use pid 300: the runtime started before f2's process, so it is f1's.
+    assert result["batches"] == [[["f2", "b"]]]
+    assert result["pid_hosts"] == ["f1"]
+    assert "f2/b: restart - the inventory runs 1 of 2 runtimes on the count" in " ".join(result["lines"])
 
 
-def test_a_failed_wait_is_reported_with_the_module_message():
-    verdict = batch_verdict([["app1", "a"]], 0, 1, [{"host": "app1", "restarted": ["a"], "failed": []}],
-                            [_states("app1", {"a": unit("a", pid=42)})],
-                            {"msg": "could not connect to database 'app' on db1:5432 as 'awa_migrator'"}, 1)
-    assert "the wait for the new runtimes failed: could not connect to database 'app'" in verdict["message"]
+def test_a_runtime_is_given_to_the_service_whose_process_started_last_before_it():
+    hosts = [systemd_host("f1", {"a": unit("a", started=NOW - 60, pid=300)}, NOW + 2),
+             systemd_host("f2", {"b": unit("b", started=NOW - 40, pid=300)}, NOW + 2)]
+    result = plan(hosts, read=converged_read(runtime(300, NOW - 39)))
+    assert result["batches"] == [[["f1", "a"]]]
+    assert "f2/b: left alone - its runtime (pid 300) runs the count" in result["lines"]
+
+
+def test_a_runtime_that_reports_its_host_name_is_matched_to_that_host_only():
+    hosts = [systemd_host("f1", {"a": unit("a", started=NOW - 60, pid=300)}, NOW + 2),
+             systemd_host("f2", {"b": unit("b", started=NOW - 60, pid=300)}, NOW + 2)]
+    result = plan(hosts, read=converged_read(runtime(300, NOW - 59, hostname="f1"),
+                                             runtime(300, NOW - 58, hostname="f2")))
+    assert result["batches"] == []
+
+
+def test_a_crash_looping_unit_is_restarted_and_a_stuck_start_too():
+    hosts = [systemd_host("app1", {"loop": unit("loop", state="activating", sub="auto-restart", pid=0),
+                                   "stuck": unit("stuck", state="activating", sub="start-pre", pid=0),
+                                   "ok": unit("ok", started=NOW - 60, pid=11)}, NOW + 2)]
+    result = plan(hosts, read=converged_read(runtime(11, NOW - 59)))
+    assert result["batches"] == [[["app1", "loop"]], [["app1", "stuck"]]]
+    assert "app1/stuck: restart - it is stuck in start (activating/start-pre)" in result["lines"]
+
+
+def test_a_matched_runtime_on_an_older_count_restarts_its_service_whatever_the_clocks_say():
+    # By the host's clock the process started after the change, but its runtime (by pid) is a straggler.
+    hosts = [systemd_host("app1", {"a": unit("a", started=CHANGE_AT + 300, pid=15653)}, CHANGE_AT + 602)]
+    read = read_later(UNCONVERGED, 600)
+    read["runtimes"] = [runtime(15653, CHANGE_AT + 301, converged=False)]
+    result = plan(hosts, read=read)
+    assert result["batches"] == [[["app1", "a"]]]
+    assert "app1/a: restart - its runtime (pid 15653) runs an older count" in result["lines"]
+
+
+def test_services_that_cannot_be_matched_are_restarted_when_the_count_falls_short():
+    # A status command without pids: two services, one live runtime on the count, nothing lags.
+    results = [{"item": "p1", "rc": 0, "stdout": f"{NOW - 60:.3f}"}, {"item": "p2", "rc": 0, "stdout": f"{NOW - 50:.3f}"}]
+    report = host_services(["p1", "p2"], "localhost", "command", status_results={"results": results}, clock=str(NOW + 2))
+    result = plan([report], read=converged_read(runtime(4242, NOW - 59)))
+    assert result["batches"] == [[["localhost", "p1"]], [["localhost", "p2"]]]
+    assert ("localhost/p1: restart - the inventory runs 1 of 2 runtimes on the count and its runtimes cannot be told "
+            "apart from the others by pid") in result["lines"]
+    assert any(line.startswith("How the runtimes were counted: runtimes matched to services by pid, except on "
+                               "localhost") for line in result["lines"])
+    covered = plan([report], read=converged_read(runtime(4242, NOW - 59), runtime(4243, NOW - 49)))
+    assert covered["batches"] == []
+
+
+def test_the_status_command_may_print_the_runtime_pid_after_the_start():
+    results = [{"item": "p1", "rc": 0, "stdout": f"{NOW - 60:.3f} 4242\n"},
+               {"item": "p2", "rc": 0, "stdout": f"{NOW - 50:.3f} 4243"}]
+    report = host_services(["p1", "p2"], "localhost", "command", status_results={"results": results}, clock=str(NOW + 2))
+    assert [service["main_pid"] for service in report["services"]] == [4242, 4243]
+    result = plan([report], read=converged_read(runtime(4242, NOW - 59)))
+    assert result["batches"] == [[["localhost", "p2"]]]
+
+
+def test_services_of_unreachable_hosts_are_skipped_and_too_many_of_them_stop_before_any_restart():
+    hosts = [systemd_host("app1", {"a": unit("a", started=CHANGE_AT - 60)}, READ_AT + 2),
+             systemd_host("app2", {"b": unit("b"), "c": unit("c")}, reachable=False)]
+    stopped = plan(hosts)
+    assert stopped["skipped"] == ["app2/b", "app2/c"]
+    assert "app2/b: not checked or restarted - its host is unreachable (unreachable earlier in this run)" in stopped["lines"]
+    assert stopped["problems"] == [
+        "1 of 2 producer host(s) unreachable (50%, over enqueue_shards_max_fail_percentage 0): app2 (unreachable "
+        "earlier in this run): b, c not checked or restarted. Bring them back and run the playbook again (it restarts "
+        "only what is still stale), or raise enqueue_shards_max_fail_percentage to go on without them"]
+    allowed = plan(hosts, max_fail_percentage=50)
+    assert allowed["problems"] == [] and allowed["batches"] == [[["app1", "a"]]]
+
+
+def test_batch_sizes_as_ansible_serial_writes_them():
+    before = CHANGE_AT - 60
+    hosts = [systemd_host(f"app{index}", {"a": unit("a", started=before), "b": unit("b", started=before)},
+                          READ_AT + 2) for index in (1, 2)]
+    result = plan(hosts, batch_size=[1, "50%"])
+    assert [len(batch) for batch in result["batches"]] == [1, 2, 1]
+    assert result["headline"].startswith("Restarting 4 producer service(s) in 3 batch(es) of 1, 2, 1 "
+                                         "(enqueue_shards_batch_size 1, 50%): [app1/a] then [app2/a, app1/b] then")
+    assert [len(batch) for batch in plan(hosts, batch_size="25%")["batches"]] == [1, 1, 1, 1]

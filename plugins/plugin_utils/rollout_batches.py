@@ -1,0 +1,86 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Batches of a rolling restart, written the way Ansible's ``serial`` is.
+
+``enqueue_shards_batch_size`` is a number of services, a percentage of the
+services to restart (``"25%"``), or a list of either (``[1, "25%", "100%"]``)
+whose last entry repeats until every service is in a batch. A percentage is
+rounded down, and never below one service (as ``serial`` does).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+ACCEPTED_FORMS = ('a whole number of services (2), a percentage of them ("25%"), or a list of either '
+                  '([1, "25%", "100%"], the last entry repeated)')
+
+
+def _entry_problem(entry: object) -> str | None:
+    if isinstance(entry, bool):
+        return f"{entry!r} is not a number"
+    if isinstance(entry, (int, float)) or (isinstance(entry, str) and entry.strip().isdigit()):
+        number = float(entry)
+        return None if number >= 1 and number.is_integer() else f"{entry!r} is not a whole number of at least 1"
+    if isinstance(entry, str) and PERCENT.match(entry):
+        percent = float(PERCENT.match(entry).group(1))
+        return None if 0 < percent <= 100 else f"{entry!r} is not a percentage above 0 and up to 100"
+    return f"{entry!r} is neither a number nor a percentage"
+
+
+def batch_size_problem(spec: object) -> str | None:
+    """Why ``spec`` is not a batch size, with the accepted forms; None when it is one."""
+    entries = spec if isinstance(spec, list) else [spec]
+    if not entries:
+        return f"enqueue_shards_batch_size is an empty list: give {ACCEPTED_FORMS}"
+    problems = [problem for problem in map(_entry_problem, entries) if problem]
+    if problems:
+        return f"enqueue_shards_batch_size: {'; '.join(problems)}. Give {ACCEPTED_FORMS}"
+    return None
+
+
+def _size(entry: object, total: int) -> int:
+    match = PERCENT.match(entry) if isinstance(entry, str) else None
+    if match:
+        return max(1, math.floor(total * float(match.group(1)) / 100))
+    return int(float(entry))
+
+
+def batch_sizes(spec: object, total: int) -> list[int]:
+    """The size of each batch for ``total`` services; raises ValueError for a spec batch_size_problem refuses."""
+    problem = batch_size_problem(spec)
+    if problem:
+        raise ValueError(problem)
+    entries = spec if isinstance(spec, list) else [spec]
+    sizes, placed = [], 0
+    while placed < total:
+        size = min(_size(entries[min(len(sizes), len(entries) - 1)], total), total - placed)
+        sizes.append(size)
+        placed += size
+    return sizes
+
+
+def describe(spec: object, sizes: list[int]) -> str:
+    """The batches' sizes as the plan's headline says them: ``of at most 2``, or ``of 1, 2, 2 (1, 50%)``."""
+    if not isinstance(spec, list):
+        return f"of at most {spec}"
+    return f"of {', '.join(map(str, sizes))} (enqueue_shards_batch_size {', '.join(map(str, spec))})"
+
+
+def interleave(members: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
+    """[host1 services, host2 services, ...] -> host1/a, host2/a, host1/b, ...: batches span hosts."""
+    order = []
+    for position in range(max((len(host) for host in members), default=0)):
+        order += [host[position] for host in members if position < len(host)]
+    return order
+
+
+def split(order: list[tuple[str, str]], spec: object) -> list[list[tuple[str, str]]]:
+    """``order`` cut into batches of ``spec``."""
+    batches, start = [], 0
+    for size in batch_sizes(spec, len(order)):
+        batches.append(order[start:start + size])
+        start += size
+    return batches

@@ -1,0 +1,58 @@
+"""Shared helpers of the rollout tests: the change-window playbook against a test bed, and what it printed.
+
+The test bed (``python -m awa_testbed up``) runs Awa applications under
+supervisord; its inventory (extensions/testbed) gives the role the restart
+and status commands, so these tests exercise the restart contract.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+from pathlib import Path
+
+from awa_testbed import environment
+from awa_testbed.supervisor import Supervisor
+from enqueue_shards_support import ansible_command
+
+REPO = Path(__file__).resolve().parents[2]
+TESTBED_INVENTORY = REPO / "extensions" / "testbed" / "inventory.yml"
+PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
+BACKOUT_PREFIX = "To back out (the previous counts, the same options): "
+
+
+def program_pids(state_dir: Path) -> dict[str, int | None]:
+    supervisor = Supervisor(state_dir)
+    return {name: supervisor.program_pid(name) for name in environment.load_state(state_dir)["programs"]}
+
+
+def set_enqueue_shards(state_dir: Path, shards: int, *flags: str, inventory: Path = TESTBED_INVENTORY,
+                       **variables) -> subprocess.CompletedProcess:
+    """The change-window playbook against the test bed, queue demo -> ``shards``."""
+    vars_file = state_dir / "extra-vars.json"
+    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
+                                     **{f"enqueue_shards_{name}": value for name, value in variables.items()}}),
+                         encoding="utf-8")
+    return ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *flags,
+                           env_extra={"AWA_TESTBED_STATE": str(state_dir)})
+
+
+def summary_row(output: str, queue: str = "demo") -> list[str]:
+    rows = [line.strip().strip('",') for line in output.splitlines() if line.strip().startswith(f'"{queue}  |')]
+    assert rows, output
+    return [cell.strip() for cell in rows[-1].split("|")]
+
+
+def failure_message(output: str) -> str:
+    """The message of the task that failed (the default callback prints ``FAILED! => {json}``)."""
+    marker = output.rfind("FAILED! => ")
+    assert marker >= 0, output
+    result, dummy = json.JSONDecoder().raw_decode(output, output.index("{", marker))
+    return result["msg"]
+
+
+def backout_argv(message: str) -> list[str]:
+    """The back-out command a stop message ends with, as argv."""
+    assert BACKOUT_PREFIX in message, message
+    return shlex.split(message[message.index(BACKOUT_PREFIX) + len(BACKOUT_PREFIX):])
