@@ -213,6 +213,7 @@ start_molecule() {
 # it still runs, its log, the timings, the functional tests' summary line.
 show_results() {
     local status=$1
+    trap '' TERM   # the molecule job, stopped here, must not cut the report short
     if [ -n "$molecule_pid" ]; then
         stop_tree "$molecule_pid"
         wait "$molecule_pid" 2>/dev/null || true
@@ -225,7 +226,7 @@ show_results() {
     cat "$timings"
     printf '%-24s %5ss\n' "total" "$SECONDS"
     [ ! -f "$work/functional.log" ] || grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/functional.log" | tail -n 1
-    [ "$status" = 0 ] || echo "hack/test.sh failed (exit $status): the failing step's output is above" >&2
+    [ "$status" = 0 ] || echo "hack/test.sh failed (exit $status): the step that failed, or was stopped, is above" >&2
 }
 at_exit show_results
 
