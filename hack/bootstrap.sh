@@ -209,10 +209,21 @@ step_pg18_wheel() {
 }
 
 # ---- ansible_test_offline ----------------------------------------------------
-# ansible-test bootstraps pip in its sanity venvs with a script from
-# ci-files.testing.ansible.com, which this network cannot reach. It uses a
-# cached copy when one exists: ours runs pip from the PyPI wheel instead. Each
-# ansible-core pins its own pip version, so each gets its stand-in.
+# ansible-test sanity runs each test that needs packages (pylint, yamllint,
+# validate-modules, ...) in a venv of its own, created without pip
+# (ansible_test/_internal/venv.py: `python -m venv --without-pip`), with
+# --venv, --local and --docker alike (commands/sanity/__init__.py:
+# create_sanity_virtualenv). It bootstraps pip there with a get-pip script
+# (_util/target/setup/requirements.py: bootstrap): the cached
+# ~/.ansible/test/cache/get_pip_<version>.py when it exists, else a download
+# from ci-files.testing.ansible.com, which this network cannot reach. No
+# option, environment variable or configuration skips or redirects that
+# download (--requirements-mode is for units only, and these venvs never have
+# pip); the cache file is the way ansible-test's own error names ("The
+# bootstrap script can be manually downloaded and saved to: ..."). So we save
+# a stand-in there that installs the same pip version from its PyPI wheel,
+# downloaded next to it. Each ansible-core pins its own pip version
+# (python_requirements.py: get_venv_packages), so each gets its own stand-in.
 step_ansible_test_offline() {
     local cache="$HOME/.ansible/test/cache" core pip_version standin
     for core in "${matrix_cores[@]}"; do

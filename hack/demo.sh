@@ -18,11 +18,12 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
 
 state="$work/testbed"
-on_exit() {
+stop_testbed() {
     echo
     echo "Stopping the Awa applications, supervisord and PostgreSQL."
     python -m awa_testbed down --state "$state" >/dev/null 2>&1 || true
 }
+at_exit stop_testbed
 
 # The inventory reads the test bed's state.json (extensions/testbed/group_vars/all.yml).
 export AWA_TESTBED_STATE="$state"

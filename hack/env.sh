@@ -1,5 +1,5 @@
-# Sourced (not run) by hack/test.sh, hack/integration.sh, hack/demo.sh and
-# benchmarks/run.sh:
+# Sourced (not run) by the scripts in hack/ and by benchmarks/run.sh, or by
+# hand (KIND dev) for a shell with the project's environment:
 #
 #     source "$(dirname "${BASH_SOURCE[0]}")/../hack/env.sh" KIND
 #
@@ -7,8 +7,9 @@
 # directory), the project venv on PATH (created by hack/bootstrap.sh), the
 # test bed and benchmarks importable, a run id for the test bed's reaper, and
 # a work folder $work holding this checkout as the collection awa.operations
-# (ANSIBLE_COLLECTIONS_PATH). On exit it calls the caller's on_exit function,
-# if there is one, then stops whatever the run left running and removes $work.
+# (ANSIBLE_COLLECTIONS_PATH). On exit it runs the functions the caller
+# registered with `at_exit FUNCTION` (below), then stops whatever the run left
+# running (the test bed's reaper, by run id) and removes $work.
 # stage_collection copies the checkout to $stage for ansible-test; with_core
 # runs a command on another ansible-core of the matrix (hack/matrix.sh).
 # KIND test and integration prepare the whole matrix, the others (demo, bench)
@@ -28,8 +29,8 @@ esac
 # The matrix's interpreters come before anything else named pythonX.Y (pyenv
 # shims that do not run): ansible-test sanity looks them up on PATH.
 export PATH="$venv/bin:$venvs/interpreters:$PATH"
-# The test bed of every venv (molecule on 2.20 too) takes the wheels bootstrap
-# downloaded (PostgreSQL 18, older awa-cli) from the project venv.
+# The test bed of every venv takes the wheels bootstrap downloaded
+# (PostgreSQL 18, older awa-cli) from the project venv.
 export AWA_TESTBED_WHEELS="$venv/awa-wheels"
 
 # with_core CORE COMMAND...: COMMAND with that ansible-core's venv first on PATH.
@@ -47,8 +48,18 @@ mkdir -p "$work/collections/ansible_collections/awa"
 ln -s "$root" "$work/collections/ansible_collections/awa/operations"
 export ANSIBLE_COLLECTIONS_PATH="$work/collections"
 
+# at_exit FUNCTION: run FUNCTION when the script exits (normally, on an error
+# or on Ctrl-C), with the script's exit status as its argument, before the
+# reaper and before $work is removed. Functions run in the order registered;
+# one that fails does not keep the others or the reaper from running.
+exit_functions=()
+at_exit() {
+    declare -F "$1" >/dev/null || { echo "at_exit: $1 is not a function" >&2; return 2; }
+    exit_functions+=("$1")
+}
 finish_run() {
-    if declare -F on_exit >/dev/null; then on_exit || true; fi
+    local status=$? function
+    for function in "${exit_functions[@]}"; do "$function" "$status" || true; done
     python -m awa_testbed reap --run "$AWA_TESTBED_RUN_ID" >/dev/null 2>&1 || true
     rm -rf "$work"
 }

@@ -23,7 +23,7 @@ cores=("$@")
 [ ${#cores[@]} -gt 0 ] || cores=("${matrix_cores[@]}")
 
 servers="$work/servers"
-on_exit() {
+stop_servers() {
     python - "$servers" <<'PYTHON'
 import json, pathlib, sys
 from awa_testbed.pgserver import PgServer
@@ -31,6 +31,7 @@ for described in pathlib.Path(sys.argv[1]).glob("pg*/server.json"):
     PgServer.from_description(json.loads(described.read_text())).destroy()
 PYTHON
 }
+at_exit stop_servers
 
 # start_server MAJOR CORE...: one detached server, one fresh Awa database per
 # core, and for each core the variables tasks/main.yml reads, in

@@ -14,17 +14,10 @@ declare -A matrix_core_requirements=(
     [2.19]=requirements/core-2.19.txt
 )
 
-# Molecule runs on the newest core: the fleet scenario, the rollout over SSH to
-# real systemd hosts, on PostgreSQL 17 and 18. The supervisord scenario (pg18)
-# on 2.20 fits no more in the 30-minute budget of the test command: run it with
-# `bash hack/test.sh --core 2.20 molecule` after adding 2.20 here; the role's
-# Python runs in the units of every core.
+# Molecule runs every scenario (extensions/molecule: fleet, the rollout over
+# SSH to real systemd hosts, on PostgreSQL 17 and 18) on the newest core;
+# the role's Python runs in the units of every core.
 matrix_molecule_cores=(2.21)
-declare -A matrix_molecule_scenarios=([2.21]="--scenario-name fleet")
-# The supervisord test beds the default scenario starts for those scenarios
-# (pg17 and pg18 use the one of their major; fleet starts its own database):
-# none for fleet alone, which would otherwise run two idle test beds.
-declare -A matrix_molecule_testbeds=([2.21]="")
 
 # ansible-test sanity runs compile and import on every interpreter it finds:
 # these are put on its PATH (the modules need Python 3.10+, tests/config.yml).

@@ -1,31 +1,44 @@
 #!/usr/bin/env bash
-# The project's one test command. From a fresh clone on a fresh machine:
+# The project's one test command. From a fresh clone on a fresh machine (as
+# root for the molecule and functional steps' system packages, see README):
 #
-#     bash hack/test.sh                      # everything
-#     bash hack/test.sh --long               # everything, with the long soak
+#     bash hack/test.sh                      # every step
+#     bash hack/test.sh --long               # every step, with the long soak
 #     bash hack/test.sh sanity units         # only some steps (names below)
 #     bash hack/test.sh --core 2.20 sanity   # steps of the matrix on one core only
+#     bash hack/test.sh --serial             # molecule in turn with the others
 #
 # Steps: changelog sanity units lint docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
-# (hack/matrix.sh), molecule on the newest. It creates the venvs with
-# pinned dependencies from PyPI (hack/bootstrap.sh), starts every server the
-# tests use (PostgreSQL 17 and 18 from PyPI wheels) and stops them again, and
-# ends with the step timings and the pytest summary line of the functional tests.
+# (hack/matrix.sh), molecule on the newest.
 #
-# When molecule runs with other steps, they run in turn beside it, in a second
-# hack/test.sh in the background whose output is shown when molecule ends:
-# molecule mostly waits on its hosts' units and runtimes (a third of one core),
-# and the whole command must stay under 30 minutes on 2 cores.
-# AWA_TEST_SERIAL=1 runs every step in turn instead.
+# What it does, top to bottom:
+#   1. Prepares: the venvs with pinned dependencies from PyPI (hack/bootstrap.sh,
+#      through hack/env.sh), then the Debian packages the steps need
+#      (hack/packages.sh: apt-get, as root, when missing).
+#   2. Starts molecule as a background job, when other steps run too: it mostly
+#      waits on its hosts' units and runtimes (a third of one core), and the
+#      whole command must stay well under 40 minutes on 2 cores. Its output
+#      goes to a log file, shown when the run ends: two outputs interleaved
+#      line by line (Ansible's task blocks, pytest's report) would be readable
+#      as neither.
+#   3. Runs the other steps in turn in the foreground, then waits for molecule.
+#   4. When it ends, also on a failure or Ctrl-C, prints molecule's log, every
+#      step's timing and the functional tests' summary line (show_results).
+# A failing step stops the run: a foreground step that fails stops molecule,
+# and molecule failing stops the foreground step. Each step starts the servers
+# it uses (PostgreSQL 17 and 18 from PyPI wheels) and stops them; hack/env.sh
+# stops whatever is left (the test bed's reaper, by run id).
 set -euo pipefail
 
 long=0
+serial=0
 steps=()
 only_cores=()
 while [ $# -gt 0 ]; do
     case "$1" in
         --long) long=1 ;;
+        --serial) serial=1 ;;
         --core) only_cores+=("${2:?--core needs a version, for example 2.20}"); shift ;;
         -h|--help) sed -n '2,/^set -euo pipefail/p' "$0" | sed '$d'; exit 0 ;;
         *) steps+=("$1") ;;
@@ -34,10 +47,14 @@ while [ $# -gt 0 ]; do
 done
 all_steps=(changelog sanity units lint docs importer ee integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
+for step in "${steps[@]}"; do
+    [[ " ${all_steps[*]} " == *" $step "* ]] || { echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2; }
+done
 
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" test
-bootstrap_seconds=$SECONDS
+timings="$work/timings"
+printf '%-24s %5ss\n' bootstrap "$SECONDS" >"$timings"
 
 # The cores a matrix step runs on: the given list, or all (in matrix order).
 cores_of() {
@@ -50,15 +67,12 @@ for core in "${only_cores[@]}"; do
     [ -n "${matrix_core_python[$core]:-}" ] || { echo "unknown core $core (matrix: ${matrix_cores[*]})" >&2; exit 2; }
 done
 
-timings=("$(printf '%-22s %4ss' "bootstrap" "$bootstrap_seconds")")
+# run_step NAME COMMAND...: one step, headed by its name; its time goes to $timings.
 run_step() {
-    local name=$1; shift
-    local started=$SECONDS
+    local name=$1 started=$SECONDS; shift
     printf '\n=== %s ===\n' "$name"
     "$@"
-    timings+=("$(printf '%-22s %4ss' "$name" $((SECONDS - started)))")
-    # A run beside molecule hands each step's timing to the run that started it.
-    [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] || printf '%s\n' "${timings[-1]}" >>"$AWA_TEST_TIMINGS_FILE"
+    printf '%-24s %5ss\n' "$name" $((SECONDS - started)) >>"$timings"
     printf -- '--- %s: %ss\n' "$name" $((SECONDS - started))
 }
 # A step of the matrix: the same function once per core, each timed.
@@ -68,10 +82,6 @@ run_matrix_step() {
     for core in "${cores[@]}"; do
         run_step "$name $core" "step_$name" "$core"
     done
-}
-print_timings() {
-    printf '\n--- step timings ---\n'
-    printf '%s\n' "${timings[@]}"
 }
 
 step_changelog() { antsibull-changelog lint; }
@@ -150,79 +160,97 @@ step_integration() {
     bash hack/integration.sh "${cores[@]}"
 }
 
-# Molecule's shared state (.config/molecule/config.yml): the default scenario
-# starts the test beds first and stops them last. Each core gets a fresh state
-# folder and its scenarios (hack/matrix.sh).
-# The fleet scenario boots Debian hosts with systemd-nspawn: hack/hosts.sh
-# installs the tools and builds (or finds) their cached root filesystem.
+# Every molecule scenario (extensions/molecule) on the core, in a fresh
+# ephemeral folder. The fleet scenario boots Debian hosts with systemd-nspawn:
+# hack/hosts.sh builds (or finds) their cached root filesystem.
 step_molecule() {
-    local scenarios
-    read -ra scenarios <<<"${matrix_molecule_scenarios[$1]}"
-    if [[ " ${scenarios[*]} " == *" fleet "* ]]; then bash hack/hosts.sh; fi
-    (cd "$root" && MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" \
-        AWA_MOLECULE_TESTBEDS="${matrix_molecule_testbeds[$1]-17 18}" with_core "$1" molecule test "${scenarios[@]}")
+    bash hack/hosts.sh
+    MOLECULE_EPHEMERAL_DIRECTORY="$work/molecule-$1" with_core "$1" molecule test --all
 }
 
+# Two workers, a file's tests on one of them (module fixtures, ordered scenarios): most of a test is
+# waiting on servers and runtimes. The slowest tests are listed: the whole command has to stay well
+# under 40 minutes on 2 cores. --no-skips (tests/functional/conftest.py): a test that would be skipped
+# here fails, because this command promises that every selected test runs.
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    # (beside molecule, the run that started this one prints them)
-    [ -n "${AWA_TEST_TIMINGS_FILE:-}" ] || print_timings
-    # Two workers, a file's tests on one of them (module fixtures, ordered scenarios): most of a test is
-    # waiting on servers and runtimes. The slowest tests are listed: the whole command has to stay under
-    # 30 minutes on 2 cores.
-    pytest "${marker[@]}" -n 2 --dist loadfile --durations=25 tests/functional
+    pytest "${marker[@]}" --no-skips -n 2 --dist loadfile --durations=25 tests/functional | tee "$work/functional.log"
 }
 
-# With molecule and other steps: molecule here, every other step in turn in a
-# second run beside it (AWA_TEST_SERIAL=1 in that run), each in its own output.
-beside=() beside_pid=
-if [ "${AWA_TEST_SERIAL:-0}" != 1 ] && [[ " ${steps[*]} " == *" molecule "* ]]; then
-    for step in "${steps[@]}"; do [ "$step" = molecule ] || beside+=("$step"); done
-    steps=(molecule)
-fi
-start_beside() {
-    [ ${#beside[@]} -gt 0 ] || return 0
-    local options=() core
-    for core in "${only_cores[@]}"; do options+=(--core "$core"); done
-    [ "$long" = 0 ] || options+=(--long)
-    echo "--- beside molecule, in the background: ${beside[*]}"
-    # Its own process group, so a failing or interrupted run stops it too.
-    AWA_TEST_SERIAL=1 AWA_TEST_TIMINGS_FILE="$work/beside-timings" \
-        setsid bash "$0" "${options[@]}" "${beside[@]}" >"$work/beside.log" 2>&1 &
-    beside_pid=$!
+# ---- molecule beside the other steps ----------------------------------------
+
+# stop_tree PID...: SIGTERM to each process, then to everything that was under it.
+stop_tree() {
+    local pid children
+    for pid in "$@"; do
+        children=$(ps -o pid= --ppid "$pid" || true)
+        kill -TERM "$pid" 2>/dev/null || true
+        # shellcheck disable=SC2086 # one word per pid
+        stop_tree $children
+    done
 }
-# After molecule: the other run's output, then every step's timing and the
-# functional tests' summary line, last as in a serial run.
-join_beside() {
-    [ -n "$beside_pid" ] || return 0
-    local status=0
-    wait "$beside_pid" || status=$?
-    beside_pid=
-    printf '\n=== beside molecule: %s ===\n' "${beside[*]}"
-    cat "$work/beside.log"
-    [ ! -f "$work/beside-timings" ] || mapfile -t -O ${#timings[@]} timings <"$work/beside-timings"
-    print_timings
-    grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/beside.log" | tail -n 1 || true
-    if [ "$status" != 0 ]; then
-        echo "a step beside molecule failed (exit $status): its output is above" >&2
-        return "$status"
+
+molecule_log="$work/molecule.log" molecule_pid=
+molecule_job() {
+    trap molecule_ended EXIT
+    run_matrix_step molecule "${matrix_molecule_cores[@]}"
+}
+# When molecule fails, the job stops the script and the step in its foreground.
+molecule_ended() {
+    local status=$? child
+    [ "$status" = 0 ] && return
+    echo "molecule failed (exit $status): stopping the other steps"
+    kill -TERM $$
+    for child in $(ps -o pid= --ppid $$); do
+        [ "$child" = "$BASHPID" ] || stop_tree "$child"
+    done
+}
+start_molecule() {
+    echo "--- molecule runs beside the other steps; its output: $molecule_log (shown at the end)"
+    molecule_job </dev/null >"$molecule_log" 2>&1 &
+    molecule_pid=$!
+}
+
+# ---- the end: the one place that prints the results -------------------------
+
+# At exit (hack/env.sh's at_exit), whatever ended the run: molecule stopped if
+# it still runs, its log, the timings, the functional tests' summary line.
+show_results() {
+    local status=$1
+    trap '' TERM   # the molecule job, stopped here, must not cut the report short
+    if [ -n "$molecule_pid" ]; then
+        stop_tree "$molecule_pid"
+        wait "$molecule_pid" 2>/dev/null || true
     fi
+    if [ -s "$molecule_log" ]; then
+        printf '\n=== molecule, beside the other steps ===\n'
+        cat "$molecule_log"
+    fi
+    printf '\n--- step timings ---\n'
+    cat "$timings"
+    printf '%-24s %5ss\n' "total" "$SECONDS"
+    [ ! -f "$work/functional.log" ] || grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/functional.log" | tail -n 1
+    [ "$status" = 0 ] || echo "hack/test.sh failed (exit $status): the step that failed, or was stopped, is above" >&2
 }
-on_exit() { [ -z "$beside_pid" ] || kill -TERM -- "-$beside_pid" 2>/dev/null || true; }
+at_exit show_results
 
-start_beside
+started=$SECONDS
+bash hack/packages.sh "${steps[@]}"
+printf '%-24s %5ss\n' packages $((SECONDS - started)) >>"$timings"
+
+if [ "$serial" = 0 ] && [ ${#steps[@]} -gt 1 ] && [[ " ${steps[*]} " == *" molecule "* ]]; then
+    start_molecule
+    mapfile -t steps < <(printf '%s\n' "${steps[@]}" | grep -vx molecule)
+fi
 for step in "${steps[@]}"; do
     case "$step" in
         sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
-        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}"; join_beside ;;
-        *)
-            case " ${all_steps[*]} " in
-                *" $step "*) run_step "$step" "step_$step" ;;
-                *) echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2 ;;
-            esac ;;
+        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
+        *) run_step "$step" "step_$step" ;;
     esac
 done
-if [ -z "${AWA_TEST_TIMINGS_FILE:-}" ] && [ ${#beside[@]} = 0 ] && [[ " ${steps[*]} " != *" functional "* ]]; then
-    print_timings
+if [ -n "$molecule_pid" ]; then
+    wait "$molecule_pid"
+    molecule_pid=
 fi

@@ -1,8 +1,7 @@
 """What the database says about a queue after a rollout, read independently of the collection.
 
-Molecule's verify steps (the supervisord scenarios and the fleet scenario)
-check the role's work with these queries rather than with the info module
-they are testing.
+The fleet scenario's molecule verify steps check the role's work with these
+queries rather than with the info module they are testing.
 """
 
 from __future__ import annotations

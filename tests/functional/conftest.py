@@ -142,6 +142,29 @@ def fleet(awa_db):
     programs.cleanup()
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--no-skips", action="store_true",
+                     help="fail a test that would be skipped, with the skip's reason (hack/test.sh: every selected "
+                          "test runs there)")
+
+
+class NoSkips:
+    """--no-skips: a skipped test is reported as failed, with the reason it gave."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self, item, call):  # pylint: disable=unused-argument
+        report = (yield).get_result()
+        if report.skipped and not hasattr(report, "wasxfail"):
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            report.outcome = "failed"
+            report.longrepr = f"{reason}\n(--no-skips: the test command runs every selected test, so a skip fails)"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.getoption("--no-skips"):
+        config.pluginmanager.register(NoSkips(), "awa-no-skips")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):  # pylint: disable=unused-argument
     """Attach the programs' output and the server log to a failing test's report."""
