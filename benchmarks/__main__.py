@@ -7,9 +7,12 @@ after each suite, so an interrupted run keeps what it measured).
 ``--tables FILE.json`` prints the tables of an earlier run again.
 
 Suites: change (cost of one change), impact (live producers), scale (many
-queues, Ansible), convergence (restart pickup), and shard_choice (which S
+queues, Ansible), convergence (restart pickup), shard_choice (which S
 helps real producers: path x N x S; about 35 minutes, so only when named:
-``--suites shard_choice``). It never passes or fails: it measures and reports.
+``--suites shard_choice``) and fleet (the change-window playbook over SSH to
+N systemd hosts beside a floor; needs root and ``bash hack/hosts.sh``, so
+only when named: ``--suites fleet``). It never passes or fails: it measures
+and reports.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import datetime
 import json
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -26,8 +30,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import change_cost, convergence, environment, producer_impact, scale, shard_choice
+from . import change_cost, convergence, environment, fleet, producer_impact, scale, shard_choice
 from .environment import BenchServer
+from .fleet import FleetMatrix
 from .producer_impact import Traffic
 from .shard_choice import Matrix
 
@@ -45,11 +50,13 @@ class Profile:
     runtime_counts: tuple[int, ...]
     traffic: Traffic = field(default_factory=Traffic)
     shard_matrix: Matrix = field(default_factory=Matrix)
+    fleet_matrix: FleetMatrix = field(default_factory=FleetMatrix)
 
 
 FULL = Profile("full", change_iterations=7, impact_rounds=3, scale_queues=100, runtime_counts=(2, 8))
 QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, runtime_counts=(2,),
-                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX)
+                traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX,
+                fleet_matrix=fleet.QUICK_MATRIX)
 
 
 @dataclass(frozen=True)
@@ -70,8 +77,9 @@ SUITES: dict[str, Suite] = {
                          convergence.table),
     "shard_choice": Suite(lambda bench, profile, work_dir: shard_choice.run(bench, profile.shard_matrix, work_dir),
                           shard_choice.table),
+    "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table),
 }
-# Run when --suites is not given (shard_choice takes about 35 minutes on its own).
+# Run when --suites is not given (shard_choice takes about 35 minutes on its own, fleet needs root and hosts).
 DEFAULT_SUITES = ("change", "impact", "scale", "convergence")
 
 
@@ -118,27 +126,45 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--paths", nargs="+", choices=shard_choice.PATHS, help="enqueue paths")
     matrix.add_argument("--repeats", type=int, help="windows per cell")
     matrix.add_argument("--window", type=float, metavar="SECONDS", help="length of each measured window")
+    hosts = parser.add_argument_group("fleet matrix (defaults: the profile's)")
+    hosts.add_argument("--fleet-hosts", type=int, nargs="+", metavar="N", help="producer host counts")
+    hosts.add_argument("--fleet-queues", type=int, nargs="+", metavar="Q", help="queue counts")
+    hosts.add_argument("--fleet-configs", nargs="+", choices=fleet.CONFIGS, help="Ansible configurations")
+    hosts.add_argument("--fleet-repeats", type=int, help="runs of the role and the floor per cell")
+    hosts.add_argument("--fleet-batch-size", type=int, metavar="UNITS",
+                       help="units restarted at once (default: as many as hosts, one unit of each host)")
     return parser
 
 
+def _given(chosen: dict) -> dict:
+    return {name: tuple(value) if isinstance(value, list) else value
+            for name, value in chosen.items() if value is not None}
+
+
 def with_matrix_options(profile: Profile, args: argparse.Namespace) -> Profile:
-    """The profile with the shard_choice options given on the command line."""
-    chosen = {"producers": tuple(args.producers) if args.producers else None,
-              "shards": tuple(args.shards) if args.shards else None,
-              "paths": tuple(args.paths) if args.paths else None,
-              "repeats": args.repeats, "window_seconds": args.window}
-    changes = {name: value for name, value in chosen.items() if value is not None}
-    return replace(profile, shard_matrix=replace(profile.shard_matrix, **changes)) if changes else profile
+    """The profile with the shard_choice and fleet options given on the command line."""
+    shard_changes = _given({"producers": args.producers, "shards": args.shards, "paths": args.paths,
+                            "repeats": args.repeats, "window_seconds": args.window})
+    fleet_changes = _given({"hosts": args.fleet_hosts, "queues": args.fleet_queues, "configs": args.fleet_configs,
+                            "repeats": args.fleet_repeats, "batch_size": args.fleet_batch_size})
+    return replace(profile, shard_matrix=replace(profile.shard_matrix, **shard_changes),
+                   fleet_matrix=replace(profile.fleet_matrix, **fleet_changes))
+
+
+def _interrupted(signum, frame):  # pylint: disable=unused-argument
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM unwinds like Ctrl-C, so every suite stops the servers and hosts it started.
+    signal.signal(signal.SIGTERM, _interrupted)
     args = build_parser().parse_args(argv)
     if args.tables:
         print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8")), args.suites))
         return 0
     suites = args.suites or list(DEFAULT_SUITES)
     profile = with_matrix_options(QUICK if args.quick else FULL, args)
-    problems = profile.shard_matrix.problems()
+    problems = profile.shard_matrix.problems() + profile.fleet_matrix.problems()
     if problems:
         build_parser().error("; ".join(problems))
     started = datetime.datetime.now(datetime.timezone.utc)

@@ -1,0 +1,134 @@
+"""Where a playbook's time went: the bench_timer callback's records turned into phases, tasks and hosts.
+
+Every second of an ansible-playbook run is given to exactly one phase. A
+task owns the time from its start until the next task starts (the last one
+until the playbook ends), so templating, include processing and the
+strategy's own work between tasks count for the task before them, and the
+phases add up to the run. Start-up is from the process start to the first
+task; exit is from the end of the playbook until the process returned.
+
+A task's phase comes from the tags the role's tasks/main.yml gives each
+phase (``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
+``bench_change``, ``bench_pickup`` and ``bench_wait``). Within the pickup
+phase, tasks loaded by a looped include (one iteration per batch) are the
+batches: the service manager's restarts, the waits for the restarted
+runtimes (an ``awa_enqueue_shards_info`` task with ``wait``, or the floor's
+``bench_wait``), and the batch's other tasks (reads, state, verdict); the
+pickup tasks before the batches are the restart plan.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+PHASES = ("start-up", "validate", "preflight", "change", "producer config", "restart plan", "restarts",
+          "batch waits", "batch checks", "final wait", "summary", "other", "exit")
+PHASE_TAGS = {
+    "enqueue_shards_preflight": "preflight",
+    "enqueue_shards_change": "change",
+    "bench_change": "change",
+    "enqueue_shards_producer_config": "producer config",
+    "enqueue_shards_pickup": "pickup",
+    "bench_pickup": "pickup",
+    "enqueue_shards_wait": "final wait",
+    "enqueue_shards_summary": "summary",
+}
+RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service",
+                             "systemd_service", "systemd", "service"})
+SKIPPED = "skipped"
+
+
+def is_wait(task: dict) -> bool:
+    return "bench_wait" in task["tags"] or (task["action"].endswith("awa_enqueue_shards_info") and bool(task["wait"]))
+
+
+def phase_of(task: dict) -> str:
+    """The phase a task's time counts for (see the module's docstring)."""
+    base = next((phase for tag, phase in PHASE_TAGS.items() if tag in task["tags"]),
+                "validate" if "always" in task["tags"] else "other")
+    if base != "pickup":
+        return base
+    if task["loop"] is None:
+        return "restart plan"
+    if is_wait(task):
+        return "batch waits"
+    if task["action"] in RESTART_ACTIONS:
+        return "restarts"
+    return "batch checks"
+
+
+def task_spans(record: dict) -> list[dict]:
+    """Each task with its span (until the next task starts) and its phase."""
+    tasks = record["tasks"]
+    ends = [following["start"] for following in tasks[1:]] + [record.get("ended", tasks[-1]["start"] if tasks else 0)]
+    return [{**task, "span": max(0.0, end - task["start"]), "phase": phase_of(task)} for task, end in zip(tasks, ends)]
+
+
+def host_runs(task: dict, controller: str) -> list[tuple[str, float]]:
+    """(host, seconds) of each producer host that ran this task (skipped hosts and the controller left out)."""
+    return [(name, host["end"] - host["start"]) for name, host in task["hosts"].items()
+            if name != controller and host.get("status") not in (None, SKIPPED) and "start" in host and "end" in host]
+
+
+def breakdown(record: dict, process_started: float, process_ended: float, controller: str) -> dict:
+    """Phase seconds, the tasks by name, and the producer hosts' module runs of one playbook run."""
+    spans = task_spans(record)
+    phases = dict.fromkeys(PHASES, 0.0)
+    first = spans[0]["start"] if spans else record.get("ended", process_ended)
+    phases["start-up"] = max(0.0, first - process_started)
+    phases["exit"] = max(0.0, process_ended - record.get("ended", process_ended))
+    by_name: dict[str, dict] = {}
+    remote = []
+    for task in spans:
+        phases[task["phase"]] += task["span"]
+        runs = host_runs(task, controller)
+        remote += [seconds for dummy, seconds in runs]
+        entry = by_name.setdefault(task["name"], {"phase": task["phase"], "action": task["action"], "runs": 0,
+                                                  "seconds": 0.0, "host_runs": 0, "host_seconds": 0.0,
+                                                  "retries": 0})
+        entry["runs"] += 1
+        entry["seconds"] += task["span"]
+        entry["host_runs"] += len(runs)
+        entry["host_seconds"] += sum(seconds for dummy, seconds in runs)
+        entry["retries"] += task["retries"]
+    batches = {task["loop"]["iteration"] for task in spans if task["phase"] in ("restarts", "batch waits", "batch checks")}
+    return {
+        "total_s": round(process_ended - process_started, 3),
+        "phases": {name: round(seconds, 3) for name, seconds in phases.items()},
+        "tasks": {name: {**entry, "seconds": round(entry["seconds"], 3), "host_seconds": round(entry["host_seconds"], 3)}
+                  for name, entry in by_name.items()},
+        "task_starts": len(spans),
+        "batches": len(batches),
+        "remote_module_runs": len(remote),
+        "remote_module_mean_s": round(sum(remote) / len(remote), 3) if remote else None,
+    }
+
+
+def restarted_batches(record: dict, controller: str) -> list[list[list[str]]]:
+    """The (host, unit) pairs each batch restarted, in order: what the service manager tasks did per iteration."""
+    batches: dict[str, list[list[str]]] = defaultdict(list)
+    order: list[str] = []
+    for task in task_spans(record):
+        if task["phase"] != "restarts":
+            continue
+        iteration = task["loop"]["iteration"]
+        if iteration not in batches:
+            order.append(iteration)
+        for name, host in task["hosts"].items():
+            if name != controller and host.get("status") not in (None, SKIPPED):
+                batches[iteration] += [[name, item] for item in host.get("items", [])]
+    return [sorted(batches[iteration]) for iteration in order]
+
+
+def restarts_own_time(phases: dict) -> float:
+    """The floor's restarts and waits for the restarted runtimes: what any rollout of these batches costs."""
+    return round(phases["restarts"] + phases["batch waits"], 3)
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x; None with fewer than two distinct x."""
+    if len({x for x, dummy in points}) < 2:
+        return None
+    mean_x = sum(x for x, dummy in points) / len(points)
+    mean_y = sum(y for dummy, y in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, dummy in points)
