@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     hosts.add_argument("--fleet-hosts", type=int, nargs="+", metavar="N", help="producer host counts")
     hosts.add_argument("--fleet-queues", type=int, nargs="+", metavar="Q", help="queue counts")
     hosts.add_argument("--fleet-configs", nargs="+", choices=fleet.CONFIGS, help="Ansible configurations")
+    hosts.add_argument("--fleet-compare", nargs="*", choices=fleet.CONFIGS,
+                       help="configurations also measured on the largest cell only (none: no comparison)")
     hosts.add_argument("--fleet-repeats", type=int, help="runs of the role and the floor per cell")
     hosts.add_argument("--fleet-batch-size", type=int, metavar="UNITS",
                        help="units restarted at once (default: as many as hosts, one unit of each host)")
@@ -146,6 +148,7 @@ def with_matrix_options(profile: Profile, args: argparse.Namespace) -> Profile:
     shard_changes = _given({"producers": args.producers, "shards": args.shards, "paths": args.paths,
                             "repeats": args.repeats, "window_seconds": args.window})
     fleet_changes = _given({"hosts": args.fleet_hosts, "queues": args.fleet_queues, "configs": args.fleet_configs,
+                            "compare": args.fleet_compare,
                             "repeats": args.fleet_repeats, "batch_size": args.fleet_batch_size})
     return replace(profile, shard_matrix=replace(profile.shard_matrix, **shard_changes),
                    fleet_matrix=replace(profile.fleet_matrix, **fleet_changes))

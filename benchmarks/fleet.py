@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -56,6 +57,9 @@ SERVICES = ("awa-producer@1", "awa-producer@2")
 # Hosts boot a few at a time: a dozen at once on 2 busy cores can miss the test bed's boot deadline.
 BOOT_GROUP = 4
 SETTLE_SECONDS = 3.0
+# A unit's runtime, its producer and its recorder hold up to 13 connections: the server gets room for all.
+CONNECTIONS_PER_UNIT = 16
+SPARE_CONNECTIONS = 100
 RUN_TIMEOUT = 1800
 
 # Ansible configurations measured (ansible.cfg sections); every one also gets BASE_CONFIG.
@@ -74,7 +78,9 @@ class FleetMatrix:
 
     hosts: tuple[int, ...] = (3, 6, 12)
     queues: tuple[int, ...] = (1, 10, 100)
-    configs: tuple[str, ...] = ("defaults", "pipelining+forks")
+    configs: tuple[str, ...] = ("pipelining+forks",)
+    # Also measured, on the most hosts with the most queues only: how much each setting gives.
+    compare: tuple[str, ...] = ("defaults", "pipelining")
     repeats: int = 1
     # Services restarted at once; 0: as many as hosts (one unit of each host per batch, so two batches).
     batch_size: int = 0
@@ -85,13 +91,19 @@ class FleetMatrix:
 
     def problems(self) -> list[str]:
         found = [f"unknown Ansible configuration {name} (choose from {', '.join(CONFIGS)})"
-                 for name in self.configs if name not in CONFIGS]
+                 for name in (*self.configs, *self.compare) if name not in CONFIGS]
         if min(self.hosts, default=0) < 1 or min(self.queues, default=0) < 1 or self.repeats < 1:
             found.append("fleet hosts, queues and repeats must be at least 1")
         return found
 
 
-QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), configs=("pipelining+forks",))
+    def configs_at(self, host_count: int, queue_count: int) -> tuple[str, ...]:
+        """The configurations measured on this cell (the comparisons only on the largest)."""
+        largest = (host_count, queue_count) == (max(self.hosts), max(self.queues))
+        return self.configs + tuple(name for name in self.compare if largest and name not in self.configs)
+
+
+QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), compare=())
 
 
 @dataclass
@@ -164,16 +176,25 @@ class Fleet:
                "ANSIBLE_SSH_CONTROL_PATH_DIR": str(run_dir / "cp")}
         command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook,
                    "-e", f"@{run_dir / 'vars.json'}", *options]
+        machine_before, cpu_before, load_before = machine_cpu(), children_cpu(), environment.load_average()
         started = time.time()
         result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=run_dir, env=env,
                                 timeout=RUN_TIMEOUT)
         ended = time.time()
+        machine_after = machine_cpu()
         (run_dir / "output.log").write_text(result.stdout + result.stderr, encoding="utf-8")
-        measured = {"rc": result.returncode, "wall_s": round(ended - started, 3)}
+        measured = {"rc": result.returncode, "wall_s": round(ended - started, 3),
+                    # CPU seconds of ansible-playbook, its forks and the modules they ran on this machine.
+                    "controller_cpu_s": round(children_cpu() - cpu_before, 2),
+                    "machine_busy": round((machine_after[0] - machine_before[0])
+                                          / max(1, machine_after[1] - machine_before[1]), 2),
+                    "load": [load_before, environment.load_average()]}
         if timings.exists():
             record = json.loads(timings.read_text(encoding="utf-8"))
             measured["breakdown"] = fleet_timing.breakdown(record, started, ended, CONTROLLER)
             measured["batches"] = fleet_timing.restarted_batches(record, CONTROLLER)
+            # The callback's own record, for a later look at any task or host.
+            measured["timings"] = record
         if result.returncode != 0:
             measured["output_tail"] = (result.stdout + result.stderr)[-3000:]
         return measured
@@ -190,6 +211,18 @@ class Fleet:
                 return round(time.monotonic() - started, 1)
             time.sleep(0.5)
         raise RuntimeError(f"{live} live runtimes, expected {count}, after {timeout}s")
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def machine_cpu() -> tuple[int, int]:
+    """(busy, all) CPU time of the whole machine since boot, in clock ticks (/proc/stat)."""
+    ticks = [int(value) for value in Path("/proc/stat").read_text(encoding="utf-8").split("\n", 1)[0].split()[1:]]
+    idle = ticks[3] + ticks[4]
+    return sum(ticks) - idle, sum(ticks)
 
 
 LIVE_SQL = """
@@ -331,30 +364,39 @@ def measure_cell(fleet: Fleet, matrix: FleetMatrix, host_count: int, queue_count
 
 
 def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
-    db = bench.fresh_database()
-    db.setup_least_privilege(runtime_count=1, migrator_in_runtime_roles=True)
+    units = max(matrix.hosts) * len(SERVICES)
+    connections = SPARE_CONNECTIONS + CONNECTIONS_PER_UNIT * units
+    with environment.restarted_with(bench, {"max_connections": connections}):
+        db = bench.fresh_database()
+        db.setup_least_privilege(runtime_count=1, migrator_in_runtime_roles=True)
+        try:
+            return {"max_connections": connections, **measure_fleet(bench, db, matrix, work_dir)}
+        finally:
+            db.drop()
+
+
+def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work_dir: Path) -> dict:
     result: dict = {"matrix": asdict(matrix), "cells": []}
     fleet_dir = work_dir / f"fleet-{bench.major}"
     fleet_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        with booted_hosts(fleet_dir, max(matrix.hosts)) as (names, ssh_config, boot_seconds):
-            fleet = Fleet(bench, db, fleet_dir, names, ssh_config, boot_seconds=boot_seconds)
-            result["boot_seconds"] = boot_seconds
-            setup(fleet, matrix)
-            for host_count in sorted(matrix.hosts):
-                result.setdefault("units_live_s", {})[str(host_count)] = activate(fleet, matrix, host_count)
-                if "warm_up" not in result:
-                    # Unmeasured: the first run on fresh hosts also fills caches on both sides.
-                    result["warm_up"] = measure_role(fleet, matrix, host_count, ["warmup"], matrix.configs[-1])
-                    fleet.wait_live(host_count * len(SERVICES))
-                for queue_count in matrix.queues:
-                    for config in matrix.configs:
-                        for repeat in range(matrix.repeats):
-                            cell = measure_cell(fleet, matrix, host_count, queue_count, config, repeat)
-                            result["cells"].append(cell)
-                            print(cell_line(cell), flush=True)
-    finally:
-        db.drop()
+    with booted_hosts(fleet_dir, max(matrix.hosts)) as (names, ssh_config, boot_seconds):
+        fleet = Fleet(bench, db, fleet_dir, names, ssh_config, boot_seconds=boot_seconds)
+        result["boot_seconds"] = boot_seconds
+        setup(fleet, matrix)
+        for host_count in sorted(matrix.hosts):
+            result.setdefault("units_live_s", {})[str(host_count)] = activate(fleet, matrix, host_count)
+            if "warm_up" not in result:
+                # Unmeasured: the first run on fresh hosts also fills caches on both sides.
+                result["warm_up"] = measure_role(fleet, matrix, host_count, ["warmup"], matrix.configs[-1])
+                fleet.wait_live(host_count * len(SERVICES))
+            for queue_count in matrix.queues:
+                for config in matrix.configs_at(host_count, queue_count):
+                    for repeat in range(matrix.repeats):
+                        cell = measure_cell(fleet, matrix, host_count, queue_count, config, repeat)
+                        result["cells"].append(cell)
+                        print(cell_line(cell), flush=True)
+                        # Kept when the suite fails (the work folder stays then): what was measured so far.
+                        (fleet_dir / "partial.json").write_text(json.dumps(result, default=str), encoding="utf-8")
     return result
 
 
@@ -362,6 +404,7 @@ def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
 
 SHOWN_PHASES = ("start-up", "validate", "preflight", "change", "producer config", "restart plan", "restarts",
                 "batch waits", "batch checks", "final wait", "summary")
+KINDS = ("role", "floor")
 
 
 def _phases(run_result: dict) -> dict:
@@ -371,108 +414,147 @@ def _phases(run_result: dict) -> dict:
 def cell_line(cell: dict) -> str:
     role, floor = cell["role"], cell["floor"]
     return (f"  {cell['hosts']} hosts, {cell['queues']} queues, {cell['config']}: role {role['wall_s']:.1f} s "
-            f"(rc {role['rc']}), floor {floor['wall_s']:.1f} s (rc {floor['rc']})")
+            f"(rc {role['rc']}), floor {floor['wall_s']:.1f} s (rc {floor['rc']}), load {cell['load_after'][0]}")
 
 
-def _median_cells(cells: list[dict]) -> dict[tuple[int, int, str], dict]:
-    """(hosts, queues, config) -> medians of the role's and floor's totals and phases over the repeats."""
+def _median_run(runs: list[dict]) -> dict:
+    """Medians over repeats of one kind: total, every phase, the restarts' own time, CPU."""
+    return {"total": stats.median([run["wall_s"] for run in runs]),
+            **{phase: stats.median([_phases(run).get(phase, 0.0) for run in runs]) for phase in fleet_timing.PHASES},
+            "restarts_own": stats.median([fleet_timing.restarts_own_time(_phases(run)) for run in runs
+                                          if _phases(run)]),
+            "controller_cpu": stats.median([run["controller_cpu_s"] for run in runs]),
+            "machine_busy": stats.median([run["machine_busy"] for run in runs])}
+
+
+def median_cells(cells: list[dict]) -> dict[tuple[int, int, str], dict]:
+    """(hosts, queues, config) -> medians of the role's and the floor's runs over the repeats."""
     grouped: dict[tuple[int, int, str], list[dict]] = {}
     for cell in cells:
         grouped.setdefault((cell["hosts"], cell["queues"], cell["config"]), []).append(cell)
-    medians = {}
-    for key, repeats in grouped.items():
-        summary: dict = {"n": len(repeats), "ok": all(c[k]["rc"] == 0 and c[k].get("effect", {}).get("complete")
-                                                      for c in repeats for k in ("role", "floor"))}
-        for kind in ("role", "floor"):
-            summary[kind] = {"total": stats.median([c[kind]["wall_s"] for c in repeats]),
-                             **{phase: stats.median([_phases(c[kind]).get(phase, 0.0) for c in repeats])
-                                for phase in (*fleet_timing.PHASES,)}}
-            summary[kind]["restarts_own"] = stats.median(
-                [fleet_timing.restarts_own_time(_phases(c[kind])) for c in repeats if _phases(c[kind])])
-        medians[key] = summary
-    return medians
+    return {key: {"n": len(repeats),
+                  "complete": all(cell[kind]["rc"] == 0 and cell[kind].get("effect", {}).get("complete")
+                                  for cell in repeats for kind in KINDS),
+                  **{kind: _median_run([cell[kind] for cell in repeats]) for kind in KINDS}}
+            for key, repeats in grouped.items()}
 
 
 def phase_table(major: int, result: dict) -> str:
     rows = []
-    for (hosts, queues, config), summary in sorted(_median_cells(result["cells"]).items()):
-        for kind in ("role", "floor"):
+    for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
+        for kind in KINDS:
             values = summary[kind]
-            other = values["other"] + values["exit"]
-            rows.append([hosts, queues, config, kind, values["total"],
-                         *(values[phase] for phase in SHOWN_PHASES), other,
-                         round(summary["role"]["total"] / summary["floor"]["total"], 2) if kind == "role" else None,
-                         summary["ok"] if kind == "role" else None])
+            rows.append([hosts, queues, config, kind, values["total"], *(values[phase] for phase in SHOWN_PHASES),
+                         values["other"] + values["exit"], values["controller_cpu"],
+                         summary["complete"] if kind == "role" else None])
     return tables.render(
         f"Fleet change window, PostgreSQL {major}: the role beside the floor (seconds, median of "
         f"{result['matrix']['repeats']})",
-        ["hosts", "queues", "ansible.cfg", "run", "total", *SHOWN_PHASES, "other+exit", "role/floor", "complete"],
-        rows,
+        ["hosts", "queues", "ansible.cfg", "run", "total", *SHOWN_PHASES, "other+exit", "controller CPU",
+         "complete"], rows,
         "Phases add up to the total. restarts = the service manager's restart tasks, batch waits = until the "
-        "batch's new runtimes are live, batch checks = every other task of a batch; complete = every queue on its "
-        "count and every unit's runtime restarted and live, for both runs.")
-
-
-def _cost_rows(medians: dict, config: str) -> list[list]:
-    rows = []
-    host_counts = sorted({hosts for hosts, dummy, name in medians if name == config})
-    queue_counts = sorted({queues for dummy, queues, name in medians if name == config})
-    for kind in ("role", "floor"):
-        for queues in queue_counts:
-            points = [(hosts, medians[(hosts, queues, config)][kind]["total"]) for hosts in host_counts
-                      if (hosts, queues, config) in medians]
-            rows.append([config, kind, f"per added host, at {queues} queues", fleet_timing.slope(points)])
-        for hosts in host_counts:
-            points = [(queues, medians[(hosts, queues, config)][kind]["total"]) for queues in queue_counts
-                      if (hosts, queues, config) in medians]
-            per_queue = fleet_timing.slope(points)
-            rows.append([config, kind, f"per added queue, on {hosts} hosts", per_queue])
-    return rows
+        "batch's new runtimes are live, batch checks = every other task of a batch; controller CPU = CPU seconds "
+        "of ansible-playbook, its forks and the modules run on the controller; complete = every queue on its "
+        "count and every unit's runtime restarted and live, after both runs.")
 
 
 def target_table(major: int, result: dict) -> str:
-    medians = _median_cells(result["cells"])
     rows = []
-    for (hosts, queues, config), summary in sorted(medians.items()):
+    for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
         role, floor = summary["role"], summary["floor"]
         own = floor["restarts_own"]
         beyond = role["total"] - own if own is not None else None
         rows.append([hosts, queues, config, role["total"], floor["total"], own, beyond,
                      beyond is not None and beyond < 60, round(role["total"] / floor["total"], 2),
-                     role["total"] <= 1.5 * floor["total"]])
-    targets = tables.render(
+                     role["total"] <= 1.5 * floor["total"], role["machine_busy"]])
+    return tables.render(
         f"Fleet targets, PostgreSQL {major} (seconds)",
         ["hosts", "queues", "ansible.cfg", "role", "floor", "restarts' own time", "role - restarts' own",
-         "< 60 s", "role/floor", "<= 1.5"],
-        rows, "restarts' own time = the floor's restart and wait tasks (the same units in the same batches).")
-    costs = [row for config in result["matrix"]["configs"] for row in _cost_rows(medians, config)]
-    return targets + "\n" + tables.render(
-        f"Fleet cost per added host and per added queue, PostgreSQL {major} (seconds, least-squares slope of "
-        "the totals)", ["ansible.cfg", "run", "what", "seconds"],
-        [[*row[:3], round(row[3], 3) if row[3] is not None else None] for row in costs])
+         "< 60 s", "role/floor", "<= 1.5", "machine busy (role)"], rows,
+        "restarts' own time = the floor's restart and batch-wait tasks (the same units in the same batches); "
+        "machine busy = share of both cores busy (every process on the machine) during the role's run.")
 
 
-def task_table(major: int, result: dict, top: int = 18) -> str:
+def _metric(summary: dict, kind: str, name: str) -> float:
+    if kind == "role - floor":
+        return summary["role"][name] - summary["floor"][name]
+    return summary[kind][name]
+
+
+def slopes(medians: dict, config: str, kind: str, name: str = "total") -> tuple[dict, dict]:
+    """({queues: seconds per added host}, {hosts: seconds per added queue}) of one metric."""
+    keys = [key for key in medians if key[2] == config]
+    host_counts, queue_counts = sorted({key[0] for key in keys}), sorted({key[1] for key in keys})
+    per_host = {queues: fleet_timing.slope([(hosts, _metric(medians[(hosts, queues, config)], kind, name))
+                                            for hosts in host_counts if (hosts, queues, config) in medians])
+                for queues in queue_counts}
+    per_queue = {hosts: fleet_timing.slope([(queues, _metric(medians[(hosts, queues, config)], kind, name))
+                                            for queues in queue_counts if (hosts, queues, config) in medians])
+                 for hosts in host_counts}
+    return per_host, per_queue
+
+
+def _rounded(value: float | None, factor: float = 1.0) -> float | None:
+    return round(value * factor, 3) if value is not None else None
+
+
+def cost_table(major: int, result: dict) -> str:
+    medians = median_cells(result["cells"])
+    rows = []
+    for config in result["matrix"]["configs"]:
+        for kind in (*KINDS, "role - floor"):
+            per_host, per_queue = slopes(medians, config, kind)
+            rows += [[config, kind, f"per added host, at {queues} queues", _rounded(value)]
+                     for queues, value in per_host.items() if value is not None]
+            rows += [[config, kind, f"per added queue, on {hosts} hosts", _rounded(value)]
+                     for hosts, value in per_queue.items() if value is not None]
+    if not rows:
+        return ""
+    return tables.render(
+        f"Fleet cost per added host and per added queue, PostgreSQL {major} (seconds, least-squares slope of the "
+        "median totals)", ["ansible.cfg", "run", "what", "seconds"], rows)
+
+
+def phase_cost_table(major: int, result: dict) -> str:
+    """Which of the role's phases grow with hosts and with queues."""
+    medians = median_cells(result["cells"])
+    rows = []
+    for config in result["matrix"]["configs"]:
+        keys = [key for key in medians if key[2] == config]
+        most_hosts, most_queues = max((key[0] for key in keys), default=0), max((key[1] for key in keys), default=0)
+        for phase in (*SHOWN_PHASES, "other"):
+            per_host, per_queue = slopes(medians, config, "role", phase)
+            rows.append([config, phase, _rounded(per_host.get(most_queues)),
+                         _rounded(per_queue.get(most_hosts), 1000)])
+    if all(row[2] is None and row[3] is None for row in rows):
+        return ""
+    return tables.render(
+        f"Fleet role phases: cost per added host and per added queue, PostgreSQL {major}",
+        ["ansible.cfg", "phase", "s per added host (most queues)", "ms per added queue (most hosts)"], rows)
+
+
+def task_table(major: int, result: dict, top: int = 20) -> str:
     """Where the largest role run spent its time, task by task."""
-    runs = [cell for cell in result["cells"] if "breakdown" in cell["role"]]
+    runs = [cell for cell in result["cells"]
+            if "breakdown" in cell["role"] and cell["config"] == result["matrix"]["configs"][0]]
     if not runs:
         return ""
     largest = max(runs, key=lambda cell: (cell["hosts"], cell["queues"], cell["role"]["wall_s"]))
-    tasks = largest["role"]["breakdown"]["tasks"]
-    ordered = sorted(tasks.items(), key=lambda item: -item[1]["seconds"])[:top]
-    rows = [[name[:90], entry["phase"], entry["runs"], entry["seconds"], entry["host_runs"],
+    breakdown = largest["role"]["breakdown"]
+    ordered = sorted(breakdown["tasks"].items(), key=lambda item: -item[1]["seconds"])[:top]
+    rows = [[name[:100], entry["phase"], entry["runs"], entry["seconds"], entry["host_runs"],
              round(entry["host_seconds"] / entry["host_runs"], 2) if entry["host_runs"] else None]
             for name, entry in ordered]
-    breakdown = largest["role"]["breakdown"]
     return tables.render(
         f"Fleet role run task by task, PostgreSQL {major}: {largest['hosts']} hosts, {largest['queues']} queues, "
         f"{largest['config']} ({largest['role']['wall_s']:.1f} s)",
-        ["task", "phase", "runs", "seconds", "host runs", "s per host run"], rows,
+        ["task", "phase", "runs", "seconds", "module runs on hosts", "s per module run"], rows,
         f"{breakdown['task_starts']} task starts, {breakdown['batches']} batches, {breakdown['remote_module_runs']} "
-        f"module runs on producer hosts (mean {breakdown['remote_module_mean_s']} s each). seconds = time from the "
-        "task's start to the next task's start, summed over its runs.")
+        f"module runs sent to producer hosts (mean {breakdown['remote_module_mean_s']} s each). seconds = from the "
+        "task's start to the next task's start, summed over its runs (the batches).")
 
 
 def table(major: int, result: dict) -> str:
-    return "\n".join(part for part in (phase_table(major, result), target_table(major, result),
-                                       task_table(major, result)) if part)
+    parts = (phase_table(major, result), target_table(major, result), cost_table(major, result),
+             phase_cost_table(major, result), task_table(major, result))
+    return "\n".join(part for part in parts if part)

@@ -19,6 +19,7 @@ pickup tasks before the batches are the restart plan.
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 
 PHASES = ("start-up", "validate", "preflight", "change", "producer config", "restart plan", "restarts",
@@ -35,7 +36,13 @@ PHASE_TAGS = {
 }
 RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service",
                              "systemd_service", "systemd", "service"})
+# Actions Ansible runs in the controller's own process: no module is sent to the host.
+CONTROLLER_ACTIONS = frozenset(prefix + name for prefix in ("", "ansible.builtin.") for name in (
+    "set_fact", "assert", "debug", "include_tasks", "import_tasks", "include_role", "meta", "fail", "pause",
+    "validate_argument_spec", "add_host", "group_by", "set_stats", "include_vars"))
 SKIPPED = "skipped"
+# Task names the role numbers per batch ("... - batch 2"): one row per task, not per batch.
+BATCH_SUFFIX = re.compile(r" - batch \d+$")
 
 
 def is_wait(task: dict) -> bool:
@@ -65,9 +72,20 @@ def task_spans(record: dict) -> list[dict]:
 
 
 def host_runs(task: dict, controller: str) -> list[tuple[str, float]]:
-    """(host, seconds) of each producer host that ran this task (skipped hosts and the controller left out)."""
+    """(host, seconds) of each module run this task sent to a producer host over its connection.
+
+    Left out: skipped hosts, the controller, tasks delegated (to the database
+    controller) and actions that run in Ansible's own process.
+    """
+    if task["delegated"] or task["action"] in CONTROLLER_ACTIONS:
+        return []
     return [(name, host["end"] - host["start"]) for name, host in task["hosts"].items()
             if name != controller and host.get("status") not in (None, SKIPPED) and "start" in host and "end" in host]
+
+
+def task_label(task: dict) -> str:
+    """The task's name without the role's prefix and batch number."""
+    return BATCH_SUFFIX.sub("", task["name"].split(" : ", 1)[-1])
 
 
 def breakdown(record: dict, process_started: float, process_ended: float, controller: str) -> dict:
@@ -79,13 +97,16 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
     phases["exit"] = max(0.0, process_ended - record.get("ended", process_ended))
     by_name: dict[str, dict] = {}
     remote = []
+    per_host: dict[str, float] = defaultdict(float)
     for task in spans:
         phases[task["phase"]] += task["span"]
         runs = host_runs(task, controller)
         remote += [seconds for dummy, seconds in runs]
-        entry = by_name.setdefault(task["name"], {"phase": task["phase"], "action": task["action"], "runs": 0,
-                                                  "seconds": 0.0, "host_runs": 0, "host_seconds": 0.0,
-                                                  "retries": 0})
+        for host, seconds in runs:
+            per_host[host] += seconds
+        entry = by_name.setdefault(task_label(task), {"phase": task["phase"], "action": task["action"], "runs": 0,
+                                                      "seconds": 0.0, "host_runs": 0, "host_seconds": 0.0,
+                                                      "retries": 0})
         entry["runs"] += 1
         entry["seconds"] += task["span"]
         entry["host_runs"] += len(runs)
@@ -101,6 +122,7 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
         "batches": len(batches),
         "remote_module_runs": len(remote),
         "remote_module_mean_s": round(sum(remote) / len(remote), 3) if remote else None,
+        "host_module_seconds": {host: round(seconds, 3) for host, seconds in sorted(per_host.items())},
     }
 
 

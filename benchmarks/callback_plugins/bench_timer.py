@@ -62,8 +62,9 @@ class CallbackModule(CallbackBase):
         entry = {
             "name": task.get_name(), "action": task.action, "tags": sorted(map(str, task.tags or [])),
             "path": task.get_path() or "", "play": len(self._record["plays"]) - 1, "handler": handler,
-            "run_once": bool(task.run_once), "loop": _loop_iteration(task), "start": time.time(), "hosts": {},
-            "retries": 0, "wait": task.args.get("wait") if isinstance(task.args.get("wait"), str) else None,
+            "run_once": bool(task.run_once), "delegated": bool(task.delegate_to), "loop": _loop_iteration(task),
+            "wait": task.args.get("wait") if isinstance(task.args.get("wait"), str) else None,
+            "start": time.time(), "hosts": {}, "retries": 0,
         }
         self._record["tasks"].append(entry)
         self._open[task._uuid] = entry  # pylint: disable=protected-access
