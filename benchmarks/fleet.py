@@ -96,7 +96,6 @@ class FleetMatrix:
             found.append("fleet hosts, queues and repeats must be at least 1")
         return found
 
-
     def configs_at(self, host_count: int, queue_count: int) -> tuple[str, ...]:
         """The configurations measured on this cell (the comparisons only on the largest)."""
         largest = (host_count, queue_count) == (max(self.hosts), max(self.queues))
@@ -324,8 +323,8 @@ def checked(fleet: Fleet, measured: dict, queues: list[str], shards: int, starte
 
 def measure_role(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: list[str], config: str) -> dict:
     started = time.time()
-    measured = fleet.playbook(CHANGE_WINDOW, fleet.inventory(host_count, matrix),
-                              {"enqueue_shards_queues": [{"queue": queue, "shards": matrix.shards} for queue in queues]},
+    changes = [{"queue": queue, "shards": matrix.shards} for queue in queues]
+    measured = fleet.playbook(CHANGE_WINDOW, fleet.inventory(host_count, matrix), {"enqueue_shards_queues": changes},
                               config, f"role-{host_count}h-{len(queues)}q-{config}")
     return checked(fleet, measured, queues, matrix.shards, started, host_count * len(SERVICES))
 

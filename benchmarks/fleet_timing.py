@@ -40,6 +40,7 @@ RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin
 CONTROLLER_ACTIONS = frozenset(prefix + name for prefix in ("", "ansible.builtin.") for name in (
     "set_fact", "assert", "debug", "include_tasks", "import_tasks", "include_role", "meta", "fail", "pause",
     "validate_argument_spec", "add_host", "group_by", "set_stats", "include_vars"))
+BATCH_PHASES = ("restarts", "batch waits", "batch checks")
 SKIPPED = "skipped"
 # Task names the role numbers per batch ("... - batch 2"): one row per task, not per batch.
 BATCH_SUFFIX = re.compile(r" - batch \d+$")
@@ -112,11 +113,11 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
         entry["host_runs"] += len(runs)
         entry["host_seconds"] += sum(seconds for dummy, seconds in runs)
         entry["retries"] += task["retries"]
-    batches = {task["loop"]["iteration"] for task in spans if task["phase"] in ("restarts", "batch waits", "batch checks")}
+    batches = {task["loop"]["iteration"] for task in spans if task["phase"] in BATCH_PHASES}
     return {
         "total_s": round(process_ended - process_started, 3),
         "phases": {name: round(seconds, 3) for name, seconds in phases.items()},
-        "tasks": {name: {**entry, "seconds": round(entry["seconds"], 3), "host_seconds": round(entry["host_seconds"], 3)}
+        "tasks": {name: dict(entry, seconds=round(entry["seconds"], 3), host_seconds=round(entry["host_seconds"], 3))
                   for name, entry in by_name.items()},
         "task_starts": len(spans),
         "batches": len(batches),
