@@ -190,7 +190,8 @@ class Fleet:
                     "load": [load_before, environment.load_average()]}
         if timings.exists():
             record = json.loads(timings.read_text(encoding="utf-8"))
-            measured["breakdown"] = fleet_timing.breakdown(record, started, ended, CONTROLLER)
+            measured["breakdown"] = fleet_timing.breakdown(record, started, ended, CONTROLLER,
+                                                           measured["controller_cpu_s"])
             measured["batches"] = fleet_timing.restarted_batches(record, CONTROLLER)
             # The callback's own record, for a later look at any task or host.
             measured["timings"] = record
@@ -406,8 +407,17 @@ SHOWN_PHASES = ("start-up", "validate", "preflight", "change", "producer config"
 KINDS = ("role", "floor")
 
 
-def _phases(run_result: dict) -> dict:
-    return run_result.get("breakdown", {}).get("phases", {})
+def run_breakdown(run: dict) -> dict:
+    """The run's breakdown, recomputed from the callback's record (kept in the results) with this checkout's rules."""
+    record, stored = run.get("timings"), run.get("breakdown")
+    if not record or not stored:
+        return stored or {}
+    ended = record.get("ended", 0.0) + stored["phases"]["exit"]
+    return fleet_timing.breakdown(record, ended - run["wall_s"], ended, CONTROLLER, run.get("controller_cpu_s"))
+
+
+def _phases(run: dict, key: str = "phases") -> dict:
+    return run_breakdown(run).get(key) or {}
 
 
 def cell_line(cell: dict) -> str:
@@ -420,6 +430,10 @@ def _median_run(runs: list[dict]) -> dict:
     """Medians over repeats of one kind: total, every phase, the restarts' own time, CPU."""
     return {"total": stats.median([run["wall_s"] for run in runs]),
             **{phase: stats.median([_phases(run).get(phase, 0.0) for run in runs]) for phase in fleet_timing.PHASES},
+            "cpu": {phase: stats.median([_phases(run, "phase_cpu")[phase] for run in runs
+                                         if _phases(run, "phase_cpu")]) for phase in fleet_timing.PHASES},
+            "dispatches": stats.median([sum(_phases(run, "phase_dispatches").values()) for run in runs]),
+            "module_runs": stats.median([run_breakdown(run).get("remote_module_runs", 0) for run in runs]),
             "restarts_own": stats.median([fleet_timing.restarts_own_time(_phases(run)) for run in runs
                                           if _phases(run)]),
             "controller_cpu": stats.median([run["controller_cpu_s"] for run in runs]),
@@ -539,21 +553,44 @@ def task_table(major: int, result: dict, top: int = 20) -> str:
     if not runs:
         return ""
     largest = max(runs, key=lambda cell: (cell["hosts"], cell["queues"], cell["role"]["wall_s"]))
-    breakdown = largest["role"]["breakdown"]
+    breakdown = run_breakdown(largest["role"])
     ordered = sorted(breakdown["tasks"].items(), key=lambda item: -item[1]["seconds"])[:top]
-    rows = [[name[:100], entry["phase"], entry["runs"], entry["seconds"], entry["host_runs"],
+    rows = [[name[:100], entry["phase"], entry["runs"], entry["seconds"], entry.get("cpu"),
+             entry.get("dispatches"), entry["host_runs"],
              round(entry["host_seconds"] / entry["host_runs"], 2) if entry["host_runs"] else None]
             for name, entry in ordered]
     return tables.render(
         f"Fleet role run task by task, PostgreSQL {major}: {largest['hosts']} hosts, {largest['queues']} queues, "
         f"{largest['config']} ({largest['role']['wall_s']:.1f} s)",
-        ["task", "phase", "runs", "seconds", "module runs on hosts", "s per module run"], rows,
+        ["task", "phase", "runs", "seconds", "CPU s", "host dispatches", "module runs on hosts", "s per module run"],
+        rows,
         f"{breakdown['task_starts']} task starts, {breakdown['batches']} batches, {breakdown['remote_module_runs']} "
         f"module runs sent to producer hosts (mean {breakdown['remote_module_mean_s']} s each). seconds = from the "
-        "task's start to the next task's start, summed over its runs (the batches).")
+        "task's start to the next task's start, summed over its runs (the batches); CPU s = the controller's CPU "
+        "over the same spans; host dispatches = hosts handed to a worker process (skipped ones too).")
+
+
+def cpu_table(major: int, result: dict) -> str:
+    """The controller's CPU seconds per phase: what a busy machine changes least."""
+    rows = []
+    for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
+        for kind in KINDS:
+            values = summary[kind]
+            cpu = values["cpu"]
+            rows.append([hosts, queues, config, kind, values["controller_cpu"],
+                         *(cpu[phase] for phase in SHOWN_PHASES),
+                         None if cpu["other"] is None else cpu["other"] + (cpu["exit"] or 0.0),
+                         values["dispatches"], values["module_runs"]])
+    return tables.render(
+        f"Fleet change window, PostgreSQL {major}: the controller's CPU seconds per phase (median)",
+        ["hosts", "queues", "ansible.cfg", "run", "CPU total", *SHOWN_PHASES, "other+exit", "host dispatches",
+         "module runs on hosts"], rows,
+        "CPU of ansible-playbook, its forks, their SSH clients and the modules run on the controller (a fork's "
+        "CPU counts when it is reaped, a moment after its task); not the producer hosts' own CPU. host "
+        "dispatches = (task, host) pairs handed to a worker process, skipped ones included.")
 
 
 def table(major: int, result: dict) -> str:
-    parts = (phase_table(major, result), target_table(major, result), cost_table(major, result),
-             phase_cost_table(major, result), task_table(major, result))
+    parts = (phase_table(major, result), cpu_table(major, result), target_table(major, result),
+             cost_table(major, result), phase_cost_table(major, result), task_table(major, result))
     return "\n".join(part for part in parts if part)

@@ -66,10 +66,13 @@ def phase_of(task: dict) -> str:
 
 
 def task_spans(record: dict) -> list[dict]:
-    """Each task with its span (until the next task starts) and its phase."""
+    """Each task with its span (until the next task starts), its CPU seconds over that span, and its phase."""
     tasks = record["tasks"]
     ends = [following["start"] for following in tasks[1:]] + [record.get("ended", tasks[-1]["start"] if tasks else 0)]
-    return [{**task, "span": max(0.0, end - task["start"]), "phase": phase_of(task)} for task, end in zip(tasks, ends)]
+    cpu_ends = [following.get("cpu") for following in tasks[1:]] + [record.get("cpu_ended")]
+    return [{**task, "span": max(0.0, end - task["start"]), "phase": phase_of(task),
+             "cpu_span": cpu_end - task["cpu"] if cpu_end is not None and task.get("cpu") is not None else None}
+            for task, end, cpu_end in zip(tasks, ends, cpu_ends)]
 
 
 def host_runs(task: dict, controller: str) -> list[tuple[str, float]]:
@@ -89,10 +92,30 @@ def task_label(task: dict) -> str:
     return BATCH_SUFFIX.sub("", task["name"].split(" : ", 1)[-1])
 
 
-def breakdown(record: dict, process_started: float, process_ended: float, controller: str) -> dict:
-    """Phase seconds, the tasks by name, and the producer hosts' module runs of one playbook run."""
+def phase_cpu(spans: list[dict], process_cpu: float | None) -> dict | None:
+    """CPU seconds of ansible-playbook and its reaped children per phase (None: the record has no CPU readings).
+
+    A fork's CPU counts when the strategy reaps it, a moment after its task.
+    Start-up is the CPU used before the first task; exit the rest of the
+    process's total (``process_cpu``, measured by the caller), when given.
+    """
+    if not spans or any(task["cpu_span"] is None for task in spans):
+        return None
+    cpu = dict.fromkeys(PHASES, 0.0)
+    cpu["start-up"] = spans[0]["cpu"]
+    for task in spans:
+        cpu[task["phase"]] += task["cpu_span"]
+    if process_cpu is not None:
+        cpu["exit"] = max(0.0, process_cpu - sum(cpu.values()))
+    return {name: round(seconds, 3) for name, seconds in cpu.items()}
+
+
+def breakdown(record: dict, process_started: float, process_ended: float, controller: str,
+              process_cpu: float | None = None) -> dict:
+    """Phase seconds (and CPU seconds), the tasks by name, and the producer hosts' module runs of one playbook run."""
     spans = task_spans(record)
     phases = dict.fromkeys(PHASES, 0.0)
+    dispatches = dict.fromkeys(PHASES, 0)
     first = spans[0]["start"] if spans else record.get("ended", process_ended)
     phases["start-up"] = max(0.0, first - process_started)
     phases["exit"] = max(0.0, process_ended - record.get("ended", process_ended))
@@ -101,15 +124,18 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
     per_host: dict[str, float] = defaultdict(float)
     for task in spans:
         phases[task["phase"]] += task["span"]
+        dispatches[task["phase"]] += len(task["hosts"])
         runs = host_runs(task, controller)
         remote += [seconds for dummy, seconds in runs]
         for host, seconds in runs:
             per_host[host] += seconds
         entry = by_name.setdefault(task_label(task), {"phase": task["phase"], "action": task["action"], "runs": 0,
-                                                      "seconds": 0.0, "host_runs": 0, "host_seconds": 0.0,
-                                                      "retries": 0})
+                                                      "seconds": 0.0, "cpu": 0.0, "dispatches": 0, "host_runs": 0,
+                                                      "host_seconds": 0.0, "retries": 0})
         entry["runs"] += 1
         entry["seconds"] += task["span"]
+        entry["cpu"] += task["cpu_span"] or 0.0
+        entry["dispatches"] += len(task["hosts"])
         entry["host_runs"] += len(runs)
         entry["host_seconds"] += sum(seconds for dummy, seconds in runs)
         entry["retries"] += task["retries"]
@@ -117,7 +143,11 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
     return {
         "total_s": round(process_ended - process_started, 3),
         "phases": {name: round(seconds, 3) for name, seconds in phases.items()},
-        "tasks": {name: dict(entry, seconds=round(entry["seconds"], 3), host_seconds=round(entry["host_seconds"], 3))
+        "phase_cpu": phase_cpu(spans, process_cpu),
+        # Hosts handed to a worker process, skipped ones included: each is a fork of ansible-playbook.
+        "phase_dispatches": dispatches,
+        "tasks": {name: dict(entry, seconds=round(entry["seconds"], 3), cpu=round(entry["cpu"], 3),
+                             host_seconds=round(entry["host_seconds"], 3))
                   for name, entry in by_name.items()},
         "task_starts": len(spans),
         "batches": len(batches),

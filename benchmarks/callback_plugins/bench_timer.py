@@ -6,7 +6,8 @@ Enabled by benchmarks/fleet.py only (``ANSIBLE_CALLBACK_PLUGINS`` points
 here, ``ANSIBLE_CALLBACKS_ENABLED=bench_timer``); it writes the file named
 by ``AWA_BENCH_TIMINGS`` when the playbook ends, failed or not. Every time
 is ``time.time()`` in the ansible-playbook process, read when the strategy
-reports the event: a task starts when the strategy announces it, a host's
+reports the event (with the CPU seconds it and the processes it reaped
+have used so far, at each task start): a task starts when the strategy announces it, a host's
 part of it when the host is handed to a worker and ends when its result is
 processed. benchmarks/fleet_timing.py turns the records into phases.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 
 from ansible.plugins.callback import CallbackBase
@@ -29,6 +31,12 @@ DOCUMENTATION = """
     requirements:
       - enabled with ANSIBLE_CALLBACKS_ENABLED=bench_timer
 """
+
+
+def _cpu_seconds() -> float:
+    """CPU time of ansible-playbook and of every process it has reaped: its forks, their SSH clients and modules."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
 
 
 def _loop_iteration(task) -> dict | None:
@@ -52,7 +60,7 @@ class CallbackModule(CallbackBase):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._record: dict = {"started": time.time(), "plays": [], "tasks": []}
+        self._record: dict = {"started": time.time(), "cpu_started": _cpu_seconds(), "plays": [], "tasks": []}
         self._open: dict[str, dict] = {}
 
     def v2_playbook_on_play_start(self, play) -> None:
@@ -64,7 +72,7 @@ class CallbackModule(CallbackBase):
             "path": task.get_path() or "", "play": len(self._record["plays"]) - 1, "handler": handler,
             "run_once": bool(task.run_once), "delegated": bool(task.delegate_to), "loop": _loop_iteration(task),
             "wait": task.args.get("wait") if isinstance(task.args.get("wait"), str) else None,
-            "start": time.time(), "hosts": {}, "retries": 0,
+            "start": time.time(), "cpu": _cpu_seconds(), "hosts": {}, "retries": 0,
         }
         self._record["tasks"].append(entry)
         self._open[task._uuid] = entry  # pylint: disable=protected-access
@@ -114,7 +122,7 @@ class CallbackModule(CallbackBase):
             entry["retries"] += 1
 
     def v2_playbook_on_stats(self, stats) -> None:
-        self._record["ended"] = time.time()
+        self._record["ended"], self._record["cpu_ended"] = time.time(), _cpu_seconds()
         path = os.environ.get("AWA_BENCH_TIMINGS")
         if path:
             with open(path, "w", encoding="utf-8") as output:

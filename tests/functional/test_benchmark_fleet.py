@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -58,35 +59,44 @@ BATCH = """
 """
 
 
-def run_shaped_playbook(tmp_path: Path, batches: list) -> tuple[dict, float, float]:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_shaped_playbook(tmp_path: Path, batches: list) -> tuple[dict, float, float, float]:
     for name, text in (("play.yml", PLAYBOOK), ("pickup.yml", PICKUP), ("batch.yml", BATCH)):
         (tmp_path / name).write_text(text, encoding="utf-8")
     timings = tmp_path / "timings.json"
     env = {**os.environ, "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_CALLBACKS_ENABLED": "bench_timer",
            "AWA_BENCH_TIMINGS": str(timings)}
-    started = time.time()
+    started, cpu_before = time.time(), children_cpu()
     result = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "one,two,", "-c", "local", "play.yml",
          "-e", json.dumps({"batches": batches, "ansible_python_interpreter": sys.executable})],
         cwd=tmp_path, env=env, capture_output=True, text=True, check=False)
     ended = time.time()
     assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads(timings.read_text(encoding="utf-8")), started, ended
+    return json.loads(timings.read_text(encoding="utf-8")), started, ended, children_cpu() - cpu_before
 
 
 def test_every_second_of_a_run_lands_in_one_phase_and_batches_are_told_apart(tmp_path):
     batches = interleaved_batches(["one", "two"], 2)
     assert batches == [[["one", "awa-producer@1"], ["two", "awa-producer@1"]],
                        [["one", "awa-producer@2"], ["two", "awa-producer@2"]]]
-    record, started, ended = run_shaped_playbook(tmp_path, batches)
+    record, started, ended, cpu = run_shaped_playbook(tmp_path, batches)
 
-    measured = fleet_timing.breakdown(record, started, ended, controller="nobody")
+    measured = fleet_timing.breakdown(record, started, ended, controller="nobody", process_cpu=cpu)
 
     phases = measured["phases"]
     assert abs(sum(phases.values()) - measured["total_s"]) < 0.01
     assert phases["change"] >= 0.3 and phases["batch waits"] >= 0.4
     assert all(phases[name] > 0 for name in ("start-up", "validate", "restart plan", "restarts"))
     assert measured["batches"] == 2
+    assert abs(sum(measured["phase_cpu"].values()) - cpu) < 0.01
+    assert all(seconds >= 0 for seconds in measured["phase_cpu"].values())
+    # Each task hands every host to a worker, skipped or not; run_once tasks only the first.
+    assert measured["phase_dispatches"]["restarts"] == 4 and measured["phase_dispatches"]["batch waits"] == 2
     tasks = measured["tasks"]
     assert tasks["Wait for the batch"]["phase"] == "batch waits" and tasks["Wait for the batch"]["runs"] == 2
     assert tasks["Restart this host's units of the batch"]["host_runs"] == 4
