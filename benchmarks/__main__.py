@@ -9,8 +9,10 @@ after each suite, so an interrupted run keeps what it measured).
 Suites: change (cost of one change), impact (live producers), scale (many
 queues, Ansible), convergence (restart pickup), and, only when named,
 shard_choice (which S helps real producers: path x N x S; about 35 minutes:
-``--suites shard_choice``) and lost_commit (COMMITs cut by a proxy: is the
-module's answer true, and how fast). It never passes or fails: it measures
+``--suites shard_choice``), lost_commit (COMMITs cut by a proxy: is the
+module's answer true, and how fast) and fleet (the change-window playbook
+over SSH to N systemd hosts beside a floor; needs root and ``bash
+hack/hosts.sh``: ``--suites fleet``). It never passes or fails: it measures
 and reports.
 """
 
@@ -21,6 +23,7 @@ import datetime
 import json
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import time
@@ -28,8 +31,9 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import change_cost, convergence, environment, lost_commit, producer_impact, scale, shard_choice
+from . import change_cost, convergence, environment, fleet, lost_commit, producer_impact, scale, shard_choice
 from .environment import BenchServer
+from .fleet import FleetMatrix
 from .producer_impact import Traffic
 from .shard_choice import Matrix
 
@@ -48,12 +52,13 @@ class Profile:
     traffic: Traffic = field(default_factory=Traffic)
     shard_matrix: Matrix = field(default_factory=Matrix)
     lost_commit_rounds: int = 25
+    fleet_matrix: FleetMatrix = field(default_factory=FleetMatrix)
 
 
 FULL = Profile("full", change_iterations=7, impact_rounds=3, scale_queues=100, runtime_counts=(2, 8))
 QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, runtime_counts=(2,),
                 traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX,
-                lost_commit_rounds=5)
+                lost_commit_rounds=5, fleet_matrix=fleet.QUICK_MATRIX)
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,10 @@ SUITES: dict[str, Suite] = {
                           shard_choice.table),
     "lost_commit": Suite(lambda bench, profile, work_dir: lost_commit.run(bench, profile.lost_commit_rounds),
                          lost_commit.table),
+    "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table),
 }
 # Run when --suites is not given (shard_choice takes about 35 minutes on its own; lost_commit is about
-# reliability, not cost).
+# reliability, not cost; fleet needs root and hosts).
 DEFAULT_SUITES = ("change", "impact", "scale", "convergence")
 
 
@@ -125,27 +131,48 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--paths", nargs="+", choices=shard_choice.PATHS, help="enqueue paths")
     matrix.add_argument("--repeats", type=int, help="windows per cell")
     matrix.add_argument("--window", type=float, metavar="SECONDS", help="length of each measured window")
+    hosts = parser.add_argument_group("fleet matrix (defaults: the profile's)")
+    hosts.add_argument("--fleet-hosts", type=int, nargs="+", metavar="N", help="producer host counts")
+    hosts.add_argument("--fleet-queues", type=int, nargs="+", metavar="Q", help="queue counts")
+    hosts.add_argument("--fleet-configs", nargs="+", choices=fleet.CONFIGS, help="Ansible configurations")
+    hosts.add_argument("--fleet-compare", nargs="*", choices=fleet.CONFIGS,
+                       help="configurations also measured on the largest cell only (none: no comparison)")
+    hosts.add_argument("--fleet-repeats", type=int, help="runs of the role and the floor per cell")
+    hosts.add_argument("--fleet-batch-size", type=int, metavar="UNITS",
+                       help="units restarted at once (default: as many as hosts, one unit of each host)")
     return parser
 
 
+def _given(chosen: dict) -> dict:
+    return {name: tuple(value) if isinstance(value, list) else value
+            for name, value in chosen.items() if value is not None}
+
+
 def with_matrix_options(profile: Profile, args: argparse.Namespace) -> Profile:
-    """The profile with the shard_choice options given on the command line."""
-    chosen = {"producers": tuple(args.producers) if args.producers else None,
-              "shards": tuple(args.shards) if args.shards else None,
-              "paths": tuple(args.paths) if args.paths else None,
-              "repeats": args.repeats, "window_seconds": args.window}
-    changes = {name: value for name, value in chosen.items() if value is not None}
-    return replace(profile, shard_matrix=replace(profile.shard_matrix, **changes)) if changes else profile
+    """The profile with the shard_choice and fleet options given on the command line."""
+    shard_changes = _given({"producers": args.producers, "shards": args.shards, "paths": args.paths,
+                            "repeats": args.repeats, "window_seconds": args.window})
+    fleet_changes = _given({"hosts": args.fleet_hosts, "queues": args.fleet_queues, "configs": args.fleet_configs,
+                            "compare": args.fleet_compare,
+                            "repeats": args.fleet_repeats, "batch_size": args.fleet_batch_size})
+    return replace(profile, shard_matrix=replace(profile.shard_matrix, **shard_changes),
+                   fleet_matrix=replace(profile.fleet_matrix, **fleet_changes))
+
+
+def _interrupted(signum, frame):  # pylint: disable=unused-argument
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
+    # SIGTERM unwinds like Ctrl-C, so every suite stops the servers and hosts it started.
+    signal.signal(signal.SIGTERM, _interrupted)
     args = build_parser().parse_args(argv)
     if args.tables:
         print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8")), args.suites))
         return 0
     suites = args.suites or list(DEFAULT_SUITES)
     profile = with_matrix_options(QUICK if args.quick else FULL, args)
-    problems = profile.shard_matrix.problems()
+    problems = profile.shard_matrix.problems() + profile.fleet_matrix.problems()
     if problems:
         build_parser().error("; ".join(problems))
     started = datetime.datetime.now(datetime.timezone.utc)

@@ -15,17 +15,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
@@ -81,21 +78,6 @@ def info_module(db, work_dir: Path) -> dict:
 
 def read_every_queue(db, work_dir: Path) -> dict:
     return {"python": read_all(db), "module": info_module(db, work_dir)}
-
-
-@contextlib.contextmanager
-def lock_table(bench: BenchServer, locks_per_transaction: int) -> Iterator[None]:
-    """The server restarted with a larger lock table for the block, then restored (and restarted)."""
-    with bench.server.connect() as conn:
-        conn.execute(sql.SQL("ALTER SYSTEM SET max_locks_per_transaction = {}").format(
-            sql.Literal(locks_per_transaction)))
-    bench.server.restart()
-    try:
-        yield
-    finally:
-        with bench.server.connect() as conn:
-            conn.execute("ALTER SYSTEM RESET max_locks_per_transaction")
-        bench.server.restart()
 
 
 def run_playbook(name: str, variables: dict, work_dir: Path) -> float:
@@ -169,7 +151,7 @@ def run(bench: BenchServer, queue_count: int, work_dir: Path) -> dict:
         result["info"] = read_every_queue(db, work_dir)
         if any("error" in read for read in result["info"].values()):
             # Every lane sequence read takes a relation lock until the read's transaction ends.
-            with lock_table(bench, RAISED_LOCKS_PER_TRANSACTION):
+            with environment.restarted_with(bench, {"max_locks_per_transaction": RAISED_LOCKS_PER_TRANSACTION}):
                 result["info_raised_locks"] = read_every_queue(db, work_dir)
     finally:
         db.drop()

@@ -1,0 +1,129 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""When each task of a playbook started and when each host finished it, as JSON, for the fleet benchmark.
+
+Enabled by benchmarks/fleet.py only (``ANSIBLE_CALLBACK_PLUGINS`` points
+here, ``ANSIBLE_CALLBACKS_ENABLED=bench_timer``); it writes the file named
+by ``AWA_BENCH_TIMINGS`` when the playbook ends, failed or not. Every time
+is ``time.time()`` in the ansible-playbook process, read when the strategy
+reports the event (with the CPU seconds it and the processes it reaped
+have used so far, at each task start): a task starts when the strategy announces it, a host's
+part of it when the host is handed to a worker and ends when its result is
+processed. benchmarks/fleet_timing.py turns the records into phases.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import time
+
+from ansible.plugins.callback import CallbackBase
+
+DOCUMENTATION = """
+    name: bench_timer
+    type: aggregate
+    short_description: Task and host timings as JSON, for benchmarks/fleet.py
+    description:
+      - Writes every task's start, tags, action, file and loop iteration, and each host's start, end and
+        status, to the file named by the environment variable AWA_BENCH_TIMINGS.
+    requirements:
+      - enabled with ANSIBLE_CALLBACKS_ENABLED=bench_timer
+"""
+
+
+def _cpu_seconds() -> float:
+    """CPU time of ansible-playbook and of every process it has reaped: its forks, their SSH clients and modules."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def _loop_iteration(task) -> dict | None:
+    """The nearest looped include this task was loaded by, and which iteration (index var, else item)."""
+    parent = task._parent  # pylint: disable=protected-access
+    while parent is not None:
+        if getattr(parent, "loop", None) and isinstance(getattr(parent, "vars", None), dict):
+            control = getattr(parent, "loop_control", None)
+            name_of = [getattr(control, "index_var", None), getattr(control, "loop_var", None) or "item"]
+            value = next((parent.vars[name] for name in name_of if name and name in parent.vars), None)
+            return {"include": parent.get_name(), "iteration": json.dumps(value, sort_keys=True, default=str)}
+        parent = parent._parent  # pylint: disable=protected-access
+    return None
+
+
+class CallbackModule(CallbackBase):
+    CALLBACK_VERSION = 2.0
+    CALLBACK_TYPE = "aggregate"
+    CALLBACK_NAME = "bench_timer"
+    CALLBACK_NEEDS_ENABLED = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._record: dict = {"started": time.time(), "cpu_started": _cpu_seconds(), "plays": [], "tasks": []}
+        self._open: dict[str, dict] = {}
+
+    def v2_playbook_on_play_start(self, play) -> None:
+        self._record["plays"].append({"name": play.get_name(), "start": time.time()})
+
+    def _task_start(self, task, handler: bool = False) -> None:
+        entry = {
+            "name": task.get_name(), "action": task.action, "tags": sorted(map(str, task.tags or [])),
+            "path": task.get_path() or "", "play": len(self._record["plays"]) - 1, "handler": handler,
+            "run_once": bool(task.run_once), "delegated": bool(task.delegate_to), "loop": _loop_iteration(task),
+            "wait": task.args.get("wait") if isinstance(task.args.get("wait"), str) else None,
+            "start": time.time(), "cpu": _cpu_seconds(), "hosts": {}, "retries": 0,
+        }
+        self._record["tasks"].append(entry)
+        self._open[task._uuid] = entry  # pylint: disable=protected-access
+
+    def v2_playbook_on_task_start(self, task, is_conditional) -> None:
+        self._task_start(task)
+
+    def v2_playbook_on_handler_task_start(self, task) -> None:
+        self._task_start(task, handler=True)
+
+    def _entry(self, task) -> dict | None:
+        return self._open.get(task._uuid)  # pylint: disable=protected-access
+
+    def v2_runner_on_start(self, host, task) -> None:
+        entry = self._entry(task)
+        if entry is not None:
+            entry["hosts"][host.get_name()] = {"start": time.time()}
+
+    def _host_end(self, result, status: str) -> None:
+        entry = self._entry(result.task)
+        if entry is None:
+            return
+        host = entry["hosts"].setdefault(result.host.get_name(), {})
+        host.update(end=time.time(), status=status)
+
+    def v2_runner_on_ok(self, result) -> None:
+        self._host_end(result, "ok")
+
+    def v2_runner_on_failed(self, result, ignore_errors=False) -> None:
+        self._host_end(result, "ignored" if ignore_errors else "failed")
+
+    def v2_runner_on_skipped(self, result) -> None:
+        self._host_end(result, "skipped")
+
+    def v2_runner_on_unreachable(self, result) -> None:
+        self._host_end(result, "unreachable")
+
+    def v2_runner_item_on_ok(self, result) -> None:
+        entry = self._entry(result.task)
+        if entry is not None:
+            host = entry["hosts"].setdefault(result.host.get_name(), {})
+            host.setdefault("items", []).append(str(result.result.get("item")))
+
+    def v2_runner_retry(self, result) -> None:
+        entry = self._entry(result.task)
+        if entry is not None:
+            entry["retries"] += 1
+
+    def v2_playbook_on_stats(self, stats) -> None:
+        self._record["ended"], self._record["cpu_ended"] = time.time(), _cpu_seconds()
+        path = os.environ.get("AWA_BENCH_TIMINGS")
+        if path:
+            with open(path, "w", encoding="utf-8") as output:
+                json.dump(self._record, output, indent=1)

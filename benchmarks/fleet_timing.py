@@ -1,0 +1,187 @@
+"""Where a playbook's time went: the bench_timer callback's records turned into phases, tasks and hosts.
+
+Every second of an ansible-playbook run is given to exactly one phase. A
+task owns the time from its start until the next task starts (the last one
+until the playbook ends), so templating, include processing and the
+strategy's own work between tasks count for the task before them, and the
+phases add up to the run. Start-up is from the process start to the first
+task; exit is from the end of the playbook until the process returned.
+
+A task's phase comes from the tags the role's tasks/main.yml gives each
+phase (``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
+``bench_change``, ``bench_pickup`` and ``bench_wait``). Within the pickup
+phase, tasks loaded by a looped include (one iteration per batch) are the
+batches: the service manager's restarts, the waits for the restarted
+runtimes (an ``awa_enqueue_shards_info`` task with ``wait``, or the floor's
+``bench_wait``), and the batch's other tasks (reads, state, verdict); the
+pickup tasks before the batches are the restart plan.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+PHASES = ("start-up", "validate", "preflight", "change", "producer config", "restart plan", "restarts",
+          "batch waits", "batch checks", "final wait", "summary", "other", "exit")
+PHASE_TAGS = {
+    "enqueue_shards_preflight": "preflight",
+    "enqueue_shards_change": "change",
+    "bench_change": "change",
+    "enqueue_shards_producer_config": "producer config",
+    "enqueue_shards_pickup": "pickup",
+    "bench_pickup": "pickup",
+    "enqueue_shards_wait": "final wait",
+    "enqueue_shards_summary": "summary",
+}
+RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service",
+                             "systemd_service", "systemd", "service"})
+# Actions Ansible runs in the controller's own process: no module is sent to the host.
+CONTROLLER_ACTIONS = frozenset(prefix + name for prefix in ("", "ansible.builtin.") for name in (
+    "set_fact", "assert", "debug", "include_tasks", "import_tasks", "include_role", "meta", "fail", "pause",
+    "validate_argument_spec", "add_host", "group_by", "set_stats", "include_vars"))
+BATCH_PHASES = ("restarts", "batch waits", "batch checks")
+SKIPPED = "skipped"
+# Task names the role numbers per batch ("... - batch 2"): one row per task, not per batch.
+BATCH_SUFFIX = re.compile(r" - batch \d+$")
+
+
+def is_wait(task: dict) -> bool:
+    return "bench_wait" in task["tags"] or (task["action"].endswith("awa_enqueue_shards_info") and bool(task["wait"]))
+
+
+def phase_of(task: dict) -> str:
+    """The phase a task's time counts for (see the module's docstring)."""
+    base = next((phase for tag, phase in PHASE_TAGS.items() if tag in task["tags"]),
+                "validate" if "always" in task["tags"] else "other")
+    if base != "pickup":
+        return base
+    if task["loop"] is None:
+        return "restart plan"
+    if is_wait(task):
+        return "batch waits"
+    if task["action"] in RESTART_ACTIONS:
+        return "restarts"
+    return "batch checks"
+
+
+def task_spans(record: dict) -> list[dict]:
+    """Each task with its span (until the next task starts), its CPU seconds over that span, and its phase."""
+    tasks = record["tasks"]
+    ends = [following["start"] for following in tasks[1:]] + [record.get("ended", tasks[-1]["start"] if tasks else 0)]
+    cpu_ends = [following.get("cpu") for following in tasks[1:]] + [record.get("cpu_ended")]
+    return [{**task, "span": max(0.0, end - task["start"]), "phase": phase_of(task),
+             "cpu_span": cpu_end - task["cpu"] if cpu_end is not None and task.get("cpu") is not None else None}
+            for task, end, cpu_end in zip(tasks, ends, cpu_ends)]
+
+
+def host_runs(task: dict, controller: str) -> list[tuple[str, float]]:
+    """(host, seconds) of each module run this task sent to a producer host over its connection.
+
+    Left out: skipped hosts, the controller, tasks delegated (to the database
+    controller) and actions that run in Ansible's own process.
+    """
+    if task["delegated"] or task["action"] in CONTROLLER_ACTIONS:
+        return []
+    return [(name, host["end"] - host["start"]) for name, host in task["hosts"].items()
+            if name != controller and host.get("status") not in (None, SKIPPED) and "start" in host and "end" in host]
+
+
+def task_label(task: dict) -> str:
+    """The task's name without the role's prefix and batch number."""
+    return BATCH_SUFFIX.sub("", task["name"].split(" : ", 1)[-1])
+
+
+def phase_cpu(spans: list[dict], process_cpu: float | None) -> dict | None:
+    """CPU seconds of ansible-playbook and its reaped children per phase (None: the record has no CPU readings).
+
+    A fork's CPU counts when the strategy reaps it, a moment after its task.
+    Start-up is the CPU used before the first task; exit the rest of the
+    process's total (``process_cpu``, measured by the caller), when given.
+    """
+    if not spans or any(task["cpu_span"] is None for task in spans):
+        return None
+    cpu = dict.fromkeys(PHASES, 0.0)
+    cpu["start-up"] = spans[0]["cpu"]
+    for task in spans:
+        cpu[task["phase"]] += task["cpu_span"]
+    if process_cpu is not None:
+        cpu["exit"] = max(0.0, process_cpu - sum(cpu.values()))
+    return {name: round(seconds, 3) for name, seconds in cpu.items()}
+
+
+def breakdown(record: dict, process_started: float, process_ended: float, controller: str,
+              process_cpu: float | None = None) -> dict:
+    """Phase seconds (and CPU seconds), the tasks by name, and the producer hosts' module runs of one playbook run."""
+    spans = task_spans(record)
+    phases = dict.fromkeys(PHASES, 0.0)
+    dispatches = dict.fromkeys(PHASES, 0)
+    first = spans[0]["start"] if spans else record.get("ended", process_ended)
+    phases["start-up"] = max(0.0, first - process_started)
+    phases["exit"] = max(0.0, process_ended - record.get("ended", process_ended))
+    by_name: dict[str, dict] = {}
+    remote = []
+    per_host: dict[str, float] = defaultdict(float)
+    for task in spans:
+        phases[task["phase"]] += task["span"]
+        dispatches[task["phase"]] += len(task["hosts"])
+        runs = host_runs(task, controller)
+        remote += [seconds for dummy, seconds in runs]
+        for host, seconds in runs:
+            per_host[host] += seconds
+        entry = by_name.setdefault(task_label(task), {"phase": task["phase"], "action": task["action"], "runs": 0,
+                                                      "seconds": 0.0, "cpu": 0.0, "dispatches": 0, "host_runs": 0,
+                                                      "host_seconds": 0.0, "retries": 0})
+        entry["runs"] += 1
+        entry["seconds"] += task["span"]
+        entry["cpu"] += task["cpu_span"] or 0.0
+        entry["dispatches"] += len(task["hosts"])
+        entry["host_runs"] += len(runs)
+        entry["host_seconds"] += sum(seconds for dummy, seconds in runs)
+        entry["retries"] += task["retries"]
+    batches = {task["loop"]["iteration"] for task in spans if task["phase"] in BATCH_PHASES}
+    return {
+        "total_s": round(process_ended - process_started, 3),
+        "phases": {name: round(seconds, 3) for name, seconds in phases.items()},
+        "phase_cpu": phase_cpu(spans, process_cpu),
+        # Hosts handed to a worker process, skipped ones included: each is a fork of ansible-playbook.
+        "phase_dispatches": dispatches,
+        "tasks": {name: dict(entry, seconds=round(entry["seconds"], 3), cpu=round(entry["cpu"], 3),
+                             host_seconds=round(entry["host_seconds"], 3))
+                  for name, entry in by_name.items()},
+        "task_starts": len(spans),
+        "batches": len(batches),
+        "remote_module_runs": len(remote),
+        "remote_module_mean_s": round(sum(remote) / len(remote), 3) if remote else None,
+        "host_module_seconds": {host: round(seconds, 3) for host, seconds in sorted(per_host.items())},
+    }
+
+
+def restarted_batches(record: dict, controller: str) -> list[list[list[str]]]:
+    """The (host, unit) pairs each batch restarted, in order: what the service manager tasks did per iteration."""
+    batches: dict[str, list[list[str]]] = defaultdict(list)
+    order: list[str] = []
+    for task in task_spans(record):
+        if task["phase"] != "restarts":
+            continue
+        iteration = task["loop"]["iteration"]
+        if iteration not in batches:
+            order.append(iteration)
+        for name, host in task["hosts"].items():
+            if name != controller and host.get("status") not in (None, SKIPPED):
+                batches[iteration] += [[name, item] for item in host.get("items", [])]
+    return [sorted(batches[iteration]) for iteration in order]
+
+
+def restarts_own_time(phases: dict) -> float:
+    """The floor's restarts and waits for the restarted runtimes: what any rollout of these batches costs."""
+    return round(phases["restarts"] + phases["batch waits"], 3)
+
+
+def slope(points: list[tuple[float, float]]) -> float | None:
+    """Least-squares slope of y over x; None with fewer than two distinct x."""
+    if len({x for x, dummy in points}) < 2:
+        return None
+    mean_x = sum(x for x, dummy in points) / len(points)
+    mean_y = sum(y for dummy, y in points) / len(points)
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, dummy in points)
