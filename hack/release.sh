@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Write a release's changelog (README: Versioning and releases):
 #
-#     bash hack/release.sh 0.1.0
+#     bash hack/release.sh 0.2.0
 #
 # Needs `version: VERSION` in galaxy.yml and changelogs/fragments/VERSION.yml
 # with a release_summary. antsibull-changelog then moves every fragment into

@@ -72,6 +72,7 @@ options:
       - Its path is treated as a secret and never shown in results or messages.
     type: path
   target_session_attrs:
+    version_added: 0.2.0
     description:
       - Which server of O(login_host) to keep, as libpq's C(target_session_attrs) - V(read-write) or V(primary)
         keep a primary, V(standby) and V(read-only) a standby, V(prefer-standby) a standby when one answers,

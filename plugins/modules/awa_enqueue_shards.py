@@ -296,6 +296,7 @@ diff:
     before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 0, "missing_grants": 2}}
     after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
 change_id:
+  version_added: 0.2.0
   description:
     - The id (a UUID) this run generated for its change (with O(queues), in each queue's result). The ledger row
       carries it in its C(change_id) column, written in the change's own transaction, so the change can be
@@ -309,6 +310,7 @@ change_id:
   type: str
   sample: 3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65
 lost_commit:
+  version_added: 0.2.0
   description:
     - Present when the connection was lost while COMMIT was in flight. The module reconnected with the same
       options (6 attempts within about 15 s), waited (at most O(lock_timeout)) until the change's transaction had

@@ -152,6 +152,7 @@ options:
     type: float
     default: 10
   committed:
+    version_added: 0.2.0
     description:
       - 'What a change committed - the RV(awa.operations.awa_enqueue_shards#module:queues) of
         M(awa.operations.awa_enqueue_shards), or a mapping of queue names to C({shards: N, ledger: {id: ID}}) (the
@@ -505,6 +506,7 @@ queues:
       runtimes_live: 2
       runtimes_converged: 1
 server:
+  version_added: 0.2.0
   description:
     - The server the state was read from, as C(host:port) - the one libpq chose among O(login_host). After a wait
       reconnected (a failover), the server it reads since.
@@ -512,6 +514,7 @@ server:
   type: str
   sample: "db2.example.com:5432"
 disconnected:
+  version_added: 0.2.0
   description:
     - Present, and true, when the task failed because no server of O(login_host) accepted the connection or the
       connection was lost (a failover, a restart); trying again later may succeed.
