@@ -162,7 +162,7 @@ options:
         waiting for (or reporting) convergence on a count that is not there. That happens when a failover promoted
         a standby that had not received the change (asynchronous replication), or when the count was changed
         again since (a later ledger row says by whom).
-      - The role M(awa.operations.enqueue_shards) passes the result of its change to its waits.
+      - The role P(awa.operations.enqueue_shards#role) passes the result of its change to its waits.
     type: dict
   advise_gains:
     description:
@@ -814,6 +814,7 @@ def argument_spec() -> dict:
         advise_window={"type": "float", "default": DEFAULT_ADVISE_WINDOW},
         advise_gains={"type": "dict"},
         committed={"type": "dict"},
+        health={"type": "bool", "default": False},
     )
     return spec
 

@@ -25,7 +25,6 @@ from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batc
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
     FAILED,
     MISSING,
-    RUNNING,
     STARTING,
     STOPPED,
     UNKNOWN,

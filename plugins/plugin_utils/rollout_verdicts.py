@@ -41,8 +41,8 @@ def reachability(hosts: list[str], *, probes: list[dict], services: list[list[st
     if not gone:
         return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered."}
     if len(gone) * 100 > max_fail_percentage * len(hosts):
-        return {"ok": False, "message": "Nothing was changed: " + unreachable_message(gone, len(hosts),
-                                                                                     max_fail_percentage) + "."}
+        gone_message = unreachable_message(gone, len(hosts), max_fail_percentage)
+        return {"ok": False, "message": f"Nothing was changed: {gone_message}."}
     listed = "; ".join(f"{report['host']}: {', '.join(s['service'] for s in report['services']) or 'no service'}"
                        for report in gone)
     return {"ok": True, "message": f"Going on without {len(gone)} of {len(hosts)} producer host(s) "
@@ -168,5 +168,5 @@ def _missing_text(entry: dict) -> str:
             rollout_match.NOT_RUNNING: f"it is {entry['state']}",
             rollout_match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
             rollout_match.STALE_RUNTIMES: "its runtime does not run the count",
-            rollout_match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}.get(entry["status"],
-                                                                                                  entry["status"])
+            rollout_match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it",
+            }.get(entry["status"], entry["status"])

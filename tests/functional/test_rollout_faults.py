@@ -89,7 +89,7 @@ def test_a_rollout_stopped_half_way_by_a_restart_loop_is_backed_out_as_printed(t
     assert backout.returncode == 0, backout.stdout
     assert "demo: enqueue_shards 6 -> 4 on demo - changed in one transaction" in backout.stdout
     assert shard_counts(testbed_db)["demo"] == 4
-    assert summary_row(backout.stdout)[1:] [::4] == ["6 -> 4", "yes / yes"]  # and the retired shards drained
+    assert summary_row(backout.stdout)[1:][::4] == ["6 -> 4", "yes / yes"]  # and the retired shards drained
     settled = subprocess.run([*TESTBED, "status", "--state", str(testbed), "--settled", "5", "--wait", "120"],
                              capture_output=True, text=True, check=True).stdout
     assert "every one completed exactly once" in settled, settled
@@ -119,8 +119,8 @@ def test_the_health_gates_stop_the_rollout_naming_gate_reading_and_limit(testbed
     assert after["awa-app-1"] != before["awa-app-1"] and after["awa-app-2"] == before["awa-app-2"]
 
 
-def test_a_producer_host_that_does_not_answer_stops_the_window_or_is_left_out_within_the_limit(testbed, testbed_db,
-                                                                                                tmp_path):
+def test_a_producer_host_that_does_not_answer_stops_the_window_or_is_left_out_within_the_limit(
+        testbed, testbed_db, tmp_path):
     inventory = tmp_path / "inventory.yml"
     inventory.write_text(f"""\
 all:

@@ -67,7 +67,7 @@ def test_bad_credentials_are_refused_without_showing_the_password(awa_db, tmp_pa
 def test_an_unknown_runtime_role_is_refused(awa_db, tmp_path):
     before = snapshot(awa_db)
     message = failure_message(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 4}],
-                                         runtime_roles=["awa_runtme"]))
+                                                 runtime_roles=["awa_runtme"]))
     assert message.startswith("Preflight refused, nothing was changed: runtime_roles do not exist")
     assert "awa_runtme" in message
     assert snapshot(awa_db) == before
@@ -84,9 +84,10 @@ def test_an_unreachable_database_is_refused(awa_db, tmp_path):
 
 def test_bad_input_is_refused_before_the_database_is_read(awa_db, tmp_path):
     before = snapshot(awa_db)
-    message = failure_message(set_enqueue_shards(tmp_path, {"login_host": awa_db.server.host},
-                                         [{"queue": "orders", "shards": 65}, {"queue": "a#1", "shards": 2}],
-                                         batch_size=[1, "0%"], lock_timeout=-1, batchsize=2, max_deadlocks=-1))
+    message = failure_message(set_enqueue_shards(
+        tmp_path, {"login_host": awa_db.server.host},
+        [{"queue": "orders", "shards": 65}, {"queue": "a#1", "shards": 2}],
+        batch_size=[1, "0%"], lock_timeout=-1, batchsize=2, max_deadlocks=-1))
     assert message.startswith("Invalid input for localhost, nothing was changed: ")
     for problem in ("enqueue_shards_batchsize is not a variable of the role",
                     "enqueue_shards_queues[0] ('orders'): shards must be between 1 and 64, got 65",
@@ -105,7 +106,7 @@ def test_an_empty_or_misspelled_producer_group_is_named_before_anything_is_read(
     inventory = tmp_path / "inventory.yml"
     inventory.write_text("all:\n  children:\n    awa_producer:\n      hosts:\n        localhost:\n", encoding="utf-8")
     message = failure_message(set_enqueue_shards(tmp_path, {"login_host": "db.invalid"}, [{"queue": "orders", "shards": 4}],
-                                         inventory=inventory))
+                                                 inventory=inventory))
     assert message == ("The inventory group awa_producers is not in the inventory, so the change window would run on "
                        "no producer host and change nothing: nothing was changed. Put the hosts that run the producer "
                        "services in awa_producers (did you mean awa_producer?); the inventory's groups: "

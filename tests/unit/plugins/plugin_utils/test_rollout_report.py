@@ -94,4 +94,4 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
     done = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
                    inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
                               "runtimes_per_service": 1, "pid_hosts": []})
-    assert [cell.strip() for cell in done[2].split(" | ")][2:] [::3] == ["4 of 4", "yes / yes"]
+    assert [cell.strip() for cell in done[2].split(" | ")][2:][::3] == ["4 of 4", "yes / yes"]

@@ -167,8 +167,6 @@ def test_restart_outcome_reads_items_and_whole_task_failures():
         {"service": "b", "message": "the loop could not be templated"}]
 
 
-
-
 # ---- a service is done only when its runtimes are live on the count ----
 
 NOW = datetime.datetime.fromisoformat(CONVERGED["read_at"]).timestamp()

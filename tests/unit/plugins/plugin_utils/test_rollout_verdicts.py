@@ -22,8 +22,8 @@ def restarted(host: str, *services: str, failed: dict | None = None, unreachable
             "failed": [{"service": s, "message": m} for s, m in (failed or {}).items()], "unreachable": unreachable}
 
 
-def verdict(batch, outcomes, states, read, gates=QUIET, **overrides) -> dict:
-    arguments = {"index": 0, "count": 2, "outcomes": outcomes, "states": states, "read": read, "gates": gates,
+def verdict(batch, outcomes, states, read, gates=None, **overrides) -> dict:
+    arguments = {"index": 0, "count": 2, "outcomes": outcomes, "states": states, "read": read, "gates": gates or QUIET,
                  "runtimes_per_service": 1, "pid_hosts": [], "later": [], "gone": [], "hosts_total": 2,
                  "max_fail_percentage": 0, "backout": BACKOUT, **overrides}
     return batch_verdict(batch, **arguments)
