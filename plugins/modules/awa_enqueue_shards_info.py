@@ -766,6 +766,7 @@ from ansible_collections.awa.operations.plugins.module_utils import waiters
 from ansible_collections.awa.operations.plugins.module_utils.connection import (
     DEFAULT_LOCK_TIMEOUT,
     HAS_PSYCOPG,
+    Reopening,
     connect,
     connection_argument_spec,
     open_connection,
@@ -836,11 +837,16 @@ def main() -> None:
                 ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
                 known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"],
                 lock_timeout=params["lock_timeout"])
-            if params["health"]:
-                add_health(conn, info, params["lock_timeout"])
-            if params["advise"]:
-                add_advice(info, advise_queues(conn, info, params["advise_window"], params["lock_timeout"],
-                                               params["advise_gains"]))
+            # After a wait that reconnected (a failover), the first connection is gone: these read on a new one.
+            session = Reopening(conn, lambda: connect(params))
+            try:
+                if params["health"]:
+                    add_health(session.current(), info, params["lock_timeout"])
+                if params["advise"]:
+                    add_advice(info, advise_queues(session.current(), info, params["advise_window"],
+                                                   params["lock_timeout"], params["advise_gains"]))
+            finally:
+                session.close()
     except FailedWithState as exc:
         for warning in exc.result.pop("warnings", []):
             module.warn(warning)

@@ -16,6 +16,7 @@ next test. Tests use distinct queues of one Awa database.
 
 from __future__ import annotations
 
+import datetime
 import json
 import subprocess
 import sys
@@ -144,8 +145,9 @@ def test_the_module_wait_reconnects_to_the_promoted_standby_and_reports_there(be
     lowered = change(bed.db(), "own", 1)
     bed.pair.wait_caught_up()
     old_primary, new_primary = bed.pair.primary, bed.pair.standby
+    # health: read after the wait, so on the connection the wait reconnected to (the first one is gone).
     process = module_process({**bed.login(), "queue": "own", "wait": "drained", "wait_timeout": 300,
-                              "wait_sleep": 0.5, "committed": {"own": lowered}}, tmp_path)
+                              "wait_sleep": 0.5, "committed": {"own": lowered}, "health": True}, tmp_path)
     try:
         wait_until(lambda: reading_sessions(bed), 120, "the module's wait to connect")
     except AssertionError:
@@ -160,6 +162,8 @@ def test_the_module_wait_reconnects_to_the_promoted_standby_and_reports_there(be
     assert process.returncode == 0, (stdout, stderr)
     assert result["drained"] is True and result["queues"]["own"]["depth_beyond_count"] == 0
     assert result["server"] == f"127.0.0.1:{new_primary.port}" != f"127.0.0.1:{old_primary.port}"
+    since = result["health"]["queues"]["own"]["since"]
+    assert datetime.datetime.fromisoformat(since) == datetime.datetime.fromisoformat(lowered["ledger"]["changed_at"])
     [warning] = [text for text in warning_texts(result) if "connection to the database was lost" in text]
     assert "the wait reconnected after 1 attempt(s)" in warning
 
