@@ -84,8 +84,10 @@ class ActionModule(ActionBase):
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
         if args["wait"] == "none" or wrap_async:
-            result.update(self._execute_module(module_name=MODULE, module_args=self._task.args, task_vars=task_vars,
-                                               wrap_async=wrap_async))
+            # A copy: _execute_module adds Ansible's _ansible_* arguments to the dict it is given, and the task's
+            # own would then carry them into the next try of an until loop, where validation refuses them.
+            result.update(self._execute_module(module_name=MODULE, module_args=dict(self._task.args),
+                                               task_vars=task_vars, wrap_async=wrap_async))
             if not wrap_async:
                 # Under async the wrapper removes its own copy; otherwise the temporary path is ours to remove.
                 self._remove_tmp_path(self._connection._shell.tmpdir)
@@ -98,7 +100,7 @@ class ActionModule(ActionBase):
 
         # Each poll is the module's result with wait: none, as shards_info_result declares it.
         def fetch() -> ShardsRead:
-            polled = self._execute_module(module_name=MODULE, module_args=poll_args, task_vars=task_vars)
+            polled = self._execute_module(module_name=MODULE, module_args=dict(poll_args), task_vars=task_vars)
             if polled.get("failed"):
                 # A first poll that cannot reach the database has a wrong address or a server down before the
                 # wait began: the operator hears it at once, not after every reconnection attempt.

@@ -50,6 +50,8 @@ class Harness:
 
         def execute_module(module_name=None, module_args=None, task_vars=None, **_):
             self.calls.append({"module": module_name, "args": dict(module_args)})
+            # As ActionBase._execute_module does: Ansible's own arguments go into the dict it is given.
+            module_args.update(_ansible_check_mode=False, _ansible_version="2.21")
             return dict(next(scripted))
 
         self.action._execute_module = execute_module  # pylint: disable=protected-access
@@ -179,3 +181,11 @@ def test_after_its_attempts_the_wait_gives_up_saying_what_to_do(monkeypatch):
     assert result["msg"].startswith("The connection to the database was lost 5s into the wait until converged ("
                                     + LOST["msg"] + "), and all 24 reconnection attempts failed (the last at 125s")
     assert result["queues"]["orders"]["stragglers"] == [STRAGGLER], "the last state seen is returned"
+
+
+def test_a_task_tried_again_in_an_until_loop_runs_with_its_own_arguments_again(monkeypatch):
+    args = {"login_host": "db1", "queue": "orders"}
+    harness = Harness(monkeypatch, args, [polled(False), polled(True)])
+    first, second = harness.run(), harness.run()
+    assert "failed" not in first and "failed" not in second, second.get("msg")
+    assert [call["args"] for call in harness.calls] == [args, args]
