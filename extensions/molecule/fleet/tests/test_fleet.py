@@ -87,7 +87,7 @@ def change_text(shards: int) -> str:
 
 
 def run_output(name: str) -> dict:
-    """The JSON output (ansible.builtin.json) of a run started in the background (tasks/start_window.yml)."""
+    """The JSON output (callback_plugins/fleet_json.py) of a run started in the background (tasks/start_window.yml)."""
     return read_json(f"run-{name}.json")
 
 
