@@ -4,7 +4,9 @@
 
 ansible-core ships no JSON stdout callback (ansible.posix has one, and the
 test command installs no collection from Galaxy), so the scenario carries
-this small one. Its output has the shape verify reads:
+this small one. It writes the document to the file ``FLEET_JSON_OUTPUT``
+names (the action plugin's progress lines go to stdout too), or prints it.
+The document has the shape verify reads:
 ``{"plays": [{"play": {"name": ...}, "tasks": [{"task": {"name": ...},
 "hosts": {HOST: RESULT}}]}], "stats": {HOST: {...}}}``.
 """
@@ -12,6 +14,7 @@ this small one. Its output has the shape verify reads:
 from __future__ import annotations
 
 import json
+import os
 
 from ansible.parsing.ajson import AnsibleJSONEncoder
 from ansible.plugins.callback import CallbackBase
@@ -64,5 +67,10 @@ class CallbackModule(CallbackBase):
 
     def v2_playbook_on_stats(self, stats) -> None:
         summary = {host: stats.summarize(host) for host in sorted(stats.processed)}
-        self._display.display(json.dumps({"plays": self.plays, "stats": summary}, cls=AnsibleJSONEncoder, indent=1,
-                                         sort_keys=True))
+        document = json.dumps({"plays": self.plays, "stats": summary}, cls=AnsibleJSONEncoder, indent=1,
+                              sort_keys=True)
+        if os.environ.get("FLEET_JSON_OUTPUT"):
+            with open(os.environ["FLEET_JSON_OUTPUT"], "w", encoding="utf-8") as output:
+                output.write(document + "\n")
+        else:
+            self._display.display(document)
