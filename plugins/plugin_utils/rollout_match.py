@@ -11,8 +11,10 @@ when the runtime reports one; Python runtimes leave it empty), so:
   (systemd's MainPID, or the pid the status command prints), its host name
   (when reported) is one of the service's host's names, and it started no
   earlier than the service's process. Hosts have their own pid namespaces,
-  so one pid can match services of several hosts: the runtime then goes to
-  the service whose process started last before it;
+  so one pid can be the main pid of services on several hosts: a runtime
+  that reports no host name and could be more than one of them belongs to
+  none, and those hosts are judged by count (identical hosts restarted
+  together hand out the same pids in the same second);
 * on a host where no service's pid is a runtime's pid (runtimes in child
   processes or containers, or a status command that prints no pid), the
   services are judged by count: the live runtimes on the count that no
@@ -52,17 +54,19 @@ def _candidates(service: dict, host: dict, runtime: dict) -> bool:
     return started is None or runtime_started is None or runtime_started >= started - CLOCK_RESOLUTION
 
 
-def _assign(hosts: list[dict], live: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    """(host, service) -> the live runtimes that belong to it; each runtime to one service at most."""
+def _assign(hosts: list[dict], live: list[dict]) -> tuple[dict[tuple[str, str], list[dict]], set[str]]:
+    """(host, service) -> the live runtimes that belong to it, each runtime to one service at most; and the hosts
+    whose services share a pid with another host's for a runtime that could be either (no host name reported)."""
     claimed: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    ambiguous: set[str] = set()
     for runtime in live:
-        owners = [(host, service) for host in hosts if host["reachable"] for service in host["services"]
-                  if service["state"] == RUNNING and _candidates(service, host, runtime)]
-        if owners:
-            # Several hosts can use one pid: the service whose process started last before the runtime.
-            host, service = max(owners, key=lambda owner: owner[1]["started_at"] or 0)
-            claimed[(host["host"], service["service"])].append(runtime)
-    return claimed
+        owners = [(host["host"], service["service"]) for host in hosts if host["reachable"]
+                  for service in host["services"] if service["state"] == RUNNING and _candidates(service, host, runtime)]
+        if len({owner_host for owner_host, dummy in owners}) > 1:
+            ambiguous.update(owner_host for owner_host, dummy in owners)
+        elif owners:
+            claimed[owners[0]].append(runtime)
+    return claimed, ambiguous
 
 
 def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *, pid_hosts: list[str] = (),
@@ -78,9 +82,12 @@ def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *,
     """
     live = [dict(runtime, converged=queue not in runtime.get("pending_queues", []) if queue else runtime["converged"])
             for runtime in runtimes if runtime["live"]]
-    claimed = _assign(hosts, live)
-    by_pid_hosts = set(pid_hosts) | {host["host"] for host in hosts
-                                     if any((host["host"], service["service"]) in claimed for service in host["services"])}
+    claimed, ambiguous = _assign(hosts, live)
+    # A host with a runtime that could be another host's is judged by count, with every runtime it claimed.
+    claimed = {owner: owned for owner, owned in claimed.items() if owner[0] not in ambiguous}
+    by_pid_hosts = (set(pid_hosts) | {host["host"] for host in hosts
+                                      if any((host["host"], service["service"]) in claimed
+                                             for service in host["services"])}) - ambiguous
     claimed_ids = {runtime["instance_id"] for owned in claimed.values() for runtime in owned}
     spare = [runtime for runtime in live if runtime["instance_id"] not in claimed_ids]
     spare_on_count = [runtime for runtime in spare if runtime["converged"]]
@@ -123,9 +130,10 @@ def how_judged(matched: dict) -> str:
     if not matched["by_count_hosts"]:
         return "runtimes matched to services by pid (and host name where the runtime reports one)"
     hosts = ", ".join(matched["by_count_hosts"])
-    return (f"runtimes matched to services by pid, except on {hosts}: no service there has a runtime with its pid "
-            "(runtimes in child processes or containers, or a status command that prints no pid), so its services "
-            "were judged by count against the live runtimes no other service claimed")
+    return (f"runtimes matched to services by pid, except on {hosts}: a runtime there cannot be tied to one service "
+            "by its pid (no runtime has a service's pid - runtimes in child processes or containers, or a status "
+            "command that prints no pid - or a runtime that reports no host name has the pid of services on several "
+            "hosts), so its services were judged by count against the live runtimes no other service claimed")
 
 
 def inventory_text(matched: dict) -> str:

@@ -75,3 +75,23 @@ def test_how_the_count_was_judged_is_said():
     assert how_judged(pid_only).startswith("runtimes matched to services by pid")
     counted = match([systemd_host("f1", {"a": unit("a", started=T, pid=11)})], [runtime(99, T + 1)], 1)
     assert "except on f1" in how_judged(counted) and counted["on_count"] == 1 and counted["outside"] == 0
+
+
+def test_identical_hosts_restarted_together_share_pids_and_are_judged_by_count():
+    # Hosts booted alike hand out the same pid in the same second; runtimes that report no host name could be
+    # either host's, so neither host claims one: both are judged by count, which the live runtimes cover.
+    hosts = [systemd_host(name, {"a": unit("a", started=T, pid=300), "b": unit("b", started=T, pid=301)})
+             for name in ("f1", "f2")]
+    runtimes = [runtime(pid, T + 1, instance=f"{host}-{pid}") for host in ("f1", "f2") for pid in (300, 301)]
+    matched = match(hosts, runtimes, 1)
+    assert set(statuses(matched).values()) == {(COVERED_BY_COUNT, BY_COUNT)}
+    assert (matched["expected"], matched["on_count"], matched["outside"]) == (4, 4, 0)
+    assert "or a runtime that reports no host name has the pid of services on several hosts" in how_judged(matched)
+    # One of them gone: the count no longer covers the four services.
+    assert set(statuses(match(hosts, runtimes[1:], 1)).values()) == {(SHORT_BY_COUNT, BY_COUNT)}
+
+
+def test_runtimes_that_report_their_host_name_are_matched_by_pid_across_hosts_sharing_pids():
+    hosts = [systemd_host(name, {"a": unit("a", started=T, pid=300)}) for name in ("f1", "f2")]
+    matched = match(hosts, [runtime(300, T + 1, hostname="f1", instance="one")], 1)
+    assert statuses(matched) == {"f1/a": (HAS_RUNTIMES, BY_PID), "f2/a": (SHORT_BY_COUNT, BY_COUNT)}
