@@ -18,6 +18,7 @@ import fcntl
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +31,15 @@ RUN_ID_ENV = "AWA_TESTBED_RUN_ID"
 
 
 def die_with_parent(sig: int = signal.SIGTERM) -> Callable[[], None]:
-    """A ``preexec_fn`` that makes the child receive ``sig`` when its parent dies."""
+    """A ``preexec_fn`` that makes the child receive ``sig`` when its parent dies.
+
+    Only from the main thread: the kernel sends the signal when the *thread*
+    that forked the child ends, so a child started from a short-lived thread
+    would be stopped the moment that thread returns.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(f"start test bed processes from the main thread, not {threading.current_thread().name}: "
+                           "PR_SET_PDEATHSIG stops the child as soon as the thread that started it ends")
     libc = ctypes.CDLL(None, use_errno=True)
 
     def _preexec() -> None:

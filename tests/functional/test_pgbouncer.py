@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import threading
 import time
 
 import psutil
@@ -134,22 +133,22 @@ def test_a_long_wait_shares_the_pool_and_never_uses_a_prepared_statement(awa_db,
     with pytest.raises(PreconditionFailed, match="permission denied"):
         info(awa_db, login={**operator, "session_role": None}, queue="waited")
 
-    def replace_the_runtime() -> None:
-        # A rolling restart: the new runtime is live before the old one stops, so one runtime is live throughout.
-        successor = fleet.worker("w2", ["waited=2"])
-        wait_for_live_runtimes(awa_db, [successor.pid], 30)
-        worker.stop()
+    polls, successor = [0], []
 
-    polls, replacement = [0], threading.Thread(target=replace_the_runtime)
-
-    def replace_at_poll_30(state: dict, elapsed: float) -> None:  # pylint: disable=unused-argument
+    def replace_the_runtime_from_poll_30(state: dict, elapsed: float) -> None:  # pylint: disable=unused-argument
+        # A rolling restart, one runtime live throughout: the successor starts at poll 30, and the old runtime
+        # stops once a poll has seen the successor live. Both happen here, on the main thread: a child started
+        # from a thread is stopped by the kernel when that thread ends (lifecycle.die_with_parent).
         polls[0] += 1
         if polls[0] == 30:
-            replacement.start()
+            successor.append(fleet.worker("w2", ["waited=2"]))
+        elif successor and worker.running() and any(
+                runtime["pid"] == successor[0].pid and runtime["live"] for runtime in state["runtimes"]):
+            worker.stop()
 
     with PoolClients(operator) as others, open_connection(operator) as conn:
-        done = wait_for_shards_info(conn, "converged", 120, 0.1, on_poll=replace_at_poll_30, queue="waited")
-    replacement.join(30)
+        done = wait_for_shards_info(conn, "converged", 120, 0.1, on_poll=replace_the_runtime_from_poll_30,
+                                    queue="waited")
 
     assert done["converged"] and done["polls"] > 30
     assert done["queues"]["waited"]["runtimes_converged"] == 1

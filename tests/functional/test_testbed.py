@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
 
 from awa_testbed.lifecycle import pid_alive
 from awa_testbed.pgserver import PgServer
@@ -107,3 +110,13 @@ def test_servers_and_programs_leave_no_process_behind(db_factory):
     leftover = subprocess.run(["pgrep", "-f", str(server.data_dir)], capture_output=True, text=True, check=False)
     assert leftover.stdout.strip() == ""
     assert not server.base_dir.exists()
+
+
+def test_a_program_started_from_a_thread_is_refused_before_it_runs(awa_db, fleet):
+    """The kernel stops a child when the *thread* that started it ends (PR_SET_PDEATHSIG), so a runtime started
+    from a helper thread would vanish mid-test; the test bed refuses to start one there, with the reason."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        attempt = pool.submit(fleet.worker, "from_thread", ["proof"])
+        with pytest.raises(RuntimeError, match="from the main thread"):
+            attempt.result(timeout=30)
+    assert not awa_db.query("SELECT 1 FROM awa.runtime_instances")
