@@ -27,6 +27,11 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_result 
 
 EXAMPLES_SHOWN = 3
 
+# "Converged" counts live runtimes; with none live it holds because nothing runs, which an operator must be told.
+NO_LIVE_RUNTIME = ("no Awa runtime is live on this database, so converged holds only because nothing runs: "
+                   "runtimes started from now on read the current count. If workers or producers should be "
+                   "running, start them and read again.")
+
 
 def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
     """A runtime, and the logical queues whose current count it does not run with yet."""
@@ -235,7 +240,8 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
 
     ``new_runtimes`` are the live, healthy runtimes not in ``known_runtimes``
     (instance ids seen before a restart); ``findings`` are those of no queue
-    (stripe layouts that could not be resolved).
+    (stripe layouts that could not be resolved), and NO_LIVE_RUNTIME when no
+    runtime is live.
     """
     pending: dict[str, list[str]] = defaultdict(list)
     for logical, queue_view in queues.items():
@@ -254,7 +260,8 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
         "drained": all(q["drained"] for q in queues.values()),
         "queues": queues,
         "runtimes": runtime_views,
-        "findings": findings + [finding for q in queues.values() for finding in q["findings"]],
+        "findings": findings + ([] if any(runtime.live for runtime in runtimes) else [NO_LIVE_RUNTIME])
+        + [finding for q in queues.values() for finding in q["findings"]],
         "summary": "\n".join(lines),
         "summary_lines": lines,
         "warnings": warnings,

@@ -714,7 +714,9 @@ health:
     queues:
       orders: {since: "2026-11-30T16:38:02.551920+00:00", failed_jobs: 0, retried_jobs: 2}
 findings:
-  description: The findings of every queue (and of queues whose stripes could not be resolved).
+  description:
+    - The findings of every queue (and of queues whose stripes could not be resolved).
+    - When no Awa runtime is live, one finding says so - RV(converged) then holds only because nothing runs.
   returned: always
   type: list
   elements: str

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.introspect.depths import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import resolve_stripes
-from ansible_collections.awa.operations.plugins.module_utils.report import queue_report
+from ansible_collections.awa.operations.plugins.module_utils.report import NO_LIVE_RUNTIME, queue_report, shards_read
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import (
     RUNTIME,
@@ -103,3 +104,17 @@ def test_unreadable_lanes_make_the_depth_unknown_and_the_queue_undrained():
     assert report["summary_lines"][2] == "  ready by shard 0:? 1:? | beyond the count: unknown (unreadable)"
     assert report["findings"] == ["orders: 16 lanes have sequences the connected role cannot read (SELECT), so "
                                   "their depth is unknown. Connect as their owner or a member of it."]
+
+
+def read_of(runtimes) -> dict:
+    return shards_read({"orders": lowered_to_2(runtimes)}, runtimes, read_at=datetime.datetime.now(datetime.timezone.utc),
+                       findings=[], warnings=[], known_runtimes=frozenset(), expected_new_runtimes=0)
+
+
+def test_converged_with_no_live_runtime_says_that_nothing_runs():
+    """0 of 0 live runtimes is converged by the rule, but nothing took the count: the read says so."""
+    gone = read_of([runtime("old", -60, live=False)])
+    assert gone["converged"] and gone["queues"]["orders"]["runtimes_live"] == 0
+    assert gone["findings"] == [NO_LIVE_RUNTIME]
+    assert "start them and read again" in NO_LIVE_RUNTIME
+    assert read_of([runtime("new", 60)])["findings"] == []
