@@ -96,16 +96,18 @@ class ActionModule(ActionBase):
         poll_args = dict(self._task.args, wait="none")
         host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
 
-        polls: list[ShardsRead] = []
+        # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
+        answered = False
 
         # Each poll is the module's result with wait: none, as shards_info_result declares it.
         def fetch() -> ShardsRead:
+            nonlocal answered
             polled = self._execute_module(module_name=MODULE, module_args=dict(poll_args), task_vars=task_vars)
             if polled.get("failed"):
                 # A first poll that cannot reach the database has a wrong address or a server down before the
                 # wait began: the operator hears it at once, not after every reconnection attempt.
-                raise PollFailed(polled, disconnected=bool(polls) and polled.get("disconnected") is True)
-            polls[:] = [polled]
+                raise PollFailed(polled, disconnected=answered and polled.get("disconnected") is True)
+            answered = True
             return polled
 
         def on_poll(info: ShardsRead, elapsed: float) -> None:
