@@ -89,6 +89,12 @@ def advice_of(events: list[dict], queue: str) -> list[dict]:
     return [event[EVENT_KEY] for event in events if EVENT_KEY in event and event[EVENT_KEY]["queue"] == queue]
 
 
+def raises_after_the_event(advice: list[dict]) -> int:
+    """Raise verdicts after the first actionable one: what the cooldown must keep from becoming events."""
+    actionable = [index for index, entry in enumerate(advice) if entry["actionable"]]
+    return sum(entry["verdict"] == "raise" for entry in advice[actionable[0] + 1:]) if actionable else 0
+
+
 def test_contention_becomes_one_held_event_one_step_up_and_an_idle_queue_none(awa_db, fleet):
     change(awa_db, "busy", 1)
     change(awa_db, "idle", 1)
@@ -98,13 +104,18 @@ def test_contention_becomes_one_held_event_one_step_up_and_an_idle_queue_none(aw
     args = {"connection": awa_db.login_args(), "queues": ["busy", "idle"], "gains": GAINFUL, "window": 2,
             "interval": 2, "stable": 2, "cooldown": 3600, "every_window": True}
 
-    # Two windows to hold the raise, then two more: the cooldown keeps them from becoming events.
-    events = collect(args, lambda seen: len(advice_of(seen, "busy")) >= 4)
+    # A raise held for two windows becomes one event; later raises within the cooldown become none. Each window
+    # measures real load, so one window may read less contention than its neighbours (a starved CPU makes fewer
+    # enqueuers wait at once): the source is read until two raises have followed the event.
+    events = collect(args, lambda seen: raises_after_the_event(advice_of(seen, "busy")) >= 2, timeout=120)
 
     busy, idle = advice_of(events, "busy"), advice_of(events, "idle")
-    assert [(a["verdict"], a["actionable"]) for a in busy] == [
-        ("raise", False), ("raise", True), ("raise", False), ("raise", False)], [a["message"] for a in busy]
-    held = busy[1]
+    verdicts = [(a["verdict"], a["actionable"]) for a in busy]
+    actionable = [index for index, advice in enumerate(busy) if advice["actionable"]]
+    assert len(actionable) == 1 and actionable[0] >= 1, verdicts
+    held = busy[actionable[0]]
+    assert verdicts[actionable[0] - 1:actionable[0] + 1] == [("raise", False), ("raise", True)], verdicts
+    assert raises_after_the_event(busy) >= 2, verdicts
     assert (held["shards"], held["to"], held["advised_to"], held["windows"]) == (1, 2, 4, 2)
     assert held["message"].startswith("busy: raise enqueue_shards 1 -> 4.")
     assert "per-key FIFO does not hold" in held["ordering"]
