@@ -107,8 +107,9 @@ def test_unreadable_lanes_make_the_depth_unknown_and_the_queue_undrained():
 
 
 def read_of(runtimes) -> dict:
-    return shards_read({"orders": lowered_to_2(runtimes)}, runtimes, read_at=datetime.datetime.now(datetime.timezone.utc),
-                       findings=[], warnings=[], known_runtimes=frozenset(), expected_new_runtimes=0)
+    return shards_read({"orders": lowered_to_2(runtimes)}, runtimes,
+                       read_at=datetime.datetime.now(datetime.timezone.utc), findings=[], warnings=[],
+                       known_runtimes=frozenset(), expected_new_runtimes=0)
 
 
 def test_converged_with_no_live_runtime_says_that_nothing_runs():
