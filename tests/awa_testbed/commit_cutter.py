@@ -167,14 +167,16 @@ class CommitCutter:
             self._cut = None
             if cut.mode == "hold":
                 self._held.append(server)
+        # A refusing cut stops listening before the client can notice the cut: a reconnection that came in
+        # between would find the outcome (under load one did, and "cannot look" was not tested).
+        if cut.refuse and self._listener is not None:
+            _close(self._listener)
+            self._listener = None
         # The client's side closes before the COMMIT goes on: the server's answer, which the other thread
         # forwards, must never reach the client (under load it once did, and the cut was no cut).
         _close(client)
         if cut.mode == "after":
             server.sendall(commit)
-        if cut.refuse and self._listener is not None:
-            _close(self._listener)
-            self._listener = None
         if cut.mode != "hold":
             _close(server, socket.SHUT_WR)  # the server reads what it got, then the end of the stream
         cut.cut_at = time.monotonic()

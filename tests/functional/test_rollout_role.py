@@ -12,6 +12,7 @@ The happy path over real systemd hosts runs in molecule (extensions/molecule).
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -42,8 +43,10 @@ def test_check_mode_says_what_is_planned_and_what_is_true_now(testbed, testbed_d
     assert process.returncode == 0, process.stdout
     assert ("Check mode: would restart 2 producer service(s) in 2 batch(es) of 1, 1 (enqueue_shards_batch_size 1, "
             "100%): [localhost/awa-app-1] then [localhost/awa-app-2]") in process.stdout
-    assert summary_row(process.stdout) == ["demo", "1 -> 4", "0 of 2 (they restart)", "0:0", "0",
-                                           "not yet (check mode)"]
+    row = summary_row(process.stdout)
+    # The demo's applications enqueue and work all along: shard 0 may hold a ready job at the moment of the read.
+    assert row[:3] + row[4:] == ["demo", "1 -> 4", "0 of 2 (they restart)", "0", "not yet (check mode)"]
+    assert re.fullmatch(r"0:\d+", row[3]), row
     assert (snapshot(testbed_db), program_pids(testbed)) == (before, pids)
 
 
