@@ -89,9 +89,14 @@ def advice_of(events: list[dict], queue: str) -> list[dict]:
     return [event[EVENT_KEY] for event in events if EVENT_KEY in event and event[EVENT_KEY]["queue"] == queue]
 
 
+def actionable_windows(advice: list[dict]) -> list[int]:
+    """The indexes of the windows whose advice became an event."""
+    return [index for index, entry in enumerate(advice) if entry["actionable"]]
+
+
 def raises_after_the_event(advice: list[dict]) -> int:
     """Raise verdicts after the first actionable one: what the cooldown must keep from becoming events."""
-    actionable = [index for index, entry in enumerate(advice) if entry["actionable"]]
+    actionable = actionable_windows(advice)
     return sum(entry["verdict"] == "raise" for entry in advice[actionable[0] + 1:]) if actionable else 0
 
 
@@ -111,7 +116,7 @@ def test_contention_becomes_one_held_event_one_step_up_and_an_idle_queue_none(aw
 
     busy, idle = advice_of(events, "busy"), advice_of(events, "idle")
     verdicts = [(a["verdict"], a["actionable"]) for a in busy]
-    actionable = [index for index, advice in enumerate(busy) if advice["actionable"]]
+    actionable = actionable_windows(busy)
     assert len(actionable) == 1 and actionable[0] >= 1, verdicts
     held = busy[actionable[0]]
     assert verdicts[actionable[0] - 1:actionable[0] + 1] == [("raise", False), ("raise", True)], verdicts
