@@ -25,6 +25,12 @@ class Fleet:
         self.db = db
         self.log_dir = log_dir or Path(tempfile.mkdtemp(prefix="awa-fleet-"))
         self.members: dict[str, ManagedProcess] = {}
+        self.companions: list = []  # things with a stop() that run beside the programs, stopped before them
+
+    def attach(self, companion):
+        """Stop ``companion`` (anything with a ``stop()``) with the programs, before them."""
+        self.companions.append(companion)
+        return companion
 
     def _add(self, process: ManagedProcess, start: bool) -> ManagedProcess:
         if process.name in self.members:
@@ -48,6 +54,8 @@ class Fleet:
         return awa_pg_path(self.db.awa_version)
 
     def stop_all(self) -> None:
+        while self.companions:
+            self.companions.pop().stop()
         # Producers first, so workers can finish what was enqueued.
         for process in sorted(self.members.values(), key=lambda p: p.module == "worker"):
             process.stop()

@@ -2,9 +2,10 @@
 
 Real awa-pg 0.6.9 producers and worker runtimes load a queue while the
 module watches it: a queue whose SQL-insert producers contend on its one
-lane, an idle queue, and copy-path producers that land on one shard of
-four. What is asserted is the verdict and the evidence an operator reads,
-never a rate or a time.
+lane (behind a session that holds the lane's lock most of the time, so the
+waits do not depend on how busy the CPU is: lane_holder.py), an idle queue,
+and copy-path producers that land on one shard of four. What is asserted is
+the verdict and the evidence an operator reads, never a rate or a time.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from awa_testbed import queue_facts
 from awa_testbed.awadb import DbRole
 
 from enqueue_shards_support import ansible_command, change, info, wait_until
+from lane_holder import LaneHolder
 
 WINDOW = 3.0
 # A gains table of a machine where shards pay off (the shape of Awa's ADR-025 sweep): with it, contention at
@@ -40,9 +42,10 @@ def enqueued(db, queue: str) -> int:
 
 
 def contend(fleet, queue: str) -> None:
-    """SQL inserters on the queue's one lane, as fast as they can: 16, so that at least 0.5 of them wait on its lock
-    per sample even while other tests take the 2 cores (8 were not always enough)."""
-    fleet.producer("contender", queue, mode="insert", rate=0, concurrency=16, connections=16, record_enqueued=False)
+    """SQL inserters on the queue's lane, as fast as they can, behind a session that holds its lock most of the time
+    (lane_holder.py): they wait on the lane's lock in every sample, however busy the 2 cores are."""
+    fleet.producer("contender", queue, mode="insert", rate=0, concurrency=4, connections=4, record_enqueued=False)
+    fleet.attach(LaneHolder(fleet.db.dsn(), queue).start())
 
 
 def loaded(db, queue: str, jobs: int = 200) -> None:
