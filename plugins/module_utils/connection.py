@@ -330,6 +330,11 @@ class Reopening:
         self._conn = conn
         self._reopen = reopen
 
+    @property
+    def reopens(self) -> bool:
+        """Whether a lost connection is opened again."""
+        return self._reopen is not None
+
     def current(self):
         """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
         if self._conn.closed and self._reopen is not None:

@@ -107,10 +107,14 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
     Each read is checked against ``committed`` (failover.validate_committed):
     a count that is not the one committed ends the wait at once with
     ``ChangeNotFound``. The result names the ``server`` read.
+    ``conn`` may be a ``Reopening`` instead (its own way to reconnect; then
+    ``reconnect`` is not given): the caller goes on reading on the connection
+    the wait ended on, and closes it.
     """
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
-    session = Reopening(conn, reconnect)
+    owned = not isinstance(conn, Reopening)
+    session = Reopening(conn, reconnect) if owned else conn
 
     def fetch() -> ShardsRead:
         current = session.current()
@@ -130,13 +134,14 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
             return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
         try:
             outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
-                                         reconnect=reconnect_policy() if reconnect is not None else None)
+                                         reconnect=reconnect_policy() if session.reopens else None)
         except waiters.ReconnectGaveUp as gave_up:
             raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
                                   dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
                                        duration=round(gave_up.elapsed, 3))) from None
     finally:
-        session.close()
+        if owned:
+            session.close()
     info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
     info["warnings"] = info["warnings"] + [failover.reconnected_warning(interruption, info["server"])
                                            for interruption in outcome.interruptions]

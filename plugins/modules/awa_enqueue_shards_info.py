@@ -832,16 +832,15 @@ def main() -> None:
         validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
         committed = validate_committed(params["committed"])
         with open_connection(params) as conn:
-            info = wait_for_shards_info(
-                conn, params["wait"], params["wait_timeout"], params["wait_sleep"],
-                reconnect=lambda: connect(params), committed=committed, queue=params["queue"],
-                queues=params["queues"], stripes=params["stripes"], runtime_roles=tuple(params["runtime_roles"]),
-                ledger_schema=params["ledger_schema"], margin_seconds=params["clock_margin"],
-                known_runtimes=tuple(params["known_runtimes"]), expected_new_runtimes=params["expected_new_runtimes"],
-                lock_timeout=params["lock_timeout"])
-            # After a wait that reconnected (a failover), the first connection is gone: these read on a new one.
+            # After a wait that reconnected (a failover), health and advice read on the connection it ended on.
             session = Reopening(conn, lambda: connect(params))
             try:
+                info = wait_for_shards_info(
+                    session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
+                    queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
+                    runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
+                    margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
+                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"])
                 if params["health"]:
                     add_health(session.current(), info, params["lock_timeout"])
                 if params["advise"]:

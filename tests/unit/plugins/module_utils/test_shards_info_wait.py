@@ -1,9 +1,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a wait says: the progress line of each poll, and the message of a timeout."""
+"""What a wait says: the progress line of each poll, and the message of a timeout; where it leaves its caller."""
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils import shards_info_wait
+from types import SimpleNamespace
+
+from ansible_collections.awa.operations.plugins.module_utils import failover, shards_info_wait
+from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.errors import Disconnected
 
 
 def test_a_timeout_names_every_straggler_and_what_to_do():
@@ -26,3 +30,41 @@ def test_a_drain_timeout_on_a_paused_queue_says_to_resume_it():
     assert message.endswith("To finish: resume the queue (awa queue resume orders) when the pause is over.")
     assert shards_info_wait.progress_line(info) == (
         "orders: 2/2 runtimes on 2 shards, 150 ready beyond the count (paused: nothing drains until it is resumed)")
+
+
+class FakeConnection:
+    """Only what the wait touches of a connection: the server it reached, and whether it is closed."""
+
+    def __init__(self, host: str) -> None:
+        self.info = SimpleNamespace(host=host, port=5432)
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_wait_that_reconnected_leaves_its_caller_on_the_connection_it_ended_on(monkeypatch):
+    primary, promoted = FakeConnection("primary"), FakeConnection("promoted")
+    opened = []
+
+    def read_shards_info(conn, **_read_args):
+        if conn is primary:
+            raise Disconnected("the server ended the session (a failover)")
+        return {"converged": True, "queues": {}, "warnings": []}
+
+    def reopen():
+        opened.append(promoted)
+        return promoted
+
+    monkeypatch.setattr(shards_info_wait, "read_shards_info", read_shards_info)
+    monkeypatch.setattr(failover, "RECONNECT_INTERVAL", 0.0)
+    session = Reopening(primary, reopen)
+
+    info = shards_info_wait.wait_for_shards_info(session, "converged", 30, 0.0)
+
+    assert info["server"] == "promoted:5432" and primary.closed
+    assert "reconnected" in " ".join(info["warnings"]).lower(), info["warnings"]
+    # What the module reads next (health, advice) goes to the same connection: none is opened for it.
+    assert session.current() is promoted and not promoted.closed and opened == [promoted]
+    session.close()
+    assert promoted.closed
