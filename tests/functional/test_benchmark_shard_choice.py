@@ -37,13 +37,19 @@ ROLES = {"awa-bench-producer": "producer", "awa-bench-worker": "worker"}
 
 
 def blocked_samples(db, queue: str, deadline: float = 20.0) -> list[BackendSample]:
-    """Sample until a producer backend waits on a lock; its classified samples."""
+    """Sample until a producer backend waits on a lock; its classified samples.
+
+    One sample reads pg_stat_activity and pg_locks at two instants: a backend can show its lock request queued while
+    its state still says the moment before it sent the statement ("idle in transaction"). Such a sample is not yet
+    the wait, so sampling goes on until the backend's own wait event says it too.
+    """
     with db.connect() as conn:
         lane_keys = fetch_lane_keys(conn, queue)
         stop = time.monotonic() + deadline
         while time.monotonic() < stop:
             backends = [classify(row, ROLES, lane_keys) for row in load.fetch_activity_sample(conn)]
-            if any(backend.role == "producer" and backend.lock for backend in backends):
+            if any(backend.role == "producer" and backend.lock and backend.wait.startswith("Lock:")
+                   for backend in backends):
                 return backends
             time.sleep(0.05)
     raise AssertionError(f"no producer backend waited on a lock within {deadline} s")
