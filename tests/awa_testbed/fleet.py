@@ -54,11 +54,13 @@ class Fleet:
         return awa_pg_path(self.db.awa_version)
 
     def stop_all(self) -> None:
-        while self.companions:
-            self.companions.pop().stop()
-        # Producers first, so workers can finish what was enqueued.
-        for process in sorted(self.members.values(), key=lambda p: p.module == "worker"):
-            process.stop()
+        try:
+            while self.companions:
+                self.companions.pop().stop()
+        finally:  # a companion that fails to stop must not leave the programs running
+            # Producers first, so workers can finish what was enqueued.
+            for process in sorted(self.members.values(), key=lambda p: p.module == "worker"):
+                process.stop()
 
     def cleanup(self) -> None:
         """Stop everything and delete the log folder."""

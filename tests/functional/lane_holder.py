@@ -49,6 +49,9 @@ class LaneHolder:
     def stop(self) -> None:
         self._stopped.set()
         self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            # Still in a transaction that may hold the queue's lane locks: every later insert would wait on it.
+            raise RuntimeError(f"the lane holder of {self.queue} did not stop within 30 s")
         if self.error is not None:
             raise RuntimeError(f"the lane holder of {self.queue} failed") from self.error
 

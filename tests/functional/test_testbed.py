@@ -120,3 +120,17 @@ def test_a_program_started_from_a_thread_is_refused_before_it_runs(awa_db, fleet
         with pytest.raises(RuntimeError, match="from the main thread"):
             attempt.result(timeout=30)
     assert not awa_db.query("SELECT 1 FROM awa.runtime_instances")
+
+
+def test_a_companion_that_fails_to_stop_still_lets_the_programs_stop(awa_db, fleet):
+    """A helper beside the programs (such as the lane holder) that fails at stop is reported, and the programs
+    still stop: they must not run on into the next test."""
+    class FailsToStop:  # pylint: disable=too-few-public-methods
+        def stop(self) -> None:
+            raise RuntimeError("companion could not stop")
+
+    worker = fleet.worker("w1", ["proof"])
+    fleet.attach(FailsToStop())
+    with pytest.raises(RuntimeError, match="companion could not stop"):
+        fleet.stop_all()
+    assert not worker.running()
