@@ -93,28 +93,40 @@ def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
 
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
                          on_poll: Callable[[ShardsRead, float], None] | None = None, *,
-                         reconnect: Callable[[], object] | None = None,
-                         committed: dict[str, failover.Committed] | None = None, **read_args) -> ShardsInfo:
+                         reconnect: Callable[[], object] | None = None, **options) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
+
+    ``options`` are wait_in_session's. With ``reconnect`` (a function opening
+    a new connection), a poll that loses its connection is tried again on a
+    new one, a bounded number of times (``reconnect_policy``); then the wait
+    ends with ``WaitInterrupted``. The connections the wait opened are closed
+    when it ends; ``conn`` is the caller's.
+    """
+    session = Reopening(conn, reconnect)
+    try:
+        return wait_in_session(session, wait, timeout, sleep, on_poll, **options)
+    finally:
+        session.close()
+
+
+def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
+                    on_poll: Callable[[ShardsRead, float], None] | None = None, *,
+                    committed: dict[str, failover.Committed] | None = None, **read_args) -> ShardsInfo:
+    """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
+    failover, a new one), so the caller reads on there and closes it.
 
     ``read_args`` are read_shards_info's. A poll that is not granted a lock
     within ``lock_timeout`` ends the wait at once with its ``LockTimeout``:
     something holds Awa's tables (DDL), the state cannot be seen, and the
     operator must know rather than wait blind.
-    With ``reconnect`` (a function opening a new connection), a poll that
-    loses its connection is tried again on a new one, a bounded number of
-    times (``reconnect_policy``); then the wait ends with ``WaitInterrupted``.
+    A lost connection is opened again when the session reopens (see
+    wait_for_shards_info's ``reconnect``).
     Each read is checked against ``committed`` (failover.validate_committed):
     a count that is not the one committed ends the wait at once with
     ``ChangeNotFound``. The result names the ``server`` read.
-    ``conn`` may be a ``Reopening`` instead (its own way to reconnect; then
-    ``reconnect`` is not given): the caller goes on reading on the connection
-    the wait ended on, and closes it.
     """
     if wait not in waiters.WAIT_CHOICES:
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
-    owned = not isinstance(conn, Reopening)
-    session = Reopening(conn, reconnect) if owned else conn
 
     def fetch() -> ShardsRead:
         current = session.current()
@@ -129,19 +141,15 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
             raise ChangeNotFound(" | ".join(problems), dict(read, waited=wait != "none"))
         return read
 
+    if wait == "none":
+        return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
     try:
-        if wait == "none":
-            return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
-        try:
-            outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
-                                         reconnect=reconnect_policy() if session.reopens else None)
-        except waiters.ReconnectGaveUp as gave_up:
-            raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
-                                  dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
-                                       duration=round(gave_up.elapsed, 3))) from None
-    finally:
-        if owned:
-            session.close()
+        outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
+                                     reconnect=reconnect_policy() if session.reopens else None)
+    except waiters.ReconnectGaveUp as gave_up:
+        raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
+                              dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
+                                   duration=round(gave_up.elapsed, 3))) from None
     info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
     info["warnings"] = info["warnings"] + [failover.reconnected_warning(interruption, info["server"])
                                            for interruption in outcome.interruptions]

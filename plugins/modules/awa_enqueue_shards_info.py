@@ -791,7 +791,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     validate_advice_options,
     validate_read_options,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
 
 # One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
 ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
@@ -835,7 +835,7 @@ def main() -> None:
             # After a wait that reconnected (a failover), health and advice read on the connection it ended on.
             session = Reopening(conn, lambda: connect(params))
             try:
-                info = wait_for_shards_info(
+                info = wait_in_session(
                     session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
                     queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
                     runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],

@@ -43,28 +43,49 @@ class FakeConnection:
         self.closed = True
 
 
-def test_a_wait_that_reconnected_leaves_its_caller_on_the_connection_it_ended_on(monkeypatch):
-    primary, promoted = FakeConnection("primary"), FakeConnection("promoted")
-    opened = []
+class Failover:  # pylint: disable=too-few-public-methods
+    """A primary whose session ends at the first read, and the promoted server a reconnect reaches."""
 
-    def read_shards_info(conn, **_read_args):
-        if conn is primary:
+    def __init__(self, monkeypatch) -> None:
+        self.primary, self.promoted = FakeConnection("primary"), FakeConnection("promoted")
+        self.opened: list[FakeConnection] = []
+        monkeypatch.setattr(shards_info_wait, "read_shards_info", self.read_shards_info)
+        monkeypatch.setattr(failover, "RECONNECT_INTERVAL", 0.0)
+
+    def read_shards_info(self, conn, **_read_args):
+        if conn is self.primary:
             raise Disconnected("the server ended the session (a failover)")
         return {"converged": True, "queues": {}, "warnings": []}
 
-    def reopen():
-        opened.append(promoted)
-        return promoted
+    def reopen(self) -> FakeConnection:
+        self.opened.append(self.promoted)
+        return self.promoted
 
-    monkeypatch.setattr(shards_info_wait, "read_shards_info", read_shards_info)
-    monkeypatch.setattr(failover, "RECONNECT_INTERVAL", 0.0)
-    session = Reopening(primary, reopen)
 
-    info = shards_info_wait.wait_for_shards_info(session, "converged", 30, 0.0)
-
-    assert info["server"] == "promoted:5432" and primary.closed
+def assert_reconnected(info) -> None:
+    assert info["server"] == "promoted:5432"
     assert "reconnected" in " ".join(info["warnings"]).lower(), info["warnings"]
+
+
+def test_a_wait_that_reconnected_leaves_its_caller_on_the_connection_it_ended_on(monkeypatch):
+    bed = Failover(monkeypatch)
+    session = Reopening(bed.primary, bed.reopen)
+
+    info = shards_info_wait.wait_in_session(session, "converged", 30, 0.0)
+
+    assert_reconnected(info)
+    assert bed.primary.closed
     # What the module reads next (health, advice) goes to the same connection: none is opened for it.
-    assert session.current() is promoted and not promoted.closed and opened == [promoted]
+    assert session.current() is bed.promoted and not bed.promoted.closed and bed.opened == [bed.promoted]
     session.close()
-    assert promoted.closed
+    assert bed.promoted.closed
+
+
+def test_a_wait_given_a_way_to_reconnect_closes_the_connection_it_opened(monkeypatch):
+    """The Python API of the guide: ``wait_for_shards_info(conn, ..., reconnect=...)`` leaves nothing open."""
+    bed = Failover(monkeypatch)
+
+    info = shards_info_wait.wait_for_shards_info(bed.primary, "converged", 30, 0.0, reconnect=bed.reopen)
+
+    assert_reconnected(info)
+    assert bed.opened == [bed.promoted] and bed.promoted.closed
