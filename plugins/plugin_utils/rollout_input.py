@@ -21,6 +21,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
     validate_targets,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_batches import batch_size_problem
@@ -154,31 +155,22 @@ def _services_problems(settings: dict, restarts: bool) -> list[str]:
     return problems
 
 
-def restart_via(method: str, service_manager: str | None = None) -> str:
-    """systemd or command: how a host whose service manager is ``service_manager`` restarts its services."""
-    if method == "systemd" or (method == "auto" and service_manager == "systemd"):
-        return "systemd"
-    return "command"
+def _command_problems(settings: dict) -> list[str]:
+    """The restart and status commands run once per service: with several services they must name {service}.
 
-
-def _command_problems(settings: dict, service_manager: str | None) -> list[str]:
+    Whether a host can restart at all (systemd, or a restart command) is known
+    only once it answers: rollout_verdicts.reachability says it.
+    """
     services = settings.get(PREFIX + "services") or []
-    method = settings.get(PREFIX + "restart_method", "auto")
     problems = []
-    if method == "systemd" and service_manager not in (None, "systemd"):
-        problems.append(f"enqueue_shards_restart_method is systemd but this host runs {service_manager}: use "
-                        "enqueue_shards_restart_method: command with enqueue_shards_restart_command")
-    if restart_via(method, service_manager) == "command":
-        restart = str(settings.get(PREFIX + "restart_command") or "").strip()
-        if not restart:
-            problems.append(f"this host does not run systemd (service manager: {service_manager or 'unknown'}) and "
-                            "enqueue_shards_restart_command is empty: give the command that restarts one service, "
-                            'e.g. "supervisorctl restart {service}"')
     for name in ("restart_command", "status_command"):
         command = str(settings.get(PREFIX + name) or "").strip()
         if command and SERVICE_PLACEHOLDER not in command and len(services) > 1:
             problems.append(f"enqueue_shards_{name} runs once per service, so it must contain {{service}} when a "
                             f"host has more than one service: {command}")
+    method = settings.get(PREFIX + "restart_method", "auto")
+    if method not in METHODS:
+        problems.append(f"enqueue_shards_restart_method must be one of {', '.join(METHODS)}, got {method!r}")
     return problems
 
 
@@ -246,7 +238,7 @@ def producer_group_problem(groups: dict, group: str) -> str:
             + (f"; the inventory's groups: {', '.join(others)}" if others else "; the inventory has no groups") + ".")
 
 
-def rollout_problems(settings: dict, service_manager: str | None) -> list[str]:
+def rollout_problems(settings: dict) -> list[str]:
     restarts = settings.get(PREFIX + "pickup", "restart") == "restart"
     problems = batch_problems(settings)
     value = _number(settings.get(PREFIX + "runtimes_per_service", 1))
@@ -255,7 +247,7 @@ def rollout_problems(settings: dict, service_manager: str | None) -> list[str]:
                         f"{settings.get(PREFIX + 'runtimes_per_service')!r}")
     problems += _services_problems(settings, restarts)
     if restarts:
-        problems += _command_problems(settings, service_manager)
+        problems += _command_problems(settings)
     problems += _environment_file_problems(settings)
     problems += _wait_problems(settings, ("restart_timeout",))
     return problems
@@ -276,12 +268,11 @@ def _wait_problems(settings: dict, timeouts: tuple[str, ...]) -> list[str]:
     return problems
 
 
-def input_problems(settings: dict, scope: list[str], service_manager: str | None = None) -> list[str]:
+def input_problems(settings: dict, scope: list[str]) -> list[str]:
     """Every problem with the role's variables for the entry point's ``scope``, each saying what to do.
 
     ``settings`` maps variable names to values (every ``enqueue_shards_*``
-    variable defined for the host); ``service_manager`` is the host's
-    ``ansible_facts.service_mgr`` when the rollout restarts services.
+    variable defined for the host).
     """
     unknown_scopes = sorted(set(scope) - set(SCOPES))
     if unknown_scopes:
@@ -290,7 +281,40 @@ def input_problems(settings: dict, scope: list[str], service_manager: str | None
     problems += queue_problems(settings.get(PREFIX + "queues"), settings.get(PREFIX + "runtime_roles"))
     problems += database_problems(settings)
     if "rollout" in scope:
-        problems += rollout_problems(settings, service_manager)
+        problems += rollout_problems(settings)
     if "wait" in scope:
         problems += _wait_problems(settings, ("converge_timeout", "drain_timeout"))
     return list(dict.fromkeys(problems))
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)
+
+
+def host_settings(settings: dict, host: str, scope: list[str], names: list[str] | None = None) -> dict:
+    """What the rollout needs of one producer host's variables, and every problem with them.
+
+    Computed on each host (its own variables, whatever their precedence), so
+    the steps that run once for all hosts - the plan, each batch's restarts -
+    read each host's services and restart contract from here.
+    """
+    problems = input_problems(settings, scope)
+    services = settings.get(PREFIX + "services") or []
+    return {"host": host, "problems": problems, "names": [name for name in names or [] if name],
+            "services": [str(name) for name in services] if isinstance(services, list) else [],
+            "restart_method": _text(settings.get(PREFIX + "restart_method", "auto")),
+            "restart_command": _text(settings.get(PREFIX + "restart_command")),
+            "status_command": _text(settings.get(PREFIX + "status_command"))}
+
+
+def input_verdict(hosts: list[dict]) -> dict:
+    """Whether every host's variables are valid; otherwise one message, hosts with the same problems together."""
+    by_problems: dict[tuple[str, ...], list[str]] = {}
+    for host in hosts:
+        if host["problems"]:
+            by_problems.setdefault(tuple(host["problems"]), []).append(host["host"])
+    if not by_problems:
+        return {"ok": True, "message": f"The variables of {len(hosts)} producer host(s) are valid."}
+    return {"ok": False, "message": " || ".join(
+        f"Invalid input for {', '.join(names)}, nothing was changed: {' | '.join(problems)}"
+        for problems, names in by_problems.items())}

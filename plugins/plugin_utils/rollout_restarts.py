@@ -137,11 +137,16 @@ def unreachable_message(gone: list[dict], total: int, max_fail_percentage: float
 
 
 def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_size: object,
-                 runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0) -> dict:
+                 runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0,
+                 settings: list[dict] | None = None) -> dict:
     """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
 
     Services of hosts that could not be reached are listed in ``skipped``;
-    more of them than ``max_fail_percentage`` of the hosts is a problem.
+    more of them than ``max_fail_percentage`` of the hosts is a problem. The
+    plan is also the rollout's state, which each batch carries on
+    (rollout_batch.after_batch): the host reports, each host's restart
+    contract (from ``settings``, rollout_input.host_settings), the runtimes
+    known so far and the hosts gone.
     """
     deadlines = pickup_deadlines(read, change, check_mode)
     read_at = _db_time(read["read_at"])
@@ -196,7 +201,18 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
             "problems": problems, "restarts": len(order), "skipped": skipped,
             "pid_hosts": sorted({entry["host"] for entry in matched["services"]
                                  if entry["judged_by"] == rollout_match.BY_PID}),
-            "headline": _headline(batches, batch_size, check_mode)}
+            "headline": _headline(batches, batch_size, check_mode),
+            "hosts": hosts, "contracts": {entry["host"]: _contract(entry) for entry in settings or []},
+            "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
+            "gone": sorted(host["host"] for host in hosts if not host["reachable"]),
+            "runtimes_per_service": runtimes_per_service, "max_fail_percentage": max_fail_percentage,
+            "verdicts": []}
+
+
+def _contract(settings: dict) -> dict:
+    """How a host restarts and reads its services (the module's options)."""
+    return {"method": settings["restart_method"], "restart_command": settings["restart_command"],
+            "status_command": settings["status_command"]}
 
 
 def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> str:
@@ -208,41 +224,3 @@ def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mo
     sizes = rollout_batches.describe(batch_size, [len(batch) for batch in batches])
     return (f"{verb} {count} producer service(s) in {len(batches)} batch(es) {sizes}: {listed}"
             + (". Nothing is restarted in check mode." if check_mode else ""))
-
-
-# What ansible.builtin.command says on any non-zero exit (2.19 and 2.20, then 2.21): it adds nothing to stderr.
-_COMMAND_BOILERPLATE = frozenset({"non-zero return code", "The command exited with a non-zero return code."})
-
-
-def _failure_text(result: dict) -> str:
-    parts = [str(result.get(key) or "").strip() for key in ("msg", "stderr")]
-    text = " ".join(part for part in parts if part and part not in _COMMAND_BOILERPLATE)
-    return text or f"exit status {result.get('rc')}"
-
-
-def restart_outcome(results: list[dict], services: list[str], host: str) -> dict:
-    """``host``'s restarts of ``services`` in a batch, from the registered results of the restart tasks.
-
-    A restart task that could not reach the host restarted nothing there:
-    ``unreachable`` carries its connection error.
-    """
-    restarted, failed, unreachable = [], [], None
-    for result in results:
-        if result.get("skipped") and not result.get("results"):
-            continue
-        if result.get("unreachable") or any(item.get("unreachable") for item in result.get("results", [])):
-            unreachable = _failure_text(next((item for item in result.get("results", []) if item.get("unreachable")),
-                                             result))
-            continue
-        for item in result.get("results", []):
-            if item.get("skipped"):
-                continue
-            if item.get("failed"):
-                failed.append({"service": item["item"], "message": _failure_text(item)})
-            else:
-                restarted.append(item["item"])
-        if result.get("failed") and not failed:
-            # The task failed as a whole (not one of its items): no service of it counts as restarted.
-            failed += [{"service": service, "message": _failure_text(result)}
-                       for service in services if service not in restarted]
-    return {"host": host, "restarted": restarted, "failed": failed, "unreachable": unreachable}

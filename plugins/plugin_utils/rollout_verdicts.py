@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts import unreachable_message
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import RUNNING, UNKNOWN, host_services
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import configuration_problems
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
+    MISSING,
+    RUNNING,
+    UNKNOWN,
+    read_error,
+    unreachable_report,
+)
 
 COMMITTED = ("The new count is committed: the runtimes restarted so far use it, the others keep the old count until "
              "they restart.")
@@ -19,25 +26,37 @@ RE_RUN = ("run the playbook again: it changes nothing more and restarts only the
           "yet")
 
 
-def _probe_error(result: dict | None) -> str | None:
-    """Why a host's first contact failed (unreachable, or the probe itself failed), else None."""
-    result = result or {}
-    if result.get("unreachable") or result.get("failed"):
-        return str(result.get("msg") or "unreachable").strip()
-    return None
+def _host_problems(settings: dict, probe: dict, restarts: bool) -> list[str]:
+    """What stops this host's services from being restarted as configured, from what the host answered."""
+    problems = configuration_problems(settings["restart_method"], probe.get("service_manager") or "unknown",
+                                      settings["restart_command"], restarts and bool(settings["services"]))
+    problems += [f"{settings['host']}/{service['service']}: {service['detail']}; correct enqueue_shards_services "
+                 "for this host" for service in probe.get("services", []) if service["state"] == MISSING]
+    return problems
 
 
-def reachability(hosts: list[str], *, probes: list[dict], services: list[list[str]],
-                 max_fail_percentage: object) -> dict:
-    """At the start, before anything is changed: may the change window go on without the hosts it cannot reach?"""
+def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: object, restarts: bool) -> dict:
+    """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
+    and can every host that answered restart its services as configured?
+
+    ``hosts`` are the hosts' settings (rollout_input.host_settings), ``probes``
+    their awa_producer_services results, in the same order.
+    """
     share = max_fail_percentage_problem(max_fail_percentage)
     if isinstance(share, str):
         return {"ok": False, "message": f"Invalid input, nothing was changed: {share}"}
     max_fail_percentage = share
-    reports = [host_services(host_services_list, host, "systemd", reachable=_probe_error(probe) is None,
-                             unreachable_message=_probe_error(probe))
-               for host, probe, host_services_list in zip(hosts, probes, services)]
-    gone = [report for report in reports if not report["reachable"]]
+    gone, invalid = [], []
+    for settings, probe in zip(hosts, probes):
+        error = read_error(probe)
+        if error is not None:
+            gone.append(unreachable_report(settings, error))
+            continue
+        problems = _host_problems(settings, probe, restarts)
+        if problems:
+            invalid.append(f"Invalid input for {settings['host']}, nothing was changed: {' | '.join(problems)}")
+    if invalid:
+        return {"ok": False, "message": " || ".join(invalid)}
     if not gone:
         return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered."}
     if len(gone) * 100 > max_fail_percentage * len(hosts):

@@ -2,15 +2,18 @@
 """What the role's filters read, built by hand: systemd's words for a unit, host reports, runtime rows.
 
 Shapes follow the real sources: ``systemctl show --timestamp=unix`` output,
-the host report the role builds from it (rollout_services.host_services), and
-a runtime of the info module's ``runtimes`` (see fixtures/ for recorded ones).
+read by the module awa_producer_services's own code (producer_services.operate)
+into its result, the host report the role builds from that
+(rollout_services.host_report), and a runtime of the info module's
+``runtimes`` (see fixtures/ for recorded ones).
 """
 
 from __future__ import annotations
 
 import datetime
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_services
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import operate
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_report, unreachable_report
 
 
 def unit(name: str, state: str = "active", sub: str = "running", started: float | None = None, pid: int = 100,
@@ -20,11 +23,36 @@ def unit(name: str, state: str = "active", sub: str = "running", started: float 
     return "\n".join(lines) + "\n"
 
 
+def settings(host: str, services: list[str], **contract) -> dict:
+    """A host's settings, as rollout_input.host_settings builds them."""
+    return {"host": host, "problems": [], "names": [], "services": services,
+            "restart_method": contract.get("restart_method", "auto"),
+            "restart_command": contract.get("restart_command", ""),
+            "status_command": contract.get("status_command", "")}
+
+
+def systemd_result(units: dict[str, str], clock: float | None = None, restart: tuple[str, ...] = (),
+                   failing: dict[str, str] | None = None) -> dict:
+    """awa_producer_services's result on a systemd host whose ``systemctl show`` prints ``units``; the services in
+    ``restart`` are restarted (those in ``failing`` fail with their message)."""
+    output = "\n".join(units.values())
+
+    def run(command: object) -> tuple[int, str, str]:
+        if isinstance(command, list) and command[1] == "restart":
+            return (1, "", (failing or {})[command[-1]]) if command[-1] in (failing or {}) else (0, "", "")
+        return 0, output, ""
+
+    result = operate(run, list(units), list(restart), method="auto", manager="systemd",
+                     clock=lambda: 0.0 if clock is None else clock).result()
+    return dict(result, clock=clock)
+
+
 def systemd_host(host: str, units: dict[str, str], clock: float | None = None, environment_changed: bool = False,
                  reachable: bool = True) -> dict:
-    """A host report as the role builds it from a registered `systemctl show` and the host's epoch fact."""
-    return host_services(list(units), host, "systemd", {"stdout": "\n".join(units.values())}, None,
-                         None if clock is None else str(int(clock)), environment_changed, reachable=reachable)
+    """A host report as the role builds it from awa_producer_services on a systemd host."""
+    if not reachable:
+        return unreachable_report(settings(host, list(units)), "unreachable earlier in this run")
+    return host_report(settings(host, list(units)), systemd_result(units, clock), environment_changed)
 
 
 def iso(unix: float) -> str:
@@ -37,3 +65,16 @@ def runtime(pid: int, started: float, *, live: bool = True, converged: bool = Tr
     return {"instance_id": instance or f"instance-{pid}-{int(started)}", "hostname": hostname, "pid": pid,
             "started_at": iso(started), "live": live, "healthy": healthy, "converged": converged,
             "pending_queues": pending if pending is not None else ([] if converged else ["demo"])}
+
+
+def command_host(host: str, printed: dict[str, object], clock: float | None = None,
+                 status_command: str = "status {service}") -> dict:
+    """A host report from awa_producer_services on a host without systemd: ``printed`` maps each service to what its
+    status command prints (stdout, or (rc, stdout, stderr)); no status command when ``status_command`` is empty."""
+    def run(command: object) -> tuple[int, str, str]:
+        answer = printed[str(command).split()[-1].strip("'")]
+        return answer if isinstance(answer, tuple) else (0, str(answer), "")  # type: ignore[return-value]
+
+    result = operate(run, list(printed), [], method="auto", manager="supervisord", status_command=status_command,
+                     clock=lambda: 0.0 if clock is None else clock).result()
+    return host_report(settings(host, list(printed)), dict(result, clock=clock))

@@ -10,9 +10,10 @@ import yaml
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_input import (
     KNOWN_VARIABLES,
-    producer_group_problem,
+    host_settings,
     input_problems,
-    restart_via,
+    input_verdict,
+    producer_group_problem,
 )
 
 ROLE = Path(__file__).resolve().parents[4] / "roles" / "enqueue_shards"
@@ -28,8 +29,8 @@ def settings(**overrides) -> dict:
     return values
 
 
-def problems(scope=("queues", "rollout", "wait"), service_manager="systemd", **overrides) -> list[str]:
-    return input_problems(settings(**overrides), list(scope), service_manager)
+def problems(scope=("queues", "rollout", "wait"), **overrides) -> list[str]:
+    return input_problems(settings(**overrides), list(scope))
 
 
 def test_the_known_variables_are_exactly_the_documented_ones():
@@ -97,9 +98,9 @@ def test_a_mistyped_variable_is_named_with_the_right_one():
 
 def test_every_rollout_problem_is_named_at_once():
     found = problems(batch_size=0, batch_pause=-1, canary_pause="soon", max_fail_percentage=150, max_deadlocks=-2,
-                     max_failed_jobs="many", runtimes_per_service=1.5, services=[], restart_method="systemd",
+                     max_failed_jobs="many", runtimes_per_service=1.5, services=[], restart_method="supervisord",
                      env_file="relative/path", env_file_mode="rw-r-----", environment={"BAD-NAME": "x", "OK": "a\nb"},
-                     restart_timeout=-1, wait_sleep=0, service_manager="sysvinit")
+                     restart_timeout=-1, wait_sleep=0)
     assert found == [
         "enqueue_shards_batch_size: 0 is not a whole number of at least 1. Give a whole number of services (2), a "
         'percentage of them ("25%"), or a list of either ([1, "25%", "100%"], the last entry repeated)',
@@ -112,8 +113,7 @@ def test_every_rollout_problem_is_named_at_once():
         "enqueue_shards_runtimes_per_service must be a whole number of at least 1, got 1.5",
         "enqueue_shards_services is empty: name the producer services of this host, or use enqueue_shards_pickup: "
         "refresh",
-        "enqueue_shards_restart_method is systemd but this host runs sysvinit: use enqueue_shards_restart_method: "
-        "command with enqueue_shards_restart_command",
+        "enqueue_shards_restart_method must be one of auto, systemd, command, got 'supervisord'",
         "enqueue_shards_env_file must be an absolute path, got relative/path",
         "enqueue_shards_env_file_mode must be a quoted octal mode such as \"0640\", got 'rw-r-----'",
         "enqueue_shards_environment names must be variable names (letters, digits, _): BAD-NAME",
@@ -123,17 +123,30 @@ def test_every_rollout_problem_is_named_at_once():
     ]
 
 
-def test_without_systemd_a_restart_command_with_a_placeholder_is_needed():
-    assert problems(service_manager="sysvinit") == [
-        'this host does not run systemd (service manager: sysvinit) and enqueue_shards_restart_command is empty: '
-        'give the command that restarts one service, e.g. "supervisorctl restart {service}"']
+def test_with_several_services_the_commands_must_name_the_service():
+    # Whether a host can restart at all is known once it answers (rollout_verdicts.reachability).
+    assert problems() == []
     two = {"services": ["a", "b"], "restart_command": "supervisorctl restart all", "status_command": "started"}
-    assert problems(service_manager="sysvinit", **two) == [
+    assert problems(**two) == [
         "enqueue_shards_restart_command runs once per service, so it must contain {service} when a host has more "
         "than one service: supervisorctl restart all",
         "enqueue_shards_status_command runs once per service, so it must contain {service} when a host has more "
         "than one service: started"]
-    assert problems(service_manager="sysvinit", restart_command="supervisorctl restart {service}") == []
+    assert problems(services=["a", "b"], restart_command="supervisorctl restart {service}") == []
+
+
+def test_each_hosts_settings_carry_its_services_and_restart_contract_and_problems_are_told_together():
+    web = host_settings(settings(services=["web-1"], restart_command="supervisorctl restart {service}"), "web1",
+                        ["queues", "rollout"], ["10.0.0.5", None])
+    assert web == {"host": "web1", "problems": [], "names": ["10.0.0.5"], "services": ["web-1"],
+                   "restart_method": "auto", "restart_command": "supervisorctl restart {service}",
+                   "status_command": ""}
+    typo = host_settings({**settings(), "enqueue_shards_batchsize": 2}, "web2", ["queues"])
+    assert input_verdict([web]) == {"ok": True, "message": "The variables of 1 producer host(s) are valid."}
+    found = input_verdict([web, typo, dict(typo, host="web3")])
+    assert not found["ok"]
+    assert found["message"].startswith("Invalid input for web2, web3, nothing was changed: enqueue_shards_batchsize "
+                                       "is not a variable of the role")
 
 
 def test_refresh_needs_no_services_and_only_the_scope_asked_for_is_checked():
@@ -146,13 +159,6 @@ def test_refresh_needs_no_services_and_only_the_scope_asked_for_is_checked():
 def test_an_unknown_scope_is_a_programming_error():
     with pytest.raises(ValueError):
         input_problems(settings(), ["everything"])
-
-
-@pytest.mark.parametrize("method, manager, expected", [
-    ("auto", "systemd", "systemd"), ("auto", "openrc", "command"), ("auto", None, "command"),
-    ("systemd", None, "systemd"), ("command", "systemd", "command")])
-def test_restart_via(method, manager, expected):
-    assert restart_via(method, manager) == expected
 
 
 def test_batch_sizes_pauses_and_gate_limits_as_operators_write_them():

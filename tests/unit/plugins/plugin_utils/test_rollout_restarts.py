@@ -7,10 +7,14 @@ import datetime
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts import restart_outcome, restart_plan
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_services
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts import restart_plan
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
-from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
+    command_host,
+    runtime,
+    systemd_host,
+    unit,
+)
 
 
 UNCONVERGED = load("info-unconverged")  # 0 of 3 runtimes on the count after change #2 (demo 4 -> 6)
@@ -128,43 +132,21 @@ def test_check_mode_plans_a_restart_of_every_running_service_when_the_count_woul
 
 
 def test_without_a_status_command_every_running_service_restarts_while_a_runtime_lags():
-    report = host_services(["p1", "p2"], "localhost", "command", status_results={"results": []}, clock="1")
+    report = command_host("localhost", {"p1": "", "p2": ""}, clock=1, status_command="")
     result = plan([report])
     assert result["batches"] == [[["localhost", "p1"]], [["localhost", "p2"]]]
     assert "its start time is unknown (no enqueue_shards_status_command)" in result["lines"][0]
 
 
 def test_the_status_command_contract():
-    results = [{"item": "p1", "rc": 0, "stdout": f"{CHANGE_AT + 30:.3f}\n"},
-               {"item": "p2", "rc": 0, "stdout": f"{CHANGE_AT - 30:.3f}"},
-               {"item": "p3", "rc": 1, "stdout": "", "stderr": "p3 is not running"},
-               {"item": "p4", "rc": 0, "stdout": "yesterday"}]
-    report = host_services(["p1", "p2", "p3", "p4"], "localhost", "command", status_results={"results": results},
-                           clock=str(int(CHANGE_AT + 62)))
+    report = command_host("localhost", {"p1": f"{CHANGE_AT + 30:.3f}\n", "p2": f"{CHANGE_AT - 30:.3f}",
+                                        "p3": (1, "", "p3 is not running"), "p4": "yesterday"},
+                          clock=int(CHANGE_AT + 62))
     states = {service["service"]: service for service in report["services"]}
     assert states["p3"]["detail"] == "status command exited 1: p3 is not running"
     assert states["p4"]["detail"] == "status command printed 'yesterday', not unix seconds (and optionally a pid)"
     assert plan([report], read=with_runtimes_on_the_count(60, 2))["batches"] == [
         [["localhost", "p2"]], [["localhost", "p3"]], [["localhost", "p4"]]]
-
-
-def test_restart_outcome_reads_items_and_whole_task_failures():
-    systemd = {"results": [{"item": "a", "changed": True},
-                           {"item": "b", "failed": True, "msg": "Unable to restart service b: Job for b.service failed"}]}
-    skipped = {"skipped": True, "results": [{"item": "a", "skipped": True}, {"item": "b", "skipped": True}]}
-    assert restart_outcome([systemd, skipped], ["a", "b"], "app1") == {
-        "host": "app1", "restarted": ["a"], "unreachable": None,
-        "failed": [{"service": "b", "message": "Unable to restart service b: Job for b.service failed"}]}
-    # ansible.builtin.command's own words on a non-zero exit: 2.19 and 2.20, then 2.21. Only stderr says why.
-    for boilerplate in ("non-zero return code", "The command exited with a non-zero return code."):
-        command = {"results": [{"item": "a", "failed": True, "rc": 7, "msg": boilerplate, "stderr": "no such program\n"}]}
-        assert restart_outcome([command], ["a"], "app1")["failed"] == [{"service": "a", "message": "no such program"}]
-    silent = {"results": [{"item": "a", "failed": True, "rc": 7, "msg": "non-zero return code", "stderr": ""}]}
-    assert restart_outcome([silent], ["a"], "app1")["failed"] == [{"service": "a", "message": "exit status 7"}]
-    whole = {"failed": True, "msg": "the loop could not be templated"}
-    assert restart_outcome([whole], ["a", "b"], "app1")["failed"] == [
-        {"service": "a", "message": "the loop could not be templated"},
-        {"service": "b", "message": "the loop could not be templated"}]
 
 
 # ---- a service is done only when its runtimes are live on the count ----
@@ -240,8 +222,7 @@ def test_a_matched_runtime_on_an_older_count_restarts_its_service_whatever_the_c
 
 def test_services_that_cannot_be_matched_are_restarted_when_the_count_falls_short():
     # A status command without pids: two services, one live runtime on the count, nothing lags.
-    results = [{"item": "p1", "rc": 0, "stdout": f"{NOW - 60:.3f}"}, {"item": "p2", "rc": 0, "stdout": f"{NOW - 50:.3f}"}]
-    report = host_services(["p1", "p2"], "localhost", "command", status_results={"results": results}, clock=str(NOW + 2))
+    report = command_host("localhost", {"p1": f"{NOW - 60:.3f}", "p2": f"{NOW - 50:.3f}"}, clock=NOW + 2)
     result = plan([report], read=converged_read(runtime(4242, NOW - 59)))
     assert result["batches"] == [[["localhost", "p1"]], [["localhost", "p2"]]]
     assert ("localhost/p1: restart - the inventory runs 1 of 2 runtimes on the count and its runtimes cannot be told "
@@ -253,9 +234,7 @@ def test_services_that_cannot_be_matched_are_restarted_when_the_count_falls_shor
 
 
 def test_the_status_command_may_print_the_runtime_pid_after_the_start():
-    results = [{"item": "p1", "rc": 0, "stdout": f"{NOW - 60:.3f} 4242\n"},
-               {"item": "p2", "rc": 0, "stdout": f"{NOW - 50:.3f} 4243"}]
-    report = host_services(["p1", "p2"], "localhost", "command", status_results={"results": results}, clock=str(NOW + 2))
+    report = command_host("localhost", {"p1": f"{NOW - 60:.3f} 4242\n", "p2": f"{NOW - 50:.3f} 4243"}, clock=NOW + 2)
     assert [service["main_pid"] for service in report["services"]] == [4242, 4243]
     result = plan([report], read=converged_read(runtime(4242, NOW - 59)))
     assert result["batches"] == [[["localhost", "p2"]]]

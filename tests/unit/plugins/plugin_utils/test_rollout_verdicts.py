@@ -4,13 +4,20 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_gates import evaluate
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_services
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import operate
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_report
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_verdicts import (
     batch_verdict,
     inventory_verdict,
     reachability,
 )
-from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
+    runtime,
+    settings,
+    systemd_host,
+    systemd_result,
+    unit,
+)
 
 T = 1764520000.0
 BACKOUT = "To back out (the previous counts, the same options): ansible-playbook ..."
@@ -93,16 +100,31 @@ def test_a_host_that_vanishes_stops_the_rollout_naming_what_was_not_checked_or_r
 
 
 def test_the_first_contact_stops_before_any_change_unless_allowed():
-    probes = [{"ping": "pong"}, {"unreachable": True, "msg": "Failed to connect to the host via ssh"}]
-    stopped = reachability(["app1", "app2"], probes=probes, services=[["a"], ["b", "c"]], max_fail_percentage=0)
+    hosts = [settings("app1", ["a"]), settings("app2", ["b", "c"])]
+    probes = [systemd_result({"a": unit("a")}), {"unreachable": True, "msg": "Failed to connect to the host via ssh"}]
+    stopped = reachability(hosts, probes=probes, max_fail_percentage=0, restarts=True)
     assert not stopped["ok"]
     assert stopped["message"].startswith("Nothing was changed: 1 of 2 producer host(s) unreachable (50%, over "
                                          "enqueue_shards_max_fail_percentage 0): app2 (Failed to connect to the host "
                                          "via ssh): b, c not checked or restarted.")
-    allowed = reachability(["app1", "app2"], probes=probes, services=[["a"], ["b", "c"]], max_fail_percentage=50)
+    allowed = reachability(hosts, probes=probes, max_fail_percentage=50, restarts=True)
     assert allowed["ok"] and allowed["message"].startswith("Going on without 1 of 2 producer host(s)")
-    assert reachability(["app1"], probes=[{}], services=[["a"]], max_fail_percentage="lots")["message"].startswith(
+    assert reachability(hosts[:1], probes=probes[:1], max_fail_percentage="lots", restarts=True)["message"].startswith(
         "Invalid input, nothing was changed: enqueue_shards_max_fail_percentage must be a percentage")
+
+
+def test_a_host_that_cannot_restart_its_services_as_configured_stops_before_any_change():
+    without_systemd = dict(systemd_result({"a": unit("a")}), service_manager="sysvinit")
+    missing = systemd_result({"a": unit("a"), "b": unit("b", state="inactive", sub="dead", load_state="not-found")})
+    found = reachability([settings("app1", ["a"]), settings("app2", ["a", "b"])], probes=[without_systemd, missing],
+                         max_fail_percentage=0, restarts=True)
+    assert found == {"ok": False, "message": (
+        "Invalid input for app1, nothing was changed: this host does not run systemd (service manager: sysvinit) and "
+        "enqueue_shards_restart_command is empty: give the command that restarts one service, e.g. \"supervisorctl "
+        "restart {service}\" || Invalid input for app2, nothing was changed: app2/b: systemd does not know this unit "
+        "(LoadState=not-found); correct enqueue_shards_services for this host")}
+    refresh = reachability([settings("app1", ["a"])], probes=[without_systemd], max_fail_percentage=0, restarts=False)
+    assert refresh["ok"], "pickup refresh restarts nothing, so a host needs no way to restart"
 
 
 def test_the_inventory_is_done_only_when_every_service_has_its_runtime_on_the_count():
@@ -123,8 +145,11 @@ def test_the_inventory_is_done_only_when_every_service_has_its_runtime_on_the_co
 
 
 def test_a_service_whose_state_cannot_be_read_after_a_restart_that_did_not_come_back_is_named():
-    results = {"results": [{"item": "p2", "rc": 1, "stdout": "", "stderr": "p2 is not running"}]}
-    states = [host_services(["p2"], "localhost", "command", status_results=results)]
+    def status_fails(command: object) -> tuple[int, str, str]:
+        return 1, "", "p2 is not running"
+
+    read = operate(status_fails, ["p2"], [], method="command", manager="supervisord", status_command="status {service}")
+    states = [host_report(settings("localhost", ["p2"]), read.result())]
     result = verdict([["localhost", "p2"]], [restarted("localhost", "p2")], states, waited(expected=1))
     assert ("localhost/p2 did not come back: it cannot be told to run after its restart (status command exited 1: "
             "p2 is not running)") in result["message"]

@@ -1,0 +1,69 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The decisions of the role awa.operations.enqueue_shards, as filters its tasks call: private to the role.
+
+Each filter is a function of plugins/plugin_utils, unit-tested there; the
+role's tasks call them and assert on what they return. They are not an
+interface of the collection: this file's name starts with ``__``, so
+ansible-doc does not list it (nor galaxy, nor the docs site), and its names,
+arguments and results change with the role in any release. The role reaches
+them by their full names. Filters that take more than two arguments take them
+by keyword.
+"""
+
+from __future__ import annotations
+
+from ansible import context
+
+from ansible_collections.awa.operations.plugins.plugin_utils import (
+    environment_file,
+    rollout_backout,
+    rollout_batch,
+    rollout_input,
+    rollout_preflight,
+    rollout_report,
+    rollout_restarts,
+    rollout_services,
+    rollout_verdicts,
+)
+
+
+def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict], environment_changes: list[bool],
+                 read: dict, change: dict | None, batch_size: object, runtimes_per_service: int, check_mode: bool,
+                 max_fail_percentage: float = 0) -> dict:
+    """The plan (and the rollout's state) from each host's settings, its read of its services (or, for a host left
+    out since it was reached, why), and whether its environment file changed - one entry per play host, in order."""
+    hosts = [rollout_services.host_report(host, probe if result.get("skipped") else result, changed)
+             for host, probe, result, changed in zip(settings, probes, reads, environment_changes)]
+    return rollout_restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
+                                         runtimes_per_service=runtimes_per_service, check_mode=check_mode,
+                                         max_fail_percentage=max_fail_percentage, settings=settings)
+
+
+def backout_command(read: dict, queues: list[dict]) -> str:
+    """The back-out, rebuilt from the options this ansible-playbook was started with."""
+    return rollout_backout.backout_command(queues, read, dict(context.CLIARGS))
+
+
+class FilterModule:
+    """awa.operations.enqueue_shards_* filters (private to the role)."""
+
+    def filters(self) -> dict:
+        return {
+            "enqueue_shards_host_settings": rollout_input.host_settings,
+            "enqueue_shards_input_verdict": rollout_input.input_verdict,
+            "enqueue_shards_producer_group_problem": rollout_input.producer_group_problem,
+            "enqueue_shards_reachability": rollout_verdicts.reachability,
+            "enqueue_shards_preflight": rollout_preflight.preflight,
+            "enqueue_shards_change_lines": rollout_report.change_lines,
+            "enqueue_shards_environment_lines": environment_file.environment_lines,
+            "enqueue_shards_restart_plan": restart_plan,
+            "enqueue_shards_batch_members": rollout_batch.batch_members,
+            "enqueue_shards_expected_new_runtimes": rollout_batch.expected_new_runtimes,
+            "enqueue_shards_pause_seconds": rollout_batch.pause_seconds,
+            "enqueue_shards_after_batch": rollout_batch.after_batch,
+            "enqueue_shards_backout_command": backout_command,
+            "enqueue_shards_inventory_verdict": rollout_verdicts.inventory_verdict,
+            "enqueue_shards_lowered_queues": rollout_report.lowered_queues,
+            "enqueue_shards_summary": rollout_report.summary,
+        }

@@ -1,0 +1,229 @@
+#!/usr/bin/python
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: awa_producer_services
+short_description: Restart the Awa producer services of a host and report how each one runs
+version_added: 0.3.0
+description:
+  - Runs on a producer host. Reports how each of O(services) runs - its state, its main pid and when its current
+    process started - and the host's clock, read after every state.
+  - With O(restart), restarts those services first, one after the other, and reports each one's outcome; a restart
+    that fails does not stop the others. Like M(ansible.builtin.reboot), the step that acts also reads the state
+    after it, so a rolling restart needs one run of this module per host of a batch.
+  - With systemd (O(method=systemd), or O(method=auto) on a host systemd runs), the state comes from
+    C(systemctl show) (C(ActiveState), C(MainPID), C(ActiveEnterTimestamp)) and a restart is
+    C(systemctl restart). Without it, the restart contract applies - O(restart_command) restarts one service and
+    the optional O(status_command) prints when its current process started.
+  - The role P(awa.operations.enqueue_shards#role) runs it to learn which producer hosts answer, to plan its
+    restarts, and to restart each batch; it works on its own too.
+author:
+  - awa.operations engineers (@awa-operations)
+extends_documentation_fragment:
+  - awa.operations.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Restarts nothing; reads every service and reports in RV(restarted) what it would restart.
+  diff_mode:
+    support: none
+  async:
+    support: none
+options:
+  services:
+    description:
+      - The services to report on, by name (systemd units with or without C(.service), or whatever
+        O(restart_command) and O(status_command) take).
+      - An empty list reports only the host (its service manager and clock).
+    type: list
+    elements: str
+    required: true
+  restart:
+    description:
+      - The services to restart before the read, in this order. Each must be one of O(services).
+    type: list
+    elements: str
+    default: []
+  method:
+    description:
+      - How the services are restarted and read. V(auto) uses systemd where systemd runs the host, otherwise
+        O(restart_command) and O(status_command).
+    type: str
+    choices: [auto, systemd, command]
+    default: auto
+  restart_command:
+    description:
+      - The command that restarts one service, run once per service without a shell (split like a shell would
+        split it); C({service}) is replaced by the service name, quoted. Needed when O(restart) is set and the
+        services are not restarted with systemd.
+      - "For example C(supervisorctl restart {service}) or C(kubectl rollout restart deployment/{service})."
+    type: str
+    default: ""
+  status_command:
+    description:
+      - Without systemd, the command that tells when one service's current process started, run once per service
+        like O(restart_command). It must exit 0 and print C(START) or C(START PID) - the start in unix seconds and,
+        optionally, the pid of the process that runs the service's Awa runtime.
+      - Without it, the state of each service is V(unknown).
+    type: str
+    default: ""
+notes:
+  - The host's clock (RV(clock)) is read after every state, so the start of a process it reports is never later
+    than it; a caller that read the database's clock before this module ran can bound the skew between the two.
+seealso:
+  - role: awa.operations.enqueue_shards
+    description: The rollout that plans and restarts the producer services with this module.
+"""
+
+EXAMPLES = r"""
+- name: How the producers of this host run
+  awa.operations.awa_producer_services:
+    services: [awa-producer@1, awa-producer@2]
+  register: producers
+
+- name: Restart one producer with systemd and report how it runs now
+  awa.operations.awa_producer_services:
+    services: [awa-producer@1]
+    restart: [awa-producer@1]
+  become: true
+
+- name: Restart through supervisord, with a status command for the start and pid
+  awa.operations.awa_producer_services:
+    services: [awa-app-1, awa-app-2]
+    restart: [awa-app-1, awa-app-2]
+    method: command
+    restart_command: supervisorctl restart {service}
+    status_command: /usr/local/bin/started-at {service}
+"""
+
+RETURN = r"""
+service_manager:
+  description: What runs the host - V(systemd), or the name of process 1.
+  returned: always
+  type: str
+  sample: systemd
+method:
+  description: How the services were restarted and read - V(systemd) or V(command).
+  returned: always
+  type: str
+  sample: systemd
+hostname:
+  description: The host's own name (C(socket.gethostname())), which an Awa runtime may report.
+  returned: always
+  type: str
+  sample: fleet-1
+clock:
+  description: The host's clock, in unix seconds, read after every state.
+  returned: always
+  type: float
+  sample: 1764520916.412
+services:
+  description: Each service of O(services), in order, as it runs after the restarts.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    service:
+      description: The service name.
+      type: str
+      sample: awa-producer@1
+    state:
+      description: V(running), V(failed), V(stopped), V(starting), V(missing) (systemd does not know the unit) or
+        V(unknown) (no status command, or it printed something else).
+      type: str
+      sample: running
+    started_at:
+      description: When the current process started, in unix seconds on the host's clock; null when unknown.
+      type: float
+      sample: 1764520910.0
+    main_pid:
+      description: The service's main pid (systemd's C(MainPID), or the pid the status command printed); null when
+        unknown.
+      type: int
+      sample: 4242
+    detail:
+      description: The service manager's own words, for messages (for example C(active/running)).
+      type: str
+      sample: active/running
+    restarted:
+      description: Whether this run restarted it.
+      type: bool
+      sample: true
+    restart_error:
+      description: Why its restart failed; null when it did not fail.
+      type: str
+      sample: null
+restarted:
+  description: The services restarted (in check mode, the ones that would be).
+  returned: always
+  type: list
+  elements: str
+  sample: [awa-producer@1]
+restart_failures:
+  description: The services whose restart failed, each with the reason.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    service:
+      description: The service name.
+      type: str
+    message:
+      description: Why the restart failed (the command's last line of error output, or its exit status).
+      type: str
+  sample: [{service: awa-producer@2, message: "Job for awa-producer@2.service failed."}]
+problems:
+  description: Why the services cannot be restarted as configured (no systemd where O(method=systemd), no
+    O(restart_command) where one is needed); nothing is restarted while there is one.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+import socket
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, operate
+
+
+def argument_spec() -> dict:
+    return {
+        "services": {"type": "list", "elements": "str", "required": True},
+        "restart": {"type": "list", "elements": "str", "default": []},
+        "method": {"type": "str", "choices": list(METHODS), "default": "auto"},
+        "restart_command": {"type": "str", "default": ""},
+        "status_command": {"type": "str", "default": ""},
+    }
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
+    params = module.params
+    unknown = [service for service in params["restart"] if service not in params["services"]]
+    if unknown:
+        module.fail_json(msg=f"restart names {', '.join(unknown)}, which services does not list: every service to "
+                             "restart must be one of services")
+    found = operate(module.run_command, params["services"], params["restart"], method=params["method"],
+                    restart_command=params["restart_command"], status_command=params["status_command"],
+                    check_mode=module.check_mode, hostname=socket.gethostname())
+    result = found.result()
+    if module.check_mode and not found.problems:
+        result["restarted"] = list(params["restart"])
+    result["changed"] = bool(result["restarted"])
+    if found.problems and params["restart"]:
+        module.fail_json(msg="Nothing was restarted: " + "; ".join(found.problems), **result)
+    if result["restart_failures"]:
+        listed = "; ".join(f"{failure['service']}: {failure['message']}" for failure in result["restart_failures"])
+        module.fail_json(msg=f"The restart of {len(result['restart_failures'])} of {len(params['restart'])} service(s) "
+                             f"failed: {listed}", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
