@@ -35,7 +35,7 @@ KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
     "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
     "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
     "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",
-    "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep",
+    "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep", "report_dir",
 ))
 
 # Seconds a batch may be watched before the next one (an hour: a canary soak longer than that is its own window).
@@ -291,6 +291,10 @@ def _text(value: object) -> str:
     return "" if value is None else str(value)
 
 
+# The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
+HOST_SETTINGS = ("services", "restart_method", "restart_command", "status_command")
+
+
 def host_settings(settings: dict, host: str, scope: list[str], names: list[str] | None = None) -> dict:
     """What the rollout needs of one producer host's variables, and every problem with them.
 
@@ -298,13 +302,11 @@ def host_settings(settings: dict, host: str, scope: list[str], names: list[str] 
     the steps that run once for all hosts - the plan, each batch's restarts -
     read each host's services and restart contract from here.
     """
-    problems = input_problems(settings, scope)
     services = settings.get(PREFIX + "services") or []
-    return {"host": host, "problems": problems, "names": [name for name in names or [] if name],
-            "services": [str(name) for name in services] if isinstance(services, list) else [],
-            "restart_method": _text(settings.get(PREFIX + "restart_method", "auto")),
-            "restart_command": _text(settings.get(PREFIX + "restart_command")),
-            "status_command": _text(settings.get(PREFIX + "status_command"))}
+    carried = {name: _text(settings.get(PREFIX + name, "auto" if name == "restart_method" else ""))
+               for name in HOST_SETTINGS if name != "services"}
+    return {"host": host, "problems": input_problems(settings, scope), "names": [name for name in names or [] if name],
+            "services": [str(name) for name in services] if isinstance(services, list) else [], **carried}
 
 
 def input_verdict(hosts: list[dict]) -> dict:

@@ -11,6 +11,7 @@ role, a broken stripe layout) is a refusal carrying the module's own message.
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
+from ansible_collections.awa.operations.plugins.plugin_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 
 NOTHING_CHANGED = "nothing was changed"
 
@@ -72,19 +73,33 @@ def queue_notes(entry: dict, view: QueueView, repair: bool) -> list[str]:
     return notes
 
 
+def _compact(lines: list[str], kind: str) -> list[str]:
+    """Lines of one kind (findings, notes), each on its own up to compact.LISTED, then counted with the first."""
+    if len(lines) <= LISTED:
+        return [f"{kind}: {line}" for line in lines]
+    return [f"{counted(len(lines), kind)}, the first: {lines[0]} (-v, or the run's report, lists them all)"]
+
+
 def preflight(read: ShardsInfo | dict, queues: list[dict], repair: bool) -> dict:
     """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
 
-    ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``).
+    ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``). Past
+    compact.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all.
     """
     failure = read_failure(read)
     if failure:
         return {"lines": [], "refusals": [failure]}
-    lines = list(read.get("summary_lines", []))
-    lines += [f"finding: {finding}" for finding in read.get("findings", [])]
-    refusals = []
+    if len(queues) <= DETAILED_QUEUES:
+        lines = list(read.get("summary_lines", []))
+    else:
+        views = [read["queues"][entry["queue"]] for entry in queues]
+        counts = sorted({count for view in views for count in view["enqueue_shards"].values()})
+        lines = [f"{counted(len(queues), 'queue')} read ({names_text([entry['queue'] for entry in queues], 3)}): "
+                 f"enqueue_shards {'/'.join(map(str, counts))}; {len(read.get('runtimes', []))} runtime(s)"]
+    refusals, notes = [], []
     for entry in queues:
         view = read["queues"][entry["queue"]]
         refusals += queue_refusals(entry, view, repair)
-        lines += [f"note: {note}" for note in queue_notes(entry, view, repair)]
-    return {"lines": lines, "refusals": refusals}
+        notes += queue_notes(entry, view, repair)
+    return {"lines": lines + _compact(list(read.get("findings", [])), "finding") + _compact(notes, "note"),
+            "refusals": refusals}

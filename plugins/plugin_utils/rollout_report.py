@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
+from ansible_collections.awa.operations.plugins.plugin_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 
 # Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
 SHARDS_LISTED = 16
@@ -33,24 +34,43 @@ def switches(result: dict) -> bool:
     return any(previous != result["shards"] for previous in result["previous_shards"].values())
 
 
+def _change_outcome(result: dict, check_mode: bool) -> str:
+    if not result["changed"]:
+        return "already so, nothing written"
+    if check_mode:
+        return (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants "
+                "in one transaction")
+    ledger = result.get("ledger") or {}
+    return (f"changed in one transaction: {result['lanes_created']} lanes created, {result['grants_added']} grants "
+            f"added, recorded as change #{ledger.get('id', '-')}")
+
+
 def change_lines(change: dict, queues: list[dict], check_mode: bool) -> list[str]:
-    """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives."""
-    lines = []
+    """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
+    compact.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
+    if len(queues) <= DETAILED_QUEUES:
+        lines = []
+        for entry in queues:
+            result = change["queues"][entry["queue"]]
+            lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
+                         f"{entry['shards']} on {', '.join(result['physical_queues'])} - "
+                         f"{_change_outcome(result, check_mode)}")
+            lines.append(f"  ordering: {result['ordering']}")
+        return lines
+    kinds: dict[tuple[str, int, str], list[str]] = {}
+    orderings: dict[str, list[str]] = {}
     for entry in queues:
         result = change["queues"][entry["queue"]]
-        if not result["changed"]:
-            outcome = "already so, nothing written"
-        elif check_mode:
-            outcome = (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} "
-                       "grants in one transaction")
-        else:
-            ledger = result.get("ledger") or {}
-            outcome = (f"changed in one transaction: {result['lanes_created']} lanes created, "
-                       f"{result['grants_added']} grants added, recorded as change #{ledger.get('id', '-')}")
-        lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
-                     f"{entry['shards']} on {', '.join(result['physical_queues'])} - {outcome}")
-        lines.append(f"  ordering: {result['ordering']}")
-    return lines
+        outcome = "already so" if not result["changed"] else "would change" if check_mode else "changed"
+        kinds.setdefault((_counts_text(result["previous_shards"]), entry["shards"], outcome), []).append(entry["queue"])
+        orderings.setdefault(result["ordering"], []).append(entry["queue"])
+    results = [change["queues"][entry["queue"]] for entry in queues]
+    lanes, grants = sum(r["lanes_created"] for r in results), sum(r["grants_added"] for r in results)
+    lines = [f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
+             for (before, after, outcome), names in kinds.items()]
+    lines.append(("check mode: would create " if check_mode else "in one transaction per queue: created ")
+                 + f"{lanes} lanes and added {grants} grants in all (-v, or the run's report, has each queue)")
+    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
 
 
 def lowered_queues(read: ShardsInfo) -> list[str]:
@@ -150,22 +170,65 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     return lines
 
 
+def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
+    """Rows past compact.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
+    their ready jobs summed."""
+    groups: dict[tuple[str, ...], list[list[str]]] = {}
+    for row in rows:
+        groups.setdefault((row[1], row[2], row[5]), []).append(row)
+    grouped = []
+    for (counts, runtimes, verdict), members in groups.items():
+        beyond = [row[4] for row in members]
+        beyond_text = ("unknown" if "unknown" in beyond else str(sum(int(value) for value in beyond)))
+        grouped.append([f"{counted(len(members), 'queue')} {names_text([row[0] for row in members], 3)}", counts,
+                        runtimes, "-v, or the report", beyond_text, verdict])
+    return grouped
+
+
 def summary(queues: list[dict], *, views: dict[str, QueueView], change: dict | None, check_mode: bool,
             inventory: dict | None = None) -> list[str]:
     """The change window's table, the inventory's runtimes, then each queue's own summary lines.
 
     ``inventory`` (optional) holds the producer hosts' reports (``hosts``),
     the last read's ``runtimes``, ``runtimes_per_service`` and ``pid_hosts``.
+    Past compact.LISTED queues, queues with the same counts and verdict share
+    a row; past compact.DETAILED_QUEUES, each queue's own lines are left to
+    the run's report.
     """
     matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
     rows = [summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]])
             for entry in queues]
-    lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER, rows) + [""]
+    lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
+                  rows if len(rows) <= LISTED else _grouped_rows(rows)) + [""]
     if not check_mode:
         lines += _inventory_lines(_inventory(None, inventory))
-    for entry in queues:
-        lines += views[entry["queue"]]["summary_lines"]
+    if len(queues) <= DETAILED_QUEUES:
+        for entry in queues:
+            lines += views[entry["queue"]]["summary_lines"]
     if check_mode:
         lines.append("Check mode: nothing was changed, restarted or waited for. \"now\" is what runs now; "
                      "\"planned\" is what the playbook would set.")
     return lines
+
+
+def report(queues: list[dict], *, views: dict[str, QueueView], change: dict | None, check_mode: bool,
+           inventory: dict | None, rollout: dict | None, preflight: dict | None) -> dict:
+    """The run's whole record, for its JSON report file: every queue, every service, every verdict."""
+    matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
+    return {
+        "check_mode": check_mode,
+        "queues": {entry["queue"]: {
+            "requested": entry,
+            "summary": dict(zip(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
+                                summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]]))),
+            "change": {key: value for key, value in ((change or {}).get("queues") or {}).get(entry["queue"], {}).items()
+                       if key != "observed"},
+            "read": views[entry["queue"]], "inventory": matched[entry["queue"]]} for entry in queues},
+        "preflight": None if preflight is None else {key: preflight.get(key) for key in (
+            "summary_lines", "findings", "health", "msg") if key in preflight},
+        "plan": None if rollout is None else {key: rollout.get(key) for key in (
+            "headline", "detail", "batches", "skipped", "problems", "pid_hosts")},
+        "services": None if rollout is None else rollout.get("hosts"),
+        "batches": None if rollout is None else rollout.get("verdicts"),
+        "inventory": _inventory(None, inventory),
+    }

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import datetime
 import math
+import re
 
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batches, rollout_match
+from ansible_collections.awa.operations.plugins.plugin_utils.compact import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
     FAILED,
     MISSING,
@@ -32,8 +34,10 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services im
 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
 
-# systemd timestamps and Ansible's epoch fact are whole seconds.
+# systemd timestamps are whole seconds.
 CLOCK_RESOLUTION = 1.0
+# A pid in a plan line: services whose lines differ only in it have the same reason.
+PID = re.compile(r" \(pid \d+\)")
 
 
 def _db_time(text: str) -> float:
@@ -108,7 +112,7 @@ def _reasons_to_restart(service: dict, status: str, host: dict, deadlines: dict[
     late = [queue for queue, deadline in deadlines.items()
             if not started_after(service, host["clock"], read_at, deadline)]
     if late:
-        return reasons + [f"it started before the change of {', '.join(sorted(late))}"]
+        return reasons + [f"it started before the change of {names_text(sorted(late), 3)}"]
     return reasons + ([short] if status == rollout_match.SHORT_BY_COUNT else [])
 
 
@@ -197,7 +201,8 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
                      "awa_producers; the wait names them until they run the count.")
     if matched["by_count_hosts"]:
         lines.append("How the runtimes were counted: " + rollout_match.how_judged(matched) + ".")
-    return {"batches": [[list(member) for member in batch] for batch in batches], "lines": lines,
+    return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,
+            "lines": _batch_lines(batches) + _compact(lines, sum(len(host["services"]) for host in hosts)),
             "problems": problems, "restarts": len(order), "skipped": skipped,
             "pid_hosts": sorted({entry["host"] for entry in matched["services"]
                                  if entry["judged_by"] == rollout_match.BY_PID}),
@@ -215,10 +220,37 @@ def _contract(settings: dict) -> dict:
             "status_command": settings["status_command"]}
 
 
+def _members_text(batch: list[tuple[str, str]]) -> str:
+    return names_text(f"{host}/{service}" for host, service in batch)
+
+
+def _batch_lines(batches: list[list[tuple[str, str]]]) -> list[str]:
+    """A line per batch, when the headline cannot name them all."""
+    if sum(len(batch) for batch in batches) <= LISTED:
+        return []
+    return [f"  batch {index + 1}: {_members_text(batch)}" for index, batch in enumerate(batches)]
+
+
+def _compact(lines: list[str], services: int) -> list[str]:
+    """The plan's lines as printed: every service's own line for a few services; past LISTED, the services with
+    the same reason counted on one line (pids left out), and the lines about the inventory as they are."""
+    if services <= LISTED:
+        return lines
+    about_services = [line for line in lines if re.match(r"^\S+/\S+: ", line)]
+    grouped: dict[str, list[str]] = {}
+    for line in about_services:
+        name, dummy, reason = line.partition(": ")
+        grouped.setdefault(PID.sub("", reason), []).append(name)
+    return [f"{counted(len(names), 'service')}: {reason} ({names_text(names, 3)})" for reason, names in grouped.items()] \
+        + [line for line in lines if line not in about_services] \
+        + ["Every service's own line: -v, or the run's report file."]
+
+
 def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> str:
     if not batches:
         return "No producer service to restart."
-    listed = " then ".join("[" + ", ".join(f"{host}/{service}" for host, service in batch) + "]" for batch in batches)
+    listed = ("one line each below" if sum(len(batch) for batch in batches) > LISTED
+              else " then ".join(f"[{_members_text(batch)}]" for batch in batches))
     count = sum(len(batch) for batch in batches)
     verb = "Check mode: would restart" if check_mode else "Restarting"
     sizes = rollout_batches.describe(batch_size, [len(batch) for batch in batches])

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import connection_argument_spec
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_input import HOST_SETTINGS
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards"
 PREFIX = "enqueue_shards_"
@@ -71,9 +72,7 @@ def test_connection_options_are_the_modules_connection_options():
 
 # A derived variable of the role (one leading underscore), as vars/main.yml defines them.
 DERIVED_VARIABLE = re.compile(r"(?<![\w.])_" + PREFIX + r"[a-z_]+")
-INCLUDES = ("ansible.builtin.include_tasks", "include_tasks")
-# The variable on_database.yml's include names its step by (the database preamble, written once).
-DATABASE_STEP = "_enqueue_shards_database_tasks"
+INCLUDES = ("ansible.builtin.import_tasks", "import_tasks", "ansible.builtin.include_tasks", "include_tasks")
 
 
 def _tasks(items):
@@ -85,13 +84,11 @@ def _tasks(items):
 
 
 def _included(task: dict) -> list[str]:
-    """The task files a task includes: its file, and a database step it hands to on_database.yml."""
+    """The task files a task imports or includes."""
     for action in INCLUDES:
         if action in task:
             target = task[action]
-            names = [target if isinstance(target, str) else target["file"]]
-            step = (task.get("vars") or {}).get(DATABASE_STEP)
-            return [name for name in names + ([step] if step else []) if "{{" not in name]
+            return [target if isinstance(target, str) else target["file"]]
     return []
 
 
@@ -112,6 +109,9 @@ def _used_files(entry_point: str) -> list[Path]:
     return seen
 
 
+# A read of the settings validate.yml sets on each host (rollout_input.host_settings), or of a batch member's.
+HOST_SETTING_READ = re.compile(r"(?:_" + PREFIX + r"host|\bitem)\.(\w+)")
+
 # Tags name the phases like variables (enqueue_shards_pickup): they are not variables.
 TAG_LINES = re.compile(r"^\s*tags:.*$", re.MULTILINE)
 
@@ -120,6 +120,8 @@ def _used_variables(entry_point: str) -> set[str]:
     derived = load("vars/main.yml")
     text = "\n".join(TAG_LINES.sub("", path.read_text(encoding="utf-8")) for path in _used_files(entry_point))
     names = set(DERIVED_VARIABLE.findall(text))
+    # The settings validate.yml carries for every host, read as _enqueue_shards_host.NAME (or by a batch's item).
+    text += "\n" + "\n".join(PREFIX + name for name in HOST_SETTING_READ.findall(text) if name in HOST_SETTINGS)
     pending = list(names)
     while pending:  # derived variables mention public (and other derived) ones
         definition = str(derived.get(pending.pop(), ""))

@@ -1,0 +1,60 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Saying many names in a few words: what the role prints stays one screen long for a hundred queues.
+
+A change window of a few queues and services prints one line for each; past
+``LISTED`` they are counted, named by ranges (``q001..q100``) or by the
+first few, and the whole record goes to the run's JSON report.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+# Items listed one by one (a line each, or a name each) before they are counted instead.
+LISTED = 10
+# Queues whose own lines (the info module's summary of each) the summary prints before it prints counts.
+DETAILED_QUEUES = 3
+NUMBERED = re.compile(r"^(.*?)(\d+)$")
+
+
+def _ranges(names: list[str]) -> list[str] | None:
+    """``q001, q002, q003, q007`` -> ``q001..q003, q007``; None when the names are not numbered alike."""
+    matches = [NUMBERED.match(name) for name in names]
+    if not all(matches):
+        return None
+    parts: list[str] = []
+    start = previous = None
+    for match in sorted((m for m in matches if m), key=lambda m: (m.group(1), len(m.group(2)), int(m.group(2)))):
+        if previous is not None and (match.group(1), len(match.group(2))) == (previous.group(1), len(previous.group(2))) \
+                and int(match.group(2)) == int(previous.group(2)) + 1:
+            previous = match
+            continue
+        if start is not None and previous is not None:
+            parts.append(_span(start.group(0), previous.group(0)))
+        start = previous = match
+    if start is not None and previous is not None:
+        parts.append(_span(start.group(0), previous.group(0)))
+    return parts
+
+
+def _span(first: str, last: str) -> str:
+    return first if first == last else f"{first}..{last}"
+
+
+def names_text(names: Iterable[str], limit: int = LISTED) -> str:
+    """The names, one by one up to ``limit``; past it as numbered ranges when those are few, else the first
+    ``limit`` and a count of the others."""
+    names = list(dict.fromkeys(names))
+    if len(names) <= limit:
+        return ", ".join(names)
+    ranges = _ranges(names)
+    if ranges is not None and len(ranges) <= limit:
+        return ", ".join(ranges)
+    return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 queue``, ``3 queues``: nouns whose plural takes an s."""
+    return f"{count} {noun}" + ("" if count == 1 else "s")
