@@ -77,7 +77,9 @@ def _updated_hosts(rollout: dict, restarts: dict) -> list[dict]:
         host = result["item"]["host"]
         report = by_host[host]
         settings = {"host": host, "names": report["names"],
-                    "services": [service["service"] for service in report["services"]]}
+                    "services": [service["service"] for service in report["services"]],
+                    "service_queues": {service["service"]: service["queues"] for service in report["services"]
+                                       if service.get("queues") is not None}}
         if result.get("unreachable"):
             by_host[host] = host_report(settings, result)
             continue

@@ -35,7 +35,7 @@ KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
     "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
     "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
     "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",
-    "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep", "report_dir",
+    "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep", "report_dir", "service_queues",
 ))
 
 # Seconds a batch may be watched before the next one (an hour: a canary soak longer than that is its own window).
@@ -174,6 +174,26 @@ def _command_problems(settings: dict) -> list[str]:
     return problems
 
 
+def _service_queues_problems(settings: dict) -> list[str]:
+    """The queues each service declares it enqueues into: services of this host, lists of queue names."""
+    declared = settings.get(PREFIX + "service_queues") or {}
+    services = settings.get(PREFIX + "services") or []
+    if not isinstance(declared, dict):
+        return [f"enqueue_shards_service_queues must map services to the queues they enqueue into, e.g. "
+                f"{{orders-worker: [orders]}}, got {declared!r}"]
+    problems = []
+    unknown = sorted(str(name) for name in declared if name not in services)
+    if unknown:
+        problems.append(f"enqueue_shards_service_queues names services that enqueue_shards_services does not list: "
+                        f"{', '.join(unknown)}")
+    not_lists = sorted(str(name) for name, queues in declared.items()
+                       if not isinstance(queues, list) or not all(isinstance(q, str) and q.strip() for q in queues))
+    if not_lists:
+        problems.append(f"enqueue_shards_service_queues must give each service a list of queue names (an empty "
+                        f"list: it enqueues into none of them): {', '.join(not_lists)}")
+    return problems
+
+
 def _environment_file_problems(settings: dict) -> list[str]:
     problems = []
     path = str(settings.get(PREFIX + "env_file") or "")
@@ -246,6 +266,7 @@ def rollout_problems(settings: dict) -> list[str]:
         problems.append("enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
                         f"{settings.get(PREFIX + 'runtimes_per_service')!r}")
     problems += _services_problems(settings, restarts)
+    problems += _service_queues_problems(settings)
     if restarts:
         problems += _command_problems(settings)
     problems += _environment_file_problems(settings)
@@ -292,7 +313,7 @@ def _text(value: object) -> str:
 
 
 # The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
-HOST_SETTINGS = ("services", "restart_method", "restart_command", "status_command")
+HOST_SETTINGS = ("services", "service_queues", "restart_method", "restart_command", "status_command")
 
 
 def host_settings(settings: dict, host: str, scope: list[str], names: list[str] | None = None) -> dict:
@@ -303,10 +324,12 @@ def host_settings(settings: dict, host: str, scope: list[str], names: list[str] 
     read each host's services and restart contract from here.
     """
     services = settings.get(PREFIX + "services") or []
+    declared = settings.get(PREFIX + "service_queues") or {}
     carried = {name: _text(settings.get(PREFIX + name, "auto" if name == "restart_method" else ""))
-               for name in HOST_SETTINGS if name != "services"}
+               for name in HOST_SETTINGS if name not in ("services", "service_queues")}
     return {"host": host, "problems": input_problems(settings, scope), "names": [name for name in names or [] if name],
-            "services": [str(name) for name in services] if isinstance(services, list) else [], **carried}
+            "services": [str(name) for name in services] if isinstance(services, list) else [],
+            "service_queues": declared if isinstance(declared, dict) else {}, **carried}
 
 
 def input_verdict(hosts: list[dict]) -> dict:

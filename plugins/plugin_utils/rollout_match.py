@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
+from collections.abc import Collection
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import RUNNING, STOPPED, UNREACHABLE
 
@@ -69,20 +70,44 @@ def _assign(hosts: list[dict], live: list[dict]) -> tuple[dict[tuple[str, str], 
     return claimed, ambiguous
 
 
+def concerns(service: dict, queues: Collection[str] | None) -> bool:
+    """Whether a change of ``queues`` concerns the service: it declares no queues (enqueue_shards_service_queues),
+    or one of them; None: every service."""
+    declared = service.get("queues")
+    return declared is None or queues is None or bool(set(declared) & set(queues))
+
+
+def _unconcerned(hosts: list[dict], claimed: dict[tuple[str, str], list[dict]],
+                 queues: Collection[str] | None) -> tuple[list[dict], set[str], list[str]]:
+    """The hosts with only the services the change concerns, the runtimes of the others (which count neither for
+    nor against the inventory), and the others' names."""
+    left_out = {(host["host"], service["service"]) for host in hosts for service in host["services"]
+                if not concerns(service, queues)}
+    runtimes = {runtime["instance_id"] for owner in left_out for runtime in claimed.get(owner, [])}
+    kept = [dict(host, services=[service for service in host["services"]
+                                 if (host["host"], service["service"]) not in left_out]) for host in hosts]
+    return kept, runtimes, sorted(f"{host}/{service}" for host, service in left_out)
+
+
 def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *, pid_hosts: list[str] = (),
-          queue: str | None = None) -> dict:
+          queue: str | None = None, queues: Collection[str] | None = None) -> dict:
     """Each service's runtimes, how they were judged, and the inventory's N of M.
 
-    ``hosts`` are host reports (rollout_services.host_services), ``runtimes``
+    ``hosts`` are host reports (rollout_services.host_report), ``runtimes``
     the info module's ``runtimes`` (each with ``live``, ``converged`` and
     ``pending_queues``). ``pid_hosts`` are hosts an earlier match tied to
     runtimes by pid: they stay judged by pid even when none of their
     services has a runtime now. With ``queue``, "on the count" is that
-    queue's count; otherwise every queue read.
+    queue's count; otherwise every queue read. Services that declare they
+    enqueue only into other queues than ``queue`` (or ``queues``) are left
+    out (``untouched``), with the runtimes tied to them by pid.
     """
     live = [dict(runtime, converged=queue not in runtime.get("pending_queues", []) if queue else runtime["converged"])
             for runtime in runtimes if runtime["live"]]
     claimed, ambiguous = _assign(hosts, live)
+    hosts, theirs, untouched = _unconcerned(hosts, claimed, [queue] if queue else queues)
+    live = [runtime for runtime in live if runtime["instance_id"] not in theirs]
+    claimed = {owner: owned for owner, owned in claimed.items() if f"{owner[0]}/{owner[1]}" not in untouched}
     # A host with a runtime that could be another host's is judged by count, with every runtime it claimed.
     claimed = {owner: owned for owner, owned in claimed.items() if owner[0] not in ambiguous}
     by_pid_hosts = (set(pid_hosts) | {host["host"] for host in hosts
@@ -122,7 +147,8 @@ def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *,
     return {"services": services, "expected": expected, "on_count": on_count, "outside": outside,
             "by_count_hosts": sorted(host["host"] for host in hosts
                                      if host["reachable"] and host["host"] not in by_pid_hosts and host["services"]),
-            "unreachable_hosts": sorted(host["host"] for host in hosts if not host["reachable"])}
+            "unreachable_hosts": sorted(host["host"] for host in hosts if not host["reachable"]),
+            "untouched": untouched}
 
 
 def how_judged(matched: dict) -> str:

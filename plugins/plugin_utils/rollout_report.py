@@ -102,7 +102,7 @@ def _inventory(queue: str | None, inventory: dict | None) -> dict | None:
     if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
         return None
     return rollout_match.match(inventory["hosts"], inventory["runtimes"], inventory["runtimes_per_service"],
-                               pid_hosts=inventory.get("pid_hosts", []), queue=queue)
+                               pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
 
 
 def _runtimes_text(view: QueueView, matched: dict | None) -> str:
@@ -190,7 +190,8 @@ def summary(queues: list[dict], *, views: dict[str, QueueView], change: dict | N
     """The change window's table, the inventory's runtimes, then each queue's own summary lines.
 
     ``inventory`` (optional) holds the producer hosts' reports (``hosts``),
-    the last read's ``runtimes``, ``runtimes_per_service`` and ``pid_hosts``.
+    the last read's ``runtimes``, ``runtimes_per_service``, ``pid_hosts`` and
+    the ``queues`` whose change concerns a service (the plan's).
     Past compact.LISTED queues, queues with the same counts and verdict share
     a row; past compact.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.

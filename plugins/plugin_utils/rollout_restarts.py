@@ -154,7 +154,9 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
     """
     deadlines = pickup_deadlines(read, change, check_mode)
     read_at = _db_time(read["read_at"])
-    matched = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service)
+    # The change concerns the services that enqueue into a queue it changes, or declare no queues.
+    concerned = sorted(deadlines)
+    matched = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service, queues=concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
     counted = {**matched, "runtimes_per_service": runtimes_per_service}
     problems, lines, members, skipped = [], [], [], []
@@ -162,6 +164,13 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
         chosen = []
         for service in host["services"]:
             name = f"{service['host']}/{service['service']}"
+            if name in matched["untouched"]:
+                lines.append(f"{name}: untouched - it enqueues only into {names_text(service['queues'], 3)}, which "
+                             "this change does not concern (enqueue_shards_service_queues)")
+                if host["environment_changed"] and host["reachable"]:
+                    chosen.append((service["host"], service["service"]))
+                    lines[-1] += "; restarted all the same: its environment file changed"
+                continue
             if not host["reachable"]:
                 skipped.append(name)
                 lines.append(f"{name}: not checked or restarted - its host is unreachable ({service['detail']})")
@@ -170,7 +179,9 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
                 problems.append(f"{name}: {service['detail']}; correct enqueue_shards_services for this host")
                 continue
             status = status_of[(service["host"], service["service"])]
-            reasons = _reasons_to_restart(service, status, host, deadlines, read_at, counted)
+            own = {queue: deadline for queue, deadline in deadlines.items()
+                   if service.get("queues") is None or queue in service["queues"]}
+            reasons = _reasons_to_restart(service, status, host, own, read_at, counted)
             if reasons:
                 chosen.append((service["host"], service["service"]))
                 lines.append(f"{name}: restart - {'; '.join(reasons)}")
@@ -211,7 +222,17 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
             "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
             "gone": sorted(host["host"] for host in hosts if not host["reachable"]),
             "runtimes_per_service": runtimes_per_service, "max_fail_percentage": max_fail_percentage,
-            "verdicts": []}
+            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"],
+            "untouched_runtimes": _untouched_runtimes(hosts, read, runtimes_per_service, matched["untouched"])}
+
+
+def _untouched_runtimes(hosts: list[dict], read: dict, runtimes_per_service: int, untouched: list[str]) -> list[str]:
+    """The runtimes tied by pid to the services the change leaves untouched: the waits leave them out."""
+    if not untouched:
+        return []
+    everyone = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service)
+    return sorted(runtime for entry in everyone["services"] if f"{entry['host']}/{entry['service']}" in untouched
+                  for runtime in entry["runtimes"])
 
 
 def _contract(settings: dict) -> dict:

@@ -46,12 +46,19 @@ def _names(settings: dict, result: dict) -> list[str]:
                    *([result["hostname"], result["hostname"].split(".")[0]] if result.get("hostname") else [])})
 
 
+def _declared(settings: dict, service: str) -> list[str] | None:
+    """The queues the service declares it enqueues into (enqueue_shards_service_queues); None: every queue."""
+    declared = (settings.get("service_queues") or {}).get(service)
+    return None if declared is None else list(declared)
+
+
 def unreachable_report(settings: dict, error: str) -> dict:
     """A host that could not be read: every one of its services is unreachable, with the connection error."""
     return {"host": settings["host"], "method": None, "clock": None, "environment_changed": False,
             "reachable": False, "names": _names(settings, {}),
             "services": [{"host": settings["host"], "service": service, "state": UNREACHABLE, "started_at": None,
-                          "main_pid": None, "detail": error} for service in settings["services"]]}
+                          "main_pid": None, "detail": error, "queues": _declared(settings, service)}
+                         for service in settings["services"]]}
 
 
 def host_report(settings: dict, result: dict | None, environment_changed: bool = False) -> dict:
@@ -60,8 +67,8 @@ def host_report(settings: dict, result: dict | None, environment_changed: bool =
     if error is not None:
         return unreachable_report(settings, error)
     assert result is not None
-    services = [{"host": settings["host"], **{key: service[key] for key in SERVICE_KEYS}}
-                for service in result["services"]]
+    services = [{"host": settings["host"], **{key: service[key] for key in SERVICE_KEYS},
+                 "queues": _declared(settings, service["service"])} for service in result["services"]]
     return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
             "environment_changed": bool(environment_changed), "reachable": True, "names": _names(settings, result),
             "services": services}

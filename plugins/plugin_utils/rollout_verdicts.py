@@ -167,9 +167,11 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
 
 
 def inventory_verdict(hosts: list[dict], *, read: dict, runtimes_per_service: int, pid_hosts: list[str],
-                      backout: str) -> dict:
-    """At the end: is every service of the inventory done (its runtimes live on the count)?"""
-    matched = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service, pid_hosts=pid_hosts)
+                      backout: str, queues: list[str] | None = None) -> dict:
+    """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
+    runtimes live on the count?"""
+    matched = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service, pid_hosts=pid_hosts,
+                                  queues=queues)
     missing = [f"{entry['host']}/{entry['service']} ({_missing_text(entry)})" for entry in matched["services"]
                if entry["status"] not in (rollout_match.HAS_RUNTIMES, rollout_match.COVERED_BY_COUNT)
                and entry["state"] != "stopped"]

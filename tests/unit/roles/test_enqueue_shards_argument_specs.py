@@ -111,6 +111,7 @@ def _used_files(entry_point: str) -> list[Path]:
 
 # A read of the settings validate.yml sets on each host (rollout_input.host_settings), or of a batch member's.
 HOST_SETTING_READ = re.compile(r"(?:_" + PREFIX + r"host|\bitem)\.(\w+)")
+SETTINGS_READERS = re.compile(r"_" + PREFIX + r"hosts \| awa\.operations\.enqueue_shards_(restart_plan|reachability)")
 
 # Tags name the phases like variables (enqueue_shards_pickup): they are not variables.
 TAG_LINES = re.compile(r"^\s*tags:.*$", re.MULTILINE)
@@ -120,8 +121,11 @@ def _used_variables(entry_point: str) -> set[str]:
     derived = load("vars/main.yml")
     text = "\n".join(TAG_LINES.sub("", path.read_text(encoding="utf-8")) for path in _used_files(entry_point))
     names = set(DERIVED_VARIABLE.findall(text))
-    # The settings validate.yml carries for every host, read as _enqueue_shards_host.NAME (or by a batch's item).
+    # The settings validate.yml carries for every host, read as _enqueue_shards_host.NAME (or by a batch's item), or
+    # all of them by the filters that plan from every host's settings.
     text += "\n" + "\n".join(PREFIX + name for name in HOST_SETTING_READ.findall(text) if name in HOST_SETTINGS)
+    if SETTINGS_READERS.search(text):
+        text += "\n" + "\n".join(PREFIX + name for name in HOST_SETTINGS)
     pending = list(names)
     while pending:  # derived variables mention public (and other derived) ones
         definition = str(derived.get(pending.pop(), ""))

@@ -99,8 +99,8 @@ def run_results(name: str) -> list[tuple[str, dict]]:
 
 def restart_plan(name: str) -> dict:
     """The role's restart plan of a run (the fact its plan task set)."""
-    [plan] = [result["ansible_facts"]["_enqueue_shards_restart_plan"] for task, result in run_results(name)
-              if task.endswith("Pickup | the restart plan over every host") and "ansible_facts" in result]
+    [plan] = [result["ansible_facts"]["_enqueue_shards_rollout"] for task, result in run_results(name)
+              if task.endswith("Pickup | plan the restarts over every host") and "ansible_facts" in result]
     return plan
 
 

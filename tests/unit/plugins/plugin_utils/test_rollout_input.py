@@ -138,7 +138,7 @@ def test_with_several_services_the_commands_must_name_the_service():
 def test_each_hosts_settings_carry_its_services_and_restart_contract_and_problems_are_told_together():
     web = host_settings(settings(services=["web-1"], restart_command="supervisorctl restart {service}"), "web1",
                         ["queues", "rollout"], ["10.0.0.5", None])
-    assert web == {"host": "web1", "problems": [], "names": ["10.0.0.5"], "services": ["web-1"],
+    assert web == {"host": "web1", "problems": [], "names": ["10.0.0.5"], "services": ["web-1"], "service_queues": {},
                    "restart_method": "auto", "restart_command": "supervisorctl restart {service}",
                    "status_command": ""}
     typo = host_settings({**settings(), "enqueue_shards_batchsize": 2}, "web2", ["queues"])

@@ -1,0 +1,48 @@
+"""The change-window playbook's tasks, as ansible-playbook lists them before it runs anything (no database).
+
+Every phase is imported, so ``--list-tasks`` shows every task an operator can
+``--start-at-task`` or tag; only the batch loop is included at run time.
+"""
+
+from __future__ import annotations
+
+import yaml
+
+from enqueue_shards_support import ansible_command
+from rollout_support import PLAYBOOK, REPO, TESTBED_INVENTORY
+
+TASKS = REPO / "roles" / "enqueue_shards" / "tasks"
+IMPORT = "ansible.builtin.import_tasks"
+INCLUDE = "ansible.builtin.include_tasks"
+
+
+def _task_names(file_name: str) -> tuple[list[str], list[str]]:
+    """The names of the tasks of a task file and of the files it imports (blocks opened), and the files it
+    includes at run time."""
+    names, included = [], []
+    pending = list(yaml.safe_load((TASKS / file_name).read_text(encoding="utf-8")))
+    while pending:
+        task = pending.pop(0)
+        if IMPORT in task:
+            imported, deeper = _task_names(task[IMPORT])
+            names += imported
+            included += deeper
+            continue
+        names.append(task["name"])
+        if INCLUDE in task:
+            included.append(task[INCLUDE])
+        pending[:0] = task.get("block", [])
+    return names, included
+
+
+def test_every_phase_task_is_listed_before_the_run():
+    listed = ansible_command("ansible-playbook", "-i", str(TESTBED_INVENTORY), str(PLAYBOOK), "--list-tasks")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    names, included = _task_names("main.yml")
+    assert included == ["restart_batch.yml"], "only the batch loop is included at run time"
+    # Block names are not tasks: ansible-playbook lists the tasks inside them.
+    blocks = {task["name"] for file in TASKS.glob("*.yml") for task in yaml.safe_load(file.read_text("utf-8"))
+              if "block" in task}
+    missing = [name for name in names if name not in blocks and f"enqueue_shards : {name}" not in listed.stdout]
+    assert missing == [], listed.stdout
+    assert len([name for name in names if name not in blocks]) >= 20
