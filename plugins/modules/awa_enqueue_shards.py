@@ -282,19 +282,33 @@ queries:
       INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, CAST(2 AS smallint) FROM unnest('{orders}'::text[]) AS q
       ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards RETURNING queue, enqueue_shards
 diff:
-  description: Before and after, per physical queue.
+  description: Before and after, per physical queue (with O(queues), merged over the queues in order).
   returned: when diff mode is on
   type: dict
   contains:
     before:
-      description: Per physical queue - C(enqueue_shards), complete C(lanes), C(lanes_missing) below the count, C(missing_grants).
+      description: Per physical queue, its state before the run.
       type: dict
+      contains: &queue_side
+        enqueue_shards:
+          description: The effective shard count (1 when the queue has no C(awa.queue_meta) row).
+          type: int
+        lanes:
+          description: Complete lanes (lane row, both head rows and both sequences) of the queue, at any shard.
+          type: int
+        lanes_missing:
+          description: Lanes below the count that are not complete.
+          type: int
+        missing_grants:
+          description: (runtime role, privilege, lane sequence) triples that O(runtime_roles) lack.
+          type: int
     after:
-      description: The same, after the run.
+      description: The same, after the run (in check mode, after the real run).
       type: dict
+      contains: *queue_side
   sample:
-    before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 0, "missing_grants": 2}}
-    after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
+    before: {"orders": {"enqueue_shards": 1, "lanes": 4, "lanes_missing": 0, "missing_grants": 0}}
+    after: {"orders": {"enqueue_shards": 2, "lanes": 8, "lanes_missing": 0, "missing_grants": 0}}
 change_id:
   version_added: 0.2.0
   description:
@@ -326,7 +340,7 @@ lost_commit:
       the list; the next queue runs on a new connection) or at the top level of the failure.
   returned: when the connection was lost during COMMIT
   type: dict
-  contains:
+  contains: &lost_commit
     outcome:
       description: V(committed), V(not applied) or V(unknown).
       type: str
@@ -341,7 +355,7 @@ ledger:
   description: The ledger row written for this change (with O(queues), in each queue's result).
   returned: when a change was applied, O(ledger=true) and O(queue) is set
   type: dict
-  contains:
+  contains: &ledger
     schema:
       description: The ledger schema.
       type: str
@@ -365,18 +379,68 @@ ledger:
            "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65"}
 queues:
   description:
-    - With O(queues), each queue's own result by logical queue name, with the keys a run with O(queue)
-      returns (RV(queue), RV(shards), RV(stripes), RV(physical_queues), RV(previous_shards), RV(lanes_created),
-      RV(grants_added), RV(ordering), RV(ledger), RV(change_id), RV(lost_commit), ...) except RV(queries) and
-      RV(diff), which the top level
-      gives once for the whole list, merged in order.
-    - The other top-level values are totals (RV(lanes_created), RV(grants_added)) or merged over the queues
-      (RV(physical_queues), RV(previous_shards)); RV(changed) is true when any queue changed.
+    - With O(queues), each queue's own result by logical queue name, with the keys a run with O(queue) returns,
+      except RV(queries) and RV(diff), which the top level gives once for the whole list, merged in order.
+    - The other top-level values are totals (RV(lanes_created), RV(lanes_repaired), RV(grants_added)) or merged over
+      the queues (RV(physical_queues), RV(previous_shards)); RV(changed) is true when any queue changed.
   returned: when O(queues) is set
   type: dict
-  sample: {"orders": {"changed": true, "queue": "orders", "shards": 8, "stripes": 1, "physical_queues": ["orders"],
-           "previous_shards": {"orders": 1}, "lanes_created": 28, "lanes_repaired": 0, "grants_added": 0,
-           "ordering": "partitioned FIFO ...", "check_mode": false, "duration": 0.09}}
+  contains:
+    changed:
+      description: Whether anything of this queue was (or would be) written.
+      type: bool
+    check_mode:
+      description: Whether the run was a check-mode run.
+      type: bool
+    queue:
+      description: The logical queue.
+      type: str
+    shards:
+      description: Its requested enqueue shard count.
+      type: int
+    stripes:
+      description: Its stripe count (requested or detected).
+      type: int
+    physical_queues:
+      description: Its physical queues.
+      type: list
+      elements: str
+    previous_shards:
+      description: The effective shard count of each of its physical queues before the run.
+      type: dict
+    lanes_created:
+      description: Its lanes that were (or would be) created.
+      type: int
+    lanes_repaired:
+      description: Its lanes whose sequences were (or would be) recreated.
+      type: int
+    grants_added:
+      description: Its (runtime role, lane sequence) pairs that were (or would be) granted.
+      type: int
+    ordering:
+      description: The ordering contract its new count gives.
+      type: str
+    duration:
+      description: Seconds its change took.
+      type: float
+    change_id:
+      description: The id of its change, as RV(change_id) (when its change was applied).
+      type: str
+    ledger:
+      description: The ledger row of its change, as RV(ledger) (when its change was applied with O(ledger=true)).
+      type: dict
+      contains: *ledger
+    lost_commit:
+      description: How its COMMIT was looked up, as RV(lost_commit) (when the connection was lost during it).
+      type: dict
+      contains: *lost_commit
+  sample: {"orders": {"changed": true, "check_mode": false, "queue": "orders", "shards": 8, "stripes": 1,
+           "physical_queues": ["orders"], "previous_shards": {"orders": 1}, "lanes_created": 28, "lanes_repaired": 0,
+           "grants_added": 0, "ordering": "partitioned FIFO: FIFO per (queue, priority, shard) across 8 shards; use
+           ordering_key for per-key FIFO", "duration": 0.09, "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65",
+           "ledger": {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7,
+           "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2,
+           "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65"}}}
 check_mode:
   description: Whether the run was a check-mode run.
   returned: always
@@ -403,6 +467,7 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards impo
     change_enqueue_shards,
     change_many_queues,
 )
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import module_result
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
@@ -453,15 +518,14 @@ def main() -> None:
                    "reconnect": lambda: connect(params, writes=True)}
         with open_connection(params, writes=True) as conn:
             if params["queues"] is None:
-                result = change_enqueue_shards(conn, requests[0], **options)
+                run = change_enqueue_shards(conn, requests[0], **options)
             else:
-                result = change_many_queues(conn, requests, **options)
+                run = change_many_queues(conn, requests, **options)
     except AwaOperationsError as exc:
         module.fail_json(msg=exc.message, **exc.details)
-    for warning in result.pop("warnings"):
+    result, warnings = module_result(run, diff=module._diff)  # pylint: disable=protected-access
+    for warning in warnings:
         module.warn(warning)
-    if not module._diff:  # pylint: disable=protected-access
-        result.pop("diff")
     module.exit_json(**result)
 
 
