@@ -22,6 +22,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ObservedRead
+
 
 class PhysicalQueueSide(TypedDict):
     """One physical queue on one side of the diff (plan.queue_summary)."""
@@ -113,6 +115,8 @@ class ChangesRun(ChangeTotals, _Statements):
 
 class _ResultAlways(ChangeTotals):
     queries: list[str]
+    # The changed queues read right after the change (in check mode: the state now), as the info module reads them.
+    observed: ObservedRead
 
 
 class EnqueueShardsResult(_ResultAlways, total=False):

@@ -28,6 +28,9 @@ description:
   - Awa 0.6 worker runtimes cache the count until they restart. Restart them after a change
     (the role C(awa.operations.enqueue_shards) does it) and wait with
     M(awa.operations.awa_enqueue_shards_info) C(wait=converged).
+  - After the change (in check mode, at once) it reads its queues as M(awa.operations.awa_enqueue_shards_info) does and
+    returns that read as RV(observed) - which runtimes run the new count, and the database's clock - so a restart
+    can be planned without another task.
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -441,6 +444,74 @@ queues:
            "ledger": {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7,
            "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2,
            "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65"}}}
+observed:
+  version_added: 0.3.0
+  description:
+    - The queues of the run read right after the change, on its connection (in check mode, the state now) - exactly
+      what M(awa.operations.awa_enqueue_shards_info) returns for them with O(awa.operations.awa_enqueue_shards_info#module:queues)
+      set to their names and the same O(runtime_roles), O(ledger_schema) and O(lock_timeout), so no read of
+      its own is needed after a change - for example by the restart plan of the role P(awa.operations.enqueue_shards#role).
+    - One read for the whole list, in a fixed number of statements. When a lost COMMIT closed the connection, it is read
+      on a new one. A read that fails fails the run, with the change's result and a message saying that the change
+      stands.
+  returned: always
+  type: dict
+  contains:
+    read_at:
+      description: When it was read, by the database's clock (ISO 8601).
+      type: str
+    server:
+      description: The server read (host:port).
+      type: str
+    converged:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:converged) - every live runtime runs the current
+        count of every queue of the run.
+      type: bool
+    drained:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:drained).
+      type: bool
+    queues:
+      description: Per logical queue of the run, its view - each as in
+        RV(awa.operations.awa_enqueue_shards_info#module:queues) (count, convergence with the stragglers named, last
+        recorded change, lanes, depths, grants, findings).
+      type: dict
+    runtimes:
+      description: Every Awa runtime, as in RV(awa.operations.awa_enqueue_shards_info#module:runtimes) (live or not,
+        pid, start, the queues whose current count it does not run yet).
+      type: list
+      elements: dict
+    new_runtimes:
+      description: The live, healthy runtimes, as in RV(awa.operations.awa_enqueue_shards_info#module:new_runtimes).
+      type: list
+      elements: dict
+    expected_new_runtimes:
+      description: Always V(0).
+      type: int
+    findings:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:findings).
+      type: list
+      elements: str
+    summary:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:summary).
+      type: str
+    summary_lines:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:summary_lines).
+      type: list
+      elements: str
+  sample:
+    read_at: "2026-11-29T10:24:32.801254+00:00"
+    server: "db1.example.com:5432"
+    converged: false
+    drained: false
+    queues: {"orders": {"queue": "orders", "enqueue_shards": {"orders": 8}, "converged": false, "runtimes_live": 2,
+             "runtimes_converged": 0, "...": "..."}}
+    runtimes: [{"instance_id": "0b6c2d1e-...", "pid": 4242, "live": true, "converged": false,
+                "pending_queues": ["orders"], "...": "..."}]
+    new_runtimes: []
+    expected_new_runtimes: 0
+    findings: []
+    summary: "orders: enqueue_shards 8 (was 1, change #7 ...)\n  runtimes: 0 of 2 live runtimes on the current count ..."
+    summary_lines: ["orders: enqueue_shards 8 (was 1, change #7 ...)", "  runtimes: 0 of 2 live runtimes on the current count ..."]
 check_mode:
   description: Whether the run was a check-mode run.
   returned: always
@@ -463,12 +534,8 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
     open_connection,
     validate_lock_timeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
-    change_enqueue_shards,
-    change_many_queues,
-)
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import module_result
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, FailedWithState
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request, validate_requests
@@ -513,17 +580,17 @@ def main() -> None:
         else:
             requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
         validate_lock_timeout(params["lock_timeout"])
-        options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
-                   "ledger_schema": params["ledger_schema"], "reason": params["reason"],
-                   "reconnect": lambda: connect(params, writes=True)}
         with open_connection(params, writes=True) as conn:
-            if params["queues"] is None:
-                run = change_enqueue_shards(conn, requests[0], **options)
-            else:
-                run = change_many_queues(conn, requests, **options)
+            result, warnings = change_and_read(
+                conn, requests, listed=params["queues"] is not None, diff=module._diff,  # pylint: disable=protected-access
+                reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
+                lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"])
+    except FailedWithState as exc:
+        for warning in exc.result.pop("warnings", []):
+            module.warn(warning)
+        module.fail_json(msg=exc.message, **exc.result)
     except AwaOperationsError as exc:
         module.fail_json(msg=exc.message, **exc.details)
-    result, warnings = module_result(run, diff=module._diff)  # pylint: disable=protected-access
     for warning in warnings:
         module.warn(warning)
     module.exit_json(**result)

@@ -13,22 +13,25 @@ plans, merged as a list run merges them and shaped as the module returns it.
 
 from __future__ import annotations
 
+import datetime
 import json
 from pathlib import Path
 
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.module_utils import enqueue_shards, enqueue_shards_run, lost_commit
+from ansible_collections.awa.operations.plugins.module_utils import enqueue_shards, enqueue_shards_run, lost_commit, report
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
     ChangesRun,
     EnqueueShardsResult,
     QueueChangeRun,
 )
-from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ObservedRead
+from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards, awa_enqueue_shards_info
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import doc_problems, value_problems
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import grid, plan_for
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import grid, plan_for, runtime
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_report import lowered_to_2
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 
 LIVE = Path(__file__).parent / "fixtures"
@@ -39,7 +42,13 @@ LEDGER_ROW = {"schema": "awa_operations", "table": "enqueue_shards_changes", "id
 
 
 def documented() -> dict:
-    return yaml.safe_load(awa_enqueue_shards.RETURN)
+    """RETURN, with the entries of ``observed`` that say they are as the info module's filled in from its RETURN."""
+    change = yaml.safe_load(awa_enqueue_shards.RETURN)
+    read = yaml.safe_load(awa_enqueue_shards_info.RETURN)
+    for key, entry in change["observed"]["contains"].items():
+        if f"awa_enqueue_shards_info#module:{key})" in entry["description"] and "contains" in read[key]:
+            entry["contains"] = read[key]["contains"]
+    return change
 
 
 def test_the_return_documentation_names_every_declared_key_with_its_type():
@@ -57,6 +66,7 @@ def test_results_of_live_changes_are_results_as_declared(form, major):
     live = json.loads((LIVE / f"change-live-pg{major}.json").read_text(encoding="utf-8"))[form]
     assert value_problems(live, EnqueueShardsResult, f"change-live-pg{major}.{form}") == []
     assert live["diff"], "the live recording is made in diff mode, so the diff's keys are held too"
+    assert live["observed"]["queues"]["orders"]["stragglers"], "a runtime was live through it, so stragglers are held"
 
 
 def _run(queue: str, shards: int, *, stripes: int | None = None) -> QueueChangeRun:
@@ -79,8 +89,24 @@ def test_a_result_built_now_is_a_result_as_declared_in_each_of_its_shapes():
     for run in (one, listed):
         for diff in (True, False):
             result, warnings = enqueue_shards_run.module_result(run, diff=diff)
+            result["observed"] = _observed()
             assert value_problems(result, EnqueueShardsResult) == [] and warnings == run["warnings"]
             assert ("diff" in result) is diff and "warnings" not in result
+
+
+def _observed() -> ObservedRead:
+    """A read after a lowering to 2, as report builds it and the run returns it (with a straggler, a change)."""
+    runtimes = [runtime("old", -60, pid=41), runtime("new", 60, pid=42)]
+    read = report.shards_read({"orders": lowered_to_2(runtimes, ready={3: 5})}, runtimes,
+                              read_at=datetime.datetime.now(datetime.timezone.utc), findings=[],
+                              warnings=["a warning"], known_runtimes=frozenset(), expected_new_runtimes=0)
+    return report.observed_read(read, "db1:5432")
+
+
+def test_the_read_after_the_change_is_the_info_modules_read_without_its_own_changed_and_warnings():
+    observed = _observed()
+    assert observed["queues"]["orders"]["stragglers"] and observed["server"] == "db1:5432"
+    assert value_problems(observed, ObservedRead) == []
 
 
 def test_a_change_found_committed_after_a_lost_commit_is_a_result_as_declared():
@@ -92,6 +118,7 @@ def test_a_change_found_committed_after_a_lost_commit_is_a_result_as_declared():
     assert found["lost_commit"]["outcome"] == "committed"
     assert value_problems(found, QueueChangeRun) == []
     result, dummy = enqueue_shards_run.module_result(found, diff=False)
+    result["observed"] = _observed()
     assert value_problems(result, EnqueueShardsResult) == []
 
 
