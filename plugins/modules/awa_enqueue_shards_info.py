@@ -781,7 +781,6 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
@@ -832,7 +831,7 @@ def main() -> None:
         validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
         committed = validate_committed(params["committed"])
         with open_connection(params) as conn:
-            # After a wait that reconnected (a failover), health and advice read on the connection it ended on.
+            # After a wait that reconnected (a failover), advice reads on the connection it ended on.
             session = Reopening(conn, lambda: connect(params))
             try:
                 info = wait_in_session(
@@ -840,9 +839,8 @@ def main() -> None:
                     queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
                     runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
                     margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
-                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"])
-                if params["health"]:
-                    add_health(session.current(), info, params["lock_timeout"])
+                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
+                    health=params["health"])
                 if params["advise"]:
                     add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                    params["lock_timeout"], params["advise_gains"]))
