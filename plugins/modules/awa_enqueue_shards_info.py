@@ -204,6 +204,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     runtime_roles: [awa_runtime]
   register: orders_state
@@ -217,6 +218,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     wait: converged
     wait_timeout: 600
@@ -226,6 +228,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_monitor
+    login_password: "{{ vault_awa_monitor_password }}"
     queue: orders
     advise: true
     advise_window: 30
@@ -243,6 +246,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queues: [orders, emails]
     wait: converged
     wait_timeout: 900
@@ -263,6 +267,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     wait: drained
     wait_timeout: 1800
@@ -273,6 +278,7 @@ EXAMPLES = r"""
     login_host: db1.example.com,db2.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queues: [{queue: orders, shards: 8}]
   register: orders_change
 
@@ -281,6 +287,7 @@ EXAMPLES = r"""
     login_host: db1.example.com,db2.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     wait: converged
     committed: "{{ orders_change.queues }}"
