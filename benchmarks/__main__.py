@@ -4,7 +4,9 @@ For each PostgreSQL major it starts a durable server (fsync on), runs the
 suites in order, prints one table per suite as soon as it is done, and writes
 everything measured to benchmarks/results/<UTC timestamp>.json (rewritten
 after each suite, so an interrupted run keeps what it measured).
-``--tables FILE.json`` prints the tables of an earlier run again.
+``--tables FILE.json`` prints the tables of an earlier run again;
+``python -m benchmarks charts`` draws the headline charts of docs/performance.md
+from the newest run of each suite (benchmarks/charts.py).
 
 Suites: change (cost of one change), impact (live producers), scale (many
 queues, Ansible), convergence (restart pickup), and, only when named,
@@ -31,7 +33,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import change_cost, convergence, environment, fleet, lost_commit, producer_impact, scale, shard_choice
+from . import change_cost, charts, convergence, environment, fleet, lost_commit, producer_impact, scale, shard_choice
 from .environment import BenchServer
 from .fleet import FleetMatrix
 from .producer_impact import Traffic
@@ -166,6 +168,9 @@ def _interrupted(signum, frame):  # pylint: disable=unused-argument
 def main(argv: list[str] | None = None) -> int:
     # SIGTERM unwinds like Ctrl-C, so every suite stops the servers and hosts it started.
     signal.signal(signal.SIGTERM, _interrupted)
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["charts"]:
+        return charts.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.tables:
         print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8")), args.suites))

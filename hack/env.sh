@@ -12,8 +12,8 @@
 # running (the test bed's reaper, by run id) and removes $work.
 # stage_collection copies the checkout to $stage for ansible-test; with_core
 # runs a command on another ansible-core of the matrix (hack/matrix.sh).
-# KIND test and integration prepare the whole matrix, the others (demo, bench)
-# only the project venv.
+# KIND test and integration prepare the whole matrix, demo the demo's venv
+# (hack/bootstrap.sh demo), the others (bench, ...) only the project venv.
 # shellcheck shell=bash
 
 run_kind=${1:?"usage: source hack/env.sh KIND"}
@@ -24,6 +24,8 @@ source "$root/hack/matrix.sh"
 
 case "$run_kind" in
     test|integration) bash hack/bootstrap.sh all >/dev/null ;;
+    # The demo's venv runs the Python hack/demo.sh chose (AWA_DEMO_PYTHON; AWA_OPS_VENV names its venv).
+    demo) bash hack/bootstrap.sh demo "${AWA_DEMO_PYTHON:-}" >/dev/null ;;
     *) bash hack/bootstrap.sh project >/dev/null ;;
 esac
 # The matrix's interpreters come before anything else named pythonX.Y (pyenv

@@ -14,6 +14,30 @@ declare -A matrix_core_requirements=(
     [2.19]=requirements/core-2.19.txt
 )
 
+# The oldest Python each of those releases runs on (its Requires-Python). The
+# demo runs the newest core that the Python it finds runs (hack/demo.sh;
+# tests/functional/test_demo_choice.py holds this table against the releases).
+declare -A matrix_core_min_python=([2.21]=3.12 [2.20]=3.12 [2.19]=3.11)
+
+# matrix_core_for_python X.Y: the newest core of the matrix that runs on Python
+# X.Y; fails (printing nothing) when none does.
+matrix_core_for_python() {
+    local core
+    for core in "${matrix_cores[@]}"; do
+        if [ "$(printf '%s\n' "${matrix_core_min_python[$core]}" "$1" | sort -V | head -n 1)" = \
+                "${matrix_core_min_python[$core]}" ]; then
+            echo "$core"
+            return 0
+        fi
+    done
+    return 1
+}
+
+# The Pythons the demo can run on, newest first: those of the matrix's cores.
+matrix_demo_pythons() {
+    printf '%s\n' "${matrix_core_python[@]}" | sort -rV -u
+}
+
 # Molecule runs every scenario (extensions/molecule: fleet, the rollout over
 # SSH to real systemd hosts, on PostgreSQL 17 and 18) on the newest core;
 # the role's Python runs in the units of every core.

@@ -26,6 +26,16 @@ function Link(link)
   return link
 end
 
+-- An image of docs/ (the benchmark charts in docs/images) is shown from
+-- GitHub: the rendered docs live outside the repository.
+local raw = "https://raw.githubusercontent.com/awa-operations/awa.operations/main/"
+function Image(image)
+  if not image.src:match("^%a[%w+.-]*:") then
+    image.src = raw .. ("docs/" .. image.src):gsub("[^/]+/%.%./", "")
+  end
+  return image
+end
+
 -- A code block without a language is plain text (Sphinx would highlight it
 -- as the site's default, YAML+Jinja, and warn when it is not).
 function CodeBlock(block)

@@ -1,21 +1,47 @@
 #!/usr/bin/env bash
-# Write a release's changelog (README: Versioning and releases):
+# Make a release (README: Versioning and releases):
 #
-#     bash hack/release.sh 0.2.0
+#     bash hack/release.sh 0.3.0
 #
 # Needs `version: VERSION` in galaxy.yml and changelogs/fragments/VERSION.yml
-# with a release_summary. antsibull-changelog then moves every fragment into
-# changelogs/changelog.yaml and writes CHANGELOG.md. Review, commit and tag.
+# with a release_summary, and nothing else changed in the working tree (the
+# release commit holds exactly what was tested). antsibull-changelog moves
+# every fragment into changelogs/changelog.yaml with today's date (UTC) and
+# writes CHANGELOG.md; this commits galaxy.yml, changelogs/ and CHANGELOG.md
+# as "Release VERSION" and tags that commit vVERSION (annotated). Nothing is
+# pushed: review with `git show`, then push the commit and the tag. To undo
+# before pushing: git tag -d vVERSION && git reset --hard HEAD~1.
 set -euo pipefail
 
 version=${1:?"usage: bash hack/release.sh VERSION"}
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" release
 
-grep -qx "version: $version" galaxy.yml \
-    || { echo "galaxy.yml does not say 'version: $version': set it first" >&2; exit 1; }
+tag="v$version"
+release_paths=(galaxy.yml CHANGELOG.md changelogs)
+refuse() { echo "hack/release.sh: $*; nothing was changed" >&2; exit 1; }
+
+grep -qx "version: $version" galaxy.yml || refuse "galaxy.yml does not say 'version: $version': set it first"
 grep -qs '^release_summary:' "changelogs/fragments/$version.yml" \
-    || { echo "changelogs/fragments/$version.yml needs a release_summary: add it first" >&2; exit 1; }
+    || refuse "changelogs/fragments/$version.yml needs a release_summary: add it first"
+git rev-parse -q --verify "refs/tags/$tag" >/dev/null && refuse "the tag $tag exists already"
+others=$(git status --porcelain --untracked-files=all -- . "${release_paths[@]/#/:!}")
+[ -z "$others" ] || refuse "the working tree has changes outside ${release_paths[*]} (commit or stash them, so the release
+commit holds what was tested):
+$others"
+
 antsibull-changelog lint
-antsibull-changelog release --version "$version"
-echo "CHANGELOG.md and changelogs/changelog.yaml now hold $version: review them, commit, and tag $version."
+date=$(date -u +%Y-%m-%d)
+antsibull-changelog release --version "$version" --date "$date"
+git add -A -- "${release_paths[@]}"
+git commit -q -m "Release $version" -- "${release_paths[@]}"
+# The release date is the release commit's date (UTC), as changelogs/changelog.yaml says.
+committed=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%d)
+if [ "$committed" != "$date" ]; then
+    echo "hack/release.sh: the release commit is dated $committed, the changelog $date (midnight UTC passed): no tag" \
+         "was made; undo with git reset --hard HEAD~1 and run it again" >&2
+    exit 1
+fi
+git tag -a "$tag" -m "awa.operations $version"
+echo "Released $version: commit $(git rev-parse --short HEAD) 'Release $version', tag $tag. Review (git show $tag)," \
+     "then push both (git push origin HEAD $tag) and publish the artifact (ansible-galaxy collection build)."

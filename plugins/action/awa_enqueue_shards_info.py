@@ -4,7 +4,8 @@
 
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll,
-and applies the same predicates, deadline and timeout message as the module.
+and waits with the module's own wait (shards_info_wait.poll_until): the same
+predicates, deadline, result keys, reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
@@ -27,16 +28,12 @@ import time
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.failover import (
-    RECONNECT_ATTEMPTS,
-    gave_up_message,
-    reconnected_warning,
-)
+from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import validate_advice_options, validate_read_options
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import progress_line, reconnect_policy, timeout_message
-from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES, ReconnectGaveUp, wait_until
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
+from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
 from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import ARGUMENT_RULES, argument_spec
 
 display = Display()
@@ -118,20 +115,12 @@ class ActionModule(ActionBase):
             display.display(f"[{host}] connection lost ({exc}): reconnecting in {delay:.0f}s, attempt {attempt} of "
                             f"{RECONNECT_ATTEMPTS}")
 
-        policy = reconnect_policy(lambda exc: isinstance(exc, PollFailed) and exc.disconnected, on_attempt)
         try:
-            outcome = wait_until(fetch, PREDICATES[args["wait"]], args["wait_timeout"], args["wait_sleep"],
-                                 clock=self.clock, sleep=self.sleep, on_poll=on_poll, reconnect=policy)
+            return dict(result, **poll_until(fetch, args["wait"], args["wait_timeout"], args["wait_sleep"],
+                                             lost=lambda exc: isinstance(exc, PollFailed) and exc.disconnected,
+                                             on_poll=on_poll, on_attempt=on_attempt, clock=self.clock,
+                                             pause=self.sleep))
         except PollFailed as exc:
             return dict(result, **exc.result)
-        except ReconnectGaveUp as gave_up:
-            return dict(result, **(gave_up.last or {}), failed=True, waited=True, polls=gave_up.polls,
-                        duration=round(gave_up.elapsed, 3), msg=gave_up_message(gave_up, args["wait"], policy.attempts))
-        result.update(outcome.last, waited=True, polls=outcome.polls, duration=round(outcome.elapsed, 3))
-        if outcome.interruptions:
-            result["warnings"] = list(result.get("warnings") or []) + [
-                reconnected_warning(interruption, outcome.last.get("server", "the database"))
-                for interruption in outcome.interruptions]
-        if not outcome.satisfied:
-            result.update(failed=True, msg=timeout_message(args["wait"], outcome.last, outcome.elapsed))
-        return result
+        except FailedWithState as exc:
+            return dict(result, **exc.result, failed=True, msg=exc.message)

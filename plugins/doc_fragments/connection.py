@@ -12,7 +12,8 @@ options:
     description:
       - The role to connect as.
       - It needs to own the Awa lane tables or be a member of their owner (for example Awa's
-        C(awa_migrator)); see the operations guide for the exact privileges.
+        C(awa_migrator)); the exact privileges are in
+        L(Least privilege,https://github.com/awa-operations/awa.operations/blob/main/docs/enqueue_shards.md#least-privilege).
       - When not given, C(PGUSER) is used if it is set.
     type: str
     default: postgres

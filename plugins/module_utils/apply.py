@@ -34,6 +34,7 @@ import json
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import psycopg, sql
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import LedgerRow
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import LIVE_RUNTIME_PREDICATE
 from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, recorded_row
@@ -286,7 +287,7 @@ def lock_queue(conn, queue: str, change_id: str | None = None) -> None:
 
 
 def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
-                 ledger_schema: str, change_id: str | None) -> dict | None:
+                 ledger_schema: str, change_id: str | None) -> LedgerRow | None:
     """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
 
     Returns the ledger row written (None without a ledger); ``change_id`` is

@@ -35,6 +35,11 @@ from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils import apply, ledger, lost_commit
 from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
+    ChangesRun,
+    QueueChange,
+    QueueChangeRun,
+)
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import fetch_installation
 from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import fetch_known_queue_names, fetch_queue_state
@@ -49,7 +54,8 @@ from ansible_collections.awa.operations.plugins.module_utils.preconditions impor
 from ansible_collections.awa.operations.plugins.module_utils.request import ChangeRequest
 
 
-def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool, warnings: list[str]) -> dict:
+def queue_change(plan: Plan, *, changed: bool, check_mode: bool) -> QueueChange:
+    """One queue's change as its plan says it (the ledger row, change id and lost commit are added once known)."""
     return {
         "changed": changed,
         "check_mode": check_mode,
@@ -62,16 +68,20 @@ def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool, 
         "lanes_repaired": len(plan.lanes_to_repair),
         "grants_added": plan.grants.pairs,
         "ordering": plan.ordering,
-        "queries": queries,
-        "diff": {"before": plan.before, "after": plan.after},
-        "warnings": warnings,
+        "duration": 0.0,
     }
+
+
+def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool,
+            warnings: list[str]) -> QueueChangeRun:
+    return {**queue_change(plan, changed=changed, check_mode=check_mode), "queries": queries,
+            "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
 def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = False,
                           lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                           ledger_schema: str = ledger.DEFAULT_SCHEMA, reason: str | None = None,
-                          reconnect: Callable[[], object] | None = None) -> dict:
+                          reconnect: Callable[[], object] | None = None) -> QueueChangeRun:
     """Validate, plan and (unless ``check_mode``) apply a shard-count change in one transaction.
 
     Raises an ``AwaOperationsError`` subclass when the change is refused or
@@ -95,11 +105,24 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
     return result
 
 
-# Shown once for a whole list run (merged over its queues), not again in each queue's result.
-MERGED_ONLY_KEYS = ("queries", "diff", "warnings")
+def without_statements(run: QueueChangeRun) -> QueueChange:
+    """A queue's change without what a list run shows once for all its queues (queries, diff, warnings)."""
+    entry: QueueChange = {
+        "changed": run["changed"], "check_mode": run["check_mode"], "queue": run["queue"], "shards": run["shards"],
+        "stripes": run["stripes"], "physical_queues": run["physical_queues"],
+        "previous_shards": run["previous_shards"], "lanes_created": run["lanes_created"],
+        "lanes_repaired": run["lanes_repaired"], "grants_added": run["grants_added"], "ordering": run["ordering"],
+        "duration": run["duration"]}
+    if "ledger" in run:
+        entry["ledger"] = run["ledger"]
+    if "change_id" in run:
+        entry["change_id"] = run["change_id"]
+    if "lost_commit" in run:
+        entry["lost_commit"] = run["lost_commit"]
+    return entry
 
 
-def merge_results(results: dict[str, dict], duration: float) -> dict:
+def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:
     """One result for a list of queues: totals and views merged over them, and each queue's own result."""
     ordered = list(results.values())
     return {
@@ -111,17 +134,16 @@ def merge_results(results: dict[str, dict], duration: float) -> dict:
         "lanes_repaired": sum(result["lanes_repaired"] for result in ordered),
         "grants_added": sum(result["grants_added"] for result in ordered),
         "queries": [query for result in ordered for query in result["queries"]],
-        "diff": {side: {name: view for result in ordered for name, view in result["diff"][side].items()}
-                 for side in ("before", "after")},
+        "diff": {"before": {name: view for result in ordered for name, view in result["diff"]["before"].items()},
+                 "after": {name: view for result in ordered for name, view in result["diff"]["after"].items()}},
         "warnings": list(dict.fromkeys(warning for result in ordered for warning in result["warnings"])),
-        "queues": {queue: {key: value for key, value in result.items() if key not in MERGED_ONLY_KEYS}
-                   for queue, result in results.items()},
+        "queues": {queue: without_statements(result) for queue, result in results.items()},
         "duration": round(duration, 3),
     }
 
 
 def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callable[[], object] | None = None,
-                       **options) -> dict:
+                       **options) -> ChangesRun:
     """``change_enqueue_shards`` for each request in turn, on one connection, each in its own transaction.
 
     It stops at the first queue that fails: the queues before it stay changed
@@ -131,7 +153,7 @@ def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callab
     on a new connection from ``reconnect``.
     """
     started = time.monotonic()
-    results: dict[str, dict] = {}
+    results: dict[str, QueueChangeRun] = {}
     with contextlib.ExitStack() as reopened:
         for request in requests:
             try:
@@ -148,7 +170,7 @@ def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callab
 
 
 def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None,
-            change_id: str | None, lock_timeout: float) -> dict:
+            change_id: str | None, lock_timeout: float) -> QueueChangeRun:
     if not check_mode:
         apply.lock_queue(conn, request.queue, change_id)
     installation = fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)

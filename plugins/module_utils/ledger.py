@@ -14,6 +14,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import LedgerRow
+
 DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"
 # The id the client gives each change (a UUID), so that a run whose COMMIT lost its connection can find its row.
@@ -29,7 +31,7 @@ def lookup_query(schema: str, change_id: str) -> str:
     return f"SELECT id, changed_at, to_shards FROM {shown}.{TABLE} WHERE change_id = '{change_id}'"
 
 
-def recorded_row(schema: str, row: tuple, change_id: str | None) -> dict:
+def recorded_row(schema: str, row: tuple, change_id: str | None) -> LedgerRow:
     """The ``ledger`` of a result: the row (id, changed_at, live runtimes) written for a change."""
     ledger_id, changed_at, live = row
     return {"schema": schema, "table": TABLE, "id": ledger_id, "changed_at": changed_at.isoformat(),

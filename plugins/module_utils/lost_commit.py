@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from ansible_collections.awa.operations.plugins.module_utils import apply
 from ansible_collections.awa.operations.plugins.module_utils.introspect import changes, sessions
 from ansible_collections.awa.operations.plugins.module_utils.connection import commit, transaction
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import LedgerRow, LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     CommitLost,
@@ -54,7 +55,7 @@ class PendingChange:
 
     queue: str
     change_id: str
-    result: dict
+    result: QueueChangeRun
     # None: no ledger row (ledger: false).
     ledger_schema: str | None
     records_change_id: bool
@@ -80,7 +81,7 @@ class Unsettled(Exception):
 class Verdict:
     committed: bool
     resolved_by: str
-    ledger: dict | None = None
+    ledger: LedgerRow | None = None
 
 
 def commit_change(conn, pending: PendingChange) -> None:
@@ -192,8 +193,8 @@ def _verdict(conn, pending: PendingChange, reason: str) -> Verdict:
         "history than the server the change ran on (a failover, or a standby), or no longer keeps that status."))
 
 
-def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int) -> dict:
-    lost = {"outcome": "committed" if verdict.committed else "not applied", "resolved_by": verdict.resolved_by,
+def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int) -> QueueChangeRun:
+    lost: LostCommit = {"outcome": "committed" if verdict.committed else "not applied", "resolved_by": verdict.resolved_by,
             "reconnect_attempts": attempt}
     found = f"Reconnected (attempt {attempt}) and looked it up once its transaction had ended: "
     if not verdict.committed:
@@ -202,7 +203,7 @@ def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int
         raise CommitNotApplied(f"{reason} {found}{evidence}, so it was not "
                                "applied and nothing was written; re-run to apply it.",
                                change_id=pending.change_id, lost_commit=lost)
-    result = dict(pending.result, lost_commit=lost)
+    result: QueueChangeRun = {**pending.result, "lost_commit": lost}
     if verdict.ledger is not None:
         result["ledger"] = verdict.ledger
     evidence = (f"ledger row {verdict.ledger['id']} has its change id {pending.change_id}"

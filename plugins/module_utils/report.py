@@ -18,6 +18,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_result 
     ChangeView,
     Grants,
     LaneView,
+    ObservedRead,
     QueueView,
     RuntimeView,
     ShardsRead,
@@ -266,3 +267,15 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
         "summary_lines": lines,
         "warnings": warnings,
     }
+
+
+def observed_read(read: ShardsRead, server: str) -> ObservedRead:
+    """A read as the change module returns it (``observed``): its state, and the server it was read on.
+
+    Its ``changed`` (always false) and ``warnings`` (the change's own) are the change's to report.
+    """
+    return {"read_at": read["read_at"], "new_runtimes": read["new_runtimes"],
+            "expected_new_runtimes": read["expected_new_runtimes"], "converged": read["converged"],
+            "drained": read["drained"], "queues": read["queues"], "runtimes": read["runtimes"],
+            "findings": read["findings"], "summary": read["summary"], "summary_lines": read["summary_lines"],
+            "server": server}

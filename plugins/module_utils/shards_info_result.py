@@ -194,10 +194,12 @@ class HealthView(TypedDict):
     queues: dict[str, QueueHealth]
 
 
-class ShardsRead(TypedDict):
-    """One read of the state (``shards_info.read_shards_info``)."""
+class StateRead(TypedDict):
+    """What one read of the state says: the info module's result, and the change module's ``observed``.
 
-    changed: bool
+    The readers of either (the role's restart plan and verdicts) take this type.
+    """
+
     read_at: str
     new_runtimes: list[RuntimeView]
     expected_new_runtimes: int
@@ -208,8 +210,21 @@ class ShardsRead(TypedDict):
     findings: list[str]
     summary: str
     summary_lines: list[str]
+
+
+class ShardsRead(StateRead):
+    """One read of the state (``shards_info.read_shards_info``)."""
+
+    changed: bool
     # Handed to Ansible's warnings by the module.
     warnings: list[str]
+
+
+class ObservedRead(StateRead):
+    """The change module's ``observed``: the read right after the change, on the change's connection."""
+
+    # host:port of the server read.
+    server: str
 
 
 class _ServerRead(ShardsRead):

@@ -7,16 +7,21 @@
     with open_connection(options) as conn:
         wait_for_shards_info(conn, "converged", timeout=600, sleep=5, queue="orders")  # raises WaitTimeout
 
-The action plugin of awa_enqueue_shards_info polls the module from the
-controller with the same predicates, ``progress_line`` and ``timeout_message``.
+``poll_until`` is the one wait: the module's (a read on its session per
+poll) and the action plugin's (a run of the module per poll, from the
+controller, with a progress line) differ only in how a poll reads and which
+failure is a lost connection. It builds ``waited``, ``polls`` and
+``duration``, the warnings of a wait that reconnected, and the messages of a
+wait that timed out or gave up.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, Reopening, server_address
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ChangeNotFound,
     Disconnected,
@@ -26,6 +31,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.report import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo, ShardsRead
 
 
@@ -91,6 +97,43 @@ def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
                              describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
 
 
+def poll_until(fetch: Callable[[], ShardsRead], wait: str, timeout: float, sleep: float, *,
+               lost: Callable[[BaseException], bool] | None = None,
+               on_poll: Callable[[ShardsRead, float], None] | None = None,
+               on_attempt: Callable[[BaseException, int, float], None] | None = None,
+               clock: Callable[[], float] = time.monotonic,
+               pause: Callable[[float], None] = time.sleep) -> ShardsInfo:
+    """Poll ``fetch`` until ``wait`` (converged, drained or restarted) holds; ``none`` polls once.
+
+    Returns the last read with ``waited``, ``polls`` and ``duration``, and in
+    ``warnings`` (after the read's own) one per lost connection the wait rode
+    out. A poll that raises a failure ``lost`` accepts (a lost connection) is
+    tried again (``reconnect_policy``; ``on_attempt`` hears of each attempt);
+    any other failure ends the wait as it is. Raises ``WaitTimeout`` when the
+    deadline comes first and ``WaitInterrupted`` when the connection stays
+    lost, each carrying that result, with the message that says what to do.
+    """
+    if wait not in waiters.WAIT_CHOICES:
+        raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
+    if wait == "none":
+        return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
+    try:
+        outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, clock=clock, sleep=pause,
+                                     on_poll=on_poll,
+                                     reconnect=reconnect_policy(lost, on_attempt) if lost is not None else None)
+    except waiters.ReconnectGaveUp as gave_up:
+        raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
+                              dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
+                                   duration=round(gave_up.elapsed, 3))) from None
+    info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
+    info["warnings"] = list(info.get("warnings") or []) + [
+        failover.reconnected_warning(interruption, info.get("server", "the database"))
+        for interruption in outcome.interruptions]
+    if not outcome.satisfied:
+        raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
+    return info
+
+
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
                          on_poll: Callable[[ShardsRead, float], None] | None = None, *,
                          reconnect: Callable[[], object] | None = None, **options) -> ShardsInfo:
@@ -111,7 +154,8 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
 
 def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
                     on_poll: Callable[[ShardsRead, float], None] | None = None, *,
-                    committed: dict[str, failover.Committed] | None = None, **read_args) -> ShardsInfo:
+                    committed: dict[str, failover.Committed] | None = None, health: bool = False,
+                    **read_args) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
     failover, a new one), so the caller reads on there and closes it.
 
@@ -123,36 +167,21 @@ def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
     wait_for_shards_info's ``reconnect``).
     Each read is checked against ``committed`` (failover.validate_committed):
     a count that is not the one committed ends the wait at once with
-    ``ChangeNotFound``. The result names the ``server`` read.
+    ``ChangeNotFound``. With ``health``, every poll also reads what the change
+    shows (shards_info_health). The result names the ``server`` read.
     """
-    if wait not in waiters.WAIT_CHOICES:
-        raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
-
     def fetch() -> ShardsRead:
         current = session.current()
         try:
-            read = read_shards_info(current, **read_args)
+            read: ShardsInfo = {**read_shards_info(current, **read_args), "server": server_address(current)}
+            problems = failover.missing_changes(committed or {}, read, read["server"])
+            if problems:
+                raise ChangeNotFound(" | ".join(problems), dict(read, waited=wait != "none"))
+            if health:
+                add_health(current, read, read_args.get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
         except Disconnected:
             session.lost()
             raise
-        read["server"] = server_address(current)
-        problems = failover.missing_changes(committed or {}, read, read["server"])
-        if problems:
-            raise ChangeNotFound(" | ".join(problems), dict(read, waited=wait != "none"))
         return read
 
-    if wait == "none":
-        return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
-    try:
-        outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, on_poll=on_poll,
-                                     reconnect=reconnect_policy() if session.reopens else None)
-    except waiters.ReconnectGaveUp as gave_up:
-        raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
-                              dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
-                                   duration=round(gave_up.elapsed, 3))) from None
-    info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
-    info["warnings"] = info["warnings"] + [failover.reconnected_warning(interruption, info["server"])
-                                           for interruption in outcome.interruptions]
-    if not outcome.satisfied:
-        raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
-    return info
+    return poll_until(fetch, wait, timeout, sleep, on_poll=on_poll, lost=_disconnected if session.reopens else None)

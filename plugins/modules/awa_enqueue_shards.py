@@ -28,6 +28,9 @@ description:
   - Awa 0.6 worker runtimes cache the count until they restart. Restart them after a change
     (the role C(awa.operations.enqueue_shards) does it) and wait with
     M(awa.operations.awa_enqueue_shards_info) C(wait=converged).
+  - After the change (in check mode, at once) it reads its queues as M(awa.operations.awa_enqueue_shards_info) does and
+    returns that read as RV(observed) - which runtimes run the new count, and the database's clock - so a restart
+    can be planned without another task.
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -282,19 +285,33 @@ queries:
       INSERT INTO awa.queue_meta (queue, enqueue_shards) SELECT q, CAST(2 AS smallint) FROM unnest('{orders}'::text[]) AS q
       ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards RETURNING queue, enqueue_shards
 diff:
-  description: Before and after, per physical queue.
+  description: Before and after, per physical queue (with O(queues), merged over the queues in order).
   returned: when diff mode is on
   type: dict
   contains:
     before:
-      description: Per physical queue - C(enqueue_shards), complete C(lanes), C(lanes_missing) below the count, C(missing_grants).
+      description: Per physical queue, its state before the run.
       type: dict
+      contains: &queue_side
+        enqueue_shards:
+          description: The effective shard count (1 when the queue has no C(awa.queue_meta) row).
+          type: int
+        lanes:
+          description: Complete lanes (lane row, both head rows and both sequences) of the queue, at any shard.
+          type: int
+        lanes_missing:
+          description: Lanes below the count that are not complete.
+          type: int
+        missing_grants:
+          description: (runtime role, privilege, lane sequence) triples that O(runtime_roles) lack.
+          type: int
     after:
-      description: The same, after the run.
+      description: The same, after the run (in check mode, after the real run).
       type: dict
+      contains: *queue_side
   sample:
-    before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 0, "missing_grants": 2}}
-    after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
+    before: {"orders": {"enqueue_shards": 1, "lanes": 4, "lanes_missing": 0, "missing_grants": 0}}
+    after: {"orders": {"enqueue_shards": 2, "lanes": 8, "lanes_missing": 0, "missing_grants": 0}}
 change_id:
   version_added: 0.2.0
   description:
@@ -326,7 +343,7 @@ lost_commit:
       the list; the next queue runs on a new connection) or at the top level of the failure.
   returned: when the connection was lost during COMMIT
   type: dict
-  contains:
+  contains: &lost_commit
     outcome:
       description: V(committed), V(not applied) or V(unknown).
       type: str
@@ -341,7 +358,7 @@ ledger:
   description: The ledger row written for this change (with O(queues), in each queue's result).
   returned: when a change was applied, O(ledger=true) and O(queue) is set
   type: dict
-  contains:
+  contains: &ledger
     schema:
       description: The ledger schema.
       type: str
@@ -365,18 +382,136 @@ ledger:
            "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65"}
 queues:
   description:
-    - With O(queues), each queue's own result by logical queue name, with the keys a run with O(queue)
-      returns (RV(queue), RV(shards), RV(stripes), RV(physical_queues), RV(previous_shards), RV(lanes_created),
-      RV(grants_added), RV(ordering), RV(ledger), RV(change_id), RV(lost_commit), ...) except RV(queries) and
-      RV(diff), which the top level
-      gives once for the whole list, merged in order.
-    - The other top-level values are totals (RV(lanes_created), RV(grants_added)) or merged over the queues
-      (RV(physical_queues), RV(previous_shards)); RV(changed) is true when any queue changed.
+    - With O(queues), each queue's own result by logical queue name, with the keys a run with O(queue) returns,
+      except RV(queries) and RV(diff), which the top level gives once for the whole list, merged in order.
+    - The other top-level values are totals (RV(lanes_created), RV(lanes_repaired), RV(grants_added)) or merged over
+      the queues (RV(physical_queues), RV(previous_shards)); RV(changed) is true when any queue changed.
   returned: when O(queues) is set
   type: dict
-  sample: {"orders": {"changed": true, "queue": "orders", "shards": 8, "stripes": 1, "physical_queues": ["orders"],
-           "previous_shards": {"orders": 1}, "lanes_created": 28, "lanes_repaired": 0, "grants_added": 0,
-           "ordering": "partitioned FIFO ...", "check_mode": false, "duration": 0.09}}
+  contains:
+    changed:
+      description: Whether anything of this queue was (or would be) written.
+      type: bool
+    check_mode:
+      description: Whether the run was a check-mode run.
+      type: bool
+    queue:
+      description: The logical queue.
+      type: str
+    shards:
+      description: Its requested enqueue shard count.
+      type: int
+    stripes:
+      description: Its stripe count (requested or detected).
+      type: int
+    physical_queues:
+      description: Its physical queues.
+      type: list
+      elements: str
+    previous_shards:
+      description: The effective shard count of each of its physical queues before the run.
+      type: dict
+    lanes_created:
+      description: Its lanes that were (or would be) created.
+      type: int
+    lanes_repaired:
+      description: Its lanes whose sequences were (or would be) recreated.
+      type: int
+    grants_added:
+      description: Its (runtime role, lane sequence) pairs that were (or would be) granted.
+      type: int
+    ordering:
+      description: The ordering contract its new count gives.
+      type: str
+    duration:
+      description: Seconds its change took.
+      type: float
+    change_id:
+      description: The id of its change, as RV(change_id) (when its change was applied).
+      type: str
+    ledger:
+      description: The ledger row of its change, as RV(ledger) (when its change was applied with O(ledger=true)).
+      type: dict
+      contains: *ledger
+    lost_commit:
+      description: How its COMMIT was looked up, as RV(lost_commit) (when the connection was lost during it).
+      type: dict
+      contains: *lost_commit
+  sample: {"orders": {"changed": true, "check_mode": false, "queue": "orders", "shards": 8, "stripes": 1,
+           "physical_queues": ["orders"], "previous_shards": {"orders": 1}, "lanes_created": 28, "lanes_repaired": 0,
+           "grants_added": 0, "ordering": "partitioned FIFO: FIFO per (queue, priority, shard) across 8 shards; use
+           ordering_key for per-key FIFO", "duration": 0.09, "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65",
+           "ledger": {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7,
+           "changed_at": "2026-11-29T10:24:32.632444+00:00", "live_runtimes": 2,
+           "change_id": "3f6c2a8e-5d1b-4b7e-9a42-0c8e1f7d2b65"}}}
+observed:
+  version_added: 0.3.0
+  description:
+    - The queues of the run read right after the change, on its connection (in check mode, the state now) - exactly
+      what M(awa.operations.awa_enqueue_shards_info) returns for them with O(awa.operations.awa_enqueue_shards_info#module:queues)
+      set to their names and the same O(runtime_roles), O(ledger_schema) and O(lock_timeout), so no read of
+      its own is needed after a change - for example by the restart plan of the role P(awa.operations.enqueue_shards#role).
+    - One read for the whole list, in a fixed number of statements. When a lost COMMIT closed the connection, it is read
+      on a new one. A read that fails fails the run, with the change's result and a message saying that the change
+      stands.
+  returned: always
+  type: dict
+  contains:
+    read_at:
+      description: When it was read, by the database's clock (ISO 8601).
+      type: str
+    server:
+      description: The server read (host:port).
+      type: str
+    converged:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:converged) - every live runtime runs the current
+        count of every queue of the run.
+      type: bool
+    drained:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:drained).
+      type: bool
+    queues:
+      description: Per logical queue of the run, its view - each as in
+        RV(awa.operations.awa_enqueue_shards_info#module:queues) (count, convergence with the stragglers named, last
+        recorded change, lanes, depths, grants, findings).
+      type: dict
+    runtimes:
+      description: Every Awa runtime, as in RV(awa.operations.awa_enqueue_shards_info#module:runtimes) (live or not,
+        pid, start, the queues whose current count it does not run yet).
+      type: list
+      elements: dict
+    new_runtimes:
+      description: The live, healthy runtimes, as in RV(awa.operations.awa_enqueue_shards_info#module:new_runtimes).
+      type: list
+      elements: dict
+    expected_new_runtimes:
+      description: Always V(0).
+      type: int
+    findings:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:findings).
+      type: list
+      elements: str
+    summary:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:summary).
+      type: str
+    summary_lines:
+      description: As RV(awa.operations.awa_enqueue_shards_info#module:summary_lines).
+      type: list
+      elements: str
+  sample:
+    read_at: "2026-11-29T10:24:32.801254+00:00"
+    server: "db1.example.com:5432"
+    converged: false
+    drained: false
+    queues: {"orders": {"queue": "orders", "enqueue_shards": {"orders": 8}, "converged": false, "runtimes_live": 2,
+             "runtimes_converged": 0, "...": "..."}}
+    runtimes: [{"instance_id": "0b6c2d1e-...", "pid": 4242, "live": true, "converged": false,
+                "pending_queues": ["orders"], "...": "..."}]
+    new_runtimes: []
+    expected_new_runtimes: 0
+    findings: []
+    summary: "orders: enqueue_shards 8 (was 1, change #7 ...)\n  runtimes: 0 of 2 live runtimes on the current count ..."
+    summary_lines: ["orders: enqueue_shards 8 (was 1, change #7 ...)", "  runtimes: 0 of 2 live runtimes on the current count ..."]
 check_mode:
   description: Whether the run was a check-mode run.
   returned: always
@@ -399,11 +534,8 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
     open_connection,
     validate_lock_timeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
-    change_enqueue_shards,
-    change_many_queues,
-)
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, FailedWithState
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request, validate_requests
@@ -448,20 +580,19 @@ def main() -> None:
         else:
             requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
         validate_lock_timeout(params["lock_timeout"])
-        options = {"check_mode": module.check_mode, "lock_timeout": params["lock_timeout"],
-                   "ledger_schema": params["ledger_schema"], "reason": params["reason"],
-                   "reconnect": lambda: connect(params, writes=True)}
         with open_connection(params, writes=True) as conn:
-            if params["queues"] is None:
-                result = change_enqueue_shards(conn, requests[0], **options)
-            else:
-                result = change_many_queues(conn, requests, **options)
+            result, warnings = change_and_read(
+                conn, requests, listed=params["queues"] is not None, diff=module._diff,  # pylint: disable=protected-access
+                reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
+                lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"])
+    except FailedWithState as exc:
+        for warning in exc.result.pop("warnings", []):
+            module.warn(warning)
+        module.fail_json(msg=exc.message, **exc.result)
     except AwaOperationsError as exc:
         module.fail_json(msg=exc.message, **exc.details)
-    for warning in result.pop("warnings"):
+    for warning in warnings:
         module.warn(warning)
-    if not module._diff:  # pylint: disable=protected-access
-        result.pop("diff")
     module.exit_json(**result)
 
 

@@ -204,6 +204,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     runtime_roles: [awa_runtime]
   register: orders_state
@@ -217,6 +218,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     wait: converged
     wait_timeout: 600
@@ -226,6 +228,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_monitor
+    login_password: "{{ vault_awa_monitor_password }}"
     queue: orders
     advise: true
     advise_window: 30
@@ -243,6 +246,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queues: [orders, emails]
     wait: converged
     wait_timeout: 900
@@ -263,6 +267,7 @@ EXAMPLES = r"""
     login_host: db1.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     wait: drained
     wait_timeout: 1800
@@ -273,6 +278,7 @@ EXAMPLES = r"""
     login_host: db1.example.com,db2.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queues: [{queue: orders, shards: 8}]
   register: orders_change
 
@@ -281,6 +287,7 @@ EXAMPLES = r"""
     login_host: db1.example.com,db2.example.com
     login_db: app
     login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
     queue: orders
     wait: converged
     committed: "{{ orders_change.queues }}"
@@ -781,7 +788,6 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
@@ -832,7 +838,7 @@ def main() -> None:
         validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
         committed = validate_committed(params["committed"])
         with open_connection(params) as conn:
-            # After a wait that reconnected (a failover), health and advice read on the connection it ended on.
+            # After a wait that reconnected (a failover), advice reads on the connection it ended on.
             session = Reopening(conn, lambda: connect(params))
             try:
                 info = wait_in_session(
@@ -840,9 +846,8 @@ def main() -> None:
                     queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
                     runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
                     margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
-                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"])
-                if params["health"]:
-                    add_health(session.current(), info, params["lock_timeout"])
+                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
+                    health=params["health"])
                 if params["advise"]:
                     add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                    params["lock_timeout"], params["advise_gains"]))

@@ -25,10 +25,13 @@ from psycopg import sql
 
 from awa_testbed.commit_cutter import CommitCutter
 
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
+
 from ansible_collections.awa.operations.plugins.module_utils import lost_commit
 from ansible_collections.awa.operations.plugins.module_utils.introspect import sessions
 from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_requests
 
@@ -72,6 +75,9 @@ def test_a_commit_cut_after_it_was_sent_is_found_committed_through_ansible(awa_d
     recorded = row_of(awa_db, result["change_id"])
     assert recorded and recorded["id"] == result["ledger"]["id"] == 1 and recorded["to_shards"] == 4
     assert result["ledger"]["change_id"] == result["change_id"]
+    # The read after the change is made on a new connection: the cut one is gone.
+    assert result["observed"]["queues"]["orders"]["enqueue_shards"] == {"orders": 4}
+    assert value_problems({key: value for key, value in result.items() if key != "warnings"}, EnqueueShardsResult) == []
     assert "The connection was lost while committing the change of queue 'orders'" in process.stdout + process.stderr
     assert shard_counts(awa_db) == {"orders": 4} and complete_lanes(awa_db, "orders") == lanes_below(4)
 

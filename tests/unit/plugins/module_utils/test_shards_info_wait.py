@@ -1,13 +1,18 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a wait says: the progress line of each poll, and the message of a timeout; where it leaves its caller."""
+"""The one wait (poll_until) and what it says: the progress line of each poll, the message of a timeout, the
+result of a wait that reconnected; where the module's wait leaves its caller."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
+import pytest
+
 from ansible_collections.awa.operations.plugins.module_utils import failover, shards_info_wait
 from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening
-from ansible_collections.awa.operations.plugins.module_utils.errors import Disconnected
+from ansible_collections.awa.operations.plugins.module_utils.errors import Disconnected, WaitInterrupted, WaitTimeout
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_waiters import FakeClock
 
 
 def test_a_timeout_names_every_straggler_and_what_to_do():
@@ -89,3 +94,104 @@ def test_a_wait_given_a_way_to_reconnect_closes_the_connection_it_opened(monkeyp
 
     assert_reconnected(info)
     assert bed.opened == [bed.promoted] and bed.promoted.closed
+
+
+# -- poll_until: the one wait of the module and of the action plugin ---------------------------------------------
+
+class Lost(Exception):
+    """A poll that lost its connection, as the caller tells it (a Disconnected, or a module run that says so)."""
+
+
+def polls(*reads):
+    """A fetch that returns (or raises) each of ``reads`` in turn, counting its calls."""
+    remaining = list(reads)
+
+    def fetch():
+        fetch.calls += 1
+        item = remaining.pop(0)
+        if isinstance(item, BaseException):
+            raise item
+        return dict(item)
+    fetch.calls = 0
+    return fetch
+
+
+def read(converged: bool, **extra) -> dict:
+    return {"converged": converged, "drained": False, "new_runtimes": [], "expected_new_runtimes": 0,
+            "queues": {}, "warnings": ["from the read"], "server": "db1:5432", **extra}
+
+
+def test_it_polls_until_the_predicate_holds_and_says_how_long_and_how_often():
+    clock = FakeClock()
+    info = shards_info_wait.poll_until(polls(read(False), read(False), read(True)), "converged", 60, 5, clock=clock,
+                                       pause=clock.sleep)
+    assert (info["converged"], info["waited"], info["polls"], info["duration"]) == (True, True, 3, 10)
+    assert info["warnings"] == ["from the read"] and clock.sleeps == [5, 5]
+
+
+def test_without_a_wait_it_reads_once():
+    fetch = polls(read(False))
+    info = shards_info_wait.poll_until(fetch, "none", 60, 5)
+    assert fetch.calls == 1 and (info["waited"], info["polls"], info["duration"]) == (False, 1, 0.0)
+
+
+def test_a_lost_poll_is_tried_again_and_the_result_says_the_wait_reconnected(monkeypatch):
+    monkeypatch.setattr(failover, "RECONNECT_INTERVAL", 0.0)
+    clock, attempts = FakeClock(), []
+    info = shards_info_wait.poll_until(polls(read(False), Lost("cut"), read(True, server="db2:5432")), "converged",
+                                       60, 1, lost=lambda exc: isinstance(exc, Lost), clock=clock, pause=clock.sleep,
+                                       on_attempt=lambda exc, attempt, delay: attempts.append(attempt))
+    assert info["polls"] == 2 and attempts == [1]
+    assert info["warnings"][0] == "from the read"
+    assert info["warnings"][1].startswith("The connection to the database was lost 1s into the wait (cut); the wait "
+                                          "reconnected after 1 attempt(s) and read db2:5432 from then on")
+
+
+def test_a_failure_that_is_not_a_lost_connection_ends_the_wait_as_it_is():
+    with pytest.raises(Lost):
+        shards_info_wait.poll_until(polls(read(False), Lost("refused")), "converged", 60, 1, lost=None,
+                                    clock=FakeClock(), pause=lambda seconds: None)
+
+
+def test_at_the_deadline_it_raises_with_the_last_read_and_what_to_do():
+    clock = FakeClock()
+    with pytest.raises(WaitTimeout) as timed_out:
+        shards_info_wait.poll_until(polls(read(False), read(False), read(False)), "converged", 10, 5, clock=clock,
+                                    pause=clock.sleep)
+    assert timed_out.value.message.startswith("Timed out after 10s waiting until converged.")
+    result = timed_out.value.result
+    assert (result["converged"], result["waited"], result["polls"], result["duration"]) == (False, True, 3, 10)
+
+
+def test_a_connection_that_stays_lost_ends_the_wait_saying_so(monkeypatch):
+    monkeypatch.setattr(failover, "RECONNECT_INTERVAL", 0.0)
+    monkeypatch.setattr(failover, "RECONNECT_ATTEMPTS", 2)
+    clock = FakeClock()
+    with pytest.raises(WaitInterrupted) as interrupted:
+        shards_info_wait.poll_until(polls(read(False), Lost("cut"), Lost("cut"), Lost("cut")), "converged", 60, 1,
+                                    lost=lambda exc: isinstance(exc, Lost), clock=clock, pause=clock.sleep)
+    assert "into the wait until converged (cut), and all 2 reconnection attempts failed" in interrupted.value.message
+    assert (interrupted.value.result["waited"], interrupted.value.result["polls"]) == (True, 1)
+
+
+class Healthy(Failover):
+    """A server that answers every read, and counts the health reads (two statements each) made with them."""
+
+    def __init__(self, monkeypatch, converged_at: int) -> None:
+        super().__init__(monkeypatch)
+        self.reads, self.health_reads, self.converged_at = 0, 0, converged_at
+        monkeypatch.setattr(shards_info_wait, "add_health", self.add_health)
+
+    def read_shards_info(self, conn, **_read_args):
+        self.reads += 1
+        return {"converged": self.reads >= self.converged_at, "queues": {}, "warnings": []}
+
+    def add_health(self, conn, info, lock_timeout):
+        self.health_reads += 1
+        info["health"] = {"read_at": f"poll {self.reads}"}
+
+
+def test_the_modules_wait_reads_health_with_every_poll_as_the_action_plugins_polls_do(monkeypatch):
+    bed = Healthy(monkeypatch, converged_at=3)
+    info = shards_info_wait.wait_in_session(Reopening(bed.promoted, None), "converged", 30, 0.0, health=True)
+    assert (bed.reads, bed.health_reads, info["health"]["read_at"]) == (3, 3, "poll 3")

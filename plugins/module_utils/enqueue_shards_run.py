@@ -1,0 +1,93 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The run of awa_enqueue_shards: the change of one queue or of a list, then the read of those queues after it.
+
+``enqueue_shards`` is the change itself (the Python API); this file is what
+the module adds around it. After the change (in check mode: at once) it reads
+the changed queues on the change's connection - exactly the read
+awa_enqueue_shards_info returns for them, declared by shards_info_result -
+and returns it as ``observed``: which runtimes are live and on the count,
+each queue's convergence and last recorded change, and the database's clock.
+The rollout's restart plan starts from it, so it needs no read of its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ansible_collections.awa.operations.plugins.module_utils import lost_commit
+from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
+    change_enqueue_shards,
+    change_many_queues,
+    without_statements,
+)
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
+    ChangesRun,
+    EnqueueShardsResult,
+    QueueChangeRun,
+)
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, FailedWithState
+from ansible_collections.awa.operations.plugins.module_utils.report import observed_read
+from ansible_collections.awa.operations.plugins.module_utils.request import ChangeRequest
+from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+
+
+def module_result(run: QueueChangeRun | ChangesRun, *, diff: bool) -> tuple[EnqueueShardsResult, list[str]]:
+    """The module's result from a run - without its warnings, which the module hands to Ansible, and with the
+    diff only in diff mode - and the warnings. ``observed`` is added by ``change_and_read``."""
+    result: EnqueueShardsResult = {
+        "changed": run["changed"], "check_mode": run["check_mode"], "physical_queues": run["physical_queues"],
+        "previous_shards": run["previous_shards"], "lanes_created": run["lanes_created"],
+        "lanes_repaired": run["lanes_repaired"], "grants_added": run["grants_added"], "queries": run["queries"],
+        "duration": run["duration"]}
+    if "queues" in run:
+        result["queues"] = run["queues"]
+    else:
+        result.update(without_statements(run))
+    if diff:
+        result["diff"] = run["diff"]
+    return result, run["warnings"]
+
+
+def _read_failed(result: EnqueueShardsResult, warnings: list[str], error: AwaOperationsError) -> FailedWithState:
+    if result["check_mode"]:
+        done = "The check-mode run planned the change (nothing was written)"
+    elif result["changed"]:
+        done = "The change was committed (the result says what it did)"
+    else:
+        done = "Nothing needed changing"
+    return FailedWithState(
+        f"{done}, but reading the state of the queues after it failed: {error.message} The change stands: a re-run "
+        "changes nothing more and reads again; or read the state with awa.operations.awa_enqueue_shards_info.",
+        dict(result, warnings=warnings))
+
+
+def change_and_read(conn, requests: list[ChangeRequest], *, listed: bool, diff: bool,
+                    reconnect: Callable[[], object] | None, **options) -> tuple[EnqueueShardsResult, list[str]]:
+    """The module's run: change ``requests`` (``listed``: as a list run), then read those queues; the module's
+    result with the read as ``observed``, and the warnings of both.
+
+    ``options`` are change_enqueue_shards' (check_mode, lock_timeout,
+    ledger_schema, reason). The read runs on ``conn``, or - when a COMMIT lost
+    it - on a new connection from ``reconnect``. A read that fails raises
+    ``FailedWithState`` carrying the change's result: the change stands.
+    """
+    if listed:
+        run = change_many_queues(conn, requests, reconnect=reconnect, **options)
+    else:
+        run = change_enqueue_shards(conn, requests[0], reconnect=reconnect, **options)
+    result, warnings = module_result(run, diff=diff)
+    session = Reopening(conn, (lambda: lost_commit.reconnect_with_retries(reconnect)) if reconnect else None)
+    try:
+        current = session.current()
+        read = read_shards_info(current, queues=[request.queue for request in requests],
+                                runtime_roles=requests[0].runtime_roles, ledger_schema=options["ledger_schema"],
+                                lock_timeout=options["lock_timeout"])
+        server = server_address(current)
+    except AwaOperationsError as exc:
+        raise _read_failed(result, warnings, exc) from None
+    finally:
+        session.close()
+    result["observed"] = observed_read(read, server)
+    return result, list(dict.fromkeys(warnings + read["warnings"]))

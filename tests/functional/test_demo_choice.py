@@ -1,0 +1,64 @@
+"""The demo's choice of ansible-core for the Python it runs on, held against the releases themselves.
+
+hack/matrix.sh says which Python each ansible-core of the matrix needs
+(matrix_core_min_python) and picks, for the demo, the newest core a Python
+runs (matrix_core_for_python). The releases say it too: the Requires-Python
+of each pinned ansible-core, read here from the venv hack/bootstrap.sh made
+for that core. No database, no demo run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+
+REPO = Path(__file__).resolve().parents[2]
+# Every Python of the matrix, and one older than any core supports.
+PYTHONS = ("3.10", "3.11", "3.12", "3.13")
+
+
+def matrix() -> dict:
+    """The matrix as hack/matrix.sh states it, and the demo's choice for each of PYTHONS ('' for none)."""
+    script = f"""
+        root={REPO}; source "$root/hack/matrix.sh"
+        for core in "${{matrix_cores[@]}}"; do
+            printf '%s %s %s\\n' "$core" "${{matrix_core_min_python[$core]}}" "$(matrix_venv "$core")"
+        done
+        echo choices
+        for python in {' '.join(PYTHONS)}; do printf '%s %s\\n' "$python" "$(matrix_core_for_python "$python")"; done
+    """
+    lines = subprocess.run(["bash", "-c", script], check=True, capture_output=True, text=True).stdout.splitlines()
+    split = lines.index("choices")
+    cores = {core: {"min_python": minimum, "venv": Path(venv)}
+             for core, minimum, venv in (line.split() for line in lines[:split])}
+    choices = {fields[0]: fields[1] if len(fields) > 1 else "" for fields in (line.split() for line in lines[split + 1:])}
+    return {"cores": cores, "choices": choices}
+
+
+def requires_python(venv: Path) -> str:
+    if not (venv / "bin" / "python").exists():
+        pytest.skip(f"{venv} does not exist: bash hack/bootstrap.sh all prepares it")
+    code = "import importlib.metadata as m; print(m.metadata('ansible-core')['Requires-Python'])"
+    return subprocess.run([str(venv / "bin" / "python"), "-c", code], check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def test_each_core_needs_the_python_its_release_says():
+    for core, stated in matrix()["cores"].items():
+        release = requires_python(stated["venv"])
+        assert SpecifierSet(release).contains(stated["min_python"]), (core, release)
+        older = f"3.{int(stated['min_python'].split('.')[1]) - 1}"
+        assert not SpecifierSet(release).contains(older), (core, release, "needs less than the matrix says")
+
+
+def test_the_demo_runs_the_newest_core_each_python_runs():
+    stated = matrix()
+    releases = {core: SpecifierSet(requires_python(entry["venv"])) for core, entry in stated["cores"].items()}
+    for python in PYTHONS:
+        newest = next((core for core, allowed in releases.items() if allowed.contains(python)), "")
+        assert stated["choices"][python] == newest, (python, stated["choices"][python], newest)
+    assert stated["choices"]["3.10"] == "", "no core of the matrix runs on Python 3.10"

@@ -1,0 +1,58 @@
+"""Live results of awa_enqueue_shards, held against their declaration (module_utils/enqueue_shards_result).
+
+Two runs of the module's core on PostgreSQL 17 and 18 in diff mode: one
+queue (``queue``), and a list (``queues``) with a striped queue, both
+recorded in the ledger with grants for a runtime role, with a runtime live
+through them (a straggler in the read after the change, ``observed``). Every
+key and every value's type must be as declared: a key renamed in
+``enqueue_shards`` or a column that comes back as another type fails here.
+
+With ``AWA_RECORD_FIXTURES=1`` the results are also written to
+tests/unit/plugins/module_utils/fixtures/change-live-pg<major>.json, which the
+unit test of the declaration holds against the RETURN documentation.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from awa_testbed.environment import wait_for_live_runtimes
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.request import validate_requests
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
+
+FIXTURES = Path(__file__).resolve().parents[1] / "unit" / "plugins" / "module_utils" / "fixtures"
+
+
+def test_live_changes_of_one_queue_and_of_a_list_are_the_declared_result(awa_db, fleet, pg_major):
+    awa_db.setup_least_privilege(runtime_count=1)
+    runtime = awa_db.roles["runtime1"].name
+    worker = fleet.worker("w", ["orders"], role="runtime1")
+    wait_for_live_runtimes(awa_db, [worker.pid], 30)
+    login = awa_db.login_args("migrator")
+    results = {}
+    with open_connection(login, writes=True) as conn:
+        for form, entries, reason in (("queue", [{"queue": "orders", "shards": 4}], "CHG-1"),
+                                      ("queues", [{"queue": "orders", "shards": 2},
+                                                  {"queue": "events", "shards": 4, "stripes": 2}], "CHG-2")):
+            results[form], dummy = change_and_read(
+                conn, validate_requests(entries, [runtime]), listed=form == "queues", diff=True,
+                reconnect=lambda: connect(login, writes=True), check_mode=False, lock_timeout=5.0,
+                ledger_schema="awa_operations", reason=reason)
+
+    assert results["queue"]["ledger"]["change_id"] == results["queue"]["change_id"]
+    assert results["queue"]["grants_added"] and results["queue"]["diff"]["after"]["orders"]["lanes"] == 16
+    assert set(results["queues"]["queues"]) == {"orders", "events"}
+    assert results["queues"]["queues"]["events"]["physical_queues"] == ["events#0", "events#1"]
+    assert [s["pid"] for s in results["queue"]["observed"]["queues"]["orders"]["stragglers"]] == [worker.pid]
+    for form, result in results.items():
+        assert value_problems(result, EnqueueShardsResult, form) == []
+    if os.environ.get("AWA_RECORD_FIXTURES"):
+        (FIXTURES / f"change-live-pg{pg_major}.json").write_text(json.dumps(results, indent=1) + "\n",
+                                                                 encoding="utf-8")
