@@ -1,9 +1,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every module is in the action group awa, and its docs say so.
+"""Every module that connects to the database is in the action group awa, its docs say so, and no other is.
 
 module_defaults for group/awa.operations.awa reach a module only when
 meta/runtime.yml lists it; the action_group attribute tells users it does. The
-integration target proves the defaults reach both modules at run time.
+integration target proves the defaults reach both database modules at run time.
+A module without the connection options (awa_producer_services, which runs on
+the producer hosts) stays out: the group's connection defaults would be
+options it refuses.
 """
 
 from __future__ import annotations
@@ -22,14 +25,21 @@ def module_names() -> list[str]:
     return sorted(path.stem for path in (COLLECTION / "plugins" / "modules").glob("*.py") if path.stem != "__init__")
 
 
+def database_modules() -> list[str]:
+    """The modules that take the connection options."""
+    return [name for name in module_names()
+            if "awa.operations.connection" in module_documentation(name)["extends_documentation_fragment"]]
+
+
 def module_documentation(name: str) -> dict:
     module = importlib.import_module(f"ansible_collections.awa.operations.plugins.modules.{name}")
     return yaml.safe_load(module.DOCUMENTATION)
 
 
-def test_every_module_is_in_the_action_group():
+def test_every_database_module_is_in_the_action_group_and_no_other():
     runtime = yaml.safe_load((COLLECTION / "meta" / "runtime.yml").read_text(encoding="utf-8"))
-    assert sorted(runtime["action_groups"]["awa"]) == module_names()
+    assert sorted(runtime["action_groups"]["awa"]) == database_modules() == [
+        "awa_enqueue_shards", "awa_enqueue_shards_info"]
 
 
 def test_the_fragment_names_the_action_group():
@@ -41,6 +51,7 @@ def test_the_fragment_names_the_action_group():
     }
 
 
-def test_every_module_documents_its_action_group():
+def test_every_module_documents_its_action_group_membership():
     for name in module_names():
-        assert "awa.operations.attributes.action_group" in module_documentation(name)["extends_documentation_fragment"], name
+        assert ("awa.operations.attributes.action_group" in module_documentation(name)["extends_documentation_fragment"]
+                ) == (name in database_modules()), name
