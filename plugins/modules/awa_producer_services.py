@@ -75,8 +75,8 @@ notes:
   - The host's clock (RV(clock)) is read after every state, so the start of a process it reports is never later
     than it; a caller that read the database's clock before this module ran can bound the skew between the two.
 seealso:
-  - role: awa.operations.enqueue_shards
-    description: The rollout that plans and restarts the producer services with this module.
+  - module: awa.operations.awa_enqueue_shards_info
+    description: Which Awa runtimes run, and whether they run a queue's current count.
 """
 
 EXAMPLES = r"""

@@ -64,9 +64,8 @@ def unreachable_report(settings: dict, error: str) -> dict:
 def host_report(settings: dict, result: dict | None, environment_changed: bool = False) -> dict:
     """One host's report from its settings (validation) and its awa_producer_services result."""
     error = read_error(result)
-    if error is not None:
-        return unreachable_report(settings, error)
-    assert result is not None
+    if error is not None or result is None:
+        return unreachable_report(settings, error or "not read")
     services = [{"host": settings["host"], **{key: service[key] for key in SERVICE_KEYS},
                  "queues": _declared(settings, service["service"])} for service in result["services"]]
     return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
