@@ -3,8 +3,9 @@
 ``molecule-pass.json`` (the test bed's state folder) names the pass that just
 ran; ``units-<moment>.json`` hold every unit's main PID at earlier moments,
 read over SSH by snapshot.yml; ``run-<name>.json`` the JSON output of a run
-started in the background (the role's restart plan and verdicts). Tests of
-another pass skip.
+started in the background (the role's restart plan and verdicts). A test
+marked ``passes(NAME, ...)`` runs after those passes only: conftest.py
+deselects the others, so each verify runs just its pass's tests.
 
 * check: nothing changed in the database or on a host, nothing restarted;
 * raise, return, recover: the environment file as the role renders it, every
@@ -128,24 +129,18 @@ def runs_a_runtime(host, service: str, pid: int) -> bool:
     return re.search(rf"^worker \S+ pid={pid} started queues", journal, re.MULTILINE) is not None
 
 
-def in_pass(*names: str) -> dict:
-    if molecule_pass()["pass"] not in names:
-        pytest.skip(f"checked after the {' / '.join(names)} pass")
-    return molecule_pass()
-
-
 # ---- after the check-mode run: nothing changed, nothing restarted ----
 
+@pytest.mark.passes("check")
 def test_check_mode_changed_nothing_in_the_database():
-    in_pass("check")
     assert queue_facts.query(superuser_dsn(), "SELECT to_regnamespace('awa_operations')")[0][0] is None, \
         "the ledger schema was created"
     assert queue_facts.query(superuser_dsn(), "SELECT count(*) FROM awa.queue_meta WHERE queue = %s",
                              (QUEUE,))[0][0] == 0, "queue_meta was written"
 
 
+@pytest.mark.passes("check")
 def test_check_mode_changed_and_restarted_nothing_on_the_host(host):
-    in_pass("check")
     env_file = host.file(ENV_FILE)
     assert env_file.content_string == "AWA_FLEET_CHANGE=none\n"
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o644)
@@ -199,8 +194,9 @@ def test_each_unit_enqueues_and_the_fleet_works_the_jobs():
 
 # ---- after a finished run: raise (and its idempotent re-run), return, recover ----
 
+@pytest.mark.passes("raise", "return", "recover")
 def test_environment_file_is_rendered_with_owner_group_and_mode(host):
-    shards = in_pass("raise", "return", "recover")["shards"]
+    shards = molecule_pass()["shards"]
     env_file = host.file(ENV_FILE)
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "awa", 0o640)
     lines = env_file.content_string.splitlines()
@@ -209,17 +205,17 @@ def test_environment_file_is_rendered_with_owner_group_and_mode(host):
     assert REFRESH_LINE in lines
 
 
+@pytest.mark.passes("raise", "return", "recover")
 def test_every_unit_runs_its_runtime_in_its_current_process(host):
     """Done means each unit's runtime is live: its current process (systemd's main PID) started it."""
-    in_pass("raise", "return", "recover")
     for service, pid in main_pids(host).items():
         assert host.service(service).is_running, service
         assert host.service(service).is_enabled, service
         assert runs_a_runtime(host, service, pid), f"{service} (pid {pid}) runs no Awa runtime"
 
 
+@pytest.mark.passes("raise")
 def test_the_raise_restarted_every_unit_in_serial_batches_with_the_canary_watched(host):
-    in_pass("raise")
     before, now = units_at("before-raise", host), main_pids(host)
     assert all(now[service] not in (0, before[service]) for service in now), (before, now)
     # Serial [1, "50%"] over the hosts in turn: [fleet-1/@1], [fleet-2/@3, fleet-3/@4], [fleet-1/@2, fleet-3/@5].
@@ -231,14 +227,15 @@ def test_the_raise_restarted_every_unit_in_serial_batches_with_the_canary_watche
     assert min(starts[2]) >= max(starts[1]), starts
 
 
+@pytest.mark.passes("raise")
 def test_the_idempotent_run_restarted_nothing(host):
-    in_pass("raise")
     # Verify runs after molecule's idempotence step: the PIDs must still be those noted after the raise.
     assert main_pids(host) == units_at("after-raise", host)
 
 
+@pytest.mark.passes("raise", "return", "recover")
 def test_every_live_runtime_runs_with_the_new_count():
-    rollout = in_pass("raise", "return", "recover")
+    rollout = molecule_pass()
     change = queue_facts.last_count_change(superuser_dsn(), QUEUE)
     assert change.to_shards == rollout["shards"]
     live = queue_facts.live_runtimes(superuser_dsn())
@@ -249,16 +246,18 @@ def test_every_live_runtime_runs_with_the_new_count():
     assert not stragglers, f"not on change #{change.change_id}: {stragglers}"
 
 
+@pytest.mark.passes("return")
 def test_the_lowering_waited_until_the_retired_shards_drained():
-    lowered = in_pass("return")
+    lowered = molecule_pass()
     assert lowered["backlog_on_retired_shards"] > 0, "no backlog on shards 2..7 before the lowering: nothing to wait for"
     assert queue_facts.ready_beyond(superuser_dsn(), QUEUE, lowered["shards"]) == 0
 
 
 # ---- after the run during which a host vanished ----
 
+@pytest.mark.passes("vanish")
 def test_the_stopped_run_named_the_vanished_host_and_its_units_not_checked_or_restarted(host):
-    vanished = in_pass("vanish")["vanished"]
+    vanished = molecule_pass()["vanished"]
     message = stop_message("vanish")
     assert f"producer host(s) unreachable ({vanished})" in message, message
     left_out = [f"{vanished}/{service}" for service in ("awa-producer@4", "awa-producer@5")]
@@ -268,8 +267,9 @@ def test_the_stopped_run_named_the_vanished_host_and_its_units_not_checked_or_re
     assert '"enqueue_shards_queues": [{"queue": "demo", "shards": 8}]' in message
 
 
+@pytest.mark.passes("vanish")
 def test_the_canary_was_restarted_and_the_batches_after_the_host_vanished_were_not(host):
-    vanished = in_pass("vanish")["vanished"]
+    vanished = molecule_pass()["vanished"]
     if inventory_name(host) == vanished:
         pytest.skip("the vanished host's units started again at its boot")
     before, now = units_at("before-vanish", host), main_pids(host)
@@ -284,8 +284,9 @@ def test_the_canary_was_restarted_and_the_batches_after_the_host_vanished_were_n
 
 # ---- after the same window once the host was back ----
 
+@pytest.mark.passes("return")
 def test_the_return_restarted_only_the_units_still_on_the_old_count(host):
-    vanished = in_pass("return")["vanished"]
+    vanished = molecule_pass()["vanished"]
     after_vanish, now = units_at("after-vanish", host), main_pids(host)
     batches = batch_of("vanish")
     for service, pid in now.items():
@@ -298,8 +299,8 @@ def test_the_return_restarted_only_the_units_still_on_the_old_count(host):
 
 # ---- after the run that met the broken units ----
 
+@pytest.mark.passes("fault")
 def test_the_failed_run_named_both_broken_units(host):
-    in_pass("fault")
     message = stop_message("fault")
     for (name, service), fault in broken_units(host).items():
         assert f"{name}/{service} did not come back" in message, (fault, message)
@@ -308,15 +309,15 @@ def test_the_failed_run_named_both_broken_units(host):
     assert "no live Awa runtime has its pid" in message
 
 
+@pytest.mark.passes("fault")
 def test_the_plan_s_batches_followed_serial_and_spanned_hosts(host):
-    in_pass("fault")
     batches = restart_plan("fault")["batches"]
     assert [len(batch) for batch in batches] == [1, 2, 2]
     assert all(len({name for name, dummy in batch}) == len(batch) for batch in batches), batches
 
 
+@pytest.mark.passes("fault")
 def test_batches_before_the_broken_units_were_restarted_and_later_ones_not(host):
-    in_pass("fault")
     before, now = units_at("before-fault", host), main_pids(host)
     batches = batch_of("fault")
     failed = {batches[unit] for unit in broken_units(host)}
@@ -330,8 +331,8 @@ def test_batches_before_the_broken_units_were_restarted_and_later_ones_not(host)
             assert now[service] == before[service], f"{service} (batch {batch + 1}) was restarted"
 
 
+@pytest.mark.passes("fault")
 def test_the_hung_unit_runs_but_no_runtime(host):
-    in_pass("fault")
     for (name, service), fault in broken_units(host).items():
         if name == inventory_name(host) and fault == "hang":
             pid = main_pids(host)[service]
@@ -340,10 +341,10 @@ def test_the_hung_unit_runs_but_no_runtime(host):
 
 # ---- after the re-run without the faults ----
 
+@pytest.mark.passes("recover")
 def test_the_re_run_restarted_the_hung_unit_and_left_alone_what_the_failed_run_finished(host):
     """The hung unit started after the change, yet no runtime of it was live: it is restarted (once it was not,
     and the run said converged). Units the failed run restarted onto the new count are not restarted again."""
-    in_pass("recover")
     before, after_fault, now = units_at("before-fault", host), units_at("after-fault", host), main_pids(host)
     broken = broken_units(host)
     for service, pid in after_fault.items():
