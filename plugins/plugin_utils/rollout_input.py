@@ -21,7 +21,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection import (
     validate_targets,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, SERVICE_PLACEHOLDER
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_batches import batch_size_problem
@@ -47,7 +47,6 @@ SCOPES = ("queues", "rollout", "wait")
 
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 FILE_MODE = re.compile(r"^0?[0-7]{3}$")
-SERVICE_PLACEHOLDER = "{service}"
 
 
 def _number(value: object) -> float | None:
