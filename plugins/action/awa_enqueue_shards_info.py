@@ -123,4 +123,5 @@ class ActionModule(ActionBase):
         except PollFailed as exc:
             return dict(result, **exc.result)
         except FailedWithState as exc:
-            return dict(result, **exc.result, failed=True, msg=exc.message)
+            # The last poll's result says failed: false (it read fine); the wait did not.
+            return dict(result, **{**exc.result, "failed": True, "msg": exc.message})
