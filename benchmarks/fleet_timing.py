@@ -53,6 +53,8 @@ CONTROLLER_ACTIONS = frozenset(prefix + name for prefix in ("", "ansible.builtin
     "validate_argument_spec", "add_host", "group_by", "set_stats", "include_vars"))
 BATCH_PHASES = ("restarts", "batch waits", "batch checks")
 SKIPPED = "skipped"
+# Ansible's implicit host, the machine ansible-playbook runs on (the role writes its report there).
+LOCALHOST = "localhost"
 # Task names the role numbers per batch ("... - batch 2"): one row per task, not per batch.
 BATCH_SUFFIX = re.compile(r" - batch \d+$")
 
@@ -107,13 +109,13 @@ def runs_of(task: dict, controller: str) -> list[tuple[str, str, object, float]]
 def host_runs(task: dict, controller: str) -> list[tuple[str, float]]:
     """(host, seconds) of each module run this task sent to a producer host over its connection.
 
-    Left out: skipped runs, runs on the controller (tasks delegated to it)
-    and actions that run in Ansible's own process.
+    Left out: skipped runs, runs on the database controller or on localhost
+    (tasks delegated there) and actions that run in Ansible's own process.
     """
     if task["action"] in CONTROLLER_ACTIONS:
         return []
     return [(host, seconds) for host, outcome, dummy, seconds in runs_of(task, controller)
-            if host != controller and outcome != SKIPPED]
+            if host not in (controller, LOCALHOST) and outcome != SKIPPED]
 
 
 def task_label(task: dict) -> str:
