@@ -135,13 +135,20 @@ def build_parser() -> argparse.ArgumentParser:
     matrix.add_argument("--window", type=float, metavar="SECONDS", help="length of each measured window")
     hosts = parser.add_argument_group("fleet matrix (defaults: the profile's)")
     hosts.add_argument("--fleet-hosts", type=int, nargs="+", metavar="N", help="producer host counts")
-    hosts.add_argument("--fleet-queues", type=int, nargs="+", metavar="Q", help="queue counts")
+    hosts.add_argument("--fleet-queues", type=int, nargs="+", metavar="Q", help="queue counts on the fewest hosts")
+    hosts.add_argument("--fleet-host-queues", type=int, nargs="+", metavar="Q",
+                       help="queue counts on every host count (the fit over hosts)")
+    hosts.add_argument("--fleet-units-per-host", type=int, metavar="UNITS", help="producer units on each host")
+    hosts.add_argument("--fleet-produce-rate", type=float, metavar="JOBS",
+                       help="jobs a second each unit enqueues (the unit's runtime has --fleet-workers workers)")
+    hosts.add_argument("--fleet-workers", type=int, metavar="N", help="workers of each unit's runtime")
     hosts.add_argument("--fleet-configs", nargs="+", choices=fleet.CONFIGS, help="Ansible configurations")
     hosts.add_argument("--fleet-compare", nargs="*", choices=fleet.CONFIGS,
                        help="configurations also measured on the largest cell only (none: no comparison)")
     hosts.add_argument("--fleet-repeats", type=int, help="runs of the role and the floor per cell")
     hosts.add_argument("--fleet-batch-size", type=int, metavar="UNITS",
-                       help="units restarted at once (default: as many as hosts, one unit of each host)")
+                       help="units restarted at once (default: half of them, two batches, one unit of each host "
+                            "in turn)")
     return parser
 
 
@@ -154,9 +161,11 @@ def with_matrix_options(profile: Profile, args: argparse.Namespace) -> Profile:
     """The profile with the shard_choice and fleet options given on the command line."""
     shard_changes = _given({"producers": args.producers, "shards": args.shards, "paths": args.paths,
                             "repeats": args.repeats, "window_seconds": args.window})
-    fleet_changes = _given({"hosts": args.fleet_hosts, "queues": args.fleet_queues, "configs": args.fleet_configs,
-                            "compare": args.fleet_compare,
-                            "repeats": args.fleet_repeats, "batch_size": args.fleet_batch_size})
+    fleet_changes = _given({"hosts": args.fleet_hosts, "queues": args.fleet_queues,
+                            "host_queues": args.fleet_host_queues, "configs": args.fleet_configs,
+                            "compare": args.fleet_compare, "repeats": args.fleet_repeats,
+                            "batch_size": args.fleet_batch_size, "units_per_host": args.fleet_units_per_host,
+                            "produce_rate": args.fleet_produce_rate, "workers": args.fleet_workers})
     return replace(profile, shard_matrix=replace(profile.shard_matrix, **shard_changes),
                    fleet_matrix=replace(profile.fleet_matrix, **fleet_changes))
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fleet, producer_impact, shard_choice_report, stats, svg
+from . import fleet_report, producer_impact, shard_choice_report, stats, svg
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -193,10 +193,10 @@ def fleet_series(result: dict) -> dict[tuple[str, int], list[FleetPoint]]:
     """(role or floor, queues) -> median seconds per host count, for the run's first Ansible configuration."""
     config = result["matrix"]["configs"][0]
     series: dict[tuple[str, int], list[FleetPoint]] = {}
-    for (hosts, queues, cell_config), summary in sorted(fleet.median_cells(result["cells"]).items()):
+    for (hosts, queues, cell_config), summary in sorted(fleet_report.median_cells(result["cells"]).items()):
         if cell_config != config:
             continue
-        for kind in fleet.KINDS:
+        for kind in fleet_report.KINDS:
             values = summary[kind]
             series.setdefault((kind, queues), []).append(FleetPoint(hosts, values["total"], values["machine_busy"]))
     return series

@@ -2,11 +2,14 @@
 
 The hosts are the fleet scenario's (extensions/molecule/fleet): Debian 12
 systems with systemd as PID 1, booted with systemd-nspawn from the cached
-root filesystem (tests/awa_testbed/hosts.py), each running two units of the
+root filesystem (tests/awa_testbed/hosts.py), each running units of the
 scenario's ``awa-producer@.service`` (a real awa-pg 0.6.9 runtime that works
-queue demo and enqueues into it, 5 jobs a second), reached over SSH as an
-unprivileged user with sudo. The database is a least-privilege Awa database
-on the suite's durable server; the role connects as the migrator.
+queue demo and enqueues into it), reached over SSH as an unprivileged user
+with sudo. The hosts are light so that 24 fit on 2 cores: one unit each by
+default, its runtime with one worker enqueuing one job a second (the
+scenario's unit has two workers and 5 jobs a second; ``FleetMatrix`` says
+how many units and what rate). The database is a least-privilege Awa
+database on the suite's durable server; the role connects as the migrator.
 
 For each host count N, queue count Q and Ansible configuration, two runs:
 
@@ -16,20 +19,27 @@ For each host count N, queue count Q and Ansible configuration, two runs:
   serve still restarts every producer: each live runtime is judged for every
   changed queue);
 * the floor (playbooks/fleet_floor.yml): the same change in one SQL
-  transaction (psql), then the same units restarted in the same batches,
-  each batch followed by one poll task until its new runtimes are live.
+  transaction (psql), the producers' environment file written with the
+  role's template (the same essential work), then the same units restarted
+  in the same batches, each batch followed by one poll task until its new
+  runtimes are live.
 
-Each run's tasks are timed by the callback benchmarks/callback_plugins/bench_timer.py
-and split into phases by benchmarks/fleet_timing.py. Every run gets its own
-SSH control path folder, so each pays its SSH connections as an operator's
-first run does. The restarts' own time is the floor's restart and wait
-tasks: what restarting these batches costs whatever runs them.
+Each run's tasks are timed, and its task x host runs counted, by the callback
+benchmarks/callback_plugins/bench_timer.py and split into phases and batches
+by benchmarks/fleet_timing.py; the lines it printed at default verbosity are
+counted too. Every run gets its own SSH control path folder, so each pays
+its SSH connections as an operator's first run does. The machine's busy
+share (every process on it, other users' too) is read over each run; the
+tables (benchmarks/fleet_report.py) leave out of the fit a cell at 0.8 or
+more. The restarts' own time is the floor's restart and wait tasks: what
+restarting these batches costs whatever runs them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import resource
 import subprocess
@@ -43,17 +53,18 @@ import psycopg
 from awa_testbed import hosts as fleet_hosts
 from awa_testbed.awadb import AwaDatabase
 
-from . import environment, fleet_timing, stats, tables
+from . import environment, fleet_report, fleet_timing
 from .change_cost import BY_HAND_SQL
 from .environment import BenchServer
+from .fleet_report import CONTROLLER, cell_line
 
 ROOT = Path(__file__).resolve().parents[1]
 PLAYBOOKS = Path(__file__).resolve().parent / "playbooks"
 CALLBACKS = Path(__file__).resolve().parent / "callback_plugins"
 UNIT_FILE = ROOT / "extensions" / "molecule" / "fleet" / "files" / "awa-producer@.service"
+# The template the role renders the producers' environment file from: the floor renders the same file.
+ENV_TEMPLATE = ROOT / "roles" / "enqueue_shards" / "templates" / "producer.env.j2"
 CHANGE_WINDOW = "awa.operations.set_enqueue_shards"
-CONTROLLER = "awa-db"
-SERVICES = ("awa-producer@1", "awa-producer@2")
 # Hosts boot a few at a time: a dozen at once on 2 busy cores can miss the test bed's boot deadline.
 BOOT_GROUP = 4
 SETTLE_SECONDS = 3.0
@@ -68,6 +79,8 @@ CONFIGS = {
     "pipelining": {"ssh_connection": {"pipelining": "True"}},
     "pipelining+forks": {"defaults": {"forks": "50"}, "ssh_connection": {"pipelining": "True"}},
 }
+# Ansible's own default, where a configuration does not set forks.
+DEFAULT_FORKS = 5
 BASE_CONFIG = {"defaults": {"host_key_checking": "True", "retry_files_enabled": "False",
                             "callback_plugins": str(CALLBACKS), "callbacks_enabled": "bench_timer"}}
 
@@ -76,13 +89,20 @@ BASE_CONFIG = {"defaults": {"host_key_checking": "True", "retry_files_enabled": 
 class FleetMatrix:
     """What the suite measures."""
 
-    hosts: tuple[int, ...] = (3, 6, 12)
+    hosts: tuple[int, ...] = (3, 6, 12, 24)
+    # Measured on the fewest hosts: the role beside the floor as the queues grow.
     queues: tuple[int, ...] = (1, 10, 100)
+    # Measured on every host count: the fit over hosts, and what a 100-queue run prints on many hosts.
+    host_queues: tuple[int, ...] = (1, 100)
     configs: tuple[str, ...] = ("pipelining+forks",)
-    # Also measured, on the most hosts with the most queues only: how much each setting gives.
-    compare: tuple[str, ...] = ("defaults", "pipelining")
+    # Also measured, on the largest cell only: how much each setting gives.
+    compare: tuple[str, ...] = ()
     repeats: int = 1
-    # Services restarted at once; 0: as many as hosts (one unit of each host per batch, so two batches).
+    # Each host's producer units, and what each unit's runtime does (light hosts: see the module's docstring).
+    units_per_host: int = 1
+    workers: int = 1
+    produce_rate: float = 1.0
+    # Units restarted at once; 0: half of them, rounded up (two batches, one unit of each host in turn).
     batch_size: int = 0
     # 1 -> shards on new queues. The floor changes every queue in one transaction: at 100 queues x 4
     # priorities x 4 shards its new sequences' locks still fit a default lock table (docs/performance.md §3).
@@ -92,17 +112,35 @@ class FleetMatrix:
     def problems(self) -> list[str]:
         found = [f"unknown Ansible configuration {name} (choose from {', '.join(CONFIGS)})"
                  for name in (*self.configs, *self.compare) if name not in CONFIGS]
-        if min(self.hosts, default=0) < 1 or min(self.queues, default=0) < 1 or self.repeats < 1:
-            found.append("fleet hosts, queues and repeats must be at least 1")
+        counts = (*self.hosts, *self.queues, *self.host_queues, self.repeats, self.units_per_host, self.workers)
+        if min(counts, default=0) < 1 or not self.hosts or not self.queues:
+            found.append("fleet hosts, queues, repeats, units per host and workers must be at least 1")
+        if self.produce_rate <= 0:
+            found.append("the fleet's produce rate must be above 0 jobs a second")
         return found
+
+    def cells(self) -> list[tuple[int, int]]:
+        """(hosts, queues) measured: every queue count on the fewest hosts, ``host_queues`` on every host count."""
+        fewest = min(self.hosts)
+        return sorted({(hosts, queues) for hosts in self.hosts
+                       for queues in (self.queues if hosts == fewest else self.host_queues)})
 
     def configs_at(self, host_count: int, queue_count: int) -> tuple[str, ...]:
         """The configurations measured on this cell (the comparisons only on the largest)."""
-        largest = (host_count, queue_count) == (max(self.hosts), max(self.queues))
+        largest = (host_count, queue_count) == max(self.cells())
         return self.configs + tuple(name for name in self.compare if largest and name not in self.configs)
 
+    @property
+    def services(self) -> tuple[str, ...]:
+        """Each host's producer units."""
+        return tuple(f"awa-producer@{number}" for number in range(1, self.units_per_host + 1))
 
-QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), compare=())
+    def batch_units(self, host_count: int) -> int:
+        """Units restarted at once on ``host_count`` hosts."""
+        return self.batch_size or math.ceil(host_count * self.units_per_host / 2)
+
+
+QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), host_queues=(1,))
 
 
 @dataclass
@@ -117,9 +155,6 @@ class Fleet:
     runs: int = 0
     boot_seconds: list[float] = field(default_factory=list)
 
-    def batch_size(self, matrix: FleetMatrix, host_count: int) -> int:
-        return matrix.batch_size or host_count
-
     def inventory(self, host_count: int, matrix: FleetMatrix) -> Path:
         """The operator's inventory for the first ``host_count`` hosts (JSON is YAML)."""
         path = self.work_dir / f"inventory-{host_count}.yml"
@@ -130,11 +165,13 @@ class Fleet:
                 "enqueue_shards_runtime_roles": [self.db.roles["runtime1"].name],
                 "enqueue_shards_reason": "awa.operations fleet benchmark",
                 "enqueue_shards_env_file": "/etc/awa/producer.env",
+                # The role's default, said here too: the floor renders the same file without the role.
+                "enqueue_shards_environment": {},
                 "enqueue_shards_env_file_owner": "root",
                 "enqueue_shards_env_file_group": "awa",
                 "enqueue_shards_env_file_mode": "0640",
                 "enqueue_shards_restart_method": "auto",
-                "enqueue_shards_batch_size": self.batch_size(matrix, host_count),
+                "enqueue_shards_batch_size": matrix.batch_units(host_count),
                 "enqueue_shards_restart_timeout": 120,
                 "enqueue_shards_converge_timeout": 300,
                 "enqueue_shards_wait_sleep": matrix.wait_sleep,
@@ -146,7 +183,7 @@ class Fleet:
                     "hosts": {name: {} for name in self.names[:host_count]},
                     "vars": {"ansible_connection": "ssh", "ansible_user": "deploy", "ansible_become": True,
                              "ansible_python_interpreter": "/usr/bin/python3",
-                             "enqueue_shards_services": list(SERVICES)}},
+                             "enqueue_shards_services": list(matrix.services)}},
             }}}
         path.write_text(json.dumps(inventory, indent=1), encoding="utf-8")
         return path
@@ -163,7 +200,8 @@ class Fleet:
 
     def playbook(self, playbook: str, inventory: Path, extra: dict, config: str, label: str,
                  options: tuple[str, ...] = ()) -> dict:
-        """One ansible-playbook run: its exit code, wall time, phase breakdown, and the end of its output."""
+        """One ansible-playbook run: its exit code, wall time, lines printed, phase breakdown, and the end of its
+        output."""
         self.runs += 1
         run_dir = self.work_dir / f"run-{self.runs:03d}-{label}"
         run_dir.mkdir()
@@ -183,6 +221,8 @@ class Fleet:
         machine_after = machine_cpu()
         (run_dir / "output.log").write_text(result.stdout + result.stderr, encoding="utf-8")
         measured = {"rc": result.returncode, "wall_s": round(ended - started, 3),
+                    # What the operator's terminal shows at default verbosity (the run's stdout).
+                    "lines": len(result.stdout.splitlines()),
                     # CPU seconds of ansible-playbook, its forks and the modules they ran on this machine.
                     "controller_cpu_s": round(children_cpu() - cpu_before, 2),
                     "machine_busy": round((machine_after[0] - machine_before[0])
@@ -244,9 +284,9 @@ def runtimes_since(db: AwaDatabase, since: float) -> tuple[int, int]:
     return int(new), int(live)
 
 
-def interleaved_batches(names: list[str], batch_size: int) -> list[list[list[str]]]:
+def interleaved_batches(names: list[str], batch_size: int, services: tuple[str, ...]) -> list[list[list[str]]]:
     """One unit of each host in turn, ``batch_size`` at a time: the order the role restarts them in."""
-    order = [[name, service] for service in SERVICES for name in names]
+    order = [[name, service] for service in services for name in names]
     return [sorted(order[start:start + batch_size]) for start in range(0, len(order), batch_size)]
 
 
@@ -289,12 +329,29 @@ def booted_hosts(work_dir: Path, count: int) -> Iterator[tuple[list[str], Path, 
             fleet_hosts.down(state_dir)
 
 
+# What the scenario's unit runs, and what the benchmark's lighter unit runs instead (FleetMatrix).
+UNIT_LOAD = {"workers": ("--queue demo=2 ", "--queue demo={:g} "),
+             "produce_rate": ("--produce-rate 5 ", "--produce-rate {:g} ")}
+
+
+def unit_file(matrix: FleetMatrix, work_dir: Path) -> Path:
+    """The scenario's unit template with the matrix's workers and job rate."""
+    text = UNIT_FILE.read_text(encoding="utf-8")
+    for name, (said, instead) in UNIT_LOAD.items():
+        if said not in text:
+            raise RuntimeError(f"{UNIT_FILE} no longer says {said.strip()!r}: update UNIT_LOAD in benchmarks/fleet.py")
+        text = text.replace(said, instead.format(getattr(matrix, name)))
+    path = work_dir / "awa-producer@.service"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def setup(fleet: Fleet, matrix: FleetMatrix) -> None:
     """Units installed on every host, the environment file rendered by the role; nothing started."""
     inventory = fleet.inventory(len(fleet.names), matrix)
     for playbook, extra, options in (
-            (str(PLAYBOOKS / "fleet_setup.yml"),
-             {"bench_unit_file": str(UNIT_FILE), "bench_runtime_url": fleet.db.url("runtime1")}, ()),
+            (str(PLAYBOOKS / "fleet_setup.yml"), {"bench_unit_file": str(unit_file(matrix, fleet.work_dir)),
+                                                  "bench_runtime_url": fleet.db.url("runtime1")}, ()),
             (CHANGE_WINDOW, {"enqueue_shards_queues": [{"queue": "demo", "shards": 1}]},
              ("--tags", "enqueue_shards_producer_config"))):
         measured = fleet.playbook(playbook, inventory, extra, matrix.configs[-1], "setup", options)
@@ -308,7 +365,7 @@ def activate(fleet: Fleet, matrix: FleetMatrix, host_count: int) -> float:
                               {"bench_active_hosts": fleet.names[:host_count]}, matrix.configs[-1], "units")
     if measured["rc"] != 0:
         raise RuntimeError(f"starting the units failed:\n{measured.get('output_tail', '')}")
-    return fleet.wait_live(host_count * len(SERVICES))
+    return fleet.wait_live(host_count * matrix.units_per_host)
 
 
 def checked(fleet: Fleet, measured: dict, queues: list[str], shards: int, started: float, units: int) -> dict:
@@ -327,7 +384,7 @@ def measure_role(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: lis
     changes = [{"queue": queue, "shards": matrix.shards} for queue in queues]
     measured = fleet.playbook(CHANGE_WINDOW, fleet.inventory(host_count, matrix), {"enqueue_shards_queues": changes},
                               config, f"role-{host_count}h-{len(queues)}q-{config}")
-    return checked(fleet, measured, queues, matrix.shards, started, host_count * len(SERVICES))
+    return checked(fleet, measured, queues, matrix.shards, started, host_count * matrix.units_per_host)
 
 
 def measure_floor(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: list[str], config: str) -> dict:
@@ -335,17 +392,18 @@ def measure_floor(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: li
     sql_file.write_text(floor_sql(fleet.db, queues, matrix.shards), encoding="utf-8")
     login = fleet.db.login_args("migrator")
     started = time.time()
-    batches = interleaved_batches(fleet.names[:host_count], fleet.batch_size(matrix, host_count))
+    batches = interleaved_batches(fleet.names[:host_count], matrix.batch_units(host_count), matrix.services)
     measured = fleet.playbook(str(PLAYBOOKS / "fleet_floor.yml"), fleet.inventory(host_count, matrix), {
         "bench_psql": str(fleet.bench.server.bin_dir / "psql"),
         "bench_pg_env": {"PGHOST": login["login_host"], "PGPORT": str(login["login_port"]),
                          "PGDATABASE": login["login_db"], "PGUSER": login["login_user"],
                          "PGPASSWORD": login["login_password"]},
-        "bench_sql_file": str(sql_file), "bench_batches": batches, "bench_started": started,
+        "bench_sql_file": str(sql_file), "bench_env_template": str(ENV_TEMPLATE),
+        "bench_batches": batches, "bench_started": started,
         "bench_wait_sleep": matrix.wait_sleep, "bench_restart_timeout": 120,
     }, config, f"floor-{host_count}h-{len(queues)}q-{config}")
     measured["planned_batches"] = batches
-    return checked(fleet, measured, queues, matrix.shards, started, host_count * len(SERVICES))
+    return checked(fleet, measured, queues, matrix.shards, started, host_count * matrix.units_per_host)
 
 
 def measure_cell(fleet: Fleet, matrix: FleetMatrix, host_count: int, queue_count: int, config: str,
@@ -357,20 +415,21 @@ def measure_cell(fleet: Fleet, matrix: FleetMatrix, host_count: int, queue_count
     for kind, measure in kinds if repeat % 2 == 0 else kinds[::-1]:
         queues = [f"f{fleet.runs + 1:03d}_{index:03d}" for index in range(queue_count)]
         cell[kind] = measure(fleet, matrix, host_count, queues, config)
-        cell[f"{kind}_settle_s"] = fleet.wait_live(host_count * len(SERVICES))
+        cell[f"{kind}_settle_s"] = fleet.wait_live(host_count * matrix.units_per_host)
     cell["load_after"] = environment.load_average()
     cell["same_batches"] = cell["role"].get("batches") == cell["floor"].get("batches")
     return cell
 
 
 def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
-    units = max(matrix.hosts) * len(SERVICES)
+    units = max(matrix.hosts) * matrix.units_per_host
     connections = SPARE_CONNECTIONS + CONNECTIONS_PER_UNIT * units
     with environment.restarted_with(bench, {"max_connections": connections}):
         db = bench.fresh_database()
         db.setup_least_privilege(runtime_count=1, migrator_in_runtime_roles=True)
         try:
-            return {"max_connections": connections, **measure_fleet(bench, db, matrix, work_dir)}
+            forks = {name: int(config.get("defaults", {}).get("forks", DEFAULT_FORKS)) for name, config in CONFIGS.items()}
+            return {"max_connections": connections, "forks": forks, **measure_fleet(bench, db, matrix, work_dir)}
         finally:
             db.drop()
 
@@ -388,8 +447,8 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
             if "warm_up" not in result:
                 # Unmeasured: the first run on fresh hosts also fills caches on both sides.
                 result["warm_up"] = measure_role(fleet, matrix, host_count, ["warmup"], matrix.configs[-1])
-                fleet.wait_live(host_count * len(SERVICES))
-            for queue_count in matrix.queues:
+                fleet.wait_live(host_count * matrix.units_per_host)
+            for queue_count in sorted(queues for hosts, queues in matrix.cells() if hosts == host_count):
                 for config in matrix.configs_at(host_count, queue_count):
                     for repeat in range(matrix.repeats):
                         cell = measure_cell(fleet, matrix, host_count, queue_count, config, repeat)
@@ -400,197 +459,5 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
     return result
 
 
-# -- reporting ------------------------------------------------------------
-
-SHOWN_PHASES = ("start-up", "validate", "preflight", "change", "producer config", "restart plan", "restarts",
-                "batch waits", "batch checks", "final wait", "summary")
-KINDS = ("role", "floor")
-
-
-def run_breakdown(run: dict) -> dict:
-    """The run's breakdown, recomputed from the callback's record (kept in the results) with this checkout's rules."""
-    record, stored = run.get("timings"), run.get("breakdown")
-    if not record or not stored:
-        return stored or {}
-    ended = record.get("ended", 0.0) + stored["phases"]["exit"]
-    return fleet_timing.breakdown(record, ended - run["wall_s"], ended, CONTROLLER, run.get("controller_cpu_s"))
-
-
-def _phases(run: dict, key: str = "phases") -> dict:
-    return run_breakdown(run).get(key) or {}
-
-
-def cell_line(cell: dict) -> str:
-    role, floor = cell["role"], cell["floor"]
-    return (f"  {cell['hosts']} hosts, {cell['queues']} queues, {cell['config']}: role {role['wall_s']:.1f} s "
-            f"(rc {role['rc']}), floor {floor['wall_s']:.1f} s (rc {floor['rc']}), load {cell['load_after'][0]}")
-
-
-def _median_run(runs: list[dict]) -> dict:
-    """Medians over repeats of one kind: total, every phase, the restarts' own time, CPU."""
-    return {"total": stats.median([run["wall_s"] for run in runs]),
-            **{phase: stats.median([_phases(run).get(phase, 0.0) for run in runs]) for phase in fleet_timing.PHASES},
-            "cpu": {phase: stats.median([_phases(run, "phase_cpu")[phase] for run in runs
-                                         if _phases(run, "phase_cpu")]) for phase in fleet_timing.PHASES},
-            "dispatches": stats.median([sum(_phases(run, "phase_dispatches").values()) for run in runs]),
-            "module_runs": stats.median([run_breakdown(run).get("remote_module_runs", 0) for run in runs]),
-            "restarts_own": stats.median([fleet_timing.restarts_own_time(_phases(run)) for run in runs
-                                          if _phases(run)]),
-            "controller_cpu": stats.median([run["controller_cpu_s"] for run in runs]),
-            "machine_busy": stats.median([run["machine_busy"] for run in runs])}
-
-
-def median_cells(cells: list[dict]) -> dict[tuple[int, int, str], dict]:
-    """(hosts, queues, config) -> medians of the role's and the floor's runs over the repeats."""
-    grouped: dict[tuple[int, int, str], list[dict]] = {}
-    for cell in cells:
-        grouped.setdefault((cell["hosts"], cell["queues"], cell["config"]), []).append(cell)
-    return {key: {"n": len(repeats),
-                  "complete": all(cell[kind]["rc"] == 0 and cell[kind].get("effect", {}).get("complete")
-                                  for cell in repeats for kind in KINDS),
-                  **{kind: _median_run([cell[kind] for cell in repeats]) for kind in KINDS}}
-            for key, repeats in grouped.items()}
-
-
-def phase_table(major: int, result: dict) -> str:
-    rows = []
-    for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
-        for kind in KINDS:
-            values = summary[kind]
-            rows.append([hosts, queues, config, kind, values["total"], *(values[phase] for phase in SHOWN_PHASES),
-                         values["other"] + values["exit"], values["controller_cpu"],
-                         summary["complete"] if kind == "role" else None])
-    return tables.render(
-        f"Fleet change window, PostgreSQL {major}: the role beside the floor (seconds, median of "
-        f"{result['matrix']['repeats']})",
-        ["hosts", "queues", "ansible.cfg", "run", "total", *SHOWN_PHASES, "other+exit", "controller CPU",
-         "complete"], rows,
-        "Phases add up to the total. restarts = the service manager's restart tasks, batch waits = until the "
-        "batch's new runtimes are live, batch checks = every other task of a batch; controller CPU = CPU seconds "
-        "of ansible-playbook, its forks and the modules run on the controller; complete = every queue on its "
-        "count and every unit's runtime restarted and live, after both runs.")
-
-
-def target_table(major: int, result: dict) -> str:
-    rows = []
-    for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
-        role, floor = summary["role"], summary["floor"]
-        own = floor["restarts_own"]
-        beyond = role["total"] - own if own is not None else None
-        rows.append([hosts, queues, config, role["total"], floor["total"], own, beyond,
-                     beyond is not None and beyond < 60, round(role["total"] / floor["total"], 2),
-                     role["total"] <= 1.5 * floor["total"], role["machine_busy"]])
-    return tables.render(
-        f"Fleet targets, PostgreSQL {major} (seconds)",
-        ["hosts", "queues", "ansible.cfg", "role", "floor", "restarts' own time", "role - restarts' own",
-         "< 60 s", "role/floor", "<= 1.5", "machine busy (role)"], rows,
-        "restarts' own time = the floor's restart and batch-wait tasks (the same units in the same batches); "
-        "machine busy = share of both cores busy (every process on the machine) during the role's run.")
-
-
-def _metric(summary: dict, kind: str, name: str) -> float:
-    if kind == "role - floor":
-        return summary["role"][name] - summary["floor"][name]
-    return summary[kind][name]
-
-
-def slopes(medians: dict, config: str, kind: str, name: str = "total") -> tuple[dict, dict]:
-    """({queues: seconds per added host}, {hosts: seconds per added queue}) of one metric."""
-    keys = [key for key in medians if key[2] == config]
-    host_counts, queue_counts = sorted({key[0] for key in keys}), sorted({key[1] for key in keys})
-    per_host = {queues: fleet_timing.slope([(hosts, _metric(medians[(hosts, queues, config)], kind, name))
-                                            for hosts in host_counts if (hosts, queues, config) in medians])
-                for queues in queue_counts}
-    per_queue = {hosts: fleet_timing.slope([(queues, _metric(medians[(hosts, queues, config)], kind, name))
-                                            for queues in queue_counts if (hosts, queues, config) in medians])
-                 for hosts in host_counts}
-    return per_host, per_queue
-
-
-def _rounded(value: float | None, factor: float = 1.0) -> float | None:
-    return round(value * factor, 3) if value is not None else None
-
-
-def cost_table(major: int, result: dict) -> str:
-    medians = median_cells(result["cells"])
-    rows = []
-    for config in result["matrix"]["configs"]:
-        for kind in (*KINDS, "role - floor"):
-            per_host, per_queue = slopes(medians, config, kind)
-            rows += [[config, kind, f"per added host, at {queues} queues", _rounded(value)]
-                     for queues, value in per_host.items() if value is not None]
-            rows += [[config, kind, f"per added queue, on {hosts} hosts", _rounded(value)]
-                     for hosts, value in per_queue.items() if value is not None]
-    if not rows:
-        return ""
-    return tables.render(
-        f"Fleet cost per added host and per added queue, PostgreSQL {major} (seconds, least-squares slope of the "
-        "median totals)", ["ansible.cfg", "run", "what", "seconds"], rows)
-
-
-def phase_cost_table(major: int, result: dict) -> str:
-    """Which of the role's phases grow with hosts and with queues."""
-    medians = median_cells(result["cells"])
-    rows = []
-    for config in result["matrix"]["configs"]:
-        keys = [key for key in medians if key[2] == config]
-        most_hosts, most_queues = max((key[0] for key in keys), default=0), max((key[1] for key in keys), default=0)
-        for phase in (*SHOWN_PHASES, "other"):
-            per_host, per_queue = slopes(medians, config, "role", phase)
-            rows.append([config, phase, _rounded(per_host.get(most_queues)),
-                         _rounded(per_queue.get(most_hosts), 1000)])
-    if all(row[2] is None and row[3] is None for row in rows):
-        return ""
-    return tables.render(
-        f"Fleet role phases: cost per added host and per added queue, PostgreSQL {major}",
-        ["ansible.cfg", "phase", "s per added host (most queues)", "ms per added queue (most hosts)"], rows)
-
-
-def task_table(major: int, result: dict, top: int = 20) -> str:
-    """Where the largest role run spent its time, task by task."""
-    runs = [cell for cell in result["cells"]
-            if "breakdown" in cell["role"] and cell["config"] == result["matrix"]["configs"][0]]
-    if not runs:
-        return ""
-    largest = max(runs, key=lambda cell: (cell["hosts"], cell["queues"], cell["role"]["wall_s"]))
-    breakdown = run_breakdown(largest["role"])
-    ordered = sorted(breakdown["tasks"].items(), key=lambda item: -item[1]["seconds"])[:top]
-    rows = [[name[:100], entry["phase"], entry["runs"], entry["seconds"], entry.get("cpu"),
-             entry.get("dispatches"), entry["host_runs"],
-             round(entry["host_seconds"] / entry["host_runs"], 2) if entry["host_runs"] else None]
-            for name, entry in ordered]
-    return tables.render(
-        f"Fleet role run task by task, PostgreSQL {major}: {largest['hosts']} hosts, {largest['queues']} queues, "
-        f"{largest['config']} ({largest['role']['wall_s']:.1f} s)",
-        ["task", "phase", "runs", "seconds", "CPU s", "host dispatches", "module runs on hosts", "s per module run"],
-        rows,
-        f"{breakdown['task_starts']} task starts, {breakdown['batches']} batches, {breakdown['remote_module_runs']} "
-        f"module runs sent to producer hosts (mean {breakdown['remote_module_mean_s']} s each). seconds = from the "
-        "task's start to the next task's start, summed over its runs (the batches); CPU s = the controller's CPU "
-        "over the same spans; host dispatches = hosts handed to a worker process (skipped ones too).")
-
-
-def cpu_table(major: int, result: dict) -> str:
-    """The controller's CPU seconds per phase: what a busy machine changes least."""
-    rows = []
-    for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
-        for kind in KINDS:
-            values = summary[kind]
-            cpu = values["cpu"]
-            rows.append([hosts, queues, config, kind, values["controller_cpu"],
-                         *(cpu[phase] for phase in SHOWN_PHASES),
-                         None if cpu["other"] is None else cpu["other"] + (cpu["exit"] or 0.0),
-                         values["dispatches"], values["module_runs"]])
-    return tables.render(
-        f"Fleet change window, PostgreSQL {major}: the controller's CPU seconds per phase (median)",
-        ["hosts", "queues", "ansible.cfg", "run", "CPU total", *SHOWN_PHASES, "other+exit", "host dispatches",
-         "module runs on hosts"], rows,
-        "CPU of ansible-playbook, its forks, their SSH clients and the modules run on the controller (a fork's "
-        "CPU counts when it is reaped, a moment after its task); not the producer hosts' own CPU. host "
-        "dispatches = (task, host) pairs handed to a worker process, skipped ones included.")
-
-
-def table(major: int, result: dict) -> str:
-    parts = (phase_table(major, result), cpu_table(major, result), target_table(major, result),
-             cost_table(major, result), phase_cost_table(major, result), task_table(major, result))
-    return "\n".join(part for part in parts if part)
+# The suite's tables (benchmarks/__main__.py asks this module for them).
+table = fleet_report.table

@@ -9,12 +9,22 @@ task; exit is from the end of the playbook until the process returned.
 
 A task's phase comes from the tags the role's tasks/main.yml gives each
 phase (``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
-``bench_change``, ``bench_pickup`` and ``bench_wait``). Within the pickup
-phase, tasks loaded by a looped include (one iteration per batch) are the
-batches: the service manager's restarts, the waits for the restarted
-runtimes (an ``awa_enqueue_shards_info`` task with ``wait``, or the floor's
-``bench_wait``), and the batch's other tasks (reads, state, verdict); the
+``bench_change``, ``bench_producer_config``, ``bench_pickup`` and
+``bench_wait``). Within the pickup phase, tasks loaded by a looped include
+(one iteration per batch) are the batches: the restarts (the service
+manager's tasks, or the role's ``awa_producer_services`` run on the batch's
+hosts), the waits for the restarted runtimes (an ``awa_enqueue_shards_info``
+task with ``wait``, or the floor's ``bench_wait``), and the batch's other
+tasks (reads, state, verdict); the
 pickup tasks before the batches are the restart plan.
+
+A run's cost in task x host runs: every (task, host) result the callback
+listed - ok, changed, skipped, failed or unreachable, each loop item once,
+counted for the host it ran on (the host a task or item was delegated to).
+``run_once`` tasks count once. Split by phase, by batch (the iterations of
+the looped include) and, within a batch, by host: a batch that dispatches
+only to its own hosts has runs on them and on the database controller,
+none on the others.
 """
 
 from __future__ import annotations
@@ -29,19 +39,22 @@ PHASE_TAGS = {
     "enqueue_shards_change": "change",
     "bench_change": "change",
     "enqueue_shards_producer_config": "producer config",
+    "bench_producer_config": "producer config",
     "enqueue_shards_pickup": "pickup",
     "bench_pickup": "pickup",
     "enqueue_shards_wait": "final wait",
     "enqueue_shards_summary": "summary",
 }
 RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service",
-                             "systemd_service", "systemd", "service"})
+                             "systemd_service", "systemd", "service", "awa.operations.awa_producer_services"})
 # Actions Ansible runs in the controller's own process: no module is sent to the host.
 CONTROLLER_ACTIONS = frozenset(prefix + name for prefix in ("", "ansible.builtin.") for name in (
     "set_fact", "assert", "debug", "include_tasks", "import_tasks", "include_role", "meta", "fail", "pause",
     "validate_argument_spec", "add_host", "group_by", "set_stats", "include_vars"))
 BATCH_PHASES = ("restarts", "batch waits", "batch checks")
 SKIPPED = "skipped"
+# Ansible's implicit host, the machine ansible-playbook runs on (the role writes its report there).
+LOCALHOST = "localhost"
 # Task names the role numbers per batch ("... - batch 2"): one row per task, not per batch.
 BATCH_SUFFIX = re.compile(r" - batch \d+$")
 
@@ -75,16 +88,34 @@ def task_spans(record: dict) -> list[dict]:
             for task, end, cpu_end in zip(tasks, ends, cpu_ends)]
 
 
+def runs_of(task: dict, controller: str) -> list[tuple[str, str, object, float]]:
+    """(host it ran on, outcome, loop item, seconds) of each run of this task (see the module's docstring).
+
+    Seconds: the inventory host's part of the task, shared by the runs it
+    listed (a delegated loop runs its items one after the other). A record
+    of a callback that did not list runs (the 0.2.0 results) counts one run
+    per host that ended, on the controller when the task was delegated.
+    """
+    runs = []
+    for name, host in task["hosts"].items():
+        seconds = host["end"] - host["start"] if "start" in host and "end" in host else 0.0
+        listed = host.get("runs")
+        if listed is None:
+            listed = [[controller if task["delegated"] else name, host["status"], None]] if "status" in host else []
+        runs += [(ran_on, outcome, item, seconds / len(listed)) for ran_on, outcome, item in listed]
+    return runs
+
+
 def host_runs(task: dict, controller: str) -> list[tuple[str, float]]:
     """(host, seconds) of each module run this task sent to a producer host over its connection.
 
-    Left out: skipped hosts, the controller, tasks delegated (to the database
-    controller) and actions that run in Ansible's own process.
+    Left out: skipped runs, runs on the database controller or on localhost
+    (tasks delegated there) and actions that run in Ansible's own process.
     """
-    if task["delegated"] or task["action"] in CONTROLLER_ACTIONS:
+    if task["action"] in CONTROLLER_ACTIONS:
         return []
-    return [(name, host["end"] - host["start"]) for name, host in task["hosts"].items()
-            if name != controller and host.get("status") not in (None, SKIPPED) and "start" in host and "end" in host]
+    return [(host, seconds) for host, outcome, dummy, seconds in runs_of(task, controller)
+            if host not in (controller, LOCALHOST) and outcome != SKIPPED]
 
 
 def task_label(task: dict) -> str:
@@ -119,20 +150,33 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
     first = spans[0]["start"] if spans else record.get("ended", process_ended)
     phases["start-up"] = max(0.0, first - process_started)
     phases["exit"] = max(0.0, process_ended - record.get("ended", process_ended))
+    task_host_runs = dict.fromkeys(PHASES, 0)
+    outcomes: dict[str, int] = defaultdict(int)
+    batch_runs: dict[str, dict] = {}
     by_name: dict[str, dict] = {}
     remote = []
     per_host: dict[str, float] = defaultdict(float)
     for task in spans:
         phases[task["phase"]] += task["span"]
         dispatches[task["phase"]] += len(task["hosts"])
+        ran = runs_of(task, controller)
+        task_host_runs[task["phase"]] += len(ran)
+        for dummy, outcome, dummy_item, dummy_seconds in ran:
+            outcomes[outcome] += 1
+        if task["phase"] in BATCH_PHASES:
+            batch = batch_runs.setdefault(task["loop"]["iteration"], {"runs": 0, "hosts": defaultdict(int)})
+            batch["runs"] += len(ran)
+            for host, dummy, dummy_item, dummy_seconds in ran:
+                batch["hosts"][host] += 1
         runs = host_runs(task, controller)
         remote += [seconds for dummy, seconds in runs]
         for host, seconds in runs:
             per_host[host] += seconds
         entry = by_name.setdefault(task_label(task), {"phase": task["phase"], "action": task["action"], "runs": 0,
                                                       "seconds": 0.0, "cpu": 0.0, "dispatches": 0, "host_runs": 0,
-                                                      "host_seconds": 0.0, "retries": 0})
+                                                      "host_seconds": 0.0, "retries": 0, "task_host_runs": 0})
         entry["runs"] += 1
+        entry["task_host_runs"] += len(ran)
         entry["seconds"] += task["span"]
         entry["cpu"] += task["cpu_span"] or 0.0
         entry["dispatches"] += len(task["hosts"])
@@ -146,6 +190,12 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
         "phase_cpu": phase_cpu(spans, process_cpu),
         # Hosts handed to a worker process, skipped ones included: each is a fork of ansible-playbook.
         "phase_dispatches": dispatches,
+        # Task x host runs (see the module's docstring), in all, by phase, by outcome, and each batch's by host.
+        "task_host_runs": sum(task_host_runs.values()),
+        "phase_task_host_runs": task_host_runs,
+        "outcomes": dict(sorted(outcomes.items())),
+        "batch_task_host_runs": [{"runs": batch["runs"], "hosts": dict(sorted(batch["hosts"].items()))}
+                                 for batch in batch_runs.values()],
         "tasks": {name: dict(entry, seconds=round(entry["seconds"], 3), cpu=round(entry["cpu"], 3),
                              host_seconds=round(entry["host_seconds"], 3))
                   for name, entry in by_name.items()},
@@ -157,8 +207,16 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
     }
 
 
+def restarted_units(host: str, item: object) -> list[list[str]]:
+    """The (host, unit) pairs one restart run restarted: the floor loops over unit names, the role over one
+    entry per host (``{host, services, ...}``, delegated to that host)."""
+    if isinstance(item, dict):
+        return [[host, str(service)] for service in item.get("services", [])]
+    return [] if item is None else [[host, str(item)]]
+
+
 def restarted_batches(record: dict, controller: str) -> list[list[list[str]]]:
-    """The (host, unit) pairs each batch restarted, in order: what the service manager tasks did per iteration."""
+    """The (host, unit) pairs each batch restarted, in order: what the restart tasks did per iteration."""
     batches: dict[str, list[list[str]]] = defaultdict(list)
     order: list[str] = []
     for task in task_spans(record):
@@ -168,8 +226,13 @@ def restarted_batches(record: dict, controller: str) -> list[list[list[str]]]:
         if iteration not in batches:
             order.append(iteration)
         for name, host in task["hosts"].items():
-            if name != controller and host.get("status") not in (None, SKIPPED):
-                batches[iteration] += [[name, item] for item in host.get("items", [])]
+            if "runs" not in host:  # a 0.2.0 record: the unit names of the host's own items
+                if name != controller and host.get("status") not in (None, SKIPPED):
+                    batches[iteration] += [[name, item] for item in host.get("items", [])]
+                continue
+            for ran_on, outcome, item, dummy in runs_of({**task, "hosts": {name: host}}, controller):
+                if ran_on != controller and outcome not in (SKIPPED, "failed", "unreachable"):
+                    batches[iteration] += restarted_units(ran_on, item)
     return [sorted(batches[iteration]) for iteration in order]
 
 
@@ -178,10 +241,11 @@ def restarts_own_time(phases: dict) -> float:
     return round(phases["restarts"] + phases["batch waits"], 3)
 
 
-def slope(points: list[tuple[float, float]]) -> float | None:
-    """Least-squares slope of y over x; None with fewer than two distinct x."""
+def line_fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """Least-squares line y = a + b x through the points: (a, b); None with fewer than two distinct x."""
     if len({x for x, dummy in points}) < 2:
         return None
     mean_x = sum(x for x, dummy in points) / len(points)
     mean_y = sum(y for dummy, y in points) / len(points)
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, dummy in points)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, dummy in points)
+    return mean_y - slope * mean_x, slope

@@ -10,6 +10,14 @@ reports the event (with the CPU seconds it and the processes it reaped
 have used so far, at each task start): a task starts when the strategy announces it, a host's
 part of it when the host is handed to a worker and ends when its result is
 processed. benchmarks/fleet_timing.py turns the records into phases.
+
+Each host's part also lists its runs, ``[host it ran on, outcome, item]``:
+the host a result was delegated to (per loop item, too), else the host
+itself; the outcome ok, changed, skipped, failed or unreachable. A looped
+task lists each item's run (a ``delegate_to: "{{ item.host }}"`` loop run
+once lists every host it reached) and its final result adds none; any other
+result is one run, item null. These are the task x host runs the benchmark
+counts.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ DOCUMENTATION = """
     type: aggregate
     short_description: Task and host timings as JSON, for benchmarks/fleet.py
     description:
-      - Writes every task's start, tags, action, file and loop iteration, and each host's start, end and
-        status, to the file named by the environment variable AWA_BENCH_TIMINGS.
+      - Writes every task's start, tags, action, file and loop iteration, and each host's start, end,
+        status and runs (the host each ran on, delegation and loop items included), to the file named by
+        the environment variable AWA_BENCH_TIMINGS.
     requirements:
       - enabled with ANSIBLE_CALLBACKS_ENABLED=bench_timer
 """
@@ -37,6 +46,27 @@ def _cpu_seconds() -> float:
     """CPU time of ansible-playbook and of every process it has reaped: its forks, their SSH clients and modules."""
     own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def _ran_on(result) -> str:
+    """The host a result ran on: the one it was delegated to, else its own.
+
+    A skipped result carries no delegated vars, but its task's ``delegate_to``
+    was rendered by the worker (the final result of a loop keeps the template:
+    its items say where they ran)."""
+    delegated = (result.result.get("_ansible_delegated_vars") or {}).get("ansible_delegated_host")
+    target = delegated or result.task.delegate_to
+    return str(target) if target and "{{" not in str(target) else result.host.get_name()
+
+
+def _run(result, status: str, item: bool) -> list:
+    """[host the result ran on, outcome, the loop item or None]."""
+    if status == "ok" and result.result.get("changed"):
+        status = "changed"
+    elif status in ("failed", "ignored"):
+        status = "unreachable" if result.result.get("unreachable") else "failed"
+    return [_ran_on(result), status,
+            json.loads(json.dumps(result.result.get("item"), default=str)) if item else None]
 
 
 def _loop_iteration(task) -> dict | None:
@@ -91,12 +121,26 @@ class CallbackModule(CallbackBase):
         if entry is not None:
             entry["hosts"][host.get_name()] = {"start": time.time()}
 
-    def _host_end(self, result, status: str) -> None:
+    def _host(self, result) -> dict | None:
         entry = self._entry(result.task)
-        if entry is None:
+        return None if entry is None else entry["hosts"].setdefault(result.host.get_name(), {})
+
+    def _host_end(self, result, status: str) -> None:
+        host = self._host(result)
+        if host is None:
             return
-        host = entry["hosts"].setdefault(result.host.get_name(), {})
         host.update(end=time.time(), status=status)
+        if not host.get("looped"):
+            host.setdefault("runs", []).append(_run(result, status, item=False))
+
+    def _item_end(self, result, status: str) -> None:
+        host = self._host(result)
+        if host is None:
+            return
+        host["looped"] = True
+        if status == "ok":
+            host.setdefault("items", []).append(str(result.result.get("item")))
+        host.setdefault("runs", []).append(_run(result, status, item=True))
 
     def v2_runner_on_ok(self, result) -> None:
         self._host_end(result, "ok")
@@ -111,10 +155,13 @@ class CallbackModule(CallbackBase):
         self._host_end(result, "unreachable")
 
     def v2_runner_item_on_ok(self, result) -> None:
-        entry = self._entry(result.task)
-        if entry is not None:
-            host = entry["hosts"].setdefault(result.host.get_name(), {})
-            host.setdefault("items", []).append(str(result.result.get("item")))
+        self._item_end(result, "ok")
+
+    def v2_runner_item_on_failed(self, result) -> None:
+        self._item_end(result, "failed")
+
+    def v2_runner_item_on_skipped(self, result) -> None:
+        self._item_end(result, "skipped")
 
     def v2_runner_retry(self, result) -> None:
         entry = self._entry(result.task)

@@ -1,10 +1,13 @@
-"""The fleet benchmark's own accounting (benchmarks/fleet_timing.py, benchmarks/callback_plugins/bench_timer.py).
+"""The fleet benchmark's own accounting (benchmarks/fleet_timing.py, benchmarks/callback_plugins/bench_timer.py),
+and what it counts of the role: a batch runs on its own hosts only.
 
-No database and no hosts: a real ansible-playbook run on localhost with the
-callback enabled, shaped like the role (tagged phases, batches as a looped
-include with a restart and a wait per batch), and the arithmetic on its
-record. No timing is asserted: only that every second lands in one phase and
-that batches and their restarts are told apart.
+The accounting needs no database and no hosts: a real ansible-playbook run
+on localhost with the callback enabled, shaped like the role (tagged phases,
+batches as a looped include with a restart and a wait per batch), and the
+arithmetic on its record. No timing is asserted: only that every second
+lands in one phase, that batches and their restarts are told apart, and
+what runs where. The role's own count runs the change-window playbook on the
+test bed with two inventory hosts (both this machine, one service each).
 """
 
 from __future__ import annotations
@@ -17,8 +20,10 @@ import sys
 import time
 from pathlib import Path
 
+from awa_testbed import environment
 from benchmarks import fleet_timing
 from benchmarks.fleet import CALLBACKS, interleaved_batches
+from rollout_support import TESTBED_INVENTORY, set_enqueue_shards
 
 PLAYBOOK = """
 - name: Shaped like the role
@@ -64,12 +69,17 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def timer_env(timings: Path) -> dict[str, str]:
+    """The environment that has ansible-playbook write the callback's record to ``timings``."""
+    return {"ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_CALLBACKS_ENABLED": "bench_timer",
+            "AWA_BENCH_TIMINGS": str(timings)}
+
+
 def run_shaped_playbook(tmp_path: Path, batches: list) -> tuple[dict, float, float, float]:
     for name, text in (("play.yml", PLAYBOOK), ("pickup.yml", PICKUP), ("batch.yml", BATCH)):
         (tmp_path / name).write_text(text, encoding="utf-8")
     timings = tmp_path / "timings.json"
-    env = {**os.environ, "ANSIBLE_CALLBACK_PLUGINS": str(CALLBACKS), "ANSIBLE_CALLBACKS_ENABLED": "bench_timer",
-           "AWA_BENCH_TIMINGS": str(timings)}
+    env = {**os.environ, **timer_env(timings)}
     started, cpu_before = time.time(), children_cpu()
     result = subprocess.run(
         [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "one,two,", "-c", "local", "play.yml",
@@ -81,7 +91,7 @@ def run_shaped_playbook(tmp_path: Path, batches: list) -> tuple[dict, float, flo
 
 
 def test_every_second_of_a_run_lands_in_one_phase_and_batches_are_told_apart(tmp_path):
-    batches = interleaved_batches(["one", "two"], 2)
+    batches = interleaved_batches(["one", "two"], 2, ("awa-producer@1", "awa-producer@2"))
     assert batches == [[["one", "awa-producer@1"], ["two", "awa-producer@1"]],
                        [["one", "awa-producer@2"], ["two", "awa-producer@2"]]]
     record, started, ended, cpu = run_shaped_playbook(tmp_path, batches)
@@ -103,6 +113,53 @@ def test_every_second_of_a_run_lands_in_one_phase_and_batches_are_told_apart(tmp
     assert fleet_timing.restarted_batches(record, controller="nobody") == batches
 
 
-def test_slope_is_the_cost_of_one_more_unit():
-    assert fleet_timing.slope([(3, 40.0), (6, 49.0), (12, 67.0)]) == 3.0
-    assert fleet_timing.slope([(3, 40.0)]) is None
+def test_the_fit_over_hosts_is_the_fixed_cost_and_the_cost_of_one_more_host():
+    assert fleet_timing.line_fit([(3, 40.0), (6, 49.0), (12, 67.0)]) == (31.0, 3.0)
+    assert fleet_timing.line_fit([(3, 40.0), (3, 41.0)]) is None
+
+
+TWO_HOSTS = """\
+all:
+  children:
+    awa_db_controller:
+      hosts:
+        localhost:
+    awa_producers:
+      hosts:
+        producer-a:
+          enqueue_shards_services: [{first}]
+        producer-b:
+          enqueue_shards_services: [{second}]
+"""
+
+
+def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed, tmp_path, monkeypatch):
+    # Two producer hosts (both this machine: the test bed's programs), one service each, one service a batch.
+    first, second = environment.load_state(testbed)["programs"]
+    inventory = tmp_path / "inventory.yml"
+    inventory.write_text(TWO_HOSTS.format(first=first, second=second), encoding="utf-8")
+    (tmp_path / "group_vars").symlink_to(TESTBED_INVENTORY.parent / "group_vars")
+    timings = tmp_path / "timings.json"
+    for name, value in timer_env(timings).items():
+        monkeypatch.setenv(name, value)
+
+    # The batches are what is counted: the final wait and the summary are left out (they cost a minute under load).
+    process = set_enqueue_shards(testbed, 3, "--skip-tags", "enqueue_shards_wait,enqueue_shards_summary",
+                                 inventory=inventory, batch_size=1)
+
+    assert process.returncode == 0, process.stdout + process.stderr
+    record = json.loads(timings.read_text(encoding="utf-8"))
+    measured = fleet_timing.breakdown(record, record["started"], record["ended"], controller="localhost")
+    assert fleet_timing.restarted_batches(record, controller="localhost") == [[["producer-a", first]],
+                                                                              [["producer-b", second]]]
+    # Each batch runs on its own host (one run: the restart that reports how its service runs) and on the
+    # database controller, never on the other producer host.
+    first_batch, second_batch = measured["batch_task_host_runs"]
+    assert first_batch["hosts"].keys() == {"producer-a", "localhost"}
+    assert second_batch["hosts"].keys() == {"producer-b", "localhost"}
+    assert first_batch["hosts"]["producer-a"] == second_batch["hosts"]["producer-b"] == 1
+    assert first_batch["hosts"]["localhost"] == second_batch["hosts"]["localhost"]
+    # A batch's cost does not grow with the fleet: each of its tasks ran on one host, whatever the play's hosts.
+    batch_tasks = [task for task in fleet_timing.task_spans(record) if task["phase"] in fleet_timing.BATCH_PHASES]
+    assert batch_tasks and all(len(fleet_timing.runs_of(task, "localhost")) == 1 for task in batch_tasks), [
+        (task["name"], fleet_timing.runs_of(task, "localhost")) for task in batch_tasks]
