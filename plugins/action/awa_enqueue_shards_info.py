@@ -30,7 +30,11 @@ from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import validate_advice_options, validate_read_options
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
+    validate_advice_options,
+    validate_lanes_option,
+    validate_read_options,
+)
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
@@ -77,6 +81,7 @@ class ActionModule(ActionBase):
         try:
             validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
             validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
+            validate_lanes_option(args["lanes"], args["wait"])
             validate_async_limit(wrap_async, args["wait"], args["wait_timeout"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)

@@ -29,6 +29,13 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> 
         raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
 
 
+def validate_lanes_option(lanes: bool, wait: str) -> None:
+    """lanes: false reads no depths, so nothing can be waited on that needs them (drained)."""
+    if not lanes and wait == "drained":
+        raise InvalidRequest("wait=drained waits for the ready jobs on the old shards, and lanes=false reads no lane "
+                             "depths: leave lanes at true (the default) to wait until drained, or wait until converged")
+
+
 def validate_advice_options(advise: bool, window: float, gains: dict | None, wait: str) -> None:
     """advise, advise_window and advise_gains, checked before connecting."""
     if advise and wait != "none":

@@ -41,10 +41,12 @@ def progress_line(info: ShardsRead) -> str:
     if info.get("expected_new_runtimes"):
         parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
     for name, queue_view in info["queues"].items():
-        beyond = queue_view["depth_beyond_count"]
+        # A read without the lanes (lanes: false) does not know the depths.
+        beyond = ("" if "depth_beyond_count" not in queue_view else
+                  f", {'?' if queue_view['depth_beyond_count'] is None else queue_view['depth_beyond_count']} ready "
+                  "beyond the count")
         parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
-                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards, "
-                     f"{'?' if beyond is None else beyond} ready beyond the count"
+                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
                      + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else ""))
     return "; ".join(parts) or "no queues"
 
@@ -66,8 +68,8 @@ def timeout_message(wait: str, info: ShardsRead, elapsed: float) -> str:
                             f"runtimes on the current count; not yet: {listed}")
             advice.append("restart the runtimes named (a runtime that is gone stops counting once Awa marks "
                           "it stale, 30 s after its last snapshot)")
-        elif wait == "drained" and not queue_view["drained"]:
-            beyond = queue_view["depth_beyond_count"]
+        elif wait == "drained" and not queue_view.get("drained", False):
+            beyond = queue_view.get("depth_beyond_count")
             if beyond is None:
                 problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
                 advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")

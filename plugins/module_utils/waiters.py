@@ -23,7 +23,7 @@ def converged(info: ShardsRead) -> bool:
 
 def drained(info: ShardsRead) -> bool:
     # Drained implies converged: a runtime with the old count refills old shards.
-    return bool(info["converged"] and info["drained"])
+    return bool(info["converged"] and info.get("drained", False))
 
 
 def restarted(info: ShardsRead) -> bool:

@@ -173,6 +173,20 @@ options:
         V(copy) and V(copy_keyed), N producers, S shards and GAIN the measured throughput over S=1; C(limits) is
         optional.'
     type: dict
+  lanes:
+    version_added: 0.3.0
+    description:
+      - Read each queue's lanes - which exist, their grants, and their exact ready depths.
+      - V(false) reads only what runtime convergence needs - the runtimes, each queue's count and its last recorded
+        change - in a fixed number of statements, whatever the number of lanes. Each queue of RV(queues) then lacks
+        the keys that come from its lanes (RV(queues.drained), RV(queues.ready_depth),
+        RV(queues.depth_beyond_count), RV(queues.lanes_complete), RV(queues.lanes_missing), RV(queues.lanes),
+        RV(queues.shards), RV(queues.grants)) and their findings, and RV(drained) is not returned.
+      - For waits that do not look at the depths - O(wait=restarted) between the batches of a rolling restart (the
+        role P(awa.operations.enqueue_shards#role) reads so), or O(wait=converged) - so that a poll costs the same
+        for one queue or a hundred. Not with O(wait=drained).
+    type: bool
+    default: true
   health:
     description:
       - Also read what a bad change shows on the database side (RV(health)) - the database's deadlock count
@@ -294,7 +308,7 @@ converged:
   sample: true
 drained:
   description: Whether every queue reported has converged and holds no ready job on a shard at or above its count.
-  returned: always
+  returned: unless O(lanes=false)
   type: bool
   sample: false
 queues:
@@ -326,7 +340,7 @@ queues:
       description: Whether every live runtime runs with the current count.
       type: bool
     drained:
-      description: Whether converged and no ready job is left at or above the count.
+      description: Whether converged and no ready job is left at or above the count. Not with O(lanes=false).
       type: bool
     runtimes_live:
       description: Live runtimes (M).
@@ -391,16 +405,17 @@ queues:
           description: The reason given with it, if any.
           type: str
     ready_depth:
-      description: Ready jobs over all lanes (null when some lane could not be read).
+      description: Ready jobs over all lanes (null when some lane could not be read). Not with O(lanes=false).
       type: int
     depth_beyond_count:
-      description: Ready jobs on shards at or above the count (null when some such lane could not be read).
+      description: Ready jobs on shards at or above the count (null when some such lane could not be read). Not with
+        O(lanes=false).
       type: int
     lanes_complete:
-      description: Lanes whose head rows and sequences all exist.
+      description: Lanes whose head rows and sequences all exist. Not with O(lanes=false).
       type: int
     lanes_missing:
-      description: Lanes below the count that do not (fully) exist.
+      description: Lanes below the count that do not (fully) exist. Not with O(lanes=false).
       type: list
       elements: dict
       contains: &lane_key
@@ -414,7 +429,7 @@ queues:
           description: The shard.
           type: int
     lanes:
-      description: Every lane of its physical queues.
+      description: Every lane of its physical queues. Not with O(lanes=false).
       type: list
       elements: dict
       contains:
@@ -439,7 +454,7 @@ queues:
           description: Age of its oldest ready job (null when it has none or is not readable).
           type: float
     shards:
-      description: The lanes summed over priorities, one row per physical queue and shard.
+      description: The lanes summed over priorities, one row per physical queue and shard. Not with O(lanes=false).
       type: list
       elements: dict
       contains:
@@ -462,7 +477,7 @@ queues:
           description: Age of its oldest ready job (null when it has none).
           type: float
     grants:
-      description: Grant health of the queue's lane sequences.
+      description: Grant health of the queue's lane sequences. Not with O(lanes=false).
       type: dict
       contains:
         missing:
@@ -788,6 +803,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     DEFAULT_WAIT_SLEEP,
     DEFAULT_WAIT_TIMEOUT,
     validate_advice_options,
+    validate_lanes_option,
     validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
@@ -817,6 +833,7 @@ def argument_spec() -> dict:
         advise_gains={"type": "dict"},
         committed={"type": "dict"},
         health={"type": "bool", "default": False},
+        lanes={"type": "bool", "default": True},
     )
     return spec
 
@@ -829,6 +846,7 @@ def main() -> None:
     try:
         validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
         validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+        validate_lanes_option(params["lanes"], params["wait"])
         committed = validate_committed(params["committed"])
         with open_connection(params) as conn:
             # After a wait that reconnected (a failover), advice reads on the connection it ended on.
@@ -840,7 +858,7 @@ def main() -> None:
                     runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
                     margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
                     expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                    health=params["health"])
+                    health=params["health"], lanes=params["lanes"])
                 if params["advise"]:
                     add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                    params["lock_timeout"], params["advise_gains"]))
