@@ -24,7 +24,7 @@ from pathlib import Path
 from awa_testbed import processes
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo

@@ -34,7 +34,8 @@ import uuid
 from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils import apply, ledger, lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
     ChangesRun,
     QueueChange,

@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils import lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
     change_enqueue_shards,
     change_many_queues,

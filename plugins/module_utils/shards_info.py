@@ -28,7 +28,8 @@ from collections import Counter, defaultdict
 from typing import ContextManager
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger, report
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.introspect import changes, depths, installation, lanes

@@ -10,7 +10,7 @@ same values with these functions before anything connects.
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import validate_lock_timeout
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import validate_lock_timeout
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
 

@@ -21,7 +21,9 @@ import time
 from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ChangeNotFound,
     Disconnected,

@@ -780,23 +780,16 @@ duration:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.awa.operations.plugins.module_utils import waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
-    HAS_PSYCOPG,
-    Reopening,
-    connect,
     connection_argument_spec,
-    open_connection,
 )
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    AwaOperationsError,
-    Disconnected,
-    FailedWithState,
-)
 from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
+from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
     DEFAULT_ADVISE_WINDOW,
@@ -806,6 +799,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     validate_lanes_option,
     validate_read_options,
 )
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
 
 # One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
@@ -838,44 +832,36 @@ def argument_spec() -> dict:
     return spec
 
 
-def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True, **ARGUMENT_RULES)
-    if not HAS_PSYCOPG:
-        module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
+def read(module) -> tuple[ShardsInfo, list[str]]:
+    """The run: one read of the queues, or a wait; then their health and advice when asked."""
     params = module.params
-    try:
-        validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
-        validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
-        validate_lanes_option(params["lanes"], params["wait"])
-        committed = validate_committed(params["committed"])
-        with open_connection(params) as conn:
-            # After a wait that reconnected (a failover), advice reads on the connection it ended on.
-            session = Reopening(conn, lambda: connect(params))
-            try:
-                info = wait_in_session(
-                    session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
-                    queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
-                    runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
-                    margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
-                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                    health=params["health"], lanes=params["lanes"])
-                if params["advise"]:
-                    add_advice(info, advise_queues(session.current(), info, params["advise_window"],
-                                                   params["lock_timeout"], params["advise_gains"]))
-            finally:
-                session.close()
-    except FailedWithState as exc:
-        for warning in exc.result.pop("warnings", []):
-            module.warn(warning)
-        module.fail_json(msg=exc.message, **exc.result)
-    except AwaOperationsError as exc:
-        # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
-        module.fail_json(msg=exc.message, **exc.details, **({"disconnected": True} if isinstance(exc, Disconnected)
-                                                            else {}))
-    for warning in info.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(**info)
+    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
+    validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+    validate_lanes_option(params["lanes"], params["wait"])
+    committed = validate_committed(params["committed"])
+    with open_connection(params) as conn:
+        # After a wait that reconnected (a failover), advice reads on the connection it ended on.
+        session = Reopening(conn, lambda: connect(params))
+        try:
+            info = wait_in_session(
+                session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
+                queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
+                runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
+                margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
+                expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
+                health=params["health"], lanes=params["lanes"])
+            if params["advise"]:
+                add_advice(info, advise_queues(session.current(), info, params["advise_window"],
+                                               params["lock_timeout"], params["advise_gains"]))
+        finally:
+            session.close()
+    return info, info.pop("warnings")
 
+
+def main() -> None:
+    # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
+    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, read, missing_psycopg=missing_required_lib("psycopg >= 3.1"),
+               mark_disconnected=True)
 
 if __name__ == "__main__":
     main()

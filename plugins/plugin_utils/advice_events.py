@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
     MAX_LOCK_TIMEOUT,
     connection_argument_spec,

@@ -15,7 +15,8 @@ import sys
 
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.report import LANE_KEYS
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
 

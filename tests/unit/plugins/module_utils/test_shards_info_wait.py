@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, shards_info_wait
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.errors import Disconnected, WaitInterrupted, WaitTimeout
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_waiters import FakeClock
