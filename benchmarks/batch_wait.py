@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import psycopg
 from awa_testbed import processes
 from awa_testbed.environment import wait_for_live_runtimes
 
@@ -41,7 +42,7 @@ POLLS = 5
 READY_TIMEOUT = 60.0
 
 
-def poll(conn: TimedConnection, queues: list[str], known: list[str], *, lanes: bool) -> tuple[ShardsInfo, dict]:
+def poll(conn: psycopg.Connection, queues: list[str], known: list[str], *, lanes: bool) -> tuple[ShardsInfo, dict]:
     """One poll of the batch wait, as the role asks for it: the read and what it cost."""
     started = time.perf_counter()
     with protocol_trace(conn) as wire:

@@ -35,7 +35,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     validate_lanes_option,
     validate_read_options,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
 from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import ARGUMENT_RULES, argument_spec
@@ -72,7 +72,7 @@ class ActionModule(ActionBase):
     clock = staticmethod(time.monotonic)
     sleep = staticmethod(time.sleep)
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp=None, task_vars=None) -> dict:
         result = super().run(tmp, task_vars)
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **ARGUMENT_RULES)
@@ -102,7 +102,7 @@ class ActionModule(ActionBase):
         answered = False
 
         # Each poll is the module's result with wait: none, as shards_info_result declares it.
-        def fetch() -> ShardsRead:
+        def fetch() -> PolledRead:
             nonlocal answered
             polled = self._execute_module(module_name=MODULE, module_args=dict(poll_args), task_vars=task_vars)
             if polled.get("failed"):
@@ -112,7 +112,7 @@ class ActionModule(ActionBase):
             answered = True
             return polled
 
-        def on_poll(info: ShardsRead, elapsed: float) -> None:
+        def on_poll(info: PolledRead, elapsed: float) -> None:
             state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
             display.display(f"[{host}] {elapsed:5.0f}s {state}: {progress_line(info)}")
 

@@ -69,25 +69,25 @@ class QueueLoad:
 def queue_load(queue: str, physical_queues: list[str], shards: int, window: LoadWindow) -> QueueLoad:
     """A logical queue's share of a window: its physical queues' lanes, summed over priorities and stripes."""
     enqueued: Counter = Counter()
-    claimed, lag_before, lag_after = 0, 0, 0
+    claimed, lag_before, lag_after, unreadable = 0, 0, 0, False
     for lane, (enqueue_after, claim_after) in window.cursors_after.items():
         if lane[0] not in physical_queues:
             continue
         # A lane created during the window counts from its first value.
         enqueue_before, claim_before = window.cursors_before.get(lane, (1, 1))
-        if None in (enqueue_before, claim_before, enqueue_after, claim_after):
-            lag_before = lag_after = None
+        if enqueue_before is None or claim_before is None or enqueue_after is None or claim_after is None:
+            unreadable = True  # the backlog is unknown; the other lanes still count
             continue
         enqueued[lane[2]] += enqueue_after - enqueue_before
         claimed += claim_after - claim_before
-        if lag_before is not None:
-            lag_before += enqueue_before - claim_before
-            lag_after += enqueue_after - claim_after
+        lag_before += enqueue_before - claim_before
+        lag_after += enqueue_after - claim_after
     tally = window.tally
     statements: Counter = Counter()
     for physical in physical_queues:
         statements.update(tally.lane_statements.get(physical, {}))
-    return QueueLoad(queue, shards, window.seconds, dict(enqueued), claimed, lag_before, lag_after,
+    return QueueLoad(queue, shards, window.seconds, dict(enqueued), claimed, None if unreadable else lag_before,
+                     None if unreadable else lag_after,
                      tally.per_sample(sum(tally.lane_waiters[physical] for physical in physical_queues)),
                      dict(statements))
 

@@ -43,10 +43,11 @@ try:
     from psycopg import errors as pg_errors
     # Not used here: introspect and apply build their SQL with it, imported from this file, the one that imports psycopg.
     from psycopg import sql  # pylint: disable=unused-import
-except ImportError:  # reported through missing_required_lib by the modules
-    psycopg = None
-    pg_errors = None
-    sql = None
+except ImportError:  # the modules stop at HAS_PSYCOPG and say how to install it (module_main)
+    # Never used then: nothing connects without psycopg.
+    psycopg = None  # type: ignore[assignment]  # stands for the missing module
+    pg_errors = None  # type: ignore[assignment]  # stands for the missing module
+    sql = None  # type: ignore[assignment]  # stands for the missing module
     HAS_PSYCOPG = False
 else:
     HAS_PSYCOPG = True
@@ -138,8 +139,10 @@ def connect(options: dict, *, writes: bool = False):
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         raise error(f"could not connect to {describe_target(options, writes=writes)}: {reason}") from None
-    conn.awa_session_role = options.get("session_role") or None
-    if conn.awa_session_role:
+    role = options.get("session_role") or None
+    # Read back by _session_role in every transaction of this connection.
+    setattr(conn, "awa_session_role", role)
+    if role:
         try:
             _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
@@ -147,8 +150,7 @@ def connect(options: dict, *, writes: bool = False):
             _report_pooler_refusal(exc, f"connected to {describe_target(options)}, but")
             raise ConnectionFailed(
                 f"connected to {describe_target(options)} but could not switch to session_role "
-                f"{conn.awa_session_role!r}: {_first_line(exc)}. Grant it with: GRANT {conn.awa_session_role} "
-                "TO <login role>") from None
+                f"{role!r}: {_first_line(exc)}. Grant it with: GRANT {role} TO <login role>") from None
         conn.rollback()
     return conn
 

@@ -62,7 +62,7 @@ TARGET_FOR_READS = "primary"
 
 
 # The connection options (community.postgresql names, no aliases); connection_argument_spec() returns a copy.
-CONNECTION_OPTIONS = {
+CONNECTION_OPTIONS: dict[str, dict[str, object]] = {
     "login_user": {"type": "str", "default": "postgres"},
     "login_password": {"type": "str", "default": "", "no_log": True},
     "login_host": {"type": "str", "default": ""},
@@ -86,7 +86,7 @@ def environment_or_default(option: str) -> object:
     return os.environ.get(ENVIRONMENT_FALLBACKS.get(option, "")) or CONNECTION_OPTIONS[option].get("default")
 
 
-def connection_argument_spec() -> dict:
+def connection_argument_spec() -> dict[str, dict[str, object]]:
     """A fresh argument spec for the connection options."""
     spec = copy.deepcopy(CONNECTION_OPTIONS)
     for name in ENVIRONMENT_FALLBACKS:

@@ -13,6 +13,7 @@ this file needs no Ansible import.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import HAS_PSYCOPG
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
@@ -23,7 +24,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 
 
-def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run: Callable[[object], tuple],
+def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run: Callable[[Any], tuple],
                *, missing_psycopg: str, mark_disconnected: bool = False) -> None:
     """Build the module (check mode supported), ``run`` it, and exit with its result or fail with its error.
 
@@ -38,7 +39,8 @@ def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run
     try:
         result, warnings = run(module)
     except FailedWithState as exc:
-        for warning in exc.result.pop("warnings", []):
+        warned = exc.result.pop("warnings", [])
+        for warning in warned if isinstance(warned, list) else []:
             module.warn(warning)
         module.fail_json(msg=exc.message, **exc.result)
     except AwaOperationsError as exc:

@@ -24,7 +24,7 @@ class Reopening:
 
     def current(self):
         """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
-        if self._conn.closed and self.reopens:
+        if self._conn.closed and self._reopen is not None:
             self._conn = self._reopen()
         return self._conn
 

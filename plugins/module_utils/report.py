@@ -17,6 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.preconditions impor
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import (
     ChangeView,
     Grants,
+    LaneRef,
     LaneView,
     ObservedRead,
     QueueView,
@@ -83,14 +84,14 @@ def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
     grouped: dict[tuple, list[LaneView]] = defaultdict(list)
     for lane in lanes:
         grouped[(lane["queue"], lane["shard"])].append(lane)
-    views = []
+    views: list[ShardView] = []
     for (queue, shard), members in sorted(grouped.items()):
         readable = all(lane["readable"] for lane in members)
-        ages = [lane["oldest_ready_age_seconds"] for lane in members if lane["oldest_ready_age_seconds"] is not None]
+        ages = [age for lane in members if (age := lane["oldest_ready_age_seconds"]) is not None]
         views.append({
             "queue": queue, "shard": shard, "beyond_count": members[0]["beyond_count"],
-            "ready_depth": sum(lane["ready_depth"] for lane in members) if readable else None,
-            "seq_lag": sum(lane["seq_lag"] for lane in members) if readable else None,
+            "ready_depth": sum(lane["ready_depth"] or 0 for lane in members) if readable else None,
+            "seq_lag": sum(lane["seq_lag"] or 0 for lane in members) if readable else None,
             "oldest_ready_age_seconds": max(ages) if ages else None,
         })
     return views
@@ -143,7 +144,7 @@ def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[
     current = view["enqueue_shards"]
     lanes = _lane_views([depth for depth in depths if depth.queue in current], state)
     beyond = convergence.depth_beyond_count(lanes)
-    missing_lanes = [{"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
+    missing_lanes: list[LaneRef] = [{"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
                      for lane in state.lanes if lane.queue in current and lane.shard < current[lane.queue]
                      and not lane.complete]
     grants, findings = _grant_findings(logical, [lane for lane in state.lanes if lane.queue in current],
@@ -216,7 +217,7 @@ def _depth_text(shards: list[ShardView], queue: str) -> str:
     elif any(row["ready_depth"] is None for row in beyond):
         tail = "beyond the count: unknown (unreadable)"
     else:
-        total = sum(row["ready_depth"] for row in beyond)
+        total = sum(row["ready_depth"] or 0 for row in beyond)
         first, last = beyond[0]["shard"], beyond[-1]["shard"]
         tail = f"beyond the count (shards {first}..{last}): {total or 'none'} ready"
     return f"ready by shard {within or '-'} | {tail}"

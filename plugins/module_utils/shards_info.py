@@ -36,7 +36,11 @@ from ansible_collections.awa.operations.plugins.module_utils.introspect import c
 from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import fetch_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.introspect.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue
-from ansible_collections.awa.operations.plugins.module_utils.preconditions import check_installation, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.preconditions import (
+    check_installation,
+    resolve_stripes,
+    storage_schema,
+)
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
 
@@ -98,7 +102,7 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
         warnings = check_installation(found, runtime_roles)
-        schema = found.queue_storage_schema
+        schema = storage_schema(found)
         layouts, findings = _layouts(conn, schema, selected, stripes)
         physical = [name for layout in layouts.values() for name in layout.physical_queues]
         state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes

@@ -242,7 +242,13 @@ class _ServerRead(ShardsRead):
     server: str
 
 
-class _WaitedRead(_ServerRead):
+class PolledRead(_ServerRead, total=False):
+    """One poll of a wait: a read, the server it read, and (``health: true``) what the change shows, read with it."""
+
+    health: HealthView
+
+
+class _WaitedRead(PolledRead):
     waited: bool
     polls: int
     duration: float
@@ -252,6 +258,5 @@ class ShardsInfo(_WaitedRead, total=False):
     """The module's result: the last read, how the wait went, and (``advise: true``) the advice."""
 
     advice: dict[str, Advice]
-    health: HealthView
     # On a failure only: no server accepted the connection, or it was lost; a later attempt may succeed.
     disconnected: bool

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
 from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
@@ -34,10 +35,10 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.report import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo, ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead, ShardsInfo, StateRead
 
 
-def progress_line(info: ShardsRead) -> str:
+def progress_line(info: StateRead) -> str:
     """One line per poll: where each queue stands."""
     parts = []
     if info.get("expected_new_runtimes"):
@@ -53,7 +54,7 @@ def progress_line(info: ShardsRead) -> str:
     return "; ".join(parts) or "no queues"
 
 
-def timeout_message(wait: str, info: ShardsRead, elapsed: float) -> str:
+def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
     """Why a wait ended without success: every straggler and every undrained queue, and what to do."""
     problems, advice = [], []
     if wait == "restarted":
@@ -101,9 +102,9 @@ def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
                              describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
 
 
-def poll_until(fetch: Callable[[], ShardsRead], wait: str, timeout: float, sleep: float, *,
+def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep: float, *,
                lost: Callable[[BaseException], bool] | None = None,
-               on_poll: Callable[[ShardsRead, float], None] | None = None,
+               on_poll: Callable[[PolledRead, float], None] | None = None,
                on_attempt: Callable[[BaseException, int, float], None] | None = None,
                clock: Callable[[], float] = time.monotonic,
                pause: Callable[[float], None] = time.sleep) -> ShardsInfo:
@@ -130,17 +131,17 @@ def poll_until(fetch: Callable[[], ShardsRead], wait: str, timeout: float, sleep
                               dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
                                    duration=round(gave_up.elapsed, 3))) from None
     info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
+    # A module run polled from the controller may carry no warnings of its own.
     info["warnings"] = list(info.get("warnings") or []) + [
-        failover.reconnected_warning(interruption, info.get("server", "the database"))
-        for interruption in outcome.interruptions]
+        failover.reconnected_warning(interruption, info["server"]) for interruption in outcome.interruptions]
     if not outcome.satisfied:
         raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
     return info
 
 
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
-                         on_poll: Callable[[ShardsRead, float], None] | None = None, *,
-                         reconnect: Callable[[], object] | None = None, **options) -> ShardsInfo:
+                         on_poll: Callable[[PolledRead, float], None] | None = None, *,
+                         reconnect: Callable[[], Any] | None = None, **options) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
     ``options`` are wait_in_session's. With ``reconnect`` (a function opening
@@ -157,7 +158,7 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
 
 
 def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
-                    on_poll: Callable[[ShardsRead, float], None] | None = None, *,
+                    on_poll: Callable[[PolledRead, float], None] | None = None, *,
                     committed: dict[str, failover.Committed] | None = None, health: bool = False,
                     **read_args) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
@@ -174,10 +175,10 @@ def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
     ``ChangeNotFound``. With ``health``, every poll also reads what the change
     shows (shards_info_health). The result names the ``server`` read.
     """
-    def fetch() -> ShardsRead:
+    def fetch() -> PolledRead:
         current = session.current()
         try:
-            read: ShardsInfo = {**read_shards_info(current, **read_args), "server": server_address(current)}
+            read: PolledRead = {**read_shards_info(current, **read_args), "server": server_address(current)}
             problems = failover.missing_changes(committed or {}, read, read["server"])
             if problems:
                 raise ChangeNotFound(" | ".join(problems), dict(read, waited=wait != "none"))

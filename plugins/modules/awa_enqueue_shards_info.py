@@ -799,7 +799,6 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     validate_lanes_option,
     validate_read_options,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
 
 # One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
@@ -832,7 +831,7 @@ def argument_spec() -> dict:
     return spec
 
 
-def read(module) -> tuple[ShardsInfo, list[str]]:
+def read(module) -> tuple[dict[str, object], list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked."""
     params = module.params
     validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
@@ -855,7 +854,7 @@ def read(module) -> tuple[ShardsInfo, list[str]]:
                                                params["lock_timeout"], params["advise_gains"]))
         finally:
             session.close()
-    return info, info.pop("warnings")
+    return {key: value for key, value in info.items() if key != "warnings"}, info["warnings"]
 
 
 def main() -> None:

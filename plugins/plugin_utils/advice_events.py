@@ -46,7 +46,7 @@ EVENT_KEY = "awa_shard_advice"
 ERROR_KEY = "awa_shard_advice_error"
 
 # The source's arguments and their defaults.
-SOURCE_DEFAULTS = {
+SOURCE_DEFAULTS: dict[str, object] = {
     "connection": {},
     "queues": None,  # None: every queue
     "window": DEFAULT_ADVISE_WINDOW,

@@ -144,6 +144,15 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
+def _lane_state(row: tuple) -> LaneState:
+    """A row of LANE_STATE_SQL, in its column order."""
+    (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
+     has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
+    return LaneState(queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq,
+                     has_enqueue_seq, has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner,
+                     missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
+
+
 def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
     """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
 
@@ -175,8 +184,7 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     return QueueState(
         enqueue_shards=current,
         paused=counts.paused,
-        lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
-               for row in rows],
+        lanes=[_lane_state(row) for row in rows],
     )
 
 
