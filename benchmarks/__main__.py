@@ -14,8 +14,9 @@ shard_choice (which S helps real producers: path x N x S; about 35 minutes:
 ``--suites shard_choice``), lost_commit (COMMITs cut by a proxy: is the
 module's answer true, and how fast) and fleet (the change-window playbook
 over SSH to N systemd hosts beside a floor; needs root and ``bash
-hack/hosts.sh``: ``--suites fleet``). It never passes or fails: it measures
-and reports.
+hack/hosts.sh``: ``--suites fleet``) and batch_wait (one poll of the
+rollout's batch wait at 1, 10 and 100 queues, with and without the lanes:
+``--suites batch_wait``). It never passes or fails: it measures and reports.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import change_cost, charts, convergence, environment, fleet, lost_commit, producer_impact, scale, shard_choice
+from . import (batch_wait, change_cost, charts, convergence, environment, fleet, lost_commit, producer_impact, scale,
+               shard_choice)
 from .environment import BenchServer
 from .fleet import FleetMatrix
 from .producer_impact import Traffic
@@ -84,6 +86,7 @@ SUITES: dict[str, Suite] = {
     "lost_commit": Suite(lambda bench, profile, work_dir: lost_commit.run(bench, profile.lost_commit_rounds),
                          lost_commit.table),
     "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table),
+    "batch_wait": Suite(lambda bench, profile, work_dir: batch_wait.run(bench, work_dir), batch_wait.table),
 }
 # Run when --suites is not given (shard_choice takes about 35 minutes on its own; lost_commit is about
 # reliability, not cost; fleet needs root and hosts).

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import psycopg
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
@@ -104,7 +105,8 @@ def measure_change(conn: TimedConnection, queue: str, shards: int, stripes: int,
     """One run of the change through module_utils, with its phases and wire counts."""
     conn.take_events()
     with protocol_trace(conn) as wire:
-        result = change_enqueue_shards(conn, validate_request(queue, shards, stripes), check_mode=check_mode)
+        result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, shards, stripes),
+                                                       check_mode=check_mode)
     events = conn.take_events()
     measured = {"changed": result["changed"], "lanes_created": result["lanes_created"],
                 "run_ms": _ms(result["duration"]), "round_trips": wire.round_trips, "statements": wire.statements}

@@ -22,6 +22,7 @@ from awa_testbed.processes import ManagedProcess
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo, ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
 
 from . import environment, tables
@@ -68,9 +69,10 @@ def measure(db: AwaDatabase, count: int, log_dir: Path) -> dict:
             wait_for_live_runtimes(db, [worker.pid for worker in workers], TIMEOUT_SECONDS)
             change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS))
             committed = time.perf_counter()
-            converged_before_restart = read_shards_info(conn, queue=queue)["converged"]
+            before: ShardsRead = read_shards_info(conn, queue=queue)
             last_ready = restart_all(workers)
-            polls = wait_for_shards_info(conn, "converged", TIMEOUT_SECONDS, POLL_SECONDS, queue=queue)["polls"]
+            waited: ShardsInfo = wait_for_shards_info(conn, "converged", TIMEOUT_SECONDS, POLL_SECONDS, queue=queue)
+            converged_before_restart, polls = before["converged"], waited["polls"]
             converged = time.perf_counter()
     finally:
         for worker in workers:

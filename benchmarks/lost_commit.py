@@ -26,6 +26,7 @@ from awa_testbed.commit_cutter import CommitCutter
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 
@@ -40,7 +41,8 @@ def resolve(queue: str, login: dict) -> dict:
     """One change through the proxy, as the module runs it: its answer and the attempt that gave it."""
     with open_connection(login) as conn:
         try:
-            result = change_enqueue_shards(conn, validate_request(queue, 4), reconnect=lambda: connect(login))
+            result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, 4),
+                                                           reconnect=lambda: connect(login))
             return {"answer": "committed", "attempts": result["lost_commit"]["reconnect_attempts"]}
         except CommitNotApplied as exc:
             return {"answer": "not applied", "attempts": exc.details["lost_commit"]["reconnect_attempts"]}

@@ -8,7 +8,7 @@
 #     bash hack/test.sh --core 2.20 sanity   # steps of the matrix on one core only
 #     bash hack/test.sh --serial             # molecule in turn with the others
 #
-# Steps: changelog sanity units lint docs importer ee integration molecule functional.
+# Steps: changelog sanity units lint types docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
 # (hack/matrix.sh), molecule on the newest.
 #
@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-all_steps=(changelog sanity units lint docs importer ee integration molecule functional)
+all_steps=(changelog sanity units lint types docs importer ee integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 for step in "${steps[@]}"; do
     [[ " ${all_steps[*]} " == *" $step "* ]] || { echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2; }
@@ -102,6 +102,9 @@ step_units() {
 # A plain `ansible-lint` installs the collection itself (.ansible-lint); here it
 # uses the checkout through ANSIBLE_COLLECTIONS_PATH instead, offline.
 step_lint() { ansible-lint --offline; }
+
+# mypy over plugins/ and extensions/ (mypy.ini), as Ansible imports them: from ANSIBLE_COLLECTIONS_PATH.
+step_types() { mypy; }
 
 step_docs() { bash hack/docs.sh check; }
 

@@ -30,8 +30,12 @@ from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import validate_advice_options, validate_read_options
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
+    validate_advice_options,
+    validate_lanes_option,
+    validate_read_options,
+)
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
 from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import ARGUMENT_RULES, argument_spec
@@ -68,7 +72,7 @@ class ActionModule(ActionBase):
     clock = staticmethod(time.monotonic)
     sleep = staticmethod(time.sleep)
 
-    def run(self, tmp=None, task_vars=None):
+    def run(self, tmp=None, task_vars=None) -> dict:
         result = super().run(tmp, task_vars)
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **ARGUMENT_RULES)
@@ -77,6 +81,7 @@ class ActionModule(ActionBase):
         try:
             validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
             validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
+            validate_lanes_option(args["lanes"], args["wait"])
             validate_async_limit(wrap_async, args["wait"], args["wait_timeout"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
@@ -97,7 +102,7 @@ class ActionModule(ActionBase):
         answered = False
 
         # Each poll is the module's result with wait: none, as shards_info_result declares it.
-        def fetch() -> ShardsRead:
+        def fetch() -> PolledRead:
             nonlocal answered
             polled = self._execute_module(module_name=MODULE, module_args=dict(poll_args), task_vars=task_vars)
             if polled.get("failed"):
@@ -107,7 +112,7 @@ class ActionModule(ActionBase):
             answered = True
             return polled
 
-        def on_poll(info: ShardsRead, elapsed: float) -> None:
+        def on_poll(info: PolledRead, elapsed: float) -> None:
             state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
             display.display(f"[{host}] {elapsed:5.0f}s {state}: {progress_line(info)}")
 

@@ -1,6 +1,9 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which shard count a queue should have, from one window of its load and a measured gains table. Pure.
+"""Which shard count a queue should have, from one window of its load and a measured gains table: the decision. Pure.
+
+What the decision says to an operator (its message, its ordering consequence,
+its findings) is advice_words'; ``advice_words.advise`` is the two together.
 
 The rule (docs/performance.md, "Choosing the shard count"):
 
@@ -28,11 +31,11 @@ of the table; counts between the table's columns are judged by the column below.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ansible_collections.awa.operations.plugins.module_utils.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.load_window import LoadWindow
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, AdviceEvidence
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import AdviceEvidence
 
 MIN_GAIN = 1.3  # the least measured gain worth a change of count (and its ordering cost)
 NEAR_BEST = 0.95  # a count within 5% of the best measured gain is as good as the best
@@ -46,14 +49,6 @@ BACKLOG_GROWTH = 0.1  # lag growth, as a share of the window's enqueues, that me
 
 NOTIFY_LIMIT, WAL_LIMIT, CPU_LIMIT, CLAIMERS_LIMIT = "NOTIFY at commit", "WAL flush", "CPU", "the claimers"
 COPY_LANES_LIMIT = "the copy path's lane locks"
-# Why lane contention outlasts more shards, by what the benchmark saw take over at the largest count.
-PAST_THE_LANE_LOCK = {
-    COPY_LANES_LIMIT: "each enqueue_many_copy call reserves and locks every lane it writes and holds the locks until "
-                      "it commits: without an ordering_key every call writes shard 0, and with keys a call writes up "
-                      "to S lanes, so more shards add work to every call while the calls still queue on the lane "
-                      "locks",
-    CPU_LIMIT: "past the lane lock, the enqueuers run on CPU",
-}
 
 
 @dataclass(frozen=True)
@@ -74,38 +69,27 @@ class QueueLoad:
 def queue_load(queue: str, physical_queues: list[str], shards: int, window: LoadWindow) -> QueueLoad:
     """A logical queue's share of a window: its physical queues' lanes, summed over priorities and stripes."""
     enqueued: Counter = Counter()
-    claimed, lag_before, lag_after = 0, 0, 0
+    claimed, lag_before, lag_after, unreadable = 0, 0, 0, False
     for lane, (enqueue_after, claim_after) in window.cursors_after.items():
         if lane[0] not in physical_queues:
             continue
         # A lane created during the window counts from its first value.
         enqueue_before, claim_before = window.cursors_before.get(lane, (1, 1))
-        if None in (enqueue_before, claim_before, enqueue_after, claim_after):
-            lag_before = lag_after = None
+        if enqueue_before is None or claim_before is None or enqueue_after is None or claim_after is None:
+            unreadable = True  # the backlog is unknown; the other lanes still count
             continue
         enqueued[lane[2]] += enqueue_after - enqueue_before
         claimed += claim_after - claim_before
-        if lag_before is not None:
-            lag_before += enqueue_before - claim_before
-            lag_after += enqueue_after - claim_after
+        lag_before += enqueue_before - claim_before
+        lag_after += enqueue_after - claim_after
     tally = window.tally
     statements: Counter = Counter()
     for physical in physical_queues:
         statements.update(tally.lane_statements.get(physical, {}))
-    return QueueLoad(queue, shards, window.seconds, dict(enqueued), claimed, lag_before, lag_after,
+    return QueueLoad(queue, shards, window.seconds, dict(enqueued), claimed, None if unreadable else lag_before,
+                     None if unreadable else lag_after,
                      tally.per_sample(sum(tally.lane_waiters[physical] for physical in physical_queues)),
                      dict(statements))
-
-
-def ordering_consequence(shards: int, to: int) -> str:
-    if to == shards:
-        return f"Nothing changes: jobs keep their order per shard over {shards} shard(s)."
-    if to > shards:
-        return (f"Raising {shards} -> {to}: ordering_key routing moves from hash mod {shards} to hash mod {to}, so "
-                "per-key FIFO does not hold between jobs enqueued before and after the change while the older ones "
-                f"remain; jobs without a key are ordered per shard only; every claim scans {to} lanes per priority.")
-    return (f"Lowering {shards} -> {to}: new jobs go to {to} shard(s) and keys remap (hash mod {to}); wait until the "
-            f"shards {to} and above have drained (wait: drained) before relying on their order again.")
 
 
 def _row(table: dict, load: int) -> tuple[int, dict] | None:
@@ -166,92 +150,98 @@ def commit_limit(tally: ContentionTally) -> str | None:
     return NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
 
 
-def advise(load: QueueLoad, tally: ContentionTally, measured: dict) -> Advice:
-    """The advice for one queue: verdict, target count, limit, the evidence used, and the ordering consequence."""
+@dataclass(frozen=True)
+class Decision:
+    """What the rule decided for one queue, and the numbers the decision rests on (advice_words says it in words).
+
+    ``reason`` names the branch of the rule that decided (the REASONS below);
+    ``facts`` holds what that branch found (waiters, the measured row, the
+    gain, the busiest shard...), by name.
+    """
+
+    verdict: str  # raise, keep, lower or will_not_help
+    shards: int
+    to: int
+    reason: str
+    limit: str | None = None
+    facts: dict = field(default_factory=dict)
+
+
+# The branches of the rule, in its order (module docstring).
+NOTHING_ENQUEUED, ONE_SHARD_PRODUCERS = "nothing enqueued", "one-shard producers"
+UNMEASURED, MEASURED_GAIN, NO_MEASURED_GAIN = "contended, unmeasured path", "measured gain", "no measured gain"
+OTHER_LIMIT, QUIET_LANES, NOTHING_LIMITS = "another limit", "quiet lanes", "nothing limits"
+
+
+def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: int,
+             row: tuple[int, dict] | None) -> AdviceEvidence:
+    """What the window showed, as the decision used it."""
     total = sum(load.enqueued.values())
     busiest = max(load.enqueued.values(), default=0)
-    path = enqueue_path(tally, load)
-    concurrency = observed_load(tally, load)
-    row = _row(measured.get("gains", {}).get(path, {}), concurrency)
-    lag_growth = (load.lag_after - load.lag_before
-                  if load.lag_before is not None and load.lag_after is not None else None)
-    on_cpu = tally.enqueuers_on_cpu / tally.enqueuers_active if tally.enqueuers_active else 0.0
-    evidence: AdviceEvidence = {
+    return {
         "window_seconds": load.seconds, "samples": tally.samples,
         "enqueued_per_s": round(total / load.seconds, 1) if load.seconds else 0.0,
         "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
         "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
         "busiest_shard_share": round(busiest / total, 3) if total else None,
-        "lag_growth": lag_growth,
+        "lag_growth": _lag_growth(load),
         "lane_lock_waiters": load.lane_waiters,
         "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
         "wal_waiters": tally.per_sample(tally.wal_waiters),
-        "enqueuers_on_cpu_share": round(on_cpu, 3),
+        "enqueuers_on_cpu_share": round(_on_cpu(tally), 3),
         "concurrent_enqueuers": concurrency,
         "path": path,
         "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
         "hidden_backend_samples": tally.hidden,
     }
-    findings = []
-    if tally.hidden:
-        findings.append("Some backends' wait events and statements were hidden from this role: grant it pg_monitor "
-                        "(pg_read_all_stats) so the advice sees what every enqueuer waits on.")
 
-    def verdict(kind: str, to: int, why: str, limit: str | None = None) -> Advice:
-        words = {"raise": f"raise enqueue_shards {load.shards} -> {to}", "lower": f"lower enqueue_shards "
-                 f"{load.shards} -> {to} (after a drain)", "keep": f"keep enqueue_shards {load.shards}",
-                 "will_not_help": f"sharding will not help: the limit is {limit}"}[kind]
-        return {"verdict": kind, "shards": load.shards, "to": to, "limit": limit,
-                "message": f"{load.queue}: {words}. {why}", "evidence": evidence,
-                "ordering": ordering_consequence(load.shards, to), "findings": findings}
+
+def _lag_growth(load: QueueLoad) -> int | None:
+    return load.lag_after - load.lag_before if load.lag_before is not None and load.lag_after is not None else None
+
+
+def _on_cpu(tally: ContentionTally) -> float:
+    return tally.enqueuers_on_cpu / tally.enqueuers_active if tally.enqueuers_active else 0.0
+
+
+def decide(load: QueueLoad, tally: ContentionTally, measured: dict) -> tuple[Decision, AdviceEvidence]:
+    """The rule (module docstring) for one queue: its decision, and the evidence it used."""
+    total = sum(load.enqueued.values())
+    busiest = max(load.enqueued.values(), default=0)
+    path = enqueue_path(tally, load)
+    concurrency = observed_load(tally, load)
+    row = _row(measured.get("gains", {}).get(path, {}), concurrency)
+    shown = evidence(load, tally, path, concurrency, row)
+    lag_growth = _lag_growth(load)
+
+    def decided(verdict: str, to: int, reason: str, limit: str | None = None, **facts) -> tuple[Decision, AdviceEvidence]:
+        return Decision(verdict, load.shards, to, reason, limit,
+                        {"waiters": load.lane_waiters, "path": path, **facts}), shown
 
     if total == 0 and load.lane_waiters == 0:
-        return verdict("keep", load.shards, "No job was enqueued in the window: nothing to judge; advise again under "
-                       "the load that matters.")
+        return decided("keep", load.shards, NOTHING_ENQUEUED)
     if load.shards > 1 and total >= MIN_JOBS and busiest / total >= ONE_SHARD:
-        shard = max(load.enqueued, key=load.enqueued.get)
-        findings.append(f"{load.queue}: {busiest} of {total} jobs in the window went to shard {shard} of "
-                        f"{load.shards}. Producers that send everything to one shard do so whatever the count is: "
-                        "Awa's Python enqueue_many_copy without an ordering_key always writes shard 0 (a new store "
-                        "per call), and the SQL path picks pg_backend_pid() % S, one shard per connection. Give "
-                        "those jobs an ordering_key, or insert them one at a time, to spread them.")
-        return verdict("keep", load.shards, "More shards would not spread these producers; see the finding.")
+        return decided("keep", load.shards, ONE_SHARD_PRODUCERS, busiest=busiest, total=total,
+                       shard=max(load.enqueued, key=lambda shard: load.enqueued[shard]))
     if load.lane_waiters >= CONTENDED:
         if row is None:
-            return verdict("keep", load.shards, f"The lanes are contended, but the gains table has no measurement of "
-                           f"the {path} path to judge a change by.")
+            return decided("keep", load.shards, UNMEASURED)
         target = raise_target(row[1], load.shards)
         if target is not None:
             dummy, current = _gain_at(row[1], load.shards)
-            keyed_only = (" The copy producers spread over shards only with an ordering_key on their jobs."
-                          if path == "copy_keyed" else "")
-            return verdict("raise", target, f"{load.lane_waiters} enqueuers per sample waited on its lane locks; with "
-                           f"{row[0]} producer(s) on the {path} path the benchmark measured x{row[1][target] / current:.2f} "
-                           f"at {target} shards over {load.shards}.{keyed_only}")
+            return decided("raise", target, MEASURED_GAIN, producers=row[0], gain=row[1][target] / current)
         limits = {int(n): limit for n, limit in measured.get("limits", {}).get(path, {}).items()}
-        limit = commit_limit(tally) or limits.get(row[0]) or NOTIFY_LIMIT
-        past = PAST_THE_LANE_LOCK.get(limit, "past the lane lock, commits serialize")
-        return verdict("will_not_help", load.shards, f"{load.lane_waiters} enqueuers per sample waited on its lane "
-                       f"locks, but with {row[0]} producer(s) on the {path} path no count measured x{MIN_GAIN} over "
-                       f"{load.shards}: {past}.", limit)
+        return decided("will_not_help", load.shards, NO_MEASURED_GAIN,
+                       commit_limit(tally) or limits.get(row[0]) or NOTIFY_LIMIT, producers=row[0])
     limit = commit_limit(tally)
-    if limit is None and tally.enqueuers_active and on_cpu >= CPU_BOUND:
+    if limit is None and tally.enqueuers_active and _on_cpu(tally) >= CPU_BOUND:
         limit = CPU_LIMIT
     if limit is None and lag_growth is not None and lag_growth > max(MIN_JOBS, BACKLOG_GROWTH * total):
         limit = CLAIMERS_LIMIT
     if limit is not None:
-        why = {NOTIFY_LIMIT: "commits waited on the NOTIFY lock, which every shard shares",
-               WAL_LIMIT: "commits waited on the WAL flush, which every shard shares",
-               CPU_LIMIT: "the enqueuers ran on CPU, not waiting on a lock that shards would split",
-               CLAIMERS_LIMIT: f"the backlog grew by {lag_growth} while claims lagged: add workers or slots; "
-                               "more shards make each claim scan more lanes"}[limit]
-        return verdict("will_not_help", load.shards, f"The lanes were not contended ({load.lane_waiters} waiters per "
-                       f"sample); {why}.", limit)
+        return decided("will_not_help", load.shards, OTHER_LIMIT, limit, lag_growth=lag_growth)
     if load.shards > 1 and load.lane_waiters < QUIET and row is not None:
         target = lower_target(row[1], load.shards)
         if target is not None:
-            return verdict("lower", target, f"Its lanes were quiet ({load.lane_waiters} waiters per sample) and with "
-                           f"{row[0]} producer(s) on the {path} path the benchmark measured less than x{MIN_GAIN} "
-                           f"for {load.shards} shards over {target}.")
-    return verdict("keep", load.shards, f"The lanes were not contended ({load.lane_waiters} waiters per sample) and "
-                   "nothing else limited the enqueues in the window.")
+            return decided("lower", target, QUIET_LANES, producers=row[0])
+    return decided("keep", load.shards, NOTHING_LIMITS)

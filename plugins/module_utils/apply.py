@@ -54,7 +54,7 @@ LEDGER_CREATE_LOCK_KEY = "awa.operations:ledger"
 class Statement:
     """One statement and its bound parameters."""
 
-    query: object  # sql.Composable
+    query: sql.SQL | sql.Composed
     params: dict | None = None
 
 
@@ -203,7 +203,8 @@ def ledger_insert(schema: str, plan: Plan, reason: str | None, *, with_change_id
     With ``with_change_id`` the row carries the change id the queue lock set
     (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
     """
-    column = value = sql.SQL("")
+    column: sql.SQL | sql.Composed = sql.SQL("")
+    value: sql.SQL | sql.Composed = sql.SQL("")
     if with_change_id:
         column = sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN))
         value = sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))

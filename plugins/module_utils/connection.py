@@ -1,26 +1,38 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Connecting to PostgreSQL with psycopg 3, one transaction at a time, and the only place that knows its errors.
+"""Connecting to PostgreSQL with psycopg 3, one transaction at a time: the one file that imports psycopg.
 
-The options are community.postgresql's, by name; the doc fragment
-``awa.operations.connection`` documents exactly ``connection_argument_spec()``.
+It connects with the options of connection_options, runs every transaction
+with its lock_timeout and session_role, commits, and translates psycopg's
+errors into awa.operations' (errors.py), each saying what to do. The SQL
+builders of introspect and apply take ``sql`` from here.
 """
 
 from __future__ import annotations
 
 import contextlib
-import copy
-import math
-import os
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
+    DEFAULT_LOCK_TIMEOUT,
+    WRITABLE_TARGETS,
+    describe_target,
+    libpq_params,
+    lock_timeout_setting,
+    validate_targets,
+)
+# Still imported from here by the role's code (plugin_utils/rollout_input.py) and its unit tests; they move to
+# connection_options with the role's rewrite, then these two go.
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (  # pylint: disable=unused-import
+    connection_argument_spec,
+    validate_lock_timeout,
+)
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     CommitLost,
     ConnectionFailed,
     ConnectionLost,
     DatabaseError,
-    InvalidRequest,
     LockTimeout,
     PreconditionFailed,
     ServerUnreachable,
@@ -31,55 +43,14 @@ try:
     from psycopg import errors as pg_errors
     # Not used here: introspect and apply build their SQL with it, imported from this file, the one that imports psycopg.
     from psycopg import sql  # pylint: disable=unused-import
-except ImportError:  # reported through missing_required_lib by the modules
-    psycopg = None
-    pg_errors = None
-    sql = None
+except ImportError:  # the modules stop at HAS_PSYCOPG and say how to install it (module_main)
+    # Never used then: nothing connects without psycopg.
+    psycopg = None  # type: ignore[assignment]  # stands for the missing module
+    pg_errors = None  # type: ignore[assignment]  # stands for the missing module
+    sql = None  # type: ignore[assignment]  # stands for the missing module
     HAS_PSYCOPG = False
 else:
     HAS_PSYCOPG = True
-
-APPLICATION_NAME = "awa.operations"
-DEFAULT_CONNECT_TIMEOUT = 10
-# Seconds any statement of ours waits for a lock before the transaction fails (0: no limit).
-DEFAULT_LOCK_TIMEOUT = 5.0
-MAX_LOCK_TIMEOUT = 3600
-
-# Ansible option -> libpq keyword.
-LIBPQ_KEYWORDS = {
-    "login_host": "host",
-    "login_port": "port",
-    "login_user": "user",
-    "login_password": "password",
-    "login_db": "dbname",
-    "ssl_mode": "sslmode",
-    "ca_cert": "sslrootcert",
-    "ssl_cert": "sslcert",
-    "ssl_key": "sslkey",
-    "target_session_attrs": "target_session_attrs",
-}
-
-# Options whose documented default would hide libpq's environment: when the task does not give one, the
-# variable libpq reads for it is used if set (as community.postgresql does), else the default. The other
-# options default to empty, which leaves libpq to read its environment itself (PGHOST, PGDATABASE,
-# PGPASSWORD, PGSSLROOTCERT, ...), except target_session_attrs, whose default depends on the work
-# (libpq_params reads PGTARGETSESSIONATTRS for it).
-ENVIRONMENT_FALLBACKS = {
-    "login_user": "PGUSER",
-    "login_port": "PGPORT",
-    "ssl_mode": "PGSSLMODE",
-}
-
-SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
-# libpq's target_session_attrs (PostgreSQL 14 and later).
-TARGET_SESSION_ATTRS = ["any", "read-write", "read-only", "primary", "standby", "prefer-standby"]
-# A change writes, so it must reach the primary: these never connect to a standby. read-write is its default
-# (it also refuses a server or role whose transactions are read-only by default, where the change would fail).
-WRITABLE_TARGETS = ("read-write", "primary")
-TARGET_FOR_CHANGE = "read-write"
-# Reads default to the primary: a wait must judge the state the change wrote, not a standby's lagging copy
-# of it. primary rather than read-write, so a role whose transactions are read-only by default can read.
-TARGET_FOR_READS = "primary"
 
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
@@ -126,134 +97,6 @@ HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$",
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
 
-# The connection options (community.postgresql names, no aliases); connection_argument_spec() returns a copy.
-CONNECTION_OPTIONS = {
-    "login_user": {"type": "str", "default": "postgres"},
-    "login_password": {"type": "str", "default": "", "no_log": True},
-    "login_host": {"type": "str", "default": ""},
-    # One port for every host, or a comma-separated list matching login_host (libpq's form).
-    "login_port": {"type": "raw", "default": 5432},
-    "login_unix_socket": {"type": "str", "default": ""},
-    "login_db": {"type": "str"},
-    "ssl_mode": {"type": "str", "default": "prefer", "choices": list(SSL_MODES)},
-    "ca_cert": {"type": "path"},
-    "ssl_cert": {"type": "path"},
-    "ssl_key": {"type": "path", "no_log": True},
-    "target_session_attrs": {"type": "str", "choices": list(TARGET_SESSION_ATTRS)},
-    "connect_params": {"type": "dict", "default": {}},
-    "session_role": {"type": "str"},
-}
-
-
-def environment_or_default(option: str) -> object:
-    """The value of ``option`` when the task does not give it: its libpq environment variable if set, else its
-    default (an Ansible ``fallback`` of the options of ENVIRONMENT_FALLBACKS)."""
-    return os.environ.get(ENVIRONMENT_FALLBACKS.get(option, "")) or CONNECTION_OPTIONS[option].get("default")
-
-
-def connection_argument_spec() -> dict:
-    """A fresh argument spec for the connection options."""
-    spec = copy.deepcopy(CONNECTION_OPTIONS)
-    for name in ENVIRONMENT_FALLBACKS:
-        spec[name]["fallback"] = (environment_or_default, [name])
-    return spec
-
-
-def connection_defaults() -> dict:
-    """Each connection option's value when a caller does not give it: its default, or its libpq environment."""
-    return {name: environment_or_default(name) for name in CONNECTION_OPTIONS}
-
-
-def libpq_params(options: dict, *, writes: bool = False, environ: Mapping[str, str] | None = None) -> dict:
-    """libpq keyword arguments from Ansible options; empty values are left to libpq (and its environment).
-
-    ``target_session_attrs``, when neither given nor in ``PGTARGETSESSIONATTRS``,
-    is ``read-write`` for a change (``writes``) and ``primary`` for reads.
-    ``environ`` is libpq's environment (this process's by default).
-    """
-    environ = os.environ if environ is None else environ
-    params = {}
-    for option, keyword in LIBPQ_KEYWORDS.items():
-        value = options.get(option)
-        if value not in (None, ""):
-            params[keyword] = value
-    if "port" in params:
-        params["port"] = ports_text(params["port"])
-    # A socket directory is used only when no TCP host is named (or it is localhost).
-    socket_dir = options.get("login_unix_socket")
-    if socket_dir and params.get("host") in (None, "localhost"):
-        params["host"] = socket_dir
-    if not environ.get("PGCONNECT_TIMEOUT"):
-        params["connect_timeout"] = DEFAULT_CONNECT_TIMEOUT
-    params["application_name"] = APPLICATION_NAME
-    params["target_session_attrs"] = (params.get("target_session_attrs") or environ.get("PGTARGETSESSIONATTRS")
-                                      or (TARGET_FOR_CHANGE if writes else TARGET_FOR_READS))
-    params.update(options.get("connect_params") or {})
-    return params
-
-
-def ports_text(value: object) -> str:
-    """login_port as libpq takes it: one port, or ports separated by commas (no spaces)."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host of "
-                             f"login_host, e.g. \"5432,5433\"), got {value!r}. Nothing was read or written.")
-    return ",".join(part.strip() for part in str(value).split(","))
-
-
-def _hosts(params: dict, environ: Mapping[str, str]) -> tuple[list[str], str]:
-    """The hosts libpq will try, and where they come from (for messages)."""
-    if params.get("host"):
-        return [part.strip() for part in str(params["host"]).split(",")], "login_host"
-    if environ.get("PGHOST"):
-        return [part.strip() for part in environ["PGHOST"].split(",")], "PGHOST"
-    return [""], "the default host"
-
-
-def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
-    """Refuse, before connecting, a host and port list libpq cannot pair, and a change that could reach a standby.
-
-    ``params`` are ``libpq_params``' (after ``connect_params``); ``environ`` is as there.
-    """
-    environ = os.environ if environ is None else environ
-    hosts, hosts_from = _hosts(params, environ)
-    ports_value = params.get("port") or environ.get("PGPORT") or ""
-    ports = [part.strip() for part in str(ports_value).split(",")] if ports_value != "" else []
-    ports_from = "login_port" if params.get("port") else "PGPORT"
-    if "" in hosts and len(hosts) > 1:
-        raise InvalidRequest(f"{hosts_from} lists an empty host name ({','.join(hosts)!r}): name every host, "
-                             "separated by commas without a trailing one. Nothing was read or written.")
-    bad = [port for port in ports if not port.isdigit() or not 1 <= int(port) <= 65535]
-    if bad:
-        raise InvalidRequest(f"{ports_from} must be a port number (1-65535), or a comma-separated list of them with "
-                             f"one port per host of {hosts_from}; got {ports_value!r}. Nothing was read or written.")
-    if len(ports) > 1 and len(ports) != len(hosts):
-        example = ",".join((ports + ports[-1:] * len(hosts))[:len(hosts)])
-        listed = f" ({','.join(hosts)})" if hosts != [""] else ""
-        raise InvalidRequest(
-            f"{ports_from} gives {len(ports)} ports ({','.join(ports)}) for the {len(hosts)} host(s) of {hosts_from}"
-            f"{listed}: give one port per host, in the same order (for example login_port: \"{example}\"), or one "
-            f"port for all of them (login_port: {ports[0]}). Nothing was read or written.")
-    target = params.get("target_session_attrs")
-    if target not in TARGET_SESSION_ATTRS:
-        raise InvalidRequest(f"target_session_attrs must be one of {', '.join(TARGET_SESSION_ATTRS)}, got {target!r} "
-                             "(from connect_params or PGTARGETSESSIONATTRS). Nothing was read or written.")
-    if writes and target not in WRITABLE_TARGETS:
-        raise InvalidRequest(
-            f"target_session_attrs is {target!r}, which lets libpq connect to a standby, but a change writes and "
-            f"must reach the primary: set it to {TARGET_FOR_CHANGE} (the change's default) or primary, or leave it "
-            "out (check PGTARGETSESSIONATTRS and connect_params, which can set it too). Nothing was read or written.")
-
-
-def describe_target(options: dict, *, writes: bool = False) -> str:
-    """Where we connect, for messages: never the password."""
-    params = libpq_params(options, writes=writes)
-    hosts = [host or "local socket" for host in str(params.get("host") or "").split(",")]
-    ports = str(params.get("port", 5432)).split(",")
-    servers = ", ".join(f"{host}:{ports[index] if len(ports) > 1 else ports[0]}" for index, host in enumerate(hosts))
-    where = f"{servers} ({params['target_session_attrs']})" if len(hosts) > 1 else servers
-    return f"database {params.get('dbname', '(default)')!r} on {where} as {params.get('user')!r}"
-
-
 def server_address(conn) -> str:
     """host:port of the server ``conn`` reached (the one libpq chose among login_host)."""
     return f"{conn.info.host}:{conn.info.port}"
@@ -296,8 +139,10 @@ def connect(options: dict, *, writes: bool = False):
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         raise error(f"could not connect to {describe_target(options, writes=writes)}: {reason}") from None
-    conn.awa_session_role = options.get("session_role") or None
-    if conn.awa_session_role:
+    role = options.get("session_role") or None
+    # Read back by _session_role in every transaction of this connection.
+    setattr(conn, "awa_session_role", role)
+    if role:
         try:
             _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
@@ -305,8 +150,7 @@ def connect(options: dict, *, writes: bool = False):
             _report_pooler_refusal(exc, f"connected to {describe_target(options)}, but")
             raise ConnectionFailed(
                 f"connected to {describe_target(options)} but could not switch to session_role "
-                f"{conn.awa_session_role!r}: {_first_line(exc)}. Grant it with: GRANT {conn.awa_session_role} "
-                "TO <login role>") from None
+                f"{role!r}: {_first_line(exc)}. Grant it with: GRANT {role} TO <login role>") from None
         conn.rollback()
     return conn
 
@@ -318,46 +162,6 @@ def open_connection(options: dict, *, writes: bool = False) -> Iterator:
         yield conn
     finally:
         conn.close()
-
-
-class Reopening:
-    """A connection that is opened again (``reopen``) after it was lost, for read-only work - a wait - that may
-    outlive the server it started on. ``close`` closes the connections it opened; the first is the caller's.
-    Without ``reopen``, a lost connection stays lost."""
-
-    def __init__(self, conn, reopen: Callable[[], object] | None) -> None:
-        self._first = conn
-        self._conn = conn
-        self._reopen = reopen
-
-    @property
-    def reopens(self) -> bool:
-        """Whether a lost connection is opened again."""
-        return self._reopen is not None
-
-    def current(self):
-        """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
-        if self._conn.closed and self.reopens:
-            self._conn = self._reopen()
-        return self._conn
-
-    def lost(self) -> None:
-        """The connection was lost (the server ended the session): the next ``current()`` opens another."""
-        self._conn.close()
-
-    def close(self) -> None:
-        if self._conn is not self._first:
-            self._conn.close()
-
-
-def validate_lock_timeout(seconds: float) -> None:
-    if not 0 <= seconds <= MAX_LOCK_TIMEOUT:
-        raise InvalidRequest(f"lock_timeout must be between 0 and {MAX_LOCK_TIMEOUT} seconds, got {seconds}")
-
-
-def lock_timeout_setting(seconds: float) -> str:
-    """PostgreSQL's lock_timeout value: whole milliseconds, never rounded down to 0 (which means no limit)."""
-    return f"{math.ceil(seconds * 1000)}ms"
 
 
 @contextlib.contextmanager

@@ -80,7 +80,8 @@ def lock_kind(locktype: str | None, database: int | None, classid: int | None, o
     if locktype is None:
         return None, None
     if locktype == "advisory":
-        return lane_keys.get((classid, objid), ("advisory", None))
+        found = lane_keys.get((classid, objid)) if classid is not None and objid is not None else None
+        return found if found is not None else ("advisory", None)
     if locktype == "object" and database == 0 and classid == PG_DATABASE_OID and objid == 0:
         return NOTIFY, None
     return locktype, None

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import LaneView
 
 DEFAULT_MARGIN_SECONDS = 5.0
 
@@ -97,12 +98,10 @@ def queue_convergence(runtimes: list[Runtime], current: dict[str, int], changes:
     return QueueConvergence(live=len(live), converged=converged, stragglers=stragglers)
 
 
-def depth_beyond_count(lanes: list[dict]) -> int | None:
+def depth_beyond_count(lanes: list[LaneView]) -> int | None:
     """Ready jobs on shards at or above the count; None when some such lane could not be read."""
-    beyond = [lane for lane in lanes if lane["beyond_count"]]
-    if any(lane["ready_depth"] is None for lane in beyond):
-        return None
-    return sum(lane["ready_depth"] for lane in beyond)
+    depths = [lane["ready_depth"] for lane in lanes if lane["beyond_count"]]
+    return None if None in depths else sum(depth or 0 for depth in depths)
 
 
 def is_drained(convergence: QueueConvergence, beyond: int | None) -> bool:

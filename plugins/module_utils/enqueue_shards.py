@@ -32,9 +32,11 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import apply, ledger, lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
     ChangesRun,
     QueueChange,
@@ -50,6 +52,7 @@ from ansible_collections.awa.operations.plugins.module_utils.preconditions impor
     check_installation,
     check_ledger,
     resolve_stripes,
+    storage_schema,
 )
 from ansible_collections.awa.operations.plugins.module_utils.request import ChangeRequest
 
@@ -81,7 +84,7 @@ def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool,
 def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = False,
                           lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                           ledger_schema: str = ledger.DEFAULT_SCHEMA, reason: str | None = None,
-                          reconnect: Callable[[], object] | None = None) -> QueueChangeRun:
+                          reconnect: Callable[[], Any] | None = None) -> QueueChangeRun:
     """Validate, plan and (unless ``check_mode``) apply a shard-count change in one transaction.
 
     Raises an ``AwaOperationsError`` subclass when the change is refused or
@@ -92,7 +95,8 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
     cannot be told (always, without ``reconnect``).
     """
     started = time.monotonic()
-    change_id = None if check_mode else str(uuid.uuid4())
+    # The id its ledger row will carry (a check-mode run writes none, and returns none).
+    change_id = str(uuid.uuid4())
     try:
         with transaction(conn, f"changing enqueue_shards of queue {request.queue!r}", lock_timeout=lock_timeout,
                          read_only=check_mode,
@@ -142,7 +146,7 @@ def merge_results(results: dict[str, QueueChangeRun], duration: float) -> Change
     }
 
 
-def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callable[[], object] | None = None,
+def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callable[[], Any] | None = None,
                        **options) -> ChangesRun:
     """``change_enqueue_shards`` for each request in turn, on one connection, each in its own transaction.
 
@@ -170,12 +174,12 @@ def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callab
 
 
 def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None,
-            change_id: str | None, lock_timeout: float) -> QueueChangeRun:
+            change_id: str, lock_timeout: float) -> QueueChangeRun:
     if not check_mode:
         apply.lock_queue(conn, request.queue, change_id)
     installation = fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
     warnings = check_installation(installation, request.runtime_roles)
-    schema = installation.queue_storage_schema
+    schema = storage_schema(installation)
     known = fetch_known_queue_names(conn, schema, request.queue)
     layout = resolve_stripes(request.queue, request.stripes, known)
     state = fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles), shards=request.shards)

@@ -12,8 +12,9 @@ unit tests use, and results of live changes on PostgreSQL 17 and 18.
 Three shapes: a queue's own change (``QueueChange``, also each entry of a
 list run's ``queues``), what the Python API returns (``QueueChangeRun`` for
 one queue, ``ChangesRun`` for a list), and the module's result
-(``EnqueueShardsResult``), which is either of those without ``warnings``
-(handed to Ansible's warnings) and with ``diff`` only in diff mode. As in
+(``EnqueueShardsResult``): either of those without ``warnings`` (handed to
+Ansible's warnings) and with ``diff`` only in diff mode (``ChangeOutcome``),
+and the read after the change (``observed``). As in
 shards_info_result, a key not always returned is declared in a subclass with
 ``total=False`` (modules run on Python 3.10, before ``typing.NotRequired``).
 """
@@ -113,14 +114,12 @@ class ChangesRun(ChangeTotals, _Statements):
     queues: dict[str, QueueChange]
 
 
-class _ResultAlways(ChangeTotals):
+class _OutcomeAlways(ChangeTotals):
     queries: list[str]
-    # The changed queues read right after the change (in check mode: the state now), as the info module reads them.
-    observed: ObservedRead
 
 
-class EnqueueShardsResult(_ResultAlways, total=False):
-    """The module's result: one queue's change (``queue``) or a list's (``queues``)."""
+class ChangeOutcome(_OutcomeAlways, total=False):
+    """What the module says of its change: one queue's (``queue``) or a list's (``queues``)."""
 
     queue: str
     shards: int
@@ -132,3 +131,10 @@ class EnqueueShardsResult(_ResultAlways, total=False):
     queues: dict[str, QueueChange]
     # Only in diff mode.
     diff: ChangeDiff
+
+
+class EnqueueShardsResult(ChangeOutcome):
+    """The module's result: its change, and the changed queues read right after it."""
+
+    # In check mode: the state now. As the info module reads them (shards_info_result).
+    observed: ObservedRead

@@ -14,15 +14,18 @@ The rollout's restart plan starts from it, so it needs no read of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import (
     change_enqueue_shards,
     change_many_queues,
     without_statements,
 )
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
+    ChangeOutcome,
     ChangesRun,
     EnqueueShardsResult,
     QueueChangeRun,
@@ -33,40 +36,49 @@ from ansible_collections.awa.operations.plugins.module_utils.request import Chan
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
 
 
-def module_result(run: QueueChangeRun | ChangesRun, *, diff: bool) -> tuple[EnqueueShardsResult, list[str]]:
-    """The module's result from a run - without its warnings, which the module hands to Ansible, and with the
-    diff only in diff mode - and the warnings. ``observed`` is added by ``change_and_read``."""
-    result: EnqueueShardsResult = {
+def _totals(run: QueueChangeRun | ChangesRun, *, diff: bool) -> ChangeOutcome:
+    """What every module result says of its change (its queue's own keys or the list's come on top)."""
+    outcome: ChangeOutcome = {
         "changed": run["changed"], "check_mode": run["check_mode"], "physical_queues": run["physical_queues"],
         "previous_shards": run["previous_shards"], "lanes_created": run["lanes_created"],
         "lanes_repaired": run["lanes_repaired"], "grants_added": run["grants_added"], "queries": run["queries"],
         "duration": run["duration"]}
-    if "queues" in run:
-        result["queues"] = run["queues"]
-    else:
-        result.update(without_statements(run))
     if diff:
-        result["diff"] = run["diff"]
-    return result, run["warnings"]
+        outcome["diff"] = run["diff"]
+    return outcome
 
 
-def _read_failed(result: EnqueueShardsResult, warnings: list[str], error: AwaOperationsError) -> FailedWithState:
-    if result["check_mode"]:
+def queue_outcome(run: QueueChangeRun, *, diff: bool) -> ChangeOutcome:
+    """The module's result for one queue (``queue``), but the read after it; the diff only in diff mode."""
+    outcome = _totals(run, diff=diff)
+    outcome.update(without_statements(run))
+    return outcome
+
+
+def list_outcome(run: ChangesRun, *, diff: bool) -> ChangeOutcome:
+    """The module's result for a list (``queues``), but the read after it; the diff only in diff mode."""
+    outcome = _totals(run, diff=diff)
+    outcome["queues"] = run["queues"]
+    return outcome
+
+
+def _read_failed(outcome: ChangeOutcome, warnings: list[str], error: AwaOperationsError) -> FailedWithState:
+    if outcome["check_mode"]:
         done = "The check-mode run planned the change (nothing was written)"
-    elif result["changed"]:
+    elif outcome["changed"]:
         done = "The change was committed (the result says what it did)"
     else:
         done = "Nothing needed changing"
     return FailedWithState(
         f"{done}, but reading the state of the queues after it failed: {error.message} The change stands: a re-run "
         "changes nothing more and reads again; or read the state with awa.operations.awa_enqueue_shards_info.",
-        dict(result, warnings=warnings))
+        {**outcome, "warnings": warnings})
 
 
 def change_and_read(conn, requests: list[ChangeRequest], *, listed: bool, diff: bool,
-                    reconnect: Callable[[], object] | None, **options) -> tuple[EnqueueShardsResult, list[str]]:
+                    reconnect: Callable[[], Any] | None, **options) -> tuple[EnqueueShardsResult, list[str]]:
     """The module's run: change ``requests`` (``listed``: as a list run), then read those queues; the module's
-    result with the read as ``observed``, and the warnings of both.
+    result with the read as ``observed``, and the warnings of both (the module hands them to Ansible).
 
     ``options`` are change_enqueue_shards' (check_mode, lock_timeout,
     ledger_schema, reason). The read runs on ``conn``, or - when a COMMIT lost
@@ -74,10 +86,11 @@ def change_and_read(conn, requests: list[ChangeRequest], *, listed: bool, diff: 
     ``FailedWithState`` carrying the change's result: the change stands.
     """
     if listed:
-        run = change_many_queues(conn, requests, reconnect=reconnect, **options)
+        listed_run = change_many_queues(conn, requests, reconnect=reconnect, **options)
+        outcome, warnings = list_outcome(listed_run, diff=diff), listed_run["warnings"]
     else:
-        run = change_enqueue_shards(conn, requests[0], reconnect=reconnect, **options)
-    result, warnings = module_result(run, diff=diff)
+        queue_run = change_enqueue_shards(conn, requests[0], reconnect=reconnect, **options)
+        outcome, warnings = queue_outcome(queue_run, diff=diff), queue_run["warnings"]
     session = Reopening(conn, (lambda: lost_commit.reconnect_with_retries(reconnect)) if reconnect else None)
     try:
         current = session.current()
@@ -86,8 +99,8 @@ def change_and_read(conn, requests: list[ChangeRequest], *, listed: bool, diff: 
                                 lock_timeout=options["lock_timeout"])
         server = server_address(current)
     except AwaOperationsError as exc:
-        raise _read_failed(result, warnings, exc) from None
+        raise _read_failed(outcome, warnings, exc) from None
     finally:
         session.close()
-    result["observed"] = observed_read(read, server)
+    result: EnqueueShardsResult = {**outcome, "observed": observed_read(read, server)}
     return result, list(dict.fromkeys(warnings + read["warnings"]))

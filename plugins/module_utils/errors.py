@@ -9,6 +9,8 @@ never contains a password or a full connection string.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 
 class AwaOperationsError(Exception):
     """Base class. ``details`` is extra, JSON-safe context for the result."""
@@ -66,9 +68,10 @@ class ConnectionLost(DatabaseError, Disconnected):
 class FailedWithState(AwaOperationsError):
     """A read or wait that failed after seeing the state: ``result`` carries the last state it saw."""
 
-    def __init__(self, message: str, result: dict) -> None:
+    def __init__(self, message: str, result: Mapping[str, object]) -> None:
         super().__init__(message)
-        self.result = result
+        # A copy: the module hands its warnings to Ansible and fails with the rest.
+        self.result: dict[str, object] = dict(result)
 
 
 class WaitTimeout(FailedWithState):

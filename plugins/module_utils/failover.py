@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ChangeView, StateRead
 from ansible_collections.awa.operations.plugins.module_utils.waiters import Interruption, ReconnectGaveUp
 
 # After a lost connection, a wait tries to reconnect up to RECONNECT_ATTEMPTS times, RECONNECT_INTERVAL seconds
@@ -72,12 +73,12 @@ def _counts_text(counts: dict[str, int]) -> str:
     return "enqueue_shards " + ", ".join(f"{name}: {count}" for name, count in sorted(counts.items()))
 
 
-def _change_text(change: dict) -> str:
+def _change_text(change: ChangeView) -> str:
     return (f"change #{change['id']} ({change['from_shards']} -> {change['to_shards']}, by {change['changed_by']} "
             f"at {change['changed_at']})")
 
 
-def missing_changes(committed: dict[str, Committed], info: dict, server: str) -> list[str]:
+def missing_changes(committed: dict[str, Committed], info: StateRead, server: str) -> list[str]:
     """One line per queue of ``info`` (a read) whose count is not the one committed, saying why and what to do.
 
     Queues the read did not cover are not judged.

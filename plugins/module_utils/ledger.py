@@ -11,6 +11,7 @@ other SQL, the table and its row in ``apply`` (writes), the lookup in
 
 from __future__ import annotations
 
+import datetime
 import re
 from dataclasses import dataclass
 
@@ -44,7 +45,7 @@ class RecordedChange:
 
     id: int
     physical_queue: str
-    changed_at: object  # datetime (database clock)
+    changed_at: datetime.datetime  # database clock
     from_shards: int
     to_shards: int
     live_runtime_ids: frozenset

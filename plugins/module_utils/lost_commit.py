@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import apply
 from ansible_collections.awa.operations.plugins.module_utils.introspect import changes, sessions
@@ -67,6 +68,20 @@ class PendingChange:
     def action(self) -> str:
         return f"changing enqueue_shards of queue {self.queue!r}"
 
+    @property
+    def ledger(self) -> str:
+        """The ledger schema of a change whose row carries its change id (only a ledger row can)."""
+        if self.ledger_schema is None:
+            raise ValueError(f"{self.action}: a change id is recorded in a ledger, and none was given")
+        return self.ledger_schema
+
+    @property
+    def identity(self) -> TransactionIdentity:
+        """The transaction of a change whose row carries no change id, read before its COMMIT (commit_change)."""
+        if self.transaction is None:
+            raise ValueError(f"{self.action}: its transaction was not read before COMMIT")
+        return self.transaction
+
 
 class Unsettled(Exception):
     """Raised by ``commit_change`` for ``settle``: the connection was lost during COMMIT."""
@@ -101,7 +116,7 @@ def attempts(delays: tuple[float, ...] | None, sleep: Callable[[float], None]) -
         yield number
 
 
-def reconnect_with_retries(reconnect: Callable[[], object], *, delays: tuple[float, ...] | None = None,
+def reconnect_with_retries(reconnect: Callable[[], Any], *, delays: tuple[float, ...] | None = None,
                            sleep: Callable[[float], None] = time.sleep):
     """A new connection from ``reconnect`` (a connect with the run's options), retried a few times."""
     failures = []
@@ -117,8 +132,8 @@ def _tried(failures: list[str], delays: tuple[float, ...] | None) -> str:
     return f"{len(failures)} attempts within {sum(RECONNECT_DELAYS if delays is None else delays):g} s"
 
 
-def settle(pending: PendingChange, reason: str, reconnect: Callable[[], object] | None, *,
-           delays: tuple[float, ...] | None = None, sleep: Callable[[float], None] = time.sleep) -> dict:
+def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | None, *,
+           delays: tuple[float, ...] | None = None, sleep: Callable[[float], None] = time.sleep) -> QueueChangeRun:
     """The result of a change whose COMMIT lost its connection, looked up on a new connection.
 
     Returns the change's result when it committed (``lost_commit`` and a
@@ -176,17 +191,17 @@ def _look_up(conn, pending: PendingChange, reason: str) -> Verdict:
 def _verdict(conn, pending: PendingChange, reason: str) -> Verdict:
     schema = pending.ledger_schema
     if pending.records_change_id:
-        row = changes.fetch_recorded_change(conn, schema, "change_id", pending.change_id)
-        ledger = recorded_row(schema, row, pending.change_id) if row else None
+        row = changes.fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)
+        ledger = recorded_row(pending.ledger, row, pending.change_id) if row else None
         return Verdict(row is not None, "change id in the ledger", ledger)
-    status = sessions.fetch_transaction_status(conn, pending.transaction)
+    status = sessions.fetch_transaction_status(conn, pending.identity)
     if status == "aborted":
         return Verdict(False, "transaction status")
     if status == "committed":
-        row = changes.fetch_recorded_change(conn, schema, "transaction_id", pending.transaction.transaction_id) \
+        row = changes.fetch_recorded_change(conn, schema, "transaction_id", pending.identity.transaction_id) \
             if schema else None
-        return Verdict(True, "transaction status", recorded_row(schema, row, None) if row else None)
-    xid = pending.transaction.transaction_id
+        return Verdict(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
+    xid = pending.identity.transaction_id
     without = "the ledger row carries no change id" if schema else "ledger is false"
     raise _unknown(pending, reason, f"Reconnected, but transaction {xid} is still in progress." if status else (
         f"Reconnected to a server that cannot tell what became of transaction {xid} ({without}): it runs another "
@@ -194,12 +209,12 @@ def _verdict(conn, pending: PendingChange, reason: str) -> Verdict:
 
 
 def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int) -> QueueChangeRun:
-    lost: LostCommit = {"outcome": "committed" if verdict.committed else "not applied", "resolved_by": verdict.resolved_by,
-            "reconnect_attempts": attempt}
+    lost: LostCommit = {"outcome": "committed" if verdict.committed else "not applied",
+                        "resolved_by": verdict.resolved_by, "reconnect_attempts": attempt}
     found = f"Reconnected (attempt {attempt}) and looked it up once its transaction had ended: "
     if not verdict.committed:
         evidence = (f"no ledger row has its change id {pending.change_id}" if pending.records_change_id
-                    else f"its transaction {pending.transaction.transaction_id} rolled back")
+                    else f"its transaction {pending.identity.transaction_id} rolled back")
         raise CommitNotApplied(f"{reason} {found}{evidence}, so it was not "
                                "applied and nothing was written; re-run to apply it.",
                                change_id=pending.change_id, lost_commit=lost)
@@ -207,7 +222,8 @@ def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int
     if verdict.ledger is not None:
         result["ledger"] = verdict.ledger
     evidence = (f"ledger row {verdict.ledger['id']} has its change id {pending.change_id}"
-                if pending.records_change_id else f"its transaction {pending.transaction.transaction_id} committed")
+                if pending.records_change_id and verdict.ledger is not None
+                else f"its transaction {pending.identity.transaction_id} committed")
     result["warnings"] = [*result["warnings"], (
         f"The connection was lost while committing the change of queue {pending.queue!r}. {found}{evidence}. The "
         "change is applied: nothing to re-run.")]
@@ -216,11 +232,11 @@ def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int
 
 def _unknown(pending: PendingChange, reason: str, why: str) -> CommitOutcomeUnknown:
     if pending.records_change_id:
-        how = (f"look it up: {lookup_query(pending.ledger_schema, pending.change_id)}. A row means it was applied "
+        how = (f"look it up: {lookup_query(pending.ledger, pending.change_id)}. A row means it was applied "
                "(nothing to re-run); no row, once the transaction has ended, means nothing was written: re-run.")
     else:
         how = (f"look it up on the server the change ran on: SELECT pg_xact_status("
-               f"'{pending.transaction.transaction_id}'::xid8); 'committed' means it was applied, 'aborted' that "
+               f"'{pending.identity.transaction_id}'::xid8); 'committed' means it was applied, 'aborted' that "
                "nothing was written: re-run. On another server (after a failover) run the module in check mode: "
                "changed=false means the count is in place.")
     return CommitOutcomeUnknown(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import LaneState, QueueState
@@ -47,8 +48,8 @@ class Plan:
     lanes_to_repair: list[LaneKey]
     grants: GrantSet
     meta_queues_to_update: list[str]
-    before: dict[str, dict]
-    after: dict[str, dict]
+    before: dict[str, PhysicalQueueSide]
+    after: dict[str, PhysicalQueueSide]
     warnings: list[str]
 
     @property
@@ -77,7 +78,7 @@ def _missing_pairs(lane: LaneState) -> set[tuple[str, str]]:
     return {(role, sequence) for role, dummy, sequence in lane.missing_privileges}
 
 
-def queue_summary(state: QueueState, queue: str, shards: int) -> dict:
+def queue_summary(state: QueueState, queue: str, shards: int) -> PhysicalQueueSide:
     """One physical queue as the diff shows it, with ``shards`` as its count.
 
     The plan's ``before`` and the verification after provisioning both use it,
@@ -132,7 +133,7 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
                     if not lane.has_claim_seq:
                         lane_pairs.add((role, lane.claim_seq))
         if lane_pairs and not lane.grantable:
-            for owner in {lane.enqueue_seq_owner, lane.claim_seq_owner} - {None}:
+            for owner in {owner for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner is not None}:
                 refused[owner] = refused.get(owner, 0) + 1
         pairs |= lane_pairs
     if refused:
@@ -151,7 +152,7 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
 
     before = {queue: queue_summary(state, queue, previous[queue]) for queue in layout.physical_queues}
     created_by_queue = {queue: sum(1 for key in incomplete if key[0] == queue) for queue in layout.physical_queues}
-    after = {}
+    after: dict[str, PhysicalQueueSide] = {}
     for queue in layout.physical_queues:
         complete_after = before[queue]["lanes"] + created_by_queue[queue]
         # Only the requested runtime_roles are checked, and all of their gaps are granted.

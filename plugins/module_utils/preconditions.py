@@ -22,6 +22,18 @@ TESTED_SCHEMA_VERSIONS = (39, 40)
 MIN_SERVER_VERSION_NUM = 170000
 
 
+def storage_schema(found: Installation) -> str:
+    """The schema of the active queue-storage engine; refused when that engine is not active."""
+    if found.storage_state != "active" or found.storage_engine != "queue_storage" or not found.queue_storage_schema:
+        raise PreconditionFailed(
+            f"The queue-storage engine is not active in database {found.database!r} (state={found.storage_state}, "
+            f"engine={found.storage_engine}); enqueue_shards only applies to queue storage. "
+            "On a fresh database run `SELECT awa.storage_auto_finalize_if_fresh('awa')` or start a worker; "
+            "on a database with canonical jobs use `awa storage prepare --engine queue_storage`, "
+            "`awa storage enter-mixed-transition` and `awa storage finalize`.")
+    return found.queue_storage_schema
+
+
 def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ()) -> list[str]:
     """Refuse an installation we cannot safely change; return warnings otherwise."""
     where = f"database {found.database!r}"
@@ -35,13 +47,7 @@ def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ())
             f"The Awa schema in {where} (schema version {version}) has no enqueue shards "
             "(awa.queue_meta.enqueue_shards and the queue-storage lane tables arrived with Awa 0.6.0). "
             "Upgrade Awa to 0.6.8 or 0.6.9 and run `awa migrate`, then retry.")
-    if found.storage_state != "active" or found.storage_engine != "queue_storage" or not found.queue_storage_schema:
-        raise PreconditionFailed(
-            f"The queue-storage engine is not active in {where} (state={found.storage_state}, "
-            f"engine={found.storage_engine}); enqueue_shards only applies to queue storage. "
-            "On a fresh database run `SELECT awa.storage_auto_finalize_if_fresh('awa')` or start a worker; "
-            "on a database with canonical jobs use `awa storage prepare --engine queue_storage`, "
-            "`awa storage enter-mixed-transition` and `awa storage finalize`.")
+    storage_schema(found)
     missing = [role for role in runtime_roles if role in found.missing_roles]
     if missing:
         raise PreconditionFailed(

@@ -17,6 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.preconditions impor
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import (
     ChangeView,
     Grants,
+    LaneRef,
     LaneView,
     ObservedRead,
     QueueView,
@@ -83,14 +84,14 @@ def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
     grouped: dict[tuple, list[LaneView]] = defaultdict(list)
     for lane in lanes:
         grouped[(lane["queue"], lane["shard"])].append(lane)
-    views = []
+    views: list[ShardView] = []
     for (queue, shard), members in sorted(grouped.items()):
         readable = all(lane["readable"] for lane in members)
-        ages = [lane["oldest_ready_age_seconds"] for lane in members if lane["oldest_ready_age_seconds"] is not None]
+        ages = [age for lane in members if (age := lane["oldest_ready_age_seconds"]) is not None]
         views.append({
             "queue": queue, "shard": shard, "beyond_count": members[0]["beyond_count"],
-            "ready_depth": sum(lane["ready_depth"] for lane in members) if readable else None,
-            "seq_lag": sum(lane["seq_lag"] for lane in members) if readable else None,
+            "ready_depth": sum(lane["ready_depth"] or 0 for lane in members) if readable else None,
+            "seq_lag": sum(lane["seq_lag"] or 0 for lane in members) if readable else None,
             "oldest_ready_age_seconds": max(ages) if ages else None,
         })
     return views
@@ -130,37 +131,53 @@ def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str
     return grants, findings
 
 
-def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
-                 runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
-                 margin_seconds: float) -> QueueView:
-    """Everything awa_enqueue_shards_info says about one logical queue."""
-    current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
-    queue_depths = [depth for depth in depths if depth.queue in current]
-    lanes = _lane_views(queue_depths, state)
-    verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
+# The keys of a queue's view that come from its lanes, absent from a read without them (``lanes: false``).
+LANE_KEYS = ("drained", "ready_depth", "depth_beyond_count", "lanes_complete", "lanes_missing", "lanes", "shards",
+             "grants")
+
+
+def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
+                 verdict: convergence.QueueConvergence,
+                 runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
+    queue's other findings (lanes missing), and those after."""
+    current = view["enqueue_shards"]
+    lanes = _lane_views([depth for depth in depths if depth.queue in current], state)
     beyond = convergence.depth_beyond_count(lanes)
-    missing_lanes = [{"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
+    missing_lanes: list[LaneRef] = [{"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
                      for lane in state.lanes if lane.queue in current and lane.shard < current[lane.queue]
                      and not lane.complete]
     grants, findings = _grant_findings(logical, [lane for lane in state.lanes if lane.queue in current],
                                        runtime_roles)
-    findings = list(layout.warnings) + findings
+    first = []
     if missing_lanes:
         example = missing_lanes[0]
-        findings.insert(0, (
+        first.append(
             f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
             f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
-            "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue."))
+            "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue.")
     unreadable = sum(1 for lane in lanes if not lane["readable"])
     if unreadable:
         findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
                         "so their depth is unknown. Connect as their owner or a member of it.")
-    for straggler in verdict.stragglers:
-        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
-            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
-                            "awa.operations.awa_enqueue_shards so the change is recorded.")
-            break
     depth_values = [lane["ready_depth"] for lane in lanes]
+    view["drained"] = convergence.is_drained(verdict, beyond)
+    view["ready_depth"] = None if None in depth_values else sum(value or 0 for value in depth_values)
+    view["depth_beyond_count"] = beyond
+    view["lanes_complete"] = sum(1 for lane in lanes if lane["complete"])
+    view["lanes_missing"] = missing_lanes
+    view["lanes"] = lanes
+    view["shards"] = _shard_views(lanes)
+    view["grants"] = grants
+    return first, findings
+
+
+def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
+                 runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
+                 margin_seconds: float, *, lanes: bool = True) -> QueueView:
+    """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS)."""
+    current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
+    verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
     shard_counts = sorted(set(current.values()))
     view: QueueView = {
         "queue": logical,
@@ -171,21 +188,21 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
         f"mixed: the physical queues have different counts {current}",
         "converged": verdict.complete,
-        "drained": convergence.is_drained(verdict, beyond),
         "runtimes_live": verdict.live,
         "runtimes_converged": verdict.converged,
         "stragglers": [straggler_view(s) for s in verdict.stragglers],
         "last_change": {queue: change_view(change) for queue, change in sorted(changes.items()) if queue in current},
-        "ready_depth": None if None in depth_values else sum(depth_values),
-        "depth_beyond_count": beyond,
-        "lanes_complete": sum(1 for lane in lanes if lane["complete"]),
-        "lanes_missing": missing_lanes,
-        "lanes": lanes,
-        "shards": _shard_views(lanes),
-        "grants": grants,
-        "findings": findings,
+        "findings": [],
         "summary_lines": [],
     }
+    first, after = _lane_report(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
+    findings = first + list(layout.warnings) + after
+    for straggler in verdict.stragglers:
+        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
+            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
+                            "awa.operations.awa_enqueue_shards so the change is recorded.")
+            break
+    view["findings"] = findings
     view["summary_lines"] = summary_lines(view)
     return view
 
@@ -200,7 +217,7 @@ def _depth_text(shards: list[ShardView], queue: str) -> str:
     elif any(row["ready_depth"] is None for row in beyond):
         tail = "beyond the count: unknown (unreadable)"
     else:
-        total = sum(row["ready_depth"] for row in beyond)
+        total = sum(row["ready_depth"] or 0 for row in beyond)
         first, last = beyond[0]["shard"], beyond[-1]["shard"]
         tail = f"beyond the count (shards {first}..{last}): {total or 'none'} ready"
     return f"ready by shard {within or '-'} | {tail}"
@@ -223,20 +240,20 @@ def summary_lines(report: QueueView) -> list[str]:
                    + (f" (and {others} more)" if others > 0 else ""))
     lines.append(f"  runtimes: {report['runtimes_converged']} of {report['runtimes_live']} live runtimes on the "
                  f"current count{waiting}")
-    for queue in report["physical_queues"]:
+    for queue in report["physical_queues"] if "shards" in report else []:
         prefix = f"  {queue}: " if len(report["physical_queues"]) > 1 else "  "
         lines.append(prefix + _depth_text(report["shards"], queue))
     if report["paused"]:
         lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {report['queue']})")
-    lines.append(f"  converged: {'yes' if report['converged'] else 'no'}; drained: "
-                 f"{'yes' if report['drained'] else 'no'}"
+    drained = f"; drained: {'yes' if report['drained'] else 'no'}" if "drained" in report else ""
+    lines.append(f"  converged: {'yes' if report['converged'] else 'no'}{drained}"
                  + (f"; {len(report['findings'])} finding(s)" if report["findings"] else ""))
     return lines
 
 
 def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_at: datetime.datetime,
                 findings: list[str], warnings: list[str], known_runtimes: frozenset,
-                expected_new_runtimes: int) -> ShardsRead:
+                expected_new_runtimes: int, lanes: bool = True) -> ShardsRead:
     """One read's result: the queues' reports, every runtime (with the queues it is pending on), and the totals.
 
     ``new_runtimes`` are the live, healthy runtimes not in ``known_runtimes``
@@ -251,14 +268,13 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
                 pending[straggler["instance_id"]].append(logical)
     runtime_views = [runtime_view(runtime, pending.get(runtime.instance_id, [])) for runtime in runtimes]
     lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
-    return {
+    read: ShardsRead = {
         "changed": False,
         "read_at": read_at.isoformat(),
         "new_runtimes": [view for view in runtime_views
                          if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes],
         "expected_new_runtimes": expected_new_runtimes,
         "converged": all(q["converged"] for q in queues.values()),
-        "drained": all(q["drained"] for q in queues.values()),
         "queues": queues,
         "runtimes": runtime_views,
         "findings": findings + ([] if any(runtime.live for runtime in runtimes) else [NO_LIVE_RUNTIME])
@@ -267,6 +283,10 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
         "summary_lines": lines,
         "warnings": warnings,
     }
+    # Drained is known only where the lanes were read.
+    if lanes:
+        read["drained"] = all(view.get("drained", False) for view in queues.values())
+    return read
 
 
 def observed_read(read: ShardsRead, server: str) -> ObservedRead:
@@ -274,8 +294,11 @@ def observed_read(read: ShardsRead, server: str) -> ObservedRead:
 
     Its ``changed`` (always false) and ``warnings`` (the change's own) are the change's to report.
     """
-    return {"read_at": read["read_at"], "new_runtimes": read["new_runtimes"],
-            "expected_new_runtimes": read["expected_new_runtimes"], "converged": read["converged"],
-            "drained": read["drained"], "queues": read["queues"], "runtimes": read["runtimes"],
-            "findings": read["findings"], "summary": read["summary"], "summary_lines": read["summary_lines"],
-            "server": server}
+    observed: ObservedRead = {
+        "read_at": read["read_at"], "new_runtimes": read["new_runtimes"],
+        "expected_new_runtimes": read["expected_new_runtimes"], "converged": read["converged"],
+        "queues": read["queues"], "runtimes": read["runtimes"], "findings": read["findings"],
+        "summary": read["summary"], "summary_lines": read["summary_lines"], "server": server}
+    if "drained" in read:
+        observed["drained"] = read["drained"]
+    return observed

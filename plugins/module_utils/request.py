@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
@@ -28,10 +29,14 @@ class ChangeRequest:
 def validate_request(queue: object, shards: object, stripes: object = None,
                      runtime_roles: object = (), ledger: bool = True) -> ChangeRequest:
     """Check the options before touching the database."""
-    roles = tuple(runtime_roles or ())
-    for role in roles:
+    runtime_roles = runtime_roles or ()
+    if not isinstance(runtime_roles, Iterable):
+        raise InvalidRequest(f"runtime_roles must be a list of role names, got {runtime_roles!r}")
+    roles: tuple[str, ...] = ()
+    for role in runtime_roles:
         if not isinstance(role, str) or not role.strip():
             raise InvalidRequest(f"runtime_roles must be non-empty role names, got {role!r}")
+        roles += (role,)
     if len(set(roles)) != len(roles):
         raise InvalidRequest(f"runtime_roles lists a role twice: {list(roles)}")
     return ChangeRequest(

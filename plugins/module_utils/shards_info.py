@@ -11,7 +11,8 @@
 
 Each read takes the state (counts, lanes, grants, runtimes, the ledger, and
 the depths of the first thousand lanes) in one REPEATABLE READ, READ ONLY
-transaction of a fixed number of statements. The depths of further lanes are
+transaction of a fixed number of statements (without ``lanes``: the counts,
+runtimes and ledger only, in fewer). The depths of further lanes are
 read in further READ ONLY transactions of at most a thousand lanes each,
 because reading a lane's cursors locks its two sequences until the
 transaction ends. Every transaction sets ``lock_timeout``: reads take only
@@ -27,14 +28,19 @@ from collections import Counter, defaultdict
 from typing import ContextManager
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger, report
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.introspect import changes, depths, installation, lanes
 from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import fetch_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.introspect.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue
-from ansible_collections.awa.operations.plugins.module_utils.preconditions import check_installation, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.preconditions import (
+    check_installation,
+    resolve_stripes,
+    storage_schema,
+)
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
 
@@ -90,18 +96,20 @@ def _read_only_transaction(conn, selected: tuple[str, ...] | None, ledger_schema
 
 
 def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
-          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int, lock_timeout: float) -> ShardsRead:
+          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int, lock_timeout: float,
+          read_lanes: bool) -> ShardsRead:
     with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
         warnings = check_installation(found, runtime_roles)
-        schema = found.queue_storage_schema
+        schema = storage_schema(found)
         layouts, findings = _layouts(conn, schema, selected, stripes)
         physical = [name for layout in layouts.values() for name in layout.physical_queues]
-        state = lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles))
+        state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes
+                 else lanes.fetch_queue_counts(conn, physical))
         runtimes = fetch_runtimes(conn)
         latest = changes.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
-        chunks = depth_chunks(physical, state)
+        chunks = depth_chunks(physical, state) if read_lanes else []
         observed = depths.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
     # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
     # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
@@ -112,22 +120,29 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
     queues = {logical: report.queue_report(layout, logical, state, observed, runtimes, latest, runtime_roles,
-                                           margin_seconds)
+                                           margin_seconds, lanes=read_lanes)
               for logical, layout in layouts.items()}
     return report.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
-                              known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes)
+                              known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,
+                              lanes=read_lanes)
 
 
 def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
-                     expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT) -> ShardsRead:
+                     expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                     lanes: bool = True) -> ShardsRead:
     """A read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
 
     ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
-    (instance ids seen before a restart), for ``wait: restarted``. Raises
-    ``LockTimeout`` when a lock is not granted within ``lock_timeout`` seconds.
+    (instance ids seen before a restart), for ``wait: restarted``. Without
+    ``lanes``, the lanes are not read (nor their grants and depths): a queue's
+    view then has its count, its convergence and its last change only
+    (report.LANE_KEYS are absent, and so is ``drained``), in a fixed number of
+    statements whatever the number of lanes - what a wait for restarted
+    runtimes needs. Raises ``LockTimeout`` when a lock is not granted within
+    ``lock_timeout`` seconds.
     """
     selected = selected_queues(queue, queues, stripes)
     return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
-                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout)
+                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes)

@@ -2,13 +2,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Advice on a read's queues (``advise: true``): watch their load for a window, and put the rule's verdicts in.
 
-The rule is advice.py's (pure); the window is load_window.py's. The
+The rule is advice.py's (pure), its words advice_words.py's; the window is load_window.py's. The
 shard_advice event source calls ``advise_queues`` window after window.
 """
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils import advice, load_window, shard_gains
+from ansible_collections.awa.operations.plugins.module_utils import advice, advice_words, load_window, shard_gains
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, ShardsInfo, ShardsRead
 
 
@@ -16,7 +16,7 @@ def advise_queues(conn, info: ShardsRead, seconds: float, lock_timeout: float,
                   measured: dict | None = None) -> dict[str, Advice]:
     """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
 
-    Returns queue -> advice (advice.advise); ``measured`` defaults to the shipped gains table.
+    Returns queue -> advice (advice_words.advise); ``measured`` defaults to the shipped gains table.
     """
     views = info["queues"]
     physical = [name for view in views.values() for name in view["physical_queues"]]
@@ -25,7 +25,8 @@ def advise_queues(conn, info: ShardsRead, seconds: float, lock_timeout: float,
     advised = {}
     for name, view in views.items():
         shards = max(view["enqueue_shards"].values(), default=1)
-        advised[name] = advice.advise(advice.queue_load(name, view["physical_queues"], shards, window), window.tally, table)
+        advised[name] = advice_words.advise(advice.queue_load(name, view["physical_queues"], shards, window),
+                                            window.tally, table)
     return advised
 
 

@@ -25,23 +25,29 @@ import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.introspect.health import fetch_health
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import HealthView, ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import (
+    HealthView,
+    PolledRead,
+    QueueHealth,
+    QueueView,
+    StateRead,
+)
 
 
-def _since(view: dict) -> dict[str, datetime.datetime | None]:
+def _since(view: QueueView) -> dict[str, datetime.datetime | None]:
     """Physical queue -> when its last recorded change committed (None: never changed by the module)."""
-    changes = view.get("last_change", {})
+    changes = view["last_change"]
     return {physical: datetime.datetime.fromisoformat(changes[physical]["changed_at"]) if physical in changes else None
             for physical in view["physical_queues"]}
 
 
-def health_view(info: ShardsRead, read: dict, since: dict[str, datetime.datetime | None]) -> HealthView:
+def health_view(info: StateRead, read: dict, since: dict[str, datetime.datetime | None]) -> HealthView:
     """The ``health`` result key: the database's deadlocks and, per logical queue, its failed and retried jobs."""
-    queues = {}
+    queues: dict[str, QueueHealth] = {}
     for name, view in info["queues"].items():
         physical = view["physical_queues"]
         known = [read["queues"][queue] for queue in physical if queue in read["queues"]]
-        changed = [since[queue] for queue in physical if since.get(queue) is not None]
+        changed = [moment for queue in physical if (moment := since.get(queue)) is not None]
         queues[name] = {
             "since": min(changed).isoformat() if changed else None,
             "failed_jobs": sum(failed for failed, dummy in known) if known else None,
@@ -51,7 +57,7 @@ def health_view(info: ShardsRead, read: dict, since: dict[str, datetime.datetime
             "queues": queues}
 
 
-def add_health(conn, info: ShardsRead, lock_timeout: float) -> None:
+def add_health(conn, info: PolledRead, lock_timeout: float) -> None:
     """Put ``health`` into a read's result, from a READ ONLY transaction of its own."""
     since = {physical: moment for view in info["queues"].values() for physical, moment in _since(view).items()}
     with transaction(conn, "reading what the change shows (deadlocks, failed and retried jobs)",

@@ -10,7 +10,7 @@ same values with these functions before anything connects.
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import validate_lock_timeout
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import validate_lock_timeout
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
 
@@ -27,6 +27,13 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> 
         raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
     if not 0.1 <= sleep <= 3600:
         raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
+
+
+def validate_lanes_option(lanes: bool, wait: str) -> None:
+    """lanes: false reads no depths, so nothing can be waited on that needs them (drained)."""
+    if not lanes and wait == "drained":
+        raise InvalidRequest("wait=drained waits for the ready jobs on the old shards, and lanes=false reads no lane "
+                             "depths: leave lanes at true (the default) to wait until drained, or wait until converged")
 
 
 def validate_advice_options(advise: bool, window: float, gains: dict | None, wait: str) -> None:

@@ -111,8 +111,8 @@ class Grants(TypedDict):
     sequence_owners: dict[str, int]
 
 
-class QueueView(TypedDict):
-    """Everything the module says about one logical queue."""
+class QueueConvergenceView(TypedDict):
+    """What every read says about one logical queue: its count, its runtimes on it, its last change."""
 
     queue: str
     stripes: int
@@ -121,11 +121,19 @@ class QueueView(TypedDict):
     paused: bool
     ordering: str
     converged: bool
-    drained: bool
     runtimes_live: int
     runtimes_converged: int
     stragglers: list[StragglerView]
     last_change: dict[str, ChangeView]
+    findings: list[str]
+    summary_lines: list[str]
+
+
+class QueueView(QueueConvergenceView, total=False):
+    """Everything the module says about one logical queue. The keys below come from its lanes: every read has them
+    but one with ``lanes: false`` (report.LANE_KEYS)."""
+
+    drained: bool
     ready_depth: int | None
     depth_beyond_count: int | None
     lanes_complete: int
@@ -133,8 +141,6 @@ class QueueView(TypedDict):
     lanes: list[LaneView]
     shards: list[ShardView]
     grants: Grants
-    findings: list[str]
-    summary_lines: list[str]
 
 
 class MeasuredRow(TypedDict):
@@ -194,22 +200,26 @@ class HealthView(TypedDict):
     queues: dict[str, QueueHealth]
 
 
-class StateRead(TypedDict):
-    """What one read of the state says: the info module's result, and the change module's ``observed``.
-
-    The readers of either (the role's restart plan and verdicts) take this type.
-    """
-
+class _StateReadAlways(TypedDict):
     read_at: str
     new_runtimes: list[RuntimeView]
     expected_new_runtimes: int
     converged: bool
-    drained: bool
     queues: dict[str, QueueView]
     runtimes: list[RuntimeView]
     findings: list[str]
     summary: str
     summary_lines: list[str]
+
+
+class StateRead(_StateReadAlways, total=False):
+    """What one read of the state says: the info module's result, and the change module's ``observed``.
+
+    The readers of either (the role's restart plan and verdicts) take this type.
+    """
+
+    # Every read but one with lanes: false.
+    drained: bool
 
 
 class ShardsRead(StateRead):
@@ -232,7 +242,13 @@ class _ServerRead(ShardsRead):
     server: str
 
 
-class _WaitedRead(_ServerRead):
+class PolledRead(_ServerRead, total=False):
+    """One poll of a wait: a read, the server it read, and (``health: true``) what the change shows, read with it."""
+
+    health: HealthView
+
+
+class _WaitedRead(PolledRead):
     waited: bool
     polls: int
     duration: float
@@ -242,6 +258,5 @@ class ShardsInfo(_WaitedRead, total=False):
     """The module's result: the last read, how the wait went, and (``advise: true``) the advice."""
 
     advice: dict[str, Advice]
-    health: HealthView
     # On a failure only: no server accepted the connection, or it was lost; a later attempt may succeed.
     disconnected: bool

@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import DEFAULT_LOCK_TIMEOUT, Reopening, server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ChangeNotFound,
     Disconnected,
@@ -32,24 +35,26 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.report import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo, ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead, ShardsInfo, StateRead
 
 
-def progress_line(info: ShardsRead) -> str:
+def progress_line(info: StateRead) -> str:
     """One line per poll: where each queue stands."""
     parts = []
     if info.get("expected_new_runtimes"):
         parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
     for name, queue_view in info["queues"].items():
-        beyond = queue_view["depth_beyond_count"]
+        # A read without the lanes (lanes: false) does not know the depths.
+        beyond = ("" if "depth_beyond_count" not in queue_view else
+                  f", {'?' if queue_view['depth_beyond_count'] is None else queue_view['depth_beyond_count']} ready "
+                  "beyond the count")
         parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
-                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards, "
-                     f"{'?' if beyond is None else beyond} ready beyond the count"
+                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
                      + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else ""))
     return "; ".join(parts) or "no queues"
 
 
-def timeout_message(wait: str, info: ShardsRead, elapsed: float) -> str:
+def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
     """Why a wait ended without success: every straggler and every undrained queue, and what to do."""
     problems, advice = [], []
     if wait == "restarted":
@@ -66,8 +71,8 @@ def timeout_message(wait: str, info: ShardsRead, elapsed: float) -> str:
                             f"runtimes on the current count; not yet: {listed}")
             advice.append("restart the runtimes named (a runtime that is gone stops counting once Awa marks "
                           "it stale, 30 s after its last snapshot)")
-        elif wait == "drained" and not queue_view["drained"]:
-            beyond = queue_view["depth_beyond_count"]
+        elif wait == "drained" and not queue_view.get("drained", False):
+            beyond = queue_view.get("depth_beyond_count")
             if beyond is None:
                 problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
                 advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")
@@ -97,9 +102,9 @@ def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
                              describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
 
 
-def poll_until(fetch: Callable[[], ShardsRead], wait: str, timeout: float, sleep: float, *,
+def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep: float, *,
                lost: Callable[[BaseException], bool] | None = None,
-               on_poll: Callable[[ShardsRead, float], None] | None = None,
+               on_poll: Callable[[PolledRead, float], None] | None = None,
                on_attempt: Callable[[BaseException, int, float], None] | None = None,
                clock: Callable[[], float] = time.monotonic,
                pause: Callable[[float], None] = time.sleep) -> ShardsInfo:
@@ -126,17 +131,17 @@ def poll_until(fetch: Callable[[], ShardsRead], wait: str, timeout: float, sleep
                               dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
                                    duration=round(gave_up.elapsed, 3))) from None
     info: ShardsInfo = {**outcome.last, "waited": True, "polls": outcome.polls, "duration": round(outcome.elapsed, 3)}
+    # A module run polled from the controller may carry no warnings of its own.
     info["warnings"] = list(info.get("warnings") or []) + [
-        failover.reconnected_warning(interruption, info.get("server", "the database"))
-        for interruption in outcome.interruptions]
+        failover.reconnected_warning(interruption, info["server"]) for interruption in outcome.interruptions]
     if not outcome.satisfied:
         raise WaitTimeout(timeout_message(wait, info, outcome.elapsed), info)
     return info
 
 
 def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
-                         on_poll: Callable[[ShardsRead, float], None] | None = None, *,
-                         reconnect: Callable[[], object] | None = None, **options) -> ShardsInfo:
+                         on_poll: Callable[[PolledRead, float], None] | None = None, *,
+                         reconnect: Callable[[], Any] | None = None, **options) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
     ``options`` are wait_in_session's. With ``reconnect`` (a function opening
@@ -153,7 +158,7 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
 
 
 def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
-                    on_poll: Callable[[ShardsRead, float], None] | None = None, *,
+                    on_poll: Callable[[PolledRead, float], None] | None = None, *,
                     committed: dict[str, failover.Committed] | None = None, health: bool = False,
                     **read_args) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
@@ -170,10 +175,10 @@ def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
     ``ChangeNotFound``. With ``health``, every poll also reads what the change
     shows (shards_info_health). The result names the ``server`` read.
     """
-    def fetch() -> ShardsRead:
+    def fetch() -> PolledRead:
         current = session.current()
         try:
-            read: ShardsInfo = {**read_shards_info(current, **read_args), "server": server_address(current)}
+            read: PolledRead = {**read_shards_info(current, **read_args), "server": server_address(current)}
             problems = failover.missing_changes(committed or {}, read, read["server"])
             if problems:
                 raise ChangeNotFound(" | ".join(problems), dict(read, waited=wait != "none"))

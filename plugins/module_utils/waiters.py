@@ -11,27 +11,31 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import StateRead
+
+# What a wait fetches: a read of the state (any of its declared shapes).
+Read = TypeVar("Read", bound=StateRead)
 
 WAIT_CHOICES = ("none", "converged", "drained", "restarted")
 
 
-def converged(info: ShardsRead) -> bool:
+def converged(info: StateRead) -> bool:
     return bool(info["converged"])
 
 
-def drained(info: ShardsRead) -> bool:
+def drained(info: StateRead) -> bool:
     # Drained implies converged: a runtime with the old count refills old shards.
-    return bool(info["converged"] and info["drained"])
+    return bool(info["converged"] and info.get("drained", False))
 
 
-def restarted(info: ShardsRead) -> bool:
+def restarted(info: StateRead) -> bool:
     # After a restart: enough new runtime instances are live and healthy.
     return len(info["new_runtimes"]) >= info["expected_new_runtimes"]
 
 
-PREDICATES: dict[str, Callable[[ShardsRead], bool]] = {"converged": converged, "drained": drained, "restarted": restarted}
+PREDICATES: dict[str, Callable[[StateRead], bool]] = {"converged": converged, "drained": drained, "restarted": restarted}
 
 
 @dataclass(frozen=True)
@@ -44,9 +48,9 @@ class Interruption:
 
 
 @dataclass(frozen=True)
-class WaitOutcome:
+class WaitOutcome(Generic[Read]):
     satisfied: bool
-    last: dict
+    last: Read
     elapsed: float
     polls: int
     interruptions: tuple[Interruption, ...] = ()
@@ -72,7 +76,7 @@ class ReconnectGaveUp(Exception):
     """The connection stayed lost: every reconnection attempt failed, or the deadline came first."""
 
     def __init__(self, interruption: Interruption, last_error: str, elapsed: float, polls: int,
-                 last: dict | None, deadline_reached: bool) -> None:
+                 last: StateRead | None, deadline_reached: bool) -> None:
         super().__init__(last_error)
         self.interruption = interruption
         self.last_error = last_error
@@ -82,10 +86,10 @@ class ReconnectGaveUp(Exception):
         self.deadline_reached = deadline_reached
 
 
-def wait_until(fetch: Callable[[], dict], predicate: Callable[[dict], bool], timeout: float, interval: float, *,
+def wait_until(fetch: Callable[[], Read], predicate: Callable[[Read], bool], timeout: float, interval: float, *,
                clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep,
-               on_poll: Callable[[dict, float], None] | None = None,
-               reconnect: Reconnect | None = None) -> WaitOutcome:
+               on_poll: Callable[[Read, float], None] | None = None,
+               reconnect: Reconnect | None = None) -> WaitOutcome[Read]:
     """Fetch until ``predicate`` holds or ``timeout`` seconds pass; a timeout of 0 means one look.
 
     With ``reconnect``, a fetch that raises a lost connection is tried again
@@ -94,7 +98,7 @@ def wait_until(fetch: Callable[[], dict], predicate: Callable[[dict], bool], tim
     started = clock()
     deadline = started + timeout
     polls = 0
-    observed: dict | None = None
+    observed: Read | None = None
     interruptions: list[Interruption] = []
     lost: Interruption | None = None
     while True:

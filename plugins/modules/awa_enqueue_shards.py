@@ -526,18 +526,16 @@ duration:
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
-    HAS_PSYCOPG,
-    connect,
     connection_argument_spec,
-    open_connection,
     validate_lock_timeout,
 )
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, FailedWithState
-from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request, validate_requests
 
 # One queue (queue, shards[, stripes]) or a list of them (queues).
@@ -568,33 +566,24 @@ def argument_spec() -> dict:
     return spec
 
 
-def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True, **ARGUMENT_RULES)
-    if not HAS_PSYCOPG:
-        module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
+def change(module) -> tuple[EnqueueShardsResult, list[str]]:
+    """The run: the change of ``queue`` or of ``queues``, then the read of them after it."""
     params = module.params
-    try:
-        if params["queues"] is None:
-            requests = [validate_request(params["queue"], params["shards"], params["stripes"],
-                                         params["runtime_roles"], params["ledger"])]
-        else:
-            requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
-        validate_lock_timeout(params["lock_timeout"])
-        with open_connection(params, writes=True) as conn:
-            result, warnings = change_and_read(
-                conn, requests, listed=params["queues"] is not None, diff=module._diff,  # pylint: disable=protected-access
-                reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
-                lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"])
-    except FailedWithState as exc:
-        for warning in exc.result.pop("warnings", []):
-            module.warn(warning)
-        module.fail_json(msg=exc.message, **exc.result)
-    except AwaOperationsError as exc:
-        module.fail_json(msg=exc.message, **exc.details)
-    for warning in warnings:
-        module.warn(warning)
-    module.exit_json(**result)
+    if params["queues"] is None:
+        requests = [validate_request(params["queue"], params["shards"], params["stripes"], params["runtime_roles"],
+                                     params["ledger"])]
+    else:
+        requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
+    validate_lock_timeout(params["lock_timeout"])
+    with open_connection(params, writes=True) as conn:
+        return change_and_read(
+            conn, requests, listed=params["queues"] is not None, diff=module._diff,  # pylint: disable=protected-access
+            reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
+            lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"])
 
+
+def main() -> None:
+    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, change, missing_psycopg=missing_required_lib("psycopg >= 3.1"))
 
 if __name__ == "__main__":
     main()

@@ -173,6 +173,20 @@ options:
         V(copy) and V(copy_keyed), N producers, S shards and GAIN the measured throughput over S=1; C(limits) is
         optional.'
     type: dict
+  lanes:
+    version_added: 0.3.0
+    description:
+      - Read each queue's lanes - which exist, their grants, and their exact ready depths.
+      - V(false) reads only what runtime convergence needs - the runtimes, each queue's count and its last recorded
+        change - in a fixed number of statements, whatever the number of lanes. Each queue of RV(queues) then lacks
+        the keys that come from its lanes (RV(queues.drained), RV(queues.ready_depth),
+        RV(queues.depth_beyond_count), RV(queues.lanes_complete), RV(queues.lanes_missing), RV(queues.lanes),
+        RV(queues.shards), RV(queues.grants)) and their findings, and RV(drained) is not returned.
+      - For waits that do not look at the depths - O(wait=restarted) between the batches of a rolling restart (the
+        role P(awa.operations.enqueue_shards#role) reads so), or O(wait=converged) - so that a poll costs the same
+        for one queue or a hundred. Not with O(wait=drained).
+    type: bool
+    default: true
   health:
     description:
       - Also read what a bad change shows on the database side (RV(health)) - the database's deadlock count
@@ -301,7 +315,7 @@ converged:
   sample: true
 drained:
   description: Whether every queue reported has converged and holds no ready job on a shard at or above its count.
-  returned: always
+  returned: unless O(lanes=false)
   type: bool
   sample: false
 queues:
@@ -333,7 +347,7 @@ queues:
       description: Whether every live runtime runs with the current count.
       type: bool
     drained:
-      description: Whether converged and no ready job is left at or above the count.
+      description: Whether converged and no ready job is left at or above the count. Not with O(lanes=false).
       type: bool
     runtimes_live:
       description: Live runtimes (M).
@@ -398,16 +412,17 @@ queues:
           description: The reason given with it, if any.
           type: str
     ready_depth:
-      description: Ready jobs over all lanes (null when some lane could not be read).
+      description: Ready jobs over all lanes (null when some lane could not be read). Not with O(lanes=false).
       type: int
     depth_beyond_count:
-      description: Ready jobs on shards at or above the count (null when some such lane could not be read).
+      description: Ready jobs on shards at or above the count (null when some such lane could not be read). Not with
+        O(lanes=false).
       type: int
     lanes_complete:
-      description: Lanes whose head rows and sequences all exist.
+      description: Lanes whose head rows and sequences all exist. Not with O(lanes=false).
       type: int
     lanes_missing:
-      description: Lanes below the count that do not (fully) exist.
+      description: Lanes below the count that do not (fully) exist. Not with O(lanes=false).
       type: list
       elements: dict
       contains: &lane_key
@@ -421,7 +436,7 @@ queues:
           description: The shard.
           type: int
     lanes:
-      description: Every lane of its physical queues.
+      description: Every lane of its physical queues. Not with O(lanes=false).
       type: list
       elements: dict
       contains:
@@ -446,7 +461,7 @@ queues:
           description: Age of its oldest ready job (null when it has none or is not readable).
           type: float
     shards:
-      description: The lanes summed over priorities, one row per physical queue and shard.
+      description: The lanes summed over priorities, one row per physical queue and shard. Not with O(lanes=false).
       type: list
       elements: dict
       contains:
@@ -469,7 +484,7 @@ queues:
           description: Age of its oldest ready job (null when it has none).
           type: float
     grants:
-      description: Grant health of the queue's lane sequences.
+      description: Grant health of the queue's lane sequences. Not with O(lanes=false).
       type: dict
       contains:
         missing:
@@ -772,29 +787,23 @@ duration:
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 
 from ansible_collections.awa.operations.plugins.module_utils import waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
-    HAS_PSYCOPG,
-    Reopening,
-    connect,
     connection_argument_spec,
-    open_connection,
 )
 from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    AwaOperationsError,
-    Disconnected,
-    FailedWithState,
-)
 from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
+from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
     DEFAULT_ADVISE_WINDOW,
     DEFAULT_WAIT_SLEEP,
     DEFAULT_WAIT_TIMEOUT,
     validate_advice_options,
+    validate_lanes_option,
     validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
@@ -824,47 +833,41 @@ def argument_spec() -> dict:
         advise_gains={"type": "dict"},
         committed={"type": "dict"},
         health={"type": "bool", "default": False},
+        lanes={"type": "bool", "default": True},
     )
     return spec
 
 
-def main() -> None:
-    module = build_module(AnsibleModule, argument_spec(), supports_check_mode=True, **ARGUMENT_RULES)
-    if not HAS_PSYCOPG:
-        module.fail_json(msg=missing_required_lib("psycopg >= 3.1"))
+def read(module) -> tuple[dict[str, object], list[str]]:
+    """The run: one read of the queues, or a wait; then their health and advice when asked."""
     params = module.params
-    try:
-        validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
-        validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
-        committed = validate_committed(params["committed"])
-        with open_connection(params) as conn:
-            # After a wait that reconnected (a failover), advice reads on the connection it ended on.
-            session = Reopening(conn, lambda: connect(params))
-            try:
-                info = wait_in_session(
-                    session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
-                    queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
-                    runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
-                    margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
-                    expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                    health=params["health"])
-                if params["advise"]:
-                    add_advice(info, advise_queues(session.current(), info, params["advise_window"],
-                                                   params["lock_timeout"], params["advise_gains"]))
-            finally:
-                session.close()
-    except FailedWithState as exc:
-        for warning in exc.result.pop("warnings", []):
-            module.warn(warning)
-        module.fail_json(msg=exc.message, **exc.result)
-    except AwaOperationsError as exc:
-        # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
-        module.fail_json(msg=exc.message, **exc.details, **({"disconnected": True} if isinstance(exc, Disconnected)
-                                                            else {}))
-    for warning in info.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(**info)
+    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
+    validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+    validate_lanes_option(params["lanes"], params["wait"])
+    committed = validate_committed(params["committed"])
+    with open_connection(params) as conn:
+        # After a wait that reconnected (a failover), advice reads on the connection it ended on.
+        session = Reopening(conn, lambda: connect(params))
+        try:
+            info = wait_in_session(
+                session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
+                queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
+                runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
+                margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
+                expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
+                health=params["health"], lanes=params["lanes"])
+            if params["advise"]:
+                add_advice(info, advise_queues(session.current(), info, params["advise_window"],
+                                               params["lock_timeout"], params["advise_gains"]))
+        finally:
+            session.close()
+    return {key: value for key, value in info.items() if key != "warnings"}, info["warnings"]
 
+
+def main() -> None:
+    # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
+    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, read, missing_psycopg=missing_required_lib("psycopg >= 3.1"),
+               mark_disconnected=True)
 
 if __name__ == "__main__":
     main()

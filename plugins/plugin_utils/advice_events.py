@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
     MAX_LOCK_TIMEOUT,
     connection_argument_spec,
@@ -46,7 +46,7 @@ EVENT_KEY = "awa_shard_advice"
 ERROR_KEY = "awa_shard_advice_error"
 
 # The source's arguments and their defaults.
-SOURCE_DEFAULTS = {
+SOURCE_DEFAULTS: dict[str, object] = {
     "connection": {},
     "queues": None,  # None: every queue
     "window": DEFAULT_ADVISE_WINDOW,

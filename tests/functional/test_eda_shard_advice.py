@@ -172,15 +172,22 @@ def raises(events: list[dict]) -> list[dict]:
     return [advice for advice in advice_of(events, "busy") if advice["verdict"] == "raise"]
 
 
-def test_the_source_imports_the_collection_it_was_loaded_from(tmp_path):
+def test_the_source_imports_its_collection_as_ansible_imports_an_installed_one_and_leaves_no_loader(tmp_path):
     """ansible-rulebook runs the file by path, where `ansible-galaxy collection list` found it, and makes no
-    collection importable: the source imports the rest of its own collection (the end-to-end test below runs it
-    under ansible-rulebook itself)."""
-    probe = "import runpy, sys; print(sorted(name for name in runpy.run_path(sys.argv[1]) if name == 'main'))"
-    env = {key: value for key, value in ansible_env().items() if key not in ("PYTHONPATH", "ANSIBLE_COLLECTIONS_PATH")}
+    collection importable: the source imports the rest of its collection through ansible-core's collection loader,
+    from the configured collections path alone (no PYTHONPATH), then takes the loader out again, so that
+    ansible-rulebook's next run by path - one of its own event filters - still runs (the end-to-end test below runs
+    it under ansible-rulebook itself)."""
+    probe = ("import os, runpy, sys, ansible_rulebook; source = runpy.run_path(sys.argv[1]); "
+             "runpy.run_path(os.path.join(os.path.dirname(ansible_rulebook.__file__), 'event_filter', 'noop.py')); "
+             "print(sorted(name for name in source if name == 'main'), 'ansible_collections' in sys.modules, "
+             "[type(finder).__name__ for finder in sys.meta_path if 'Collection' in type(finder).__name__])")
+    env = {key: value for key, value in ansible_env().items() if key != "PYTHONPATH"}
     loaded_source = subprocess.run([sys.executable, "-c", probe, str(collections_path() / SOURCE)], env=env,
                                    cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
-    assert loaded_source.stdout.strip() == "['main']", loaded_source.stderr
+    assert loaded_source.stdout.strip() == "['main'] True []", loaded_source.stderr
+    assert "sys.path" not in (REPO / "extensions" / "eda" / "plugins" / "event_source" / "shard_advice.py").read_text(
+        encoding="utf-8")
 
 
 def test_an_unreadable_database_is_an_error_event_and_the_source_keeps_trying(awa_db):

@@ -144,6 +144,26 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
+def _lane_state(row: tuple) -> LaneState:
+    """A row of LANE_STATE_SQL, in its column order."""
+    (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
+     has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
+    return LaneState(queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq,
+                     has_enqueue_seq, has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner,
+                     missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
+
+
+def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
+    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
+
+    One statement, whatever the number of queues.
+    """
+    meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
+    # No row means 1 (Awa's readers COALESCE it).
+    return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
+                      paused=frozenset(queue for queue, dummy, paused in meta if paused))
+
+
 def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
                       shards: int | None = None) -> QueueState:
     """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane.
@@ -151,9 +171,8 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     S is ``shards`` when given (a planned count), else each queue's current
     count. Two statements, whatever the number of queues and lanes.
     """
-    meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
-    # No row means 1 (Awa's readers COALESCE it).
-    current = {queue: (value or 1) for queue, value, dummy in meta}
+    counts = fetch_queue_counts(conn, queues)
+    current = counts.enqueue_shards
     rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
@@ -164,9 +183,8 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
         "privileges": list(LANE_PRIVILEGES)}).fetchall()
     return QueueState(
         enqueue_shards=current,
-        paused=frozenset(queue for queue, dummy, paused in meta if paused),
-        lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]], grantable=row[14])
-               for row in rows],
+        paused=counts.paused,
+        lanes=[_lane_state(row) for row in rows],
     )
 
 

@@ -59,8 +59,8 @@ def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
     for entry in queues_snapshot if isinstance(queues_snapshot, list) else []:
         if not isinstance(entry, dict) or not isinstance(entry.get("queue"), str):
             continue
-        config = entry.get("config") if isinstance(entry.get("config"), dict) else {}
-        value = entry.get("enqueue_shards", config.get("enqueue_shards"))
+        config = entry.get("config")
+        value = entry.get("enqueue_shards", config.get("enqueue_shards") if isinstance(config, dict) else None)
         if isinstance(value, int) and not isinstance(value, bool):
             reported[entry["queue"]] = value
     return reported
@@ -69,4 +69,10 @@ def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
 def fetch_runtimes(conn) -> list[Runtime]:
     """Every runtime snapshot row, live or not."""
     rows = conn.execute(sql.SQL(RUNTIMES_SQL).format(live=sql.SQL(LIVE_RUNTIME_PREDICATE))).fetchall()
-    return [Runtime(*row[:12], reported_shards=reported_shard_counts(row[12])) for row in rows]
+    runtimes = []
+    for (instance_id, hostname, pid, version, started_at, last_seen_at, live, shutting_down, healthy, leader,
+         seconds_since_seen, seconds_since_start, queues) in rows:
+        runtimes.append(Runtime(instance_id, hostname, pid, version, started_at, last_seen_at, live, shutting_down,
+                                healthy, leader, seconds_since_seen, seconds_since_start,
+                                reported_shards=reported_shard_counts(queues)))
+    return runtimes

@@ -61,27 +61,32 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import os
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
-try:
-    from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
-except ImportError:
-    # ansible-rulebook runs this file by path (runpy) from the collections folder `ansible-galaxy collection list`
-    # named, and makes no collection importable; ansible-core's collection loader (init_plugin_loader) would, but its
-    # path hook breaks ansible-rulebook's next runpy.run_path (its event filters), so that folder, seven levels up
-    # and not resolved (the collection may be a symbolic link), goes on sys.path.
-    sys.path.append(str(Path(os.path.abspath(__file__)).parents[7]))
-    from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
+from ansible.plugins.loader import init_plugin_loader
+from ansible.utils.collection_loader import AnsibleCollectionConfig
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import advise_queues
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, ShardsRead
+# ansible-rulebook runs this file by path (runpy.run_path) where `ansible-galaxy collection list` found it, and
+# makes no collection importable. The rest of the collection is imported as Ansible imports an installed collection:
+# through ansible-core's collection loader, over the collections paths Ansible is configured with (the ones
+# ansible-galaxy listed). The loader's path hook is taken out again right after: left in, it would claim the next
+# file ansible-rulebook runs by path (its own event filters, whose folder name starts with "ansible"), and that run
+# would fail.
+_LOADER_OURS = AnsibleCollectionConfig.collection_finder is None
+if _LOADER_OURS:
+    init_plugin_loader()
+try:
+    from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+    from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
+    from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+    from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import advise_queues
+    from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, ShardsRead
+    from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
+finally:
+    if _LOADER_OURS and AnsibleCollectionConfig.collection_finder is not None:
+        # The loader's own teardown (the modules imported stay imported).
+        type(AnsibleCollectionConfig.collection_finder)._remove()  # pylint: disable=protected-access
 
 
 def advise_once(options: advice_events.SourceOptions) -> tuple[ShardsRead, dict[str, Advice]]:
@@ -111,9 +116,10 @@ async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
 if __name__ == "__main__":
     # python shard_advice.py '{"connection": {"login_host": "..."}, "queues": ["orders"], "stable": 1}': print events.
     import json
+    import sys
 
     class PrintQueue:
         async def put(self, event: dict) -> None:
             print(json.dumps(event, default=str), flush=True)
 
-    asyncio.run(main(PrintQueue(), json.loads(sys.argv[1])))  # type: ignore[arg-type]
+    asyncio.run(main(PrintQueue(), json.loads(sys.argv[1])))  # type: ignore[arg-type]  # a queue by its put alone

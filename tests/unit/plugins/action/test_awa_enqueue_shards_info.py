@@ -142,6 +142,9 @@ def test_queue_and_queues_together_are_refused_with_the_modules_own_rule(monkeyp
     ({"wait_sleep": 0}, "wait_sleep must be between 0.1 and 3600 seconds, got 0.0"),
     ({"wait_timeout": -1}, "wait_timeout must be between 0 and 86400 seconds, got -1.0"),
     ({"lock_timeout": 7200}, "lock_timeout must be between 0 and 3600 seconds, got 7200.0"),
+    ({"wait": "drained", "lanes": False}, "wait=drained waits for the ready jobs on the old shards, and lanes=false "
+                                          "reads no lane depths: leave lanes at true (the default) to wait until "
+                                          "drained, or wait until converged"),
 ])
 def test_bad_wait_options_fail_before_any_poll(monkeypatch, changes, message):
     harness = Harness(monkeypatch, dict(ARGS, **changes), [])
@@ -190,3 +193,12 @@ def test_a_task_tried_again_in_an_until_loop_runs_with_its_own_arguments_again(m
     first, second = harness.run(), harness.run()
     assert not first.get("failed") and not second.get("failed"), second.get("msg")
     assert [call["args"] for call in harness.calls] == [args, args]
+
+
+def test_a_wait_without_lanes_polls_the_module_without_lanes_and_prints_no_depth(monkeypatch):
+    light = polled(False)
+    light["queues"]["orders"].pop("depth_beyond_count")
+    harness = Harness(monkeypatch, dict(ARGS, lanes=False), [light, polled(True)])
+    assert not harness.run().get("failed")
+    assert all(call["args"]["lanes"] is False for call in harness.calls)
+    assert harness.lines[0] == "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards"

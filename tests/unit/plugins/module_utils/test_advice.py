@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils import advice, contention, shard_gains
-from ansible_collections.awa.operations.plugins.module_utils.advice import QueueLoad, advise, queue_load
+from ansible_collections.awa.operations.plugins.module_utils import advice, advice_words, contention, shard_gains
+from ansible_collections.awa.operations.plugins.module_utils.advice import QueueLoad, queue_load
+from ansible_collections.awa.operations.plugins.module_utils.advice_words import advise
 from ansible_collections.awa.operations.plugins.module_utils.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.load_window import LoadWindow
 
@@ -220,3 +221,14 @@ def test_a_sample_row_is_named_by_its_wait_its_lock_and_its_lane():
     hidden = (None, None, None, None, None, None, None, "<insufficient privilege>")
     assert contention.classify(hidden, keys) == contention.BackendSample(contention.HIDDEN)
     assert contention.split_key(-1) == (0xFFFFFFFF, 0xFFFFFFFF)
+
+
+@pytest.mark.parametrize("major", MAJORS)
+def test_the_decision_is_its_branch_and_its_numbers_and_the_words_are_made_from_them(major):
+    """advice.decide decides without a word of English; advice_words says it from the decision alone."""
+    window = recorded("contended_insert", major)
+    decision, evidence = advice.decide(queue_load("busy", ["busy"], 1, window), window.tally, GAINFUL)
+    assert (decision.verdict, decision.shards, decision.reason) == ("raise", 1, advice.MEASURED_GAIN)
+    assert decision.facts["producers"] >= 4 and decision.facts["gain"] >= advice.MIN_GAIN
+    assert not [value for value in decision.facts.values() if isinstance(value, str) and value != "insert"]
+    assert advice_words.described("busy", decision, evidence) == advised("contended_insert", major, "busy", 1, GAINFUL)

@@ -9,13 +9,12 @@ import pytest
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from psycopg import errors as pg_errors
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, connection_lost
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     APPLICATION_NAME,
     DEFAULT_CONNECT_TIMEOUT,
-    connect,
     connection_argument_spec,
     connection_defaults,
-    connection_lost,
     describe_target,
     libpq_params,
     lock_timeout_setting,

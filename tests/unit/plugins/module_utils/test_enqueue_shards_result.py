@@ -86,11 +86,10 @@ def test_a_result_built_now_is_a_result_as_declared_in_each_of_its_shapes():
     assert value_problems(one, QueueChangeRun) == []
     listed = enqueue_shards.merge_results({"orders": one, "events": _run("events", 4, stripes=2)}, 0.1)
     assert value_problems(listed, ChangesRun) == []
-    for run in (one, listed):
-        for diff in (True, False):
-            result, warnings = enqueue_shards_run.module_result(run, diff=diff)
-            result["observed"] = _observed()
-            assert value_problems(result, EnqueueShardsResult) == [] and warnings == run["warnings"]
+    for diff in (True, False):
+        for outcome in (enqueue_shards_run.queue_outcome(one, diff=diff), enqueue_shards_run.list_outcome(listed, diff=diff)):
+            result = {**outcome, "observed": _observed()}
+            assert value_problems(result, EnqueueShardsResult) == []
             assert ("diff" in result) is diff and "warnings" not in result
 
 
@@ -117,8 +116,7 @@ def test_a_change_found_committed_after_a_lost_commit_is_a_result_as_declared():
     found = lost_commit._outcome(pending, "lost", verdict, 2)  # pylint: disable=protected-access
     assert found["lost_commit"]["outcome"] == "committed"
     assert value_problems(found, QueueChangeRun) == []
-    result, dummy = enqueue_shards_run.module_result(found, diff=False)
-    result["observed"] = _observed()
+    result = {**enqueue_shards_run.queue_outcome(found, diff=False), "observed": _observed()}
     assert value_problems(result, EnqueueShardsResult) == []
 
 

@@ -8,7 +8,10 @@ import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.introspect.depths import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import resolve_stripes
-from ansible_collections.awa.operations.plugins.module_utils.report import NO_LIVE_RUNTIME, queue_report, shards_read
+from ansible_collections.awa.operations.plugins.module_utils.report import LANE_KEYS, NO_LIVE_RUNTIME, queue_report, shards_read
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsRead
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import (
     RUNTIME,
@@ -31,14 +34,15 @@ def depths(queue: str, shards: int, ready: dict[int, int] | None = None, readabl
             for priority in (1, 2, 3, 4) for shard in range(shards)]
 
 
-def lowered_to_2(runtimes, ready=None, recorded_to=2, lanes=None, roles=(), readable=True) -> dict:
+def lowered_to_2(runtimes, ready=None, recorded_to=2, lanes=None, roles=(), readable=True,
+                 read_lanes=True) -> dict:
     """orders at 2 shards, with the lanes of shards 2 and 3 left from a higher count;
-    the last recorded change set ``recorded_to``."""
+    the last recorded change set ``recorded_to``. ``read_lanes``: as a read with lanes: true (or false)."""
     layout = resolve_stripes("orders", None, ["orders"])
     observed = state(lanes if lanes is not None else grid("orders", 4, 4), {"orders": 2})
     recorded = {"orders": change(to_shards=recorded_to, live_ids=("old",), queue="orders")}
     return queue_report(layout, "orders", observed, depths("orders", 4, ready, readable), runtimes, recorded,
-                        tuple(roles), MARGIN)
+                        tuple(roles), MARGIN, lanes=read_lanes)
 
 
 def test_a_queue_whose_runtimes_restarted_and_whose_old_shards_are_empty_is_converged_and_drained():
@@ -119,3 +123,22 @@ def test_converged_with_no_live_runtime_says_that_nothing_runs():
     assert gone["findings"] == [NO_LIVE_RUNTIME]
     assert "start them and read again" in NO_LIVE_RUNTIME
     assert read_of([runtime("new", 60)])["findings"] == []
+
+
+def test_a_read_without_lanes_keeps_the_convergence_and_says_nothing_of_the_lanes():
+    """lanes: false (a batch wait): the count, the stragglers and the last change; no lane keys, depth or drained."""
+    lanes = grid("orders", 4, 4, missing=["awa_runtime2"])
+    runtimes = [runtime("old", -60, pid=41), runtime("new", 60, pid=42)]
+    full = lowered_to_2(runtimes, ready={3: 5}, lanes=lanes, roles=["awa_runtime2"], recorded_to=8)
+    light = lowered_to_2(runtimes, ready={3: 5}, lanes=lanes, roles=["awa_runtime2"], recorded_to=8, read_lanes=False)
+    assert set(full) - set(light) == set(LANE_KEYS)
+    assert {key: light[key] for key in light if key not in ("findings", "summary_lines")} == {
+        key: full[key] for key in light if key not in ("findings", "summary_lines")}
+    # The grant finding comes from the lanes; the count changed outside the module from the ledger.
+    assert light["findings"] == [finding for finding in full["findings"] if "lacks" not in finding] != []
+    assert light["summary_lines"] == [line for line in full["summary_lines"] if "ready by shard" not in line][:-1] + [
+        "  converged: no; 1 finding(s)"]
+    read = shards_read({"orders": light}, runtimes, read_at=datetime.datetime.now(datetime.timezone.utc), findings=[],
+                       warnings=[], known_runtimes=frozenset({"old"}), expected_new_runtimes=1, lanes=False)
+    assert "drained" not in read and [view["pid"] for view in read["new_runtimes"]] == [42]
+    assert value_problems(read, ShardsRead) == []

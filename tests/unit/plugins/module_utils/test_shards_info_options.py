@@ -9,6 +9,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Inval
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
     selected_queues,
     validate_advice_options,
+    validate_lanes_option,
     validate_read_options,
 )
 
@@ -47,3 +48,15 @@ def test_a_read_covers_one_queue_several_once_each_none_or_every_queue():
         selected_queues("a", ["b"], None)
     with pytest.raises(InvalidRequest, match="stripes applies to one queue: set queue too"):
         selected_queues(None, ["a", "b"], 2)
+
+
+@pytest.mark.parametrize("wait", ["none", "converged", "restarted"])
+def test_a_read_without_lanes_serves_every_wait_that_needs_no_depth(wait):
+    validate_lanes_option(False, wait)
+
+
+def test_a_wait_until_drained_needs_the_lanes_and_says_so():
+    validate_lanes_option(True, "drained")
+    with pytest.raises(InvalidRequest, match="wait=drained waits for the ready jobs on the old shards, and "
+                                             "lanes=false reads no lane depths"):
+        validate_lanes_option(False, "drained")

@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, shards_info_wait
-from ansible_collections.awa.operations.plugins.module_utils.connection import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.errors import Disconnected, WaitInterrupted, WaitTimeout
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_waiters import FakeClock
@@ -195,3 +195,12 @@ def test_the_modules_wait_reads_health_with_every_poll_as_the_action_plugins_pol
     bed = Healthy(monkeypatch, converged_at=3)
     info = shards_info_wait.wait_in_session(Reopening(bed.promoted, None), "converged", 30, 0.0, health=True)
     assert (bed.reads, bed.health_reads, info["health"]["read_at"]) == (3, 3, "poll 3")
+
+
+def test_the_progress_line_of_a_read_without_lanes_leaves_the_depths_out():
+    view = {"runtimes_converged": 1, "runtimes_live": 2, "enqueue_shards": {"orders": 8}, "paused": False}
+    info = {"new_runtimes": [{}], "expected_new_runtimes": 2, "queues": {"orders": view}}
+    assert shards_info_wait.progress_line(info) == (
+        "1/2 restarted runtimes live and healthy; orders: 1/2 runtimes on 8 shards")
+    assert shards_info_wait.progress_line(dict(info, queues={"orders": dict(view, depth_beyond_count=None)})).endswith(
+        "orders: 1/2 runtimes on 8 shards, ? ready beyond the count")

@@ -1,0 +1,51 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one ``main`` of the modules: options in, the run, its result or its failure out.
+
+Both modules' ``main()`` call ``run_module`` with their argument spec and a
+``run`` that takes the module object and returns the result and its
+warnings. Every failure of awa.operations (errors.py) becomes ``fail_json``
+here: one that saw the state (``FailedWithState``) with that state and its
+warnings, the others with their details. The module class is passed in, so
+this file needs no Ansible import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ansible_collections.awa.operations.plugins.module_utils.connection import HAS_PSYCOPG
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    AwaOperationsError,
+    Disconnected,
+    FailedWithState,
+)
+from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
+
+
+def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run: Callable[[Any], tuple],
+               *, missing_psycopg: str, mark_disconnected: bool = False) -> None:
+    """Build the module (check mode supported), ``run`` it, and exit with its result or fail with its error.
+
+    ``missing_psycopg`` is the failure when psycopg cannot be imported.
+    ``mark_disconnected`` adds ``disconnected: true`` to the failure of an
+    error that is a lost or unreachable server (the info module's action
+    plugin retries those).
+    """
+    module = build_module(module_class, argument_spec, supports_check_mode=True, **rules)
+    if not HAS_PSYCOPG:
+        module.fail_json(msg=missing_psycopg)
+    try:
+        result, warnings = run(module)
+    except FailedWithState as exc:
+        warned = exc.result.pop("warnings", [])
+        for warning in warned if isinstance(warned, list) else []:
+            module.warn(warning)
+        module.fail_json(msg=exc.message, **exc.result)
+    except AwaOperationsError as exc:
+        disconnected = {"disconnected": True} if mark_disconnected and isinstance(exc, Disconnected) else {}
+        module.fail_json(msg=exc.message, **exc.details, **disconnected)
+    for warning in warnings:
+        module.warn(warning)
+    module.exit_json(**result)
