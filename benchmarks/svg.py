@@ -132,7 +132,7 @@ def document(width: float, height: float, title: str, description: str, body: Se
         f"viewBox=\"0 0 {number(width)} {number(height)}\" role=\"img\" aria-labelledby=\"title desc\" {FONT}>",
         f"<title id=\"title\">{escape(title)}</title>",
         f"<desc id=\"desc\">{escape(description)}</desc>",
-        f"<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>",
+        "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>",
         *body,
         "</svg>",
     ]) + "\n"

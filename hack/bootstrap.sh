@@ -300,8 +300,6 @@ step_demo_venv() {
             "$version" "$core" "$root/requirements/testbed.txt" "$pin" > "$requirements"
         make_venv "$venv" "$version" "$requirements"
     fi
-    log "the demo: Python $version ($path) and ansible-core ${pin#ansible-core==}, the newest ansible-core" \
-        "of the matrix that runs on it; venv $venv"
 }
 
 # ---- run the steps -----------------------------------------------------------

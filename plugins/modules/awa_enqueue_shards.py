@@ -227,7 +227,7 @@ lanes_created:
   description: Lanes (queue, priority, shard) that were (or would be) created.
   returned: always
   type: int
-  sample: 28
+  sample: 31
 lanes_repaired:
   description: Existing lanes whose sequences were missing and were (or would be) recreated by Awa's C(ensure_lane_sequences).
   returned: always
@@ -237,7 +237,7 @@ grants_added:
   description: (runtime role, lane sequence) pairs that lacked C(USAGE), C(SELECT) or C(UPDATE) and were (or would be) granted.
   returned: always
   type: int
-  sample: 64
+  sample: 62
 ordering:
   description: The ordering contract the new count gives.
   returned: when O(queue) is set
@@ -310,8 +310,8 @@ diff:
       type: dict
       contains: *queue_side
   sample:
-    before: {"orders": {"enqueue_shards": 1, "lanes": 4, "lanes_missing": 0, "missing_grants": 0}}
-    after: {"orders": {"enqueue_shards": 2, "lanes": 8, "lanes_missing": 0, "missing_grants": 0}}
+    before: {"orders": {"enqueue_shards": 1, "lanes": 1, "lanes_missing": 3, "missing_grants": 0}}
+    after: {"orders": {"enqueue_shards": 8, "lanes": 32, "lanes_missing": 0, "missing_grants": 0}}
 change_id:
   version_added: 0.2.0
   description:

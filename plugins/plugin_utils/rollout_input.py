@@ -31,7 +31,7 @@ PREFIX = "enqueue_shards_"
 
 # Every public variable of the role (a unit test keeps this equal to meta/argument_specs.yml).
 KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
-    "queues", "connection", "db_host", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
+    "queues", "connection", "db_host", "db_group", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
     "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
     "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
     "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",

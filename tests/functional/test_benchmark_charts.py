@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime
 import json
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 

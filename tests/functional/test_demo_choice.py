@@ -9,7 +9,6 @@ for that core. No database, no demo run.
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 

@@ -133,7 +133,13 @@ def _used_variables(entry_point: str) -> set[str]:
             names.add(name)
             pending.append(name)
         text += "\n" + definition
-    return set(PUBLIC_VARIABLE.findall(text))
+    used = set(PUBLIC_VARIABLE.findall(text))
+    pending = list(used)
+    while pending:  # a default may name another public variable (enqueue_shards_db_host: enqueue_shards_db_group)
+        for name in set(PUBLIC_VARIABLE.findall(str(DEFAULTS.get(pending.pop(), "")))) - used:
+            used.add(name)
+            pending.append(name)
+    return used
 
 
 @pytest.mark.parametrize("entry_point", sorted(SPECS))
