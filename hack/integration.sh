@@ -8,10 +8,11 @@
 #     bash hack/integration.sh 2.21       # one core
 #
 # It starts one server per PostgreSQL major and gives each core a database of
-# its own on it (the target changes the queues it tests). For each core and
-# major it writes tests/integration/integration_config.yml into a staged copy
-# of this repository (hack/env.sh) and runs ansible-test. The servers stop at
-# the end, also when something fails.
+# its own on it (the target changes the queues it tests). For each core it
+# writes both majors' connections into tests/integration/integration_config.yml
+# of a staged copy of this repository (hack/env.sh) and runs ansible-test once:
+# the target runs its scenarios on each server in turn. The servers stop at the
+# end, also when something fails.
 set -euo pipefail
 
 targets=(awa_enqueue_shards)
@@ -34,7 +35,7 @@ PYTHON
 at_exit stop_servers
 
 # start_server MAJOR CORE...: one detached server, one fresh Awa database per
-# core, and for each core the variables tasks/main.yml reads, in
+# core, and for each core the variables tasks/server.yml reads, in
 # $servers/pgMAJOR/CORE.yml (JSON is YAML).
 start_server() {
     python - "$servers/pg$1" "$@" <<'PYTHON'
@@ -70,17 +71,26 @@ for major in "${matrix_postgresql[@]}"; do
     start_server "$major" "${cores[@]}"
 done
 
+# integration_config.yml of CORE: {"awa_servers": [the variables of each major's database]}.
+core_config() {
+    python - "$1" "${matrix_postgresql[@]/#/$servers/pg}" <<'PYTHON'
+import json, pathlib, sys
+core, folders = sys.argv[1], sys.argv[2:]
+print(json.dumps({"awa_servers": [json.loads((pathlib.Path(folder) / f"{core}.yml").read_text())
+                                  for folder in folders]}, indent=2))
+PYTHON
+}
+
 results=()
 for core in "${cores[@]}"; do
-    for major in "${matrix_postgresql[@]}"; do
-        printf '\n--- ansible-core %s (Python %s), PostgreSQL %s ---\n' "$core" "${matrix_core_python[$core]}" "$major"
-        started=$SECONDS
-        cp "$servers/pg$major/$core.yml" "$stage/tests/integration/integration_config.yml"
-        # --local: the core's venv has psycopg (requirements/ansible-test.txt).
-        (cd "$stage" && with_core "$core" ansible-test integration --local --python "${matrix_core_python[$core]}" \
-            --color no "${targets[@]}" 2>&1)
-        results+=("$(printf 'integration %s pg%s  %4ss' "$core" "$major" $((SECONDS - started)))")
-    done
+    printf '\n--- ansible-core %s (Python %s), PostgreSQL %s ---\n' "$core" "${matrix_core_python[$core]}" \
+        "${matrix_postgresql[*]}"
+    started=$SECONDS
+    core_config "$core" > "$stage/tests/integration/integration_config.yml"
+    # --local: the core's venv has psycopg (requirements/ansible-test.txt).
+    (cd "$stage" && with_core "$core" ansible-test integration --local --python "${matrix_core_python[$core]}" \
+        --color no "${targets[@]}" 2>&1)
+    results+=("$(printf 'integration %s on PostgreSQL %s  %4ss' "$core" "${matrix_postgresql[*]}" $((SECONDS - started)))")
 done
 printf '\n'
 printf '%s\n' "${results[@]}"

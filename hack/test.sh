@@ -7,10 +7,14 @@
 #     bash hack/test.sh sanity units         # only some steps (names below)
 #     bash hack/test.sh --core 2.20 sanity   # steps of the matrix on one core only
 #     bash hack/test.sh --serial             # molecule in turn with the others
+#     bash hack/test.sh quick                # the contributor's loop, at most 5 minutes
 #
 # Steps: changelog sanity units lint types docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
-# (hack/matrix.sh), molecule on the newest.
+# (hack/matrix.sh), molecule on the newest. Sanity runs every test on the
+# newest core and, on the others, the tests whose verdict depends on the core
+# (step_sanity says which and why). quick: sanity, units and types on the newest core,
+# the modules' functional tests on PostgreSQL 18.
 #
 # What it does, top to bottom:
 #   1. Prepares: the venvs with pinned dependencies from PyPI (hack/bootstrap.sh,
@@ -48,7 +52,7 @@ done
 all_steps=(changelog sanity units lint types docs importer ee integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 for step in "${steps[@]}"; do
-    [[ " ${all_steps[*]} " == *" $step "* ]] || { echo "unknown step: $step (known: ${all_steps[*]})" >&2; exit 2; }
+    [[ " ${all_steps[*]} quick " == *" $step "* ]] || { echo "unknown step: $step (known: ${all_steps[*]} quick)" >&2; exit 2; }
 done
 
 # shellcheck source=hack/env.sh
@@ -86,17 +90,43 @@ run_matrix_step() {
 
 step_changelog() { antsibull-changelog lint; }
 
+# ansible-test sanity. Tests whose verdict depends on the ansible-core that runs
+# them run on every core: its doc parser (ansible-doc), its module validator
+# (validate-modules), its module_utils and plugin loader on every Python
+# (import), the Pythons it compiles controller and module code for (compile),
+# its schema of meta/runtime.yml (runtime-metadata), its rule for action
+# plugins (action-plugin-docs) and its own ignore file (ignores). The others
+# (pylint, pep8, yamllint, shellcheck, changelog and the code-smell scripts)
+# read the same source with tools ansible-test pins: they run once, on the
+# newest core with the newest pins; an older core's run would only add an
+# older linter's opinion of the same files, nothing about that core.
+sanity_on_every_core=(action-plugin-docs ansible-doc compile ignores import runtime-metadata validate-modules)
 # Without --python: compile and import run on every interpreter of the matrix
 # (.venvs/interpreters is on PATH), the other tests on the core's own Python.
+# --local: the core's venv runs ansible-test itself (--venv would build a new
+# venv for it on every run); each test that needs packages gets its own venv
+# under ~/.ansible/test/venv either way.
 step_sanity() {
+    local core=$1 selected=() test
     stage_collection
-    (cd "$stage" && with_core "$1" ansible-test sanity --venv --color no 2>&1) | without_pip_noise
+    # The rule is no ignore entries at all, on any core (an older core's file would hide what only it sees).
+    if compgen -G "$stage/tests/sanity/ignore-*.txt" >/dev/null; then
+        echo "tests/sanity/ has ignore files: fix what they ignore instead"; return 1
+    fi
+    if [ "$core" != "${matrix_cores[0]}" ]; then
+        for test in "${sanity_on_every_core[@]}"; do selected+=(--test "$test"); done
+    fi
+    (cd "$stage" && with_core "$core" ansible-test sanity --local "${selected[@]}" --color no 2>&1) | without_pip_noise
 }
 
 # --local: the core's venv has the unit test requirements (requirements/ansible-test.txt).
+# One pytest worker: ansible-test starts pytest three times (modules, module_utils,
+# controller), and a second worker would import everything again in each for
+# about a minute of tests on two cores that molecule shares.
 step_units() {
     stage_collection
-    (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --color no 2>&1)
+    (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --num-workers 1 \
+        --color no 2>&1)
 }
 
 # A plain `ansible-lint` installs the collection itself (.ansible-lint); here it
@@ -181,6 +211,19 @@ step_functional() {
     pytest "${marker[@]}" --no-skips -n 2 --dist loadfile --durations=25 tests/functional | tee "$work/functional.log"
 }
 
+# The contributor's loop (CONTRIBUTING.md), at most five minutes: sanity,
+# units and types on the newest core, then the modules' functional tests on PostgreSQL 18
+# (the whole command runs them on 17 too).
+module_tests=(tests/functional/test_enqueue_shards*.py tests/functional/test_shards_info_result.py)
+step_quick() {
+    local newest=${matrix_cores[0]}
+    run_step "sanity $newest" step_sanity "$newest"
+    run_step "units $newest" step_units "$newest"
+    run_step types step_types
+    run_step "functional, modules, pg18" pytest -m "not slow" --pg 18 -n 2 --dist loadfile --durations=10 \
+        "${module_tests[@]}"
+}
+
 # ---- molecule beside the other steps ----------------------------------------
 
 # stop_tree PID...: SIGTERM to each process, then to everything that was under it.
@@ -250,6 +293,7 @@ for step in "${steps[@]}"; do
     case "$step" in
         sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
         molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
+        quick) step_quick ;;
         *) run_step "$step" "step_$step" ;;
     esac
 done

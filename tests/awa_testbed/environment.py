@@ -15,13 +15,13 @@ import json
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from .awadb import AwaDatabase, AwaDatabaseFactory
 from .pgserver import PgServer
 from .supervisor import Program, Supervisor
+from .waiting import poll, wait_until
 
 APP_PREFIX = "awa-app-"
 
@@ -43,25 +43,19 @@ def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produc
 
 
 def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    seen: set[int] = set()
-    while time.monotonic() < deadline:
-        seen = {row[0] for row in db.query(
+    def live() -> set[int]:
+        return {row[0] for row in db.query(
             "SELECT pid FROM awa.runtime_instances WHERE NOT shutting_down AND last_seen_at > now() - interval '30 seconds'")}
-        if set(pids) <= seen:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"runtimes {sorted(set(pids) - seen)} did not publish a snapshot within {timeout}s")
+
+    satisfied, seen = poll(live, lambda seen: set(pids) <= seen, timeout, interval=0.2)
+    if not satisfied:
+        raise RuntimeError(f"runtimes {sorted(set(pids) - seen)} did not publish a snapshot within {timeout}s")
 
 
 def wait_for_first_jobs(db: AwaDatabase, producers: int, timeout: float = 60.0) -> None:
     """Until every application has enqueued: its first write creates the lane lazily, which changes the catalog."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if db.scalar("SELECT count(DISTINCT producer) FROM testbed.enqueued") >= producers:
-            return
-        time.sleep(0.2)
-    raise RuntimeError(f"the {producers} applications did not enqueue within {timeout}s")
+    wait_until(lambda: db.scalar("SELECT count(DISTINCT producer) FROM testbed.enqueued") >= producers, timeout,
+               f"the {producers} applications to enqueue", interval=0.2, error=RuntimeError)
 
 
 def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", produce_rate: float = 5.0,

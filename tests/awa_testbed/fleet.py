@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from . import processes
@@ -16,6 +15,7 @@ from .awadb import AwaDatabase
 from .binaries import awa_pg_path
 from .processes import ManagedProcess
 from .terminal_tally import TerminalTally, read_tally
+from .waiting import poll
 
 
 class Fleet:
@@ -111,22 +111,14 @@ class Fleet:
         runtime commits the completion, so Awa's tally may trail the records
         for a moment; it must then reach ``jobs`` exactly.
         """
-        deadline = time.monotonic() + timeout
-        tally = self.awa_tally(queue)
-        while tally.terminal < jobs and time.monotonic() < deadline:
-            time.sleep(0.25)
-            tally = self.awa_tally(queue)
-        return tally
+        return poll(lambda: self.awa_tally(queue), lambda tally: tally.terminal >= jobs, timeout, interval=0.25)[1]
 
     def wait_all_completed(self, tags: set[str], timeout: float = 60.0) -> dict[str, int]:
         """Poll until every tag has a completed job; returns the final counts."""
-        deadline = time.monotonic() + timeout
-        counts: dict[str, int] = {}
-        while time.monotonic() < deadline:
-            counts = self.completed_job_counts()
-            if tags <= counts.keys():
-                return counts
-            time.sleep(0.25)
+        satisfied, counts = poll(self.completed_job_counts, lambda counts: tags <= counts.keys(), timeout,
+                                 interval=0.25)
+        if satisfied:
+            return counts
         missing = sorted(tags - counts.keys())
         raise AssertionError(f"{len(missing)} of {len(tags)} jobs not completed after {timeout}s, "
                              f"e.g. {missing[:5]}\n{self.logs()}")

@@ -31,6 +31,7 @@ from pathlib import Path
 
 from . import lifecycle, rootfs
 from .pgserver import free_port
+from .waiting import wait_until
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 BOOT_TIMEOUT = 90.0
@@ -195,21 +196,22 @@ def _restart_failed_units(host: Host) -> bool:
 
 def _wait_booted(host: Host, deadline: float) -> None:
     """Until systemd reached its default target and sshd accepts connections."""
-    while time.monotonic() < deadline:
+    def booted() -> bool:
         if not lifecycle.pid_alive(host.nspawn_pid):
             raise HostError(f"{host.name}: systemd-nspawn exited during boot\n{host.boot_log_tail()}")
-        if host.leader_pid() is not None:
-            state = host.run("systemctl", "is-system-running", "--wait",
-                             timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
-            if state == "running":
-                break
-            if state == "degraded" and not _restart_failed_units(host):
-                failed = host.run("systemctl", "--failed", "--no-legend").stdout.strip()
-                status = host.run("systemctl", "status", "--failed", "--no-pager", "--lines=20").stdout.strip()
-                raise HostError(f"{host.name}: booted with failed units:\n{failed}\n{status}\n{host.boot_log_tail()}")
-        time.sleep(0.2)
-    else:
-        raise HostError(f"{host.name}: not booted after {BOOT_TIMEOUT}s\n{host.boot_log_tail()}")
+        if host.leader_pid() is None:
+            return False
+        state = host.run("systemctl", "is-system-running", "--wait",
+                         timeout=max(1.0, deadline - time.monotonic())).stdout.strip()
+        if state == "degraded" and not _restart_failed_units(host):
+            failed = host.run("systemctl", "--failed", "--no-legend").stdout.strip()
+            status = host.run("systemctl", "status", "--failed", "--no-pager", "--lines=20").stdout.strip()
+            raise HostError(f"{host.name}: booted with failed units:\n{failed}\n{status}\n{host.boot_log_tail()}")
+        return state == "running"
+
+    wait_until(booted, max(0.0, deadline - time.monotonic()),
+               lambda: f"{host.name} to boot (at most {BOOT_TIMEOUT}s)\n{host.boot_log_tail()}", interval=0.2,
+               error=HostError)
     with socket.create_connection(("127.0.0.1", host.port), timeout=5):
         pass
 

@@ -19,11 +19,11 @@ import json
 import os
 import signal
 import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from .binaries import CACHE_ROOT
+from .waiting import poll
 
 _PR_SET_PDEATHSIG = 1
 REGISTRY = CACHE_ROOT / "registry"
@@ -59,8 +59,7 @@ def pid_alive(pid: int) -> bool:
 
 
 def wait_pid_gone(pid: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def gone() -> bool:
         if not pid_alive(pid):
             return True
         try:
@@ -68,8 +67,9 @@ def wait_pid_gone(pid: int, timeout: float) -> bool:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             pass
-        time.sleep(0.05)
-    return not pid_alive(pid)
+        return not pid_alive(pid)
+
+    return poll(gone, bool, timeout, interval=0.05)[0]
 
 
 def terminate_pid(pid: int, first: int = signal.SIGTERM, timeout: float = 20.0) -> None:

@@ -32,7 +32,6 @@ import signal
 import subprocess
 import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from .awadb import AwaDatabase
 from .binaries import CACHE_ROOT
 from .osuser import OsIdentity, database_os_identity, run_as_kwargs
 from .pgserver import PgServer, free_port
+from .waiting import wait_until
 
 PACKAGE = "pgbouncer"
 # Debian installs it here; /usr/sbin is not on every user's PATH.
@@ -213,11 +213,8 @@ class PgBouncer:
         reloads = self._log_text().count(RELOAD_LOGGED)
         self._process.send_signal(signal.SIGHUP)
         # PgBouncer reloads in its one event loop, right after logging it: a console query sent later waits for it.
-        deadline = time.monotonic() + timeout
-        while self._log_text().count(RELOAD_LOGGED) <= reloads:
-            if time.monotonic() > deadline:
-                raise PoolerError(f"PgBouncer did not reload its configuration within {timeout}s\n{self.log()}")
-            time.sleep(0.02)
+        wait_until(lambda: self._log_text().count(RELOAD_LOGGED) > reloads, timeout,
+                   lambda: f"PgBouncer to reload its configuration\n{self.log()}", interval=0.02, error=PoolerError)
         self._wait_ready()
 
     # -- lifecycle -------------------------------------------------------
@@ -247,16 +244,16 @@ class PgBouncer:
         )
 
     def _wait_ready(self, timeout: float = 30.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise PoolerError(f"pgbouncer exited with {self._process.returncode}")
-            try:
-                self.show("VERSION")
-                return
-            except psycopg.OperationalError:
-                time.sleep(0.05)
-        raise PoolerError("timed out waiting for PgBouncer's admin console")
+        wait_until(self._console_answers, timeout, "PgBouncer's admin console", interval=0.05, error=PoolerError)
+
+    def _console_answers(self) -> bool:
+        if self._process.poll() is not None:
+            raise PoolerError(f"pgbouncer exited with {self._process.returncode}")
+        try:
+            self.show("VERSION")
+            return True
+        except psycopg.OperationalError:
+            return False
 
     def stop(self) -> None:
         """SIGINT: PgBouncer's safe shutdown (it waits for no client); SIGKILL if it hangs."""

@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from pathlib import Path
 
 import psycopg
@@ -19,6 +18,7 @@ from . import lifecycle
 from .binaries import pg_bin_dir
 from .osuser import OsIdentity, database_os_identity, run_as_kwargs
 from .tls import ServerTls
+from .waiting import wait_until
 
 SUPERUSER = "postgres"
 
@@ -207,17 +207,17 @@ class PgServer:
         log.close()
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process is not None and self._process.poll() is not None:
-                raise RuntimeError(f"postmaster exited with {self._process.returncode}")
-            try:
-                with psycopg.connect(self.dsn(), connect_timeout=2) as conn:
-                    conn.execute("SELECT 1")
-                    return
-            except psycopg.OperationalError:
-                time.sleep(0.1)
-        raise RuntimeError("timed out waiting for the server to accept connections")
+        wait_until(self._accepts_connections, timeout, "the server to accept connections", error=RuntimeError)
+
+    def _accepts_connections(self) -> bool:
+        if self._process is not None and self._process.poll() is not None:
+            raise RuntimeError(f"postmaster exited with {self._process.returncode}")
+        try:
+            with psycopg.connect(self.dsn(), connect_timeout=2) as conn:
+                conn.execute("SELECT 1")
+                return True
+        except psycopg.OperationalError:
+            return False
 
     def postmaster_pid(self) -> int | None:
         if self._process is not None and self._process.poll() is None:

@@ -7,10 +7,10 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 from . import lifecycle
+from .waiting import wait_until
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 
@@ -65,14 +65,15 @@ class ManagedProcess:
         return self
 
     def wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.ready_file.exists():
-                return
-            if not self.running():
-                raise RuntimeError(f"{self.name} exited with {self._process.returncode}:\n{self.output()}")
-            time.sleep(0.05)
-        raise RuntimeError(f"{self.name} not ready after {timeout}s:\n{self.output()}")
+        wait_until(self._ready, timeout, lambda: f"{self.name} to be ready:\n{self.output()}", interval=0.05,
+                   error=RuntimeError)
+
+    def _ready(self) -> bool:
+        if self.ready_file.exists():
+            return True
+        if not self.running():
+            raise RuntimeError(f"{self.name} exited with {self._process.returncode}:\n{self.output()}")
+        return False
 
     def stop(self, timeout: float = 20.0) -> int | None:
         """Graceful stop (SIGTERM), SIGKILL after ``timeout``; returns the exit code."""

@@ -171,6 +171,7 @@ class Producer:
 
     async def wait_for_gate(self, stop: asyncio.Event) -> None:
         """Until --gate exists again (or the producer is stopped)."""
+        print(f"producer {self.args.name} waits for the gate", flush=True)  # what a test synchronises on
         while not stop.is_set() and not os.path.exists(self.args.gate):
             try:
                 await asyncio.wait_for(stop.wait(), timeout=GATE_POLL_SECONDS)

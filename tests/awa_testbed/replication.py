@@ -12,9 +12,8 @@ loses when the primary is lost before its standby received it.
 
 from __future__ import annotations
 
-import time
-
 from .pgserver import PgServer
+from .waiting import wait_until
 
 CAUGHT_UP_SQL = "SELECT pg_last_wal_replay_lsn() >= %s::pg_lsn"
 
@@ -50,12 +49,9 @@ class StreamingPair:
         assert self.standby is not None, "no standby: rejoin() after a failover"
         with self.primary.connect() as conn:
             target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
-        deadline = time.monotonic() + timeout
         with self.standby.connect() as conn:
-            while not conn.execute(CAUGHT_UP_SQL, (target,)).fetchone()[0]:
-                if time.monotonic() > deadline:
-                    raise AssertionError(f"the standby did not replay up to {target} within {timeout}s")
-                time.sleep(0.05)
+            wait_until(lambda: conn.execute(CAUGHT_UP_SQL, (target,)).fetchone()[0], timeout,
+                       f"the standby to replay up to {target}", interval=0.05)
 
     def stop_streaming(self, timeout: float = 30.0) -> None:
         """Stop the standby's WAL receiver: from now on, what the primary commits stays on the primary."""
@@ -64,11 +60,8 @@ class StreamingPair:
         with self.standby.connect() as conn:
             conn.execute("ALTER SYSTEM SET primary_conninfo = ''")
             conn.execute("SELECT pg_reload_conf()")
-            deadline = time.monotonic() + timeout
-            while conn.execute("SELECT count(*) FROM pg_stat_wal_receiver").fetchone()[0]:
-                if time.monotonic() > deadline:
-                    raise AssertionError("the standby's WAL receiver did not stop")
-                time.sleep(0.05)
+            wait_until(lambda: not conn.execute("SELECT count(*) FROM pg_stat_wal_receiver").fetchone()[0], timeout,
+                       "the standby's WAL receiver to stop", interval=0.05)
 
     def stop_primary(self) -> None:
         """The primary is lost (fast shutdown): until promote_standby(), no server accepts writes."""

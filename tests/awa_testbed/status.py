@@ -10,13 +10,13 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import psycopg
 
 from .environment import load_state
 from .supervisor import Supervisor
+from .waiting import poll
 
 LIVE_RUNTIMES_SQL = """
 SELECT pid, left(instance_id::text, 8), round(extract(epoch FROM now() - started_at))::int
@@ -52,12 +52,8 @@ def program_lines(state_dir: Path) -> list[str]:
 
 def settled_line(conn, queue: str, settled: float, wait: float) -> str:
     """Whether the jobs enqueued more than ``settled`` s ago completed once; polls up to ``wait`` s for a backlog."""
-    deadline = time.monotonic() + wait
-    while True:
-        old, missing, twice = conn.execute(SETTLED_SQL, {"q": queue, "settled": settled}).fetchone()
-        if missing == 0 or time.monotonic() >= deadline:
-            break
-        time.sleep(1)
+    old, missing, twice = poll(lambda: conn.execute(SETTLED_SQL, {"q": queue, "settled": settled}).fetchone(),
+                               lambda row: row[1] == 0, wait, interval=1)[1]
     verdict = ("every one completed exactly once" if missing == twice == 0
                else f"{missing} not completed, {twice} completed more than once")
     return f"jobs enqueued more than {settled:g}s ago: {old}; {verdict}"

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import lifecycle
 from .processes import program_env
+from .waiting import wait_until
 
 CONFIG_TEMPLATE = """\
 [unix_http_server]
@@ -84,11 +84,8 @@ class Supervisor:
     def start(self) -> None:
         subprocess.run([str(self.bin_dir / "supervisord"), "-c", str(self.config)], check=True,
                        env=program_env(), stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.run("status").returncode in (0, 3):  # 3: some programs not (yet) running
-                break
-            time.sleep(0.1)
+        # 3: some programs not (yet) running
+        wait_until(lambda: self.run("status").returncode in (0, 3), 60, "supervisord to answer", error=RuntimeError)
         lifecycle.register("supervisord", self.state_dir.name, {"pid": self.pid(), "config": str(self.config)})
 
     def pid(self) -> int | None:

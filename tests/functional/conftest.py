@@ -146,6 +146,25 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--no-skips", action="store_true",
                      help="fail a test that would be skipped, with the skip's reason (hack/test.sh: every selected "
                           "test runs there)")
+    parser.addoption("--pg", action="append", type=int, choices=SUPPORTED_MAJORS, metavar="MAJOR",
+                     help="run only the tests on this PostgreSQL major (repeatable; default: every major). "
+                          "hack/test.sh quick uses --pg 18")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """--pg: deselect the tests parametrized for another major (their id names it: pg17, pg18)."""
+    wanted = config.getoption("--pg")
+    if not wanted:
+        return
+    other_ids = {f"pg{major}" for major in SUPPORTED_MAJORS if major not in wanted}
+    kept, deselected = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        on_other = callspec is not None and not other_ids.isdisjoint(callspec.id.split("-"))
+        (deselected if on_other else kept).append(item)
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = kept
 
 
 class NoSkips:

@@ -15,8 +15,7 @@ import re
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -27,6 +26,7 @@ from awa_testbed import queue_facts
 from awa_testbed.awadb import AwaDatabase
 from awa_testbed.pgserver import PgServer
 from awa_testbed.collection import collections_path
+from awa_testbed.waiting import wait_until  # the tests' one wait, imported from here by most of them
 
 from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
@@ -178,20 +178,6 @@ def database_log(server: PgServer, dbname: str) -> list[tuple[int, str]]:
 def next_transaction_id(db: AwaDatabase) -> int:
     """The cluster's next transaction id; reading it assigns none."""
     return int(db.scalar("SELECT txid_snapshot_xmax(txid_current_snapshot())"))
-
-
-# -- waiting ----------------------------------------------------------------
-
-def wait_until(condition: Callable[[], object], timeout: float, what: str, interval: float = 0.1):
-    """Poll ``condition`` until it returns something truthy; fail naming ``what`` at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @contextlib.contextmanager

@@ -10,7 +10,6 @@ into the reported numbers and tables. No timing is asserted anywhere.
 from __future__ import annotations
 
 import json
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict
 
@@ -31,7 +30,7 @@ from benchmarks.__main__ import build_parser, main, with_matrix_options, FULL
 from benchmarks.shard_choice import Matrix, shard_order, wait_drained
 from benchmarks.wait_sampler import BackendSample, WaitTally, classify, fetch_lane_keys
 
-from enqueue_shards_support import change
+from enqueue_shards_support import change, wait_until
 
 ROLES = {"awa-bench-producer": "producer", "awa-bench-worker": "worker"}
 
@@ -45,14 +44,16 @@ def blocked_samples(db, queue: str, deadline: float = 20.0) -> list[BackendSampl
     """
     with db.connect() as conn:
         lane_keys = fetch_lane_keys(conn, queue)
-        stop = time.monotonic() + deadline
-        while time.monotonic() < stop:
-            backends = [classify(row, ROLES, lane_keys) for row in load.fetch_activity_sample(conn)]
-            if any(backend.role == "producer" and backend.lock and backend.wait.startswith("Lock:")
-                   for backend in backends):
-                return backends
-            time.sleep(0.05)
-    raise AssertionError(f"no producer backend waited on a lock within {deadline} s")
+        return wait_until(
+            lambda: _when_a_producer_waits([classify(row, ROLES, lane_keys) for row in load.fetch_activity_sample(conn)]),
+            deadline, "a producer backend to wait on a lock", interval=0.05)
+
+
+def _when_a_producer_waits(backends: list[BackendSample]) -> list[BackendSample] | None:
+    """The sample, if a producer backend in it waits on a lock by its own wait event too."""
+    if any(backend.role == "producer" and backend.lock and backend.wait.startswith("Lock:") for backend in backends):
+        return backends
+    return None
 
 
 def test_a_producer_waiting_for_a_lanes_reservation_lock_is_attributed_to_that_lane(awa_db):
@@ -103,14 +104,13 @@ def test_a_gated_producer_enqueues_only_while_the_gate_is_open_into_the_queue_it
     worker = fleet.worker("w", ["gate_a=8", "gate_b=8"], extra=["--latency-summary", str(latencies)])
     producer = fleet.producer("p", "gate_default", rate=0, connections=1, gate=gate, record_enqueued=False,
                               summary=tmp_path / "producer.json")
-    time.sleep(1)  # the gate is closed: nothing may be enqueued meanwhile
+    # The gate is closed: the producer found it so before its first call, and enqueued nothing.
+    wait_until(lambda: "waits for the gate" in producer.output(), 30, "the producer to find the gate closed")
     assert [enqueued_into(awa_db, queue) for queue in ("gate_default", "gate_a", "gate_b")] == [0, 0, 0]
 
     (tmp_path / "gate.next").write_text("gate_b", encoding="utf-8")
     (tmp_path / "gate.next").replace(gate)
-    deadline = time.monotonic() + 30
-    while enqueued_into(awa_db, "gate_b") < 20 and time.monotonic() < deadline:
-        time.sleep(0.1)
+    wait_until(lambda: enqueued_into(awa_db, "gate_b") >= 20, 30, "20 jobs enqueued through the open gate")
     gate.unlink()
     with awa_db.connect() as conn:
         assert wait_drained(conn, "gate_b", 30)["drained"]

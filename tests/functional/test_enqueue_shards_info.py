@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
-import time
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -52,9 +52,12 @@ def test_convergence_counts_restarts_and_drops_a_runtime_sigkilled_during_the_wa
 
     # The wait is running when the last straggler dies without a goodbye (SIGKILL): its row stays
     # "live" until Awa's staleness rule (30 s without a snapshot) drops it, then the wait succeeds.
+    # The kill follows the wait's first poll, which saw the straggler live.
+    first_poll = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        waiting = pool.submit(info, awa_db, queue="conv", wait="converged", timeout=90)
-        time.sleep(1)
+        waiting = pool.submit(info, awa_db, queue="conv", wait="converged", timeout=90,
+                              on_poll=lambda observed, elapsed: first_poll.set())
+        assert first_poll.wait(60), "the wait did not poll"
         workers[2].kill()
         done = waiting.result(timeout=120)
     assert done["converged"] and done["queues"]["conv"]["runtimes_live"] == 2 and done["polls"] > 1

@@ -21,7 +21,6 @@ import json
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.collection import collections_path
 from awa_testbed.fleet import Fleet
 from awa_testbed.replication import StreamingPair
+from awa_testbed.waiting import poll
 from enqueue_shards_support import ansible_adhoc, ansible_env, change, info, shard_counts, wait_until
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import ServerUnreachable
@@ -198,12 +198,10 @@ class Output(threading.Thread):
 
     def wait_for(self, words: str, timeout: float = 300) -> None:
         """Until ``words`` appear (the play reached that point); the output so far when they do not."""
-        deadline = time.monotonic() + timeout
-        while words not in self.text():
-            if self.process.poll() is not None or time.monotonic() > deadline:
-                self.join(10)
-                raise AssertionError(f"{words!r} never appeared:\n{self.text()}")
-            time.sleep(0.1)
+        poll(self.text, lambda text: words in text or self.process.poll() is not None, timeout)
+        if words not in self.text():
+            self.join(10)
+            raise AssertionError(f"{words!r} never appeared:\n{self.text()}")
 
     def finish(self, timeout: float = 300) -> str:
         self.process.wait(timeout)

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 from awa_testbed.deadlock import deadlock_once
+from awa_testbed.waiting import poll, wait_until
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
@@ -33,12 +33,7 @@ def health(db, queues: list[str]) -> dict:
 
 def read_until(db, queues: list[str], done, timeout: float = 60.0) -> dict:
     """Read the health until ``done(health)`` (the workers and the statistics need a moment)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        reading = health(db, queues)
-        if done(reading) or time.monotonic() > deadline:
-            return reading
-        time.sleep(0.5)
+    return poll(lambda: health(db, queues), done, timeout, interval=0.5)[1]
 
 
 def test_deadlocks_failed_and_retried_jobs_since_the_change_are_read(awa_db, fleet):
@@ -47,9 +42,7 @@ def test_deadlocks_failed_and_retried_jobs_since_the_change_are_read(awa_db, fle
     worker = fleet.worker("w", ["healthq"])
     assert health(awa_db, ["healthq"])["queues"]["healthq"] == {"since": None, "failed_jobs": None,
                                                                 "retried_jobs": None}, "no change recorded yet"
-    deadline = time.monotonic() + 60
-    while awa_db.scalar(FAILED_SQL, ("healthq",)) < 1 and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_until(lambda: awa_db.scalar(FAILED_SQL, ("healthq",)) >= 1, 60, "the job that fails for good", interval=0.2)
     change(awa_db, "healthq", 2)
     baseline = health(awa_db, ["healthq"])
     assert baseline["queues"]["healthq"]["since"] is not None

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import re
 import secrets
-import time
 
 import psutil
 import pytest
@@ -47,7 +46,6 @@ from enqueue_shards_support import (
     run_together,
     sequence_owners,
     session_holding,
-    sessions_waiting_for_an_advisory_lock,
     shard_counts,
     snapshot,
     wait_until,
@@ -173,6 +171,11 @@ def test_two_operators_at_once_through_the_pool_one_waits_for_the_other(awa_db, 
     assert [row["changed_by"] for row in ledger_rows(awa_db)] == [awa_db.roles["owner"].name]
 
 
+# A session waiting for an advisory lock in a statement that started more than 200 ms ago.
+WAITING_PAST_200_MS = ("SELECT count(*) > 0 FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid) WHERE "
+                       "l.locktype = 'advisory' AND NOT l.granted AND clock_timestamp() - a.query_start > '200 ms'")
+
+
 def test_a_statement_timeout_on_the_role_cannot_cancel_the_change_midway(awa_db, pgbouncer):
     """A statement cancelled inside Awa's lane trigger keeps the session advisory lock of awa.set_sequence_next after
     the rollback, and a pooler hands that server connection on (producers of the lane would then wait on it): the
@@ -184,8 +187,8 @@ def test_a_statement_timeout_on_the_role_cannot_cancel_the_change_midway(awa_db,
     with session_holding(awa_db, "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", QUEUE_LOCK_PREFIX + "slow"):
         run = Run(awa_db, "slow", 64, login=operator, stripes=2)
         run.start()
-        wait_until(lambda: sessions_waiting_for_an_advisory_lock(awa_db) == 1, 10, "the change to wait for its lock")
-        time.sleep(0.5)  # the change waits past the role's statement_timeout
+        wait_until(lambda: awa_db.scalar(WAITING_PAST_200_MS), 10, "the change to wait for its lock past the role's "
+                   "statement_timeout")
 
     assert run.outcome()["lanes_created"] == 512
     assert awa_db.scalar("SELECT count(*) FROM pg_locks AS l JOIN pg_stat_activity AS a USING (pid) "

@@ -9,6 +9,7 @@ import pytest
 
 from awa_testbed.lifecycle import pid_alive
 from awa_testbed.pgserver import PgServer
+from awa_testbed.waiting import poll
 
 AWA_0_6_9_SCHEMA_VERSION = 40
 
@@ -80,15 +81,11 @@ def test_runtime_publishes_its_snapshot_and_restarts_as_a_new_instance(awa_db, f
 
 
 def _wait_for_runtime_rows(awa_db, count, timeout=20.0):
-    import time  # pylint: disable=import-outside-toplevel
-    deadline = time.monotonic() + timeout
-    rows = []
-    while time.monotonic() < deadline:
-        rows = awa_db.query("SELECT instance_id, pid, shutting_down FROM awa.runtime_instances ORDER BY started_at")
-        if len(rows) >= count:
-            return rows
-        time.sleep(0.1)
-    raise AssertionError(f"expected {count} runtime rows, saw {rows}")
+    satisfied, rows = poll(
+        lambda: awa_db.query("SELECT instance_id, pid, shutting_down FROM awa.runtime_instances ORDER BY started_at"),
+        lambda rows: len(rows) >= count, timeout)
+    assert satisfied, f"expected {count} runtime rows, saw {rows}"
+    return rows
 
 
 def test_servers_and_programs_leave_no_process_behind(db_factory):
