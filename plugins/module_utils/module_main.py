@@ -22,20 +22,24 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     FailedWithState,
 )
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
+from ansible_collections.awa.operations.plugins.module_utils.psycopg_install import (
+    missing_psycopg_message,
+    this_interpreter,
+)
 
 
 def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run: Callable[[Any], tuple],
-               *, missing_psycopg: str, mark_disconnected: bool = False) -> None:
+               *, mark_disconnected: bool = False) -> None:
     """Build the module (check mode supported), ``run`` it, and exit with its result or fail with its error.
 
-    ``missing_psycopg`` is the failure when psycopg cannot be imported.
+    Without psycopg it fails with the Python it ran with and the command for that Python.
     ``mark_disconnected`` adds ``disconnected: true`` to the failure of an
     error that is a lost or unreachable server (the info module's action
     plugin retries those).
     """
     module = build_module(module_class, argument_spec, supports_check_mode=True, **rules)
     if not HAS_PSYCOPG:
-        module.fail_json(msg=missing_psycopg)
+        module.fail_json(msg=missing_psycopg_message(this_interpreter()))
     try:
         result, warnings = run(module)
     except FailedWithState as exc:

@@ -524,7 +524,7 @@ duration:
   sample: 0.045
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
@@ -583,7 +583,7 @@ def change(module) -> tuple[EnqueueShardsResult, list[str]]:
 
 
 def main() -> None:
-    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, change, missing_psycopg=missing_required_lib("psycopg >= 3.1"))
+    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, change)
 
 if __name__ == "__main__":
     main()

@@ -784,7 +784,7 @@ duration:
   sample: 6.2
 """
 
-from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils import waiters
 from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
@@ -866,8 +866,7 @@ def read(module) -> tuple[dict[str, object], list[str]]:
 
 def main() -> None:
     # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
-    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, read, missing_psycopg=missing_required_lib("psycopg >= 3.1"),
-               mark_disconnected=True)
+    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, read, mark_disconnected=True)
 
 if __name__ == "__main__":
     main()

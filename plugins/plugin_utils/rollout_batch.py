@@ -61,7 +61,8 @@ def gates_of(read: dict, gates: dict) -> dict:
                                   limits=gates["limits"])
 
 
-def pause_seconds(rollout: dict, index: int, read: dict, gates: dict, canary_pause: object, batch_pause: object) -> int:
+def pause_seconds(rollout: dict, index: int, read: dict, gates: dict, canary_pause: float | None,
+                  batch_pause: float | None) -> int:
     """How long to watch the batch before the next one: 0 when it is the last, did not come back or crossed a gate."""
     seconds = float(canary_pause if index == 0 and canary_pause is not None else batch_pause or 0)
     came_back = "new_runtimes" in read and len(read["new_runtimes"]) >= read.get("expected_new_runtimes", 0)

@@ -24,8 +24,9 @@ def _entry_problem(entry: object) -> str | None:
     if isinstance(entry, (int, float)) or (isinstance(entry, str) and entry.strip().isdigit()):
         number = float(entry)
         return None if number >= 1 and number.is_integer() else f"{entry!r} is not a whole number of at least 1"
-    if isinstance(entry, str) and PERCENT.match(entry):
-        percent = float(PERCENT.match(entry).group(1))
+    match = PERCENT.match(entry) if isinstance(entry, str) else None
+    if match:
+        percent = float(match.group(1))
         return None if 0 < percent <= 100 else f"{entry!r} is not a percentage above 0 and up to 100"
     return f"{entry!r} is neither a number nor a percentage"
 
@@ -41,7 +42,7 @@ def batch_size_problem(spec: object) -> str | None:
     return None
 
 
-def _size(entry: object, total: int) -> int:
+def _size(entry: int | float | str, total: int) -> int:
     match = PERCENT.match(entry) if isinstance(entry, str) else None
     if match:
         return max(1, math.floor(total * float(match.group(1)) / 100))
@@ -53,8 +54,10 @@ def batch_sizes(spec: object, total: int) -> list[int]:
     problem = batch_size_problem(spec)
     if problem:
         raise ValueError(problem)
-    entries = spec if isinstance(spec, list) else [spec]
-    sizes, placed = [], 0
+    # batch_size_problem has checked that every entry is a number or a percentage.
+    entries: list[int | float | str] = spec if isinstance(spec, list) else [spec]  # type: ignore[list-item]
+    sizes: list[int] = []
+    placed = 0
     while placed < total:
         size = min(_size(entries[min(len(sizes), len(entries) - 1)], total), total - placed)
         sizes.append(size)

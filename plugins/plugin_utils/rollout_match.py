@@ -89,7 +89,7 @@ def _unconcerned(hosts: list[dict], claimed: dict[tuple[str, str], list[dict]],
     return kept, runtimes, sorted(f"{host}/{service}" for host, service in left_out)
 
 
-def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *, pid_hosts: list[str] = (),
+def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *, pid_hosts: Collection[str] = (),
           queue: str | None = None, queues: Collection[str] | None = None) -> dict:
     """Each service's runtimes, how they were judged, and the inventory's N of M.
 

@@ -24,7 +24,7 @@ CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "read
                      "converged / drained")
 
 
-def _counts_text(counts: object) -> str:
+def _counts_text(counts: dict | list) -> str:
     values = counts.values() if isinstance(counts, dict) else counts
     return "/".join(str(value) for value in sorted(set(values)))
 

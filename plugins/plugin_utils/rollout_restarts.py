@@ -32,7 +32,6 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services im
     UNKNOWN,
 )
 
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
 
 # systemd timestamps are whole seconds.
 CLOCK_RESOLUTION = 1.0
@@ -44,7 +43,7 @@ def _db_time(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
-def pickup_deadlines(read: ShardsInfo, change: dict | None, check_mode: bool) -> dict[str, float]:
+def pickup_deadlines(read: dict, change: dict | None, check_mode: bool) -> dict[str, float]:
     """Queue -> the database time a service must have started after to run its count.
 
     Only queues some live runtime does not yet run the count of (or, in check
@@ -116,7 +115,7 @@ def _reasons_to_restart(service: dict, status: str, host: dict, deadlines: dict[
     return reasons + ([short] if status == rollout_match.SHORT_BY_COUNT else [])
 
 
-def _stragglers(read: ShardsInfo, deadlines: dict[str, float]) -> dict[str, dict]:
+def _stragglers(read: dict, deadlines: dict[str, float]) -> dict[str, dict]:
     return {straggler["instance_id"]: straggler for name in deadlines
             for straggler in read["queues"][name]["stragglers"]}
 

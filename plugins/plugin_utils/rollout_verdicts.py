@@ -91,11 +91,12 @@ def _service_problem(name: str, failure: str | None, state: dict | None, status:
         return f"{name} did not come back: it is {state['state']} ({state['detail']}) after its restart"
     if state is not None and state["state"] == UNKNOWN and wait_failed:
         return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
+    pid = (state or {}).get("main_pid")
     if status == rollout_match.NO_RUNTIME:
-        return (f"{name} did not come back: it runs (pid {state['main_pid']}) but no live Awa runtime has its pid - "
+        return (f"{name} did not come back: it runs (pid {pid}) but no live Awa runtime has its pid - "
                 "it hangs before its runtime registers, or it is in a restart loop")
     if status == rollout_match.STALE_RUNTIMES:
-        return f"{name} did not come back: its runtime (pid {state['main_pid']}) does not run the count"
+        return f"{name} did not come back: its runtime (pid {pid}) does not run the count"
     return None
 
 
@@ -114,7 +115,7 @@ def _wait_problem(read: dict | None, expected: int) -> tuple[str | None, int]:
 
 def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict], states: list[dict],
                   read: dict | None, gates: dict, runtimes_per_service: int, pid_hosts: list[str],
-                  later: list[list[str]], gone: list[str], hosts_total: int, max_fail_percentage: float,
+                  later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
                   backout: str) -> dict:
     """Did every service of the batch come back, and do the health gates allow the next one?
 

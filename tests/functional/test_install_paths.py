@@ -75,3 +75,51 @@ def test_both_modules_run_with_the_hosts_own_python(path, request, awa_db, tmp_p
     assert not results["rerun"]["changed"]
     assert results["info"]["converged"] and results["info"]["queues"]["hosted"]["enqueue_shards"] == {"hosted": 4}
     assert shard_counts(awa_db) == {"hosted": 4}
+
+
+# -- without psycopg: the message names the Python and the command for it --------------------------------------
+
+def bare_venv(folder: Path) -> Path:
+    """A virtual environment of the system Python without psycopg (nor pip: nothing is installed into it)."""
+    created = subprocess.run([str(SYSTEM_PYTHON), "-m", "venv", "--without-pip", str(folder)], capture_output=True,
+                             text=True, check=False)
+    if created.returncode != 0:
+        pytest.fail(f"{SYSTEM_PYTHON} -m venv failed (install Debian's python3-venv): {created.stderr}")
+    return folder / "bin" / "python"
+
+
+def refused_for(interpreter: str) -> str:
+    """The change module run with ``interpreter``, which cannot import psycopg: its failure message."""
+    process = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards",
+                              "-a", json.dumps({"login_host": "127.0.0.1", "queue": "orders", "shards": 2}),
+                              "-e", json.dumps({"ansible_python_interpreter": interpreter}))
+    assert process.returncode != 0, process.stdout
+    return json.loads(process.stdout[process.stdout.index("{", process.stdout.find("localhost | ")):])["msg"]
+
+
+def test_without_psycopg_a_venv_is_told_to_pip_install_into_that_venv(tmp_path):
+    python = bare_venv(tmp_path / "ansible")
+    message = refused_for(str(python))
+    assert "cannot be imported by the Python this module ran with on " in message
+    assert f": {python}. Install it into that Python: {python} -m pip install 'psycopg[binary]'." in message
+    assert "with a separate database host (the inventory group awa_db_controller) they run there instead" in message
+
+
+def test_without_psycopg_a_pipx_venv_is_told_to_inject_it(tmp_path):
+    """pipx keeps an app's venv at <pipx home>/venvs/<app> (~/.local/share/pipx/venvs/ansible-core)."""
+    python = bare_venv(tmp_path / "pipx" / "venvs" / "ansible-core")
+    message = refused_for(str(python))
+    assert f": {python}. Install it into that Python: pipx inject ansible-core 'psycopg[binary]'." in message
+
+
+def test_without_psycopg_the_distribution_s_python_is_told_to_install_its_package(tmp_path):
+    """/usr/bin/python3 has Debian's python3-psycopg here (the tests above use it); ``-S`` starts it without its
+    site packages, as a Debian host without that package would (Ansible takes an interpreter path, not a command
+    line: a script execs it)."""
+    if "ID=debian" not in Path("/etc/os-release").read_text(encoding="utf-8"):
+        pytest.fail("the distribution case is written for Debian 12, the test machine's system")
+    without_site = tmp_path / "python3"
+    without_site.write_text(f'#!/bin/sh\nexec {SYSTEM_PYTHON} -S "$@"\n', encoding="utf-8")
+    without_site.chmod(0o755)
+    message = refused_for(str(without_site))
+    assert f": {SYSTEM_PYTHON}. Install it into that Python: apt install python3-psycopg." in message

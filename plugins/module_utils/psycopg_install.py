@@ -1,0 +1,82 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a module says when psycopg cannot be imported: the Python it ran with and the command for that Python.
+
+The modules run where their task runs: with an inventory of producers only,
+on the implicit localhost, in the Python that runs ansible-playbook - often a
+venv or pipx's venv, which Debian's python3-psycopg cannot reach. So the
+message names that Python and the one command that fixes it there.
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+PIP_REQUIREMENT = "'psycopg[binary]'"
+SYSTEM_PREFIX = "/usr"
+OS_RELEASE = "/etc/os-release"
+# Distribution ids (os-release ID and ID_LIKE) and the package of psycopg 3 there.
+DISTRIBUTION_PACKAGES = (
+    (("debian", "ubuntu"), "apt install python3-psycopg"),
+    (("rhel", "centos", "fedora"), "dnf install python3-psycopg3"),
+)
+UNKNOWN_DISTRIBUTION = "your distribution's psycopg 3 package (python3-psycopg on Debian and Ubuntu)"
+
+
+@dataclass(frozen=True)
+class Interpreter:
+    """The Python a module ran with: its executable, sys.prefix and sys.base_prefix, the host's distribution ids."""
+
+    executable: str
+    prefix: str
+    base_prefix: str
+    distribution_ids: tuple[str, ...] = ()
+    host: str = ""
+
+
+def _pipx_app(prefix: str) -> str | None:
+    """pipx keeps an app's venv at <pipx home>/venvs/<app>, and its home is a folder named pipx."""
+    path = PurePosixPath(prefix)
+    if path.parent.name == "venvs" and path.parent.parent.name == "pipx":
+        return path.name
+    return None
+
+
+def install_command(python: Interpreter) -> str:
+    """The command that makes psycopg 3 importable by ``python``."""
+    if python.prefix != python.base_prefix:
+        app = _pipx_app(python.prefix)
+        return f"pipx inject {app} {PIP_REQUIREMENT}" if app else f"{python.executable} -m pip install {PIP_REQUIREMENT}"
+    if python.prefix != SYSTEM_PREFIX:
+        # A Python built or installed by hand (/usr/local, pyenv) is not the distribution's: pip is its installer.
+        return f"{python.executable} -m pip install {PIP_REQUIREMENT}"
+    for ids, command in DISTRIBUTION_PACKAGES:
+        if set(ids) & set(python.distribution_ids):
+            return command
+    return UNKNOWN_DISTRIBUTION
+
+
+def missing_psycopg_message(python: Interpreter) -> str:
+    return (f"psycopg 3 (psycopg >= 3.1) cannot be imported by the Python this module ran with on {python.host}: "
+            f"{python.executable}. Install it into that Python: {install_command(python)}. The database steps run "
+            "where their task runs: with producers only in the inventory, on localhost in the Python that runs "
+            "ansible-playbook; with a separate database host (the inventory group awa_db_controller) they run there "
+            "instead, with that host's ansible_python_interpreter. Nothing was read or written.")
+
+
+def _distribution_ids(os_release: str) -> tuple[str, ...]:
+    try:
+        with open(os_release, encoding="utf-8") as release:
+            fields = dict(line.rstrip("\n").split("=", 1) for line in release if "=" in line)
+    except OSError:
+        return ()
+    return tuple(" ".join(fields.get(key, "").strip('"') for key in ("ID", "ID_LIKE")).split())
+
+
+def this_interpreter() -> Interpreter:
+    """The Python running this module, on this host."""
+    return Interpreter(sys.executable, sys.prefix, sys.base_prefix, _distribution_ids(OS_RELEASE),
+                       socket.gethostname())
