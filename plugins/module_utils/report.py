@@ -144,9 +144,9 @@ def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[
     current = view["enqueue_shards"]
     lanes = _lane_views([depth for depth in depths if depth.queue in current], state)
     beyond = convergence.depth_beyond_count(lanes)
-    missing_lanes: list[LaneRef] = [{"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
-                     for lane in state.lanes if lane.queue in current and lane.shard < current[lane.queue]
-                     and not lane.complete]
+    missing_lanes: list[LaneRef] = [
+        {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
+        for lane in state.lanes if lane.queue in current and lane.shard < current[lane.queue] and not lane.complete]
     grants, findings = _grant_findings(logical, [lane for lane in state.lanes if lane.queue in current],
                                        runtime_roles)
     first = []

@@ -585,5 +585,6 @@ def change(module) -> tuple[EnqueueShardsResult, list[str]]:
 def main() -> None:
     run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, change)
 
+
 if __name__ == "__main__":
     main()

@@ -868,5 +868,6 @@ def main() -> None:
     # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
     run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, read, mark_disconnected=True)
 
+
 if __name__ == "__main__":
     main()

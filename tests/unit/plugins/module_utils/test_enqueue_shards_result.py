@@ -141,4 +141,3 @@ def test_a_difference_is_named_by_its_path():
         "RETURN.diff.after.missing_grants: declared by PhysicalQueueSide, not documented",
         "RETURN.queues.ordering: declared by QueueChange, not documented",
     ]
-
