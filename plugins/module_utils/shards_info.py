@@ -97,7 +97,7 @@ def _read_only_transaction(conn, selected: tuple[str, ...] | None, ledger_schema
 
 def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
           margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int, lock_timeout: float,
-          read_lanes: bool) -> ShardsRead:
+          read_lanes: bool, untouched_runtimes: frozenset) -> ShardsRead:
     with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
@@ -119,7 +119,9 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
     if not found.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
-    queues = {logical: report.queue_report(layout, logical, state, observed, runtimes, latest, runtime_roles,
+    # A runtime the change does not concern keeps the old count by design: convergence does not wait for it.
+    concerned = [runtime for runtime in runtimes if runtime.instance_id not in untouched_runtimes]
+    queues = {logical: report.queue_report(layout, logical, state, observed, concerned, latest, runtime_roles,
                                            margin_seconds, lanes=read_lanes)
               for logical, layout in layouts.items()}
     return report.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
@@ -131,7 +133,7 @@ def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
                      expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                     lanes: bool = True) -> ShardsRead:
+                     lanes: bool = True, untouched_runtimes: tuple[str, ...] = ()) -> ShardsRead:
     """A read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
 
     ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
@@ -140,9 +142,11 @@ def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None
     view then has its count, its convergence and its last change only
     (report.LANE_KEYS are absent, and so is ``drained``), in a fixed number of
     statements whatever the number of lanes - what a wait for restarted
-    runtimes needs. Raises ``LockTimeout`` when a lock is not granted within
+    runtimes needs. Runtimes in ``untouched_runtimes`` (producers a rollout
+    did not restart because the change does not concern them) are left out
+    of each queue's convergence; the result still lists them in ``runtimes``. Raises ``LockTimeout`` when a lock is not granted within
     ``lock_timeout`` seconds.
     """
     selected = selected_queues(queue, queues, stripes)
     return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
-                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes)
+                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes, frozenset(untouched_runtimes))

@@ -117,6 +117,18 @@ options:
     type: list
     elements: str
     default: []
+  untouched_runtimes:
+    description:
+      - Instance ids of live runtimes that a change does not concern, left out of each queue's convergence
+        (RV(queues.runtimes_live), RV(queues.runtimes_converged), RV(queues.stragglers), RV(converged)), so
+        O(wait=converged) does not wait for them. They are still listed in RV(runtimes).
+      - The role P(awa.operations.enqueue_shards#role) passes the runtimes of the producer services it did not restart
+        because they declare other queues (C(enqueue_shards_service_queues)), and only for a raise - a
+        producer that keeps a higher count after a lowering would refill the old shards.
+    type: list
+    elements: str
+    default: []
+    version_added: 0.3.0
   expected_new_runtimes:
     description:
       - How many new runtimes O(wait=restarted) waits for.
@@ -834,6 +846,7 @@ def argument_spec() -> dict:
         committed={"type": "dict"},
         health={"type": "bool", "default": False},
         lanes={"type": "bool", "default": True},
+        untouched_runtimes={"type": "list", "elements": "str", "default": []},
     )
     return spec
 
@@ -855,7 +868,8 @@ def read(module) -> tuple[dict[str, object], list[str]]:
                 runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
                 margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
                 expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                health=params["health"], lanes=params["lanes"])
+                health=params["health"], lanes=params["lanes"],
+                untouched_runtimes=tuple(params["untouched_runtimes"]))
             if params["advise"]:
                 add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                params["lock_timeout"], params["advise_gains"]))

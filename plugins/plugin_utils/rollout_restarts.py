@@ -62,6 +62,16 @@ def pickup_deadlines(read: dict, change: dict | None, check_mode: bool) -> dict[
     return deadlines
 
 
+def lowered_queues(read: dict, change: dict | None, queues: list[str]) -> list[str]:
+    """Those of ``queues`` that the change lowers (in check mode: would lower), or whose last change lowered."""
+    def lowers(name: str) -> bool:
+        result = (change or {}).get("queues", {}).get(name, {})
+        recorded = read["queues"][name]["last_change"].values()
+        return (any(previous > result["shards"] for previous in result.get("previous_shards", {}).values())
+                or any(entry["to_shards"] < entry["from_shards"] for entry in recorded))
+    return [name for name in queues if lowers(name)]
+
+
 def started_after(service: dict, clock: float | None, read_at: float, deadline: float) -> bool:
     """Whether the service's current process certainly started after ``deadline`` (database clock).
 
@@ -153,9 +163,13 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
     """
     deadlines = pickup_deadlines(read, change, check_mode)
     read_at = _db_time(read["read_at"])
-    # The change concerns the services that enqueue into a queue it changes, or declare no queues.
+    # The change concerns the services that enqueue into a queue it changes, or declare no queues. A lowering
+    # concerns every service: one that still enqueues with the old count would refill the old shards, and a
+    # declaration cannot be checked.
     concerned = sorted(deadlines)
-    matched = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service, queues=concerned)
+    lowered = lowered_queues(read, change, concerned)
+    matched = rollout_match.match(hosts, read.get("runtimes", []), runtimes_per_service,
+                                  queues=None if lowered else concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
     counted = {**matched, "runtimes_per_service": runtimes_per_service}
     problems, lines, members, skipped = [], [], [], []
@@ -179,7 +193,7 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
                 continue
             status = status_of[(service["host"], service["service"])]
             own = {queue: deadline for queue, deadline in deadlines.items()
-                   if service.get("queues") is None or queue in service["queues"]}
+                   if lowered or service.get("queues") is None or queue in service["queues"]}
             reasons = _reasons_to_restart(service, status, host, own, read_at, counted)
             if reasons:
                 chosen.append((service["host"], service["service"]))
@@ -209,6 +223,10 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
                      f"the inventory are restarted: at least {outside} runtime(s) run outside the inventory. "
                      f"On an older count: {listed}. Restart those outside yourselves, or add their hosts to "
                      "awa_producers; the wait names them until they run the count.")
+    if lowered and any(service.get("queues") is not None for host in hosts for service in host["services"]):
+        lines.append(f"enqueue_shards_service_queues is not applied: the change lowers {names_text(lowered, 3)}, "
+                     "so every producer service is concerned (one that kept the old count would refill the old "
+                     "shards).")
     if matched["by_count_hosts"]:
         lines.append("How the runtimes were counted: " + rollout_match.how_judged(matched) + ".")
     return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,

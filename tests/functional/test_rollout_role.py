@@ -117,6 +117,22 @@ def test_a_runtime_outside_the_inventory_is_reported_not_chased(testbed, testbed
         outsider.stop()
 
 
+def test_a_raise_restarts_only_the_services_that_enqueue_into_the_queue(testbed, testbed_db):
+    """awa-app-2 declares that it enqueues into billing only: the raise of demo leaves it untouched, and the wait
+    does not wait for its runtime, which keeps the old count by design."""
+    pids = program_pids(testbed)
+    shards = shard_counts(testbed_db).get("demo", 1) + 2
+
+    process = set_enqueue_shards(testbed, shards, service_queues={"awa-app-2": ["billing"]})
+
+    assert process.returncode == 0, process.stdout
+    assert "Restarting 1 producer service(s) in 1 batch(es) of at most 1: [localhost/awa-app-1]" in process.stdout
+    assert ("localhost/awa-app-2: untouched - it enqueues only into billing, which this change does not concern "
+            "(enqueue_shards_service_queues)") in process.stdout
+    after = program_pids(testbed)
+    assert after["awa-app-1"] != pids["awa-app-1"] and after["awa-app-2"] == pids["awa-app-2"]
+
+
 def test_lowering_a_paused_queue_says_so_and_finishes_once_it_is_resumed(testbed, testbed_db):
     if shard_counts(testbed_db).get("demo", 1) <= 2:  # run alone: raise first, so that 2 is a lowering
         assert set_enqueue_shards(testbed, 6).returncode == 0

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import datetime
+import json
 
 import pytest
 
@@ -12,9 +13,12 @@ from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
     command_host,
     runtime,
+    settings,
     systemd_host,
+    systemd_result,
     unit,
 )
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_report
 
 
 UNCONVERGED = load("info-unconverged")  # 0 of 3 runtimes on the count after change #2 (demo 4 -> 6)
@@ -263,3 +267,49 @@ def test_batch_sizes_as_ansible_serial_writes_them():
     assert result["headline"].startswith("Restarting 4 producer service(s) in 3 batch(es) of 1, 2, 1 "
                                          "(enqueue_shards_batch_size 1, 50%): [app1/a] then [app2/a, app1/b] then")
     assert [len(batch) for batch in plan(hosts, batch_size="25%")["batches"]] == [1, 1, 1, 1]
+
+
+# -- enqueue_shards_service_queues: a change restarts only the services it concerns -----------------------------
+
+def declared_host(host: str, units: dict[str, str], declared: dict[str, list[str]]) -> dict:
+    """A systemd host whose services declare the queues they enqueue into."""
+    return host_report(dict(settings(host, list(units)), service_queues=declared), systemd_result(units, READ_AT + 2),
+                       False)
+
+
+def test_a_raise_leaves_the_services_that_declare_other_queues_untouched_and_their_runtimes_out_of_the_waits():
+    before = CHANGE_AT - 60
+    read = dict(UNCONVERGED, runtimes=[runtime(101, before, converged=False), runtime(102, before, converged=False)])
+    hosts = [declared_host("app1", {"a": unit("a", started=before, pid=101), "b": unit("b", started=before, pid=102)},
+                           {"b": ["billing"]})]
+    result = plan(hosts, read=read)
+    assert result["batches"] == [[["app1", "a"]]]
+    assert result["untouched"] == ["app1/b"]
+    assert result["untouched_runtimes"] == [runtime(102, before)["instance_id"]]
+    assert ("app1/b: untouched - it enqueues only into billing, which this change does not concern "
+            "(enqueue_shards_service_queues)") in result["detail"]
+
+
+def test_a_lowering_restarts_every_service_whatever_it_declares():
+    """A producer left on the old, higher count would refill the shards being drained: declarations are not used."""
+    before = CHANGE_AT - 60
+    lowered = json.loads(json.dumps(UNCONVERGED))
+    lowered["queues"]["demo"]["last_change"]["demo"].update(from_shards=8, to_shards=6)
+    lowered["runtimes"] = [runtime(101, before, converged=False), runtime(102, before, converged=False)]
+    hosts = [declared_host("app1", {"a": unit("a", started=before, pid=101), "b": unit("b", started=before, pid=102)},
+                           {"b": ["billing"]})]
+    result = plan(hosts, read=lowered, batch_size=2)
+    assert result["batches"] == [[["app1", "a"], ["app1", "b"]]]
+    assert result["untouched"] == [] and result["untouched_runtimes"] == []
+    assert ("enqueue_shards_service_queues is not applied: the change lowers demo, so every producer service is "
+            "concerned (one that kept the old count would refill the old shards).") in result["detail"]
+
+
+def test_a_lowering_in_check_mode_is_told_by_the_change_s_result():
+    before = CHANGE_AT - 60
+    change = {"queues": {"demo": {"shards": 2, "previous_shards": {"demo": 4}}}}
+    hosts = [declared_host("app1", {"a": unit("a", started=before, pid=101), "b": unit("b", started=before, pid=102)},
+                           {"b": ["billing"]})]
+    result = plan(hosts, read=CONVERGED, change=change, check_mode=True, batch_size=2)
+    assert sorted(member[1] for batch in result["batches"] for member in batch) == ["a", "b"]
+    assert result["untouched"] == []
