@@ -76,6 +76,7 @@ def _lane_views(depths: list[LaneDepth], state: QueueState) -> list[LaneView]:
         "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
         "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
         else round(depth.oldest_ready_age_seconds, 1),
+        "enqueue_cursor": depth.enqueue_cursor,
     } for depth in depths]
 
 

@@ -74,6 +74,13 @@ class LaneRef(TypedDict):
     shard: int
 
 
+class ShardRef(TypedDict):
+    """A shard of a physical queue."""
+
+    queue: str
+    shard: int
+
+
 class LaneView(LaneRef):
     """One lane: whether it is whole, and its exact ready depth (None when its sequences are unreadable)."""
 
@@ -83,6 +90,7 @@ class LaneView(LaneRef):
     ready_depth: int | None
     seq_lag: int | None
     oldest_ready_age_seconds: float | None
+    enqueue_cursor: int | None
 
 
 class ShardView(TypedDict):
@@ -141,6 +149,8 @@ class QueueView(QueueConvergenceView, total=False):
     lanes: list[LaneView]
     shards: list[ShardView]
     grants: Grants
+    # Only in a wait until drained (shards_info_wait.noting_new_jobs).
+    new_jobs_beyond_count: list[ShardRef]
 
 
 class MeasuredRow(TypedDict):

@@ -54,6 +54,44 @@ def progress_line(info: StateRead) -> str:
     return "; ".join(parts) or "no queues"
 
 
+def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]:
+    """``fetch``, whose reads also say which shards at or above the count received new jobs since the first read.
+
+    Drained means no ready job is left beyond the count, and none arriving: a
+    producer that still runs the old count (one a rollout left alone, or one
+    outside the inventory) keeps refilling those shards, and with fast workers
+    their depth can read 0 at every poll. A lane's enqueue cursor grows with
+    every job enqueued on it, so a queue whose cursors beyond the count moved
+    since the wait's first read is not drained.
+    """
+    first: dict[tuple[str, int, int], int] = {}
+
+    def fetched() -> PolledRead:
+        read = fetch()
+        for view in read["queues"].values():
+            moved = set()
+            for lane in view.get("lanes", []):
+                cursor = lane.get("enqueue_cursor")
+                if lane["beyond_count"] and cursor is not None:
+                    if cursor > first.setdefault((lane["queue"], lane["priority"], lane["shard"]), cursor):
+                        moved.add((lane["queue"], lane["shard"]))
+            view["new_jobs_beyond_count"] = [{"queue": queue, "shard": shard} for queue, shard in sorted(moved)]
+            if moved:
+                view["drained"] = False
+        if "drained" in read:
+            read["drained"] = all(view.get("drained", False) for view in read["queues"].values())
+        return read
+
+    return fetched
+
+
+def _shards_text(shards: list) -> str:
+    by_queue: dict[str, list[str]] = {}
+    for entry in shards:
+        by_queue.setdefault(entry["queue"], []).append(str(entry["shard"]))
+    return "; ".join(f"{queue} shard(s) {', '.join(numbers)}" for queue, numbers in by_queue.items())
+
+
 def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
     """Why a wait ended without success: every straggler and every undrained queue, and what to do."""
     problems, advice = [], []
@@ -73,7 +111,14 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
                           "it stale, 30 s after its last snapshot)")
         elif wait == "drained" and not queue_view.get("drained", False):
             beyond = queue_view.get("depth_beyond_count")
-            if beyond is None:
+            receiving = queue_view.get("new_jobs_beyond_count")
+            if receiving:
+                problems.append(f"{name}: new jobs keep arriving at or above the count during the wait "
+                                f"({_shards_text(receiving)}): a producer that was not restarted still enqueues with "
+                                "the old count")
+                advice.append("find and restart it (a runtime left out of the wait with untouched_runtimes, one "
+                              "outside the inventory, or a service whose enqueue_shards_service_queues is wrong)")
+            elif beyond is None:
                 problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
                 advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")
             elif queue_view["paused"]:
@@ -122,6 +167,8 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
         raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
     if wait == "none":
         return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
+    if wait == "drained":
+        fetch = noting_new_jobs(fetch)
     try:
         outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, clock=clock, sleep=pause,
                                      on_poll=on_poll,

@@ -359,8 +359,24 @@ queues:
       description: Whether every live runtime runs with the current count.
       type: bool
     drained:
-      description: Whether converged and no ready job is left at or above the count. Not with O(lanes=false).
+      description: Whether converged and no ready job is left at or above the count - and, in a wait until drained,
+        none arrived there since its first poll. Not with O(lanes=false).
       type: bool
+    new_jobs_beyond_count:
+      description:
+        - Only with O(wait=drained) - the shards at or above the count that received new jobs since the wait's first
+          poll (a lane's RV(queues.lanes.enqueue_cursor) moved). Such a queue is not drained - a producer that was not
+          restarted still enqueues with the old count - and a wait that times out names them.
+      type: list
+      elements: dict
+      version_added: 0.3.0
+      contains:
+        queue:
+          description: The physical queue.
+          type: str
+        shard:
+          description: The shard.
+          type: int
     runtimes_live:
       description: Live runtimes (M).
       type: int
@@ -472,6 +488,11 @@ queues:
         oldest_ready_age_seconds:
           description: Age of its oldest ready job (null when it has none or is not readable).
           type: float
+        enqueue_cursor:
+          description: The lane's next enqueue sequence value, which grows by one for each job enqueued on the
+            lane (null when not readable). O(wait=drained) compares it across polls to see new jobs beyond the count.
+          type: int
+          version_added: 0.3.0
     shards:
       description: The lanes summed over priorities, one row per physical queue and shard. Not with O(lanes=false).
       type: list

@@ -124,6 +124,8 @@ NORMALISE = (
     # A wait's progress lines: one per poll, so their number depends on timing.
     (re.compile(r"^\[[^\]\n]+\] +\d+s .*\n", re.MULTILINE), ""),
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:?\d\d|Z)?"), "<time>"),
+    # The run's report is named by the time it was written (enqueue_shards-20261202T161723Z.json).
+    (re.compile(r"\d{8}T\d{6}Z"), "<time>"),
     (re.compile(r"\b\d+:\d\d:\d\d(\.\d+)?\b"), "<duration>"),
     (re.compile(r"\b\d+(\.\d+)?( ?(s|ms|seconds?))\b"), r"<n>\2"),
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),

@@ -23,6 +23,8 @@ class LaneDepth:
     seq_lag: int | None
     ready_depth: int | None
     oldest_ready_age_seconds: float | None
+    # The lane's next enqueue sequence value: it grows by one for each job enqueued on the lane.
+    enqueue_cursor: int | None = None
 
 
 # Whether this role may read both sequences of the lane joined as h (enqueue head) and c (claim head): seqs.readable.
@@ -45,7 +47,8 @@ SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
             WHEN cursor.enqueue_next <= cursor.claim_next THEN 0
             ELSE ready.depth END,
        CASE WHEN seqs.readable AND cursor.enqueue_next > cursor.claim_next
-            THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END
+            THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END,
+       cursor.enqueue_next
 FROM {enqueue_heads} AS h
 JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
 """ + LANE_READABLE_JOINS + """LEFT JOIN LATERAL (

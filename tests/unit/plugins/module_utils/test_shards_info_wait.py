@@ -204,3 +204,40 @@ def test_the_progress_line_of_a_read_without_lanes_leaves_the_depths_out():
         "1/2 restarted runtimes live and healthy; orders: 1/2 runtimes on 8 shards")
     assert shards_info_wait.progress_line(dict(info, queues={"orders": dict(view, depth_beyond_count=None)})).endswith(
         "orders: 1/2 runtimes on 8 shards, ? ready beyond the count")
+
+
+def drain_read(cursors: dict[int, int], drained: bool = True) -> dict:
+    """A converged read of queue orders (count 2) whose lanes beyond the count have these enqueue cursors."""
+    lanes = [{"queue": "orders", "priority": 2, "shard": shard, "beyond_count": shard >= 2, "enqueue_cursor": cursor}
+             for shard, cursor in {0: 50, 1: 50, **cursors}.items()]
+    view = {"converged": True, "runtimes_converged": 2, "runtimes_live": 2, "stragglers": [], "drained": drained,
+            "depth_beyond_count": 0 if drained else 3, "paused": False, "enqueue_shards": {"orders": 2},
+            "lanes": lanes}
+    return read(True, drained=drained, queues={"orders": view})
+
+
+def test_a_drain_wait_is_not_drained_while_new_jobs_arrive_beyond_the_count_even_at_depth_zero():
+    """Fast workers keep the depth at 0 while a producer on the old count still enqueues there."""
+    clock = FakeClock()
+    with pytest.raises(WaitTimeout) as timed_out:
+        shards_info_wait.poll_until(polls(drain_read({2: 10, 3: 7}, drained=False), drain_read({2: 12, 3: 7}),
+                                          drain_read({2: 15, 3: 7})), "drained", 10, 5, clock=clock, pause=clock.sleep)
+    result = timed_out.value.result
+    assert result["drained"] is False and result["queues"]["orders"]["drained"] is False
+    assert result["queues"]["orders"]["new_jobs_beyond_count"] == [{"queue": "orders", "shard": 2}]
+    assert ("orders: new jobs keep arriving at or above the count during the wait (orders shard(s) 2): a producer "
+            "that was not restarted still enqueues with the old count") in timed_out.value.message
+    assert "To finish: find and restart it" in timed_out.value.message
+
+
+def test_a_drain_wait_ends_once_the_old_shards_are_empty_and_nothing_new_arrives():
+    clock = FakeClock()
+    info = shards_info_wait.poll_until(polls(drain_read({2: 10}, drained=False), drain_read({2: 10})), "drained", 60,
+                                       5, clock=clock, pause=clock.sleep)
+    assert (info["drained"], info["polls"]) == (True, 2)
+    assert info["queues"]["orders"]["new_jobs_beyond_count"] == []
+
+
+def test_a_read_without_a_drain_wait_does_not_watch_the_cursors():
+    info = shards_info_wait.poll_until(polls(drain_read({2: 10})), "none", 60, 5)
+    assert "new_jobs_beyond_count" not in info["queues"]["orders"]
