@@ -365,7 +365,7 @@ queues:
     new_jobs_beyond_count:
       description:
         - Only with O(wait=drained) - the shards at or above the count that received new jobs since the wait's first
-          poll (a lane's RV(queues.lanes.enqueue_cursor) moved). Such a queue is not drained - a producer that was not
+          poll (a lane's RV(queues.lanes[].enqueue_cursor) moved). Such a queue is not drained - a producer that was not
           restarted still enqueues with the old count - and a wait that times out names them.
       type: list
       elements: dict
