@@ -370,7 +370,7 @@ queues:
       type: list
       elements: dict
       version_added: 0.3.0
-      contains:
+      contains: &shard_key
         queue:
           description: The physical queue.
           type: str
@@ -498,12 +498,7 @@ queues:
       type: list
       elements: dict
       contains:
-        queue:
-          description: The physical queue.
-          type: str
-        shard:
-          description: The shard.
-          type: int
+        <<: *shard_key
         beyond_count:
           description: Whether the shard is at or above the count.
           type: bool
