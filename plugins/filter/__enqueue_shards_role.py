@@ -18,6 +18,8 @@ import os
 
 from ansible import context
 
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import StateRead
 from ansible_collections.awa.operations.plugins.plugin_utils import (
     environment_file,
     rollout_backout,
@@ -32,7 +34,8 @@ from ansible_collections.awa.operations.plugins.plugin_utils import (
 
 
 def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict], environment_changes: list[bool],
-                 read: dict, change: dict | None, batch_size: object, runtimes_per_service: int, check_mode: bool,
+                 read: StateRead, change: EnqueueShardsResult | None, batch_size: object, runtimes_per_service: int,
+                 check_mode: bool,
                  max_fail_percentage: float = 0) -> dict:
     """The plan (and the rollout's state) from each host's settings, its read of its services (or, for a host left
     out since it was reached, why), and whether its environment file changed - one entry per play host, in order."""

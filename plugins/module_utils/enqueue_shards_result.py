@@ -138,3 +138,8 @@ class EnqueueShardsResult(ChangeOutcome):
 
     # In check mode: the state now. As the info module reads them (shards_info_result).
     observed: ObservedRead
+
+
+def queue_changes(result: EnqueueShardsResult | None) -> dict[str, QueueChange]:
+    """Each queue's change in a result of a list of queues (as the role runs the module); none without a result."""
+    return result.get("queues", {}) if result else {}

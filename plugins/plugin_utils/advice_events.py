@@ -39,7 +39,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import MAX_SHARDS, validate_queue_name
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_ADVISE_WINDOW, validate_advice_options
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, QueueView, StateRead
 
 ACTIONABLE = ("raise", "lower")
 EVENT_KEY = "awa_shard_advice"
@@ -149,10 +149,10 @@ def database_time(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
-def recorded_move(queue_view: Mapping) -> Move | None:
+def recorded_move(queue_view: QueueView | None) -> Move | None:
     """The latest change of the queue's count in the change ledger (over its physical queues), from the info
-    read's ``last_change``; None when none is recorded."""
-    changes = list((queue_view.get("last_change") or {}).values())
+    read's ``last_change``; None when none is recorded (or the read has no such queue)."""
+    changes = list(queue_view["last_change"].values()) if queue_view else []
     if not changes:
         return None
     latest = max(changes, key=lambda change: (database_time(change["changed_at"]), change["id"]))
@@ -213,7 +213,7 @@ def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) 
     }}
 
 
-def events_for_window(gate: AdviceGate, info: Mapping, advised: dict[str, Advice], every_window: bool) -> list[dict]:
+def events_for_window(gate: AdviceGate, info: StateRead, advised: dict[str, Advice], every_window: bool) -> list[dict]:
     """The events of one window: what the gate admits, and with ``every_window`` the rest as not actionable.
 
     ``info`` is the window's read (read_shards_info): its ``read_at`` is now, and
@@ -222,7 +222,7 @@ def events_for_window(gate: AdviceGate, info: Mapping, advised: dict[str, Advice
     now = database_time(info["read_at"])
     events = []
     for queue, advice in advised.items():
-        event = gate.admit(queue, advice, now, recorded_move(info["queues"].get(queue, {})))
+        event = gate.admit(queue, advice, now, recorded_move(info["queues"].get(queue)))
         if event is None and every_window:
             event = advice_event(queue, advice, actionable=False, windows=1)
         if event is not None:

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import RuntimeView
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import RUNNING, STOPPED, UNREACHABLE
 
 # systemd's start timestamps are whole seconds.
@@ -89,7 +90,7 @@ def _unconcerned(hosts: list[dict], claimed: dict[tuple[str, str], list[dict]],
     return kept, runtimes, sorted(f"{host}/{service}" for host, service in left_out)
 
 
-def match(hosts: list[dict], runtimes: list[dict], runtimes_per_service: int, *, pid_hosts: Collection[str] = (),
+def match(hosts: list[dict], runtimes: Sequence[RuntimeView], runtimes_per_service: int, *, pid_hosts: Collection[str] = (),
           queue: str | None = None, queues: Collection[str] | None = None) -> dict:
     """Each service's runtimes, how they were judged, and the inventory's N of M.
 

@@ -12,7 +12,12 @@ a host was left out.
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
+    EnqueueShardsResult,
+    QueueChange,
+    queue_changes,
+)
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, StateRead
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
 from ansible_collections.awa.operations.plugins.plugin_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 
@@ -29,23 +34,23 @@ def _counts_text(counts: dict | list) -> str:
     return "/".join(str(value) for value in sorted(set(values)))
 
 
-def switches(result: dict) -> bool:
+def switches(result: QueueChange) -> bool:
     """Whether a queue's change result switched (in check mode: would switch) the count."""
     return any(previous != result["shards"] for previous in result["previous_shards"].values())
 
 
-def _change_outcome(result: dict, check_mode: bool) -> str:
+def _change_outcome(result: QueueChange, check_mode: bool) -> str:
     if not result["changed"]:
         return "already so, nothing written"
     if check_mode:
         return (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants "
                 "in one transaction")
-    ledger = result.get("ledger") or {}
+    ledger = result.get("ledger")
     return (f"changed in one transaction: {result['lanes_created']} lanes created, {result['grants_added']} grants "
-            f"added, recorded as change #{ledger.get('id', '-')}")
+            f"added, recorded as change #{ledger['id'] if ledger else '-'}")
 
 
-def change_lines(change: dict, queues: list[dict], check_mode: bool) -> list[str]:
+def change_lines(change: EnqueueShardsResult, queues: list[dict], check_mode: bool) -> list[str]:
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     compact.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
@@ -73,7 +78,7 @@ def change_lines(change: dict, queues: list[dict], check_mode: bool) -> list[str
     return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
 
 
-def lowered_queues(read: ShardsInfo) -> list[str]:
+def lowered_queues(read: StateRead) -> list[str]:
     """Queues whose latest recorded change lowered the count: they must drain."""
     return [name for name, view in read.get("queues", {}).items()
             if any(change["from_shards"] > change["to_shards"] for change in view["last_change"].values())]
@@ -117,8 +122,8 @@ def _done(view: QueueView, matched: dict | None) -> bool:
                                                       and not matched["unreachable_hosts"]))
 
 
-def summary_row(entry: dict, view: QueueView, change: dict | None, check_mode: bool, matched: dict | None = None) -> list[str]:
-    result = (change or {}).get("queues", {}).get(entry["queue"])
+def summary_row(entry: dict, view: QueueView, change: EnqueueShardsResult | None, check_mode: bool, matched: dict | None = None) -> list[str]:
+    result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view["depth_beyond_count"]
     row = [entry["queue"], "", "", _depth_text(view), "unknown" if beyond is None else str(beyond), ""]
@@ -185,7 +190,7 @@ def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
     return grouped
 
 
-def summary(queues: list[dict], *, views: dict[str, QueueView], change: dict | None, check_mode: bool,
+def summary(queues: list[dict], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
             inventory: dict | None = None) -> list[str]:
     """The change window's table, the inventory's runtimes, then each queue's own summary lines.
 
@@ -212,7 +217,7 @@ def summary(queues: list[dict], *, views: dict[str, QueueView], change: dict | N
     return lines
 
 
-def report(queues: list[dict], *, views: dict[str, QueueView], change: dict | None, check_mode: bool,
+def report(queues: list[dict], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
            inventory: dict | None, rollout: dict | None, preflight: dict | None) -> dict:
     """The run's whole record, for its JSON report file: every queue, every service, every verdict."""
     matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
@@ -222,8 +227,7 @@ def report(queues: list[dict], *, views: dict[str, QueueView], change: dict | No
             "requested": entry,
             "summary": dict(zip(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
                                 summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]]))),
-            "change": {key: value for key, value in ((change or {}).get("queues") or {}).get(entry["queue"], {}).items()
-                       if key != "observed"},
+            "change": queue_changes(change).get(entry["queue"]),
             "read": views[entry["queue"]], "inventory": matched[entry["queue"]]} for entry in queues},
         "preflight": None if preflight is None else {key: preflight.get(key) for key in (
             "summary_lines", "findings", "health", "msg") if key in preflight},

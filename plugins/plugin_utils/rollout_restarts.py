@@ -22,7 +22,12 @@ import datetime
 import math
 import re
 
-from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batches, rollout_match
+from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
+    EnqueueShardsResult,
+    queue_changes,
+)
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import StateRead, StragglerView
+from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batches, rollout_match, rollout_report
 from ansible_collections.awa.operations.plugins.plugin_utils.compact import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
     FAILED,
@@ -43,17 +48,18 @@ def _db_time(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
-def pickup_deadlines(read: dict, change: dict | None, check_mode: bool) -> dict[str, float]:
+def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_mode: bool) -> dict[str, float]:
     """Queue -> the database time a service must have started after to run its count.
 
     Only queues some live runtime does not yet run the count of (or, in check
     mode, whose count would switch) need one; ``inf`` means every service.
     """
     deadlines = {}
-    for name, view in read.get("queues", {}).items():
-        result = (change or {}).get("queues", {}).get(name, {})
-        would_switch = check_mode and any(previous != result.get("shards")
-                                          for previous in result.get("previous_shards", {}).values())
+    changed = queue_changes(change)
+    for name, view in read["queues"].items():
+        result = changed.get(name)
+        would_switch = check_mode and result is not None and any(
+            previous != result["shards"] for previous in result["previous_shards"].values())
         if would_switch:
             deadlines[name] = math.inf
         elif not view["converged"]:
@@ -62,14 +68,12 @@ def pickup_deadlines(read: dict, change: dict | None, check_mode: bool) -> dict[
     return deadlines
 
 
-def lowered_queues(read: dict, change: dict | None, queues: list[str]) -> list[str]:
+def lowered_queues(read: StateRead, change: EnqueueShardsResult | None, queues: list[str]) -> list[str]:
     """Those of ``queues`` that the change lowers (in check mode: would lower), or whose last change lowered."""
-    def lowers(name: str) -> bool:
-        result = (change or {}).get("queues", {}).get(name, {})
-        recorded = read["queues"][name]["last_change"].values()
-        return (any(previous > result["shards"] for previous in result.get("previous_shards", {}).values())
-                or any(entry["to_shards"] < entry["from_shards"] for entry in recorded))
-    return [name for name in queues if lowers(name)]
+    recorded = set(rollout_report.lowered_queues(read))
+    changed = queue_changes(change)
+    return [name for name in queues if name in recorded or name in changed and any(
+        previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
 
 
 def started_after(service: dict, clock: float | None, read_at: float, deadline: float) -> bool:
@@ -125,7 +129,7 @@ def _reasons_to_restart(service: dict, status: str, host: dict, deadlines: dict[
     return reasons + ([short] if status == rollout_match.SHORT_BY_COUNT else [])
 
 
-def _stragglers(read: dict, deadlines: dict[str, float]) -> dict[str, dict]:
+def _stragglers(read: StateRead, deadlines: dict[str, float]) -> dict[str, StragglerView]:
     return {straggler["instance_id"]: straggler for name in deadlines
             for straggler in read["queues"][name]["stragglers"]}
 
@@ -149,7 +153,7 @@ def unreachable_message(gone: list[dict], total: int, max_fail_percentage: float
             "go on without them")
 
 
-def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_size: object,
+def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
                  runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0,
                  settings: list[dict] | None = None) -> dict:
     """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
@@ -243,7 +247,7 @@ def restart_plan(hosts: list[dict], *, read: dict, change: dict | None, batch_si
             "untouched_runtimes": _untouched_runtimes(hosts, read, runtimes_per_service, matched["untouched"])}
 
 
-def _untouched_runtimes(hosts: list[dict], read: dict, runtimes_per_service: int, untouched: list[str]) -> list[str]:
+def _untouched_runtimes(hosts: list[dict], read: StateRead, runtimes_per_service: int, untouched: list[str]) -> list[str]:
     """The runtimes tied by pid to the services the change leaves untouched: the waits leave them out."""
     if not untouched:
         return []
