@@ -111,7 +111,7 @@ def _used_files(entry_point: str) -> list[Path]:
 
 # A read of the settings validate.yml sets on each host (rollout_input.host_settings), or of a batch member's.
 HOST_SETTING_READ = re.compile(r"(?:_" + PREFIX + r"host|\bitem)\.(\w+)")
-SETTINGS_READERS = re.compile(r"_" + PREFIX + r"hosts \| awa\.operations\.enqueue_shards_(restart_plan|reachability)")
+SETTINGS_READERS = re.compile(r"_" + PREFIX + r"hosts \| awa\.operations\.__role\.enqueue_shards_(restart_plan|reachability)")
 
 # Tags name the phases like variables (enqueue_shards_pickup): they are not variables.
 TAG_LINES = re.compile(r"^\s*tags:.*$", re.MULTILINE)

@@ -6,10 +6,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.filter.__enqueue_shards_role import FilterModule
+from ansible_collections.awa.operations.plugins.filter.__role.enqueue_shards import FilterModule
 
 COLLECTION = Path(__file__).resolve().parents[4]
-CALLED = re.compile(r"awa\.operations\.(enqueue_shards_\w+)")
+CALLED = re.compile(r"awa\.operations\.__role\.(enqueue_shards_\w+)")
 
 
 def test_every_filter_the_role_calls_is_registered_and_every_registered_one_is_called():
@@ -17,3 +17,11 @@ def test_every_filter_the_role_calls_is_registered_and_every_registered_one_is_c
              for path in (COLLECTION / folder).rglob("*") if path.suffix in (".yml", ".j2")]
     called = {name for text in texts for name in CALLED.findall(text)}
     assert called == set(FilterModule().filters())
+
+
+def test_the_only_filter_plugins_are_the_role_s_in_a_folder_ansible_doc_skips():
+    """ansible-doc skips folders whose names start with two underscores; Galaxy refuses such file names, so the folder
+    carries them (tests/functional/test_public_interface.py runs ansible-doc)."""
+    files = sorted(path.relative_to(COLLECTION / "plugins" / "filter").as_posix()
+                   for path in (COLLECTION / "plugins" / "filter").rglob("*.py"))
+    assert files == ["__role/enqueue_shards.py"]

@@ -4,11 +4,13 @@
 
 Each filter is a function of plugins/plugin_utils, unit-tested there; the
 role's tasks call them and assert on what they return. They are not an
-interface of the collection: this file's name starts with ``__``, so
-ansible-doc does not list it (nor galaxy, nor the docs site), and its names,
-arguments and results change with the role in any release. The role reaches
-them by their full names. Filters that take more than two arguments take them
-by keyword.
+interface of the collection: ansible-doc (and so the docs site) skips a
+folder whose name starts with two underscores - Ansible's mark of what is
+private - and the role calls them by that folder's name,
+awa.operations.__role.<filter>. (The file's own name cannot carry the mark:
+Galaxy refuses it.) Their names, arguments and results change with the role
+in any release. Filters that take more than two arguments take them by
+keyword.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ def report_path(directory: str) -> str:
 
 
 class FilterModule:
-    """awa.operations.enqueue_shards_* filters (private to the role)."""
+    """awa.operations.__role.enqueue_shards_*: the role's filters."""
 
     def filters(self) -> dict:
         return {
