@@ -1,7 +1,10 @@
 """Every release is a tag on the commit that released it, dated as the changelog says; hack/release.sh makes both.
 
-No database. The first test reads this repository's history (a clone made
-without its tags fails it: ``git fetch --tags``). The others run
+No database. The first two tests read this repository's history: each
+release's commit (the first that lists it in changelogs/changelog.yaml) says
+its version in galaxy.yml and is dated as the changelog says; where the clone
+holds tags (a clone of a pushed branch may not: ``git fetch --tags``), each
+release's tag is annotated and on that commit. The others run
 hack/release.sh in a copy of this checkout, with this checkout's venvs.
 """
 
@@ -34,15 +37,41 @@ def releases(cwd: Path = REPO) -> dict:
     return yaml.safe_load((cwd / "changelogs" / "changelog.yaml").read_text(encoding="utf-8"))["releases"]
 
 
-def test_every_release_is_an_annotated_tag_on_its_commit_dated_as_the_changelog_says():
+def release_commits() -> dict[str, str]:
+    """Each release's commit: the first on this branch whose changelogs/changelog.yaml lists it."""
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("a shallow clone lacks the releases' commits: git fetch --unshallow")
+    found: dict[str, str] = {}
+    for commit in git("log", "--reverse", "--format=%H", "--", "changelogs/changelog.yaml").splitlines():
+        listed = yaml.safe_load(git("show", f"{commit}:changelogs/changelog.yaml")).get("releases") or {}
+        for version in listed:
+            found.setdefault(str(version), commit)
+    return found
+
+
+def test_every_release_is_a_commit_with_its_version_dated_as_the_changelog_says():
+    commits = release_commits()
     for version, release in releases().items():
+        assert version in commits, f"no commit lists the release {version} in changelogs/changelog.yaml"
+        commit = commits[version]
+        assert f"version: {version}" in git("show", f"{commit}:galaxy.yml").splitlines(), (version, commit)
+        assert str(release["release_date"]) == commit_day(commit), (version, commit, release["release_date"])
+
+
+def test_every_release_tag_is_annotated_and_on_its_release():
+    if not git("tag", "--list", "v*"):
+        pytest.skip("this clone holds no tags (a clone of a pushed branch): git fetch --tags")
+    commits = release_commits()
+    for version in releases():
         tag = f"v{version}"
-        assert git("tag", "--list", tag) == tag, f"no tag {tag}: a release is a tag on its commit (git fetch --tags)"
+        assert git("tag", "--list", tag) == tag, f"no tag {tag}: a release is a tag on its commit"
         assert git("cat-file", "-t", tag) == "tag", f"{tag} is not an annotated tag"
         commit = git("rev-list", "-n", "1", tag)
+        # The tag may sit on a later commit that only corrected the release's notes.
+        assert subprocess.run(["git", "merge-base", "--is-ancestor", commits[version], commit], cwd=REPO,
+                              check=False).returncode == 0, f"{tag} is not on or after its release commit"
         assert f"version: {version}" in git("show", f"{commit}:galaxy.yml").splitlines(), tag
         assert version in yaml.safe_load(git("show", f"{commit}:changelogs/changelog.yaml"))["releases"], tag
-        assert str(release["release_date"]) == commit_day(commit), (tag, release["release_date"])
 
 
 @pytest.fixture
