@@ -22,6 +22,19 @@ PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
 BACKOUT_PREFIX = "To back out (the previous counts, the same options): "
 
 
+def producer_inventory(folder: Path, producers: dict[str, dict]) -> Path:
+    """An inventory in FOLDER: localhost runs the database steps, PRODUCERS (host: its variables) are the producers.
+
+    The test bed's group_vars (its connection, its restart contract) apply to it as to the test bed's inventory.
+    """
+    inventory = folder / "inventory.yml"
+    groups = {"awa_db_controller": {"hosts": {"localhost": None}},
+              "awa_producers": {"hosts": {host: variables or None for host, variables in producers.items()}}}
+    inventory.write_text(json.dumps({"all": {"children": groups}}, indent=2), encoding="utf-8")
+    (folder / "group_vars").symlink_to(TESTBED_INVENTORY.parent / "group_vars")
+    return inventory
+
+
 def program_pids(state_dir: Path) -> dict[str, int | None]:
     supervisor = Supervisor(state_dir)
     return {name: supervisor.program_pid(name) for name in environment.load_state(state_dir)["programs"]}

@@ -23,7 +23,7 @@ from pathlib import Path
 from awa_testbed import environment
 from benchmarks import fleet_timing
 from benchmarks.fleet import CALLBACKS, interleaved_batches
-from rollout_support import TESTBED_INVENTORY, set_enqueue_shards
+from rollout_support import producer_inventory, set_enqueue_shards
 
 PLAYBOOK = """
 - name: Shaped like the role
@@ -118,27 +118,11 @@ def test_the_fit_over_hosts_is_the_fixed_cost_and_the_cost_of_one_more_host():
     assert fleet_timing.line_fit([(3, 40.0), (3, 41.0)]) is None
 
 
-TWO_HOSTS = """\
-all:
-  children:
-    awa_db_controller:
-      hosts:
-        localhost:
-    awa_producers:
-      hosts:
-        producer-a:
-          enqueue_shards_services: [{first}]
-        producer-b:
-          enqueue_shards_services: [{second}]
-"""
-
-
 def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed, tmp_path, monkeypatch):
     # Two producer hosts (both this machine: the test bed's programs), one service each, one service a batch.
     first, second = environment.load_state(testbed)["programs"]
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(TWO_HOSTS.format(first=first, second=second), encoding="utf-8")
-    (tmp_path / "group_vars").symlink_to(TESTBED_INVENTORY.parent / "group_vars")
+    inventory = producer_inventory(tmp_path, {"producer-a": {"enqueue_shards_services": [first]},
+                                              "producer-b": {"enqueue_shards_services": [second]}})
     timings = tmp_path / "timings.json"
     for name, value in timer_env(timings).items():
         monkeypatch.setenv(name, value)

@@ -29,7 +29,8 @@ from pathlib import Path
 from awa_testbed import environment
 from awa_testbed.pgserver import free_port
 from enqueue_shards_support import ansible_env, shard_counts, snapshot
-from rollout_support import TESTBED_INVENTORY, backout_argv, failure_message, program_pids, set_enqueue_shards, summary_row
+from rollout_support import (backout_argv, failure_message, producer_inventory, program_pids, set_enqueue_shards,
+                             summary_row)
 
 TESTBED = [sys.executable, "-m", "awa_testbed"]
 # Seconds a batch waits for its new runtimes: the applications register in about a second here.
@@ -121,22 +122,8 @@ def test_the_health_gates_stop_the_rollout_naming_gate_reading_and_limit(testbed
 
 def test_a_producer_host_that_does_not_answer_stops_the_window_or_is_left_out_within_the_limit(
         testbed, testbed_db, tmp_path):
-    inventory = tmp_path / "inventory.yml"
-    inventory.write_text(f"""\
-all:
-  children:
-    awa_db_controller:
-      hosts:
-        localhost:
-    awa_producers:
-      hosts:
-        localhost:
-        vanished:
-          ansible_connection: ssh
-          ansible_host: 127.0.0.1
-          ansible_port: {free_port()}
-""", encoding="utf-8")
-    (tmp_path / "group_vars").symlink_to(TESTBED_INVENTORY.parent / "group_vars")
+    inventory = producer_inventory(tmp_path, {"localhost": {}, "vanished": {
+        "ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": free_port()}})
     database, pids = snapshot(testbed_db), program_pids(testbed)
 
     stopped = run(testbed, 6, inventory=inventory)
