@@ -225,9 +225,23 @@ def _write_client_files(state_dir: Path, hosts: list[Host], public_keys: dict[st
     (state_dir / "ssh_config").write_text(config, encoding="utf-8")
 
 
+# Each host's systemd, journald, logind and dbus hold inotify instances, counted against root's one limit with
+# the controller's own: Debian's default 128 runs out near 20 hosts ("Too many open files", failed units).
+INOTIFY_INSTANCES_PER_HOST = 16
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def ensure_inotify_room(host_count: int) -> None:
+    """Raise root's inotify instance limit (machine-wide, until reboot) when HOST_COUNT hosts would exhaust it."""
+    wanted = 128 + INOTIFY_INSTANCES_PER_HOST * host_count
+    if int(INOTIFY_LIMIT.read_text(encoding="utf-8")) < wanted:
+        INOTIFY_LIMIT.write_text(str(wanted), encoding="utf-8")
+
+
 def up(state_dir: Path, names: list[str]) -> dict:
     """Boot one host per name; returns (and writes) hosts.json."""
     tree = rootfs.ensure_rootfs()
+    ensure_inotify_room(len(names))
     state_dir.mkdir(parents=True, exist_ok=True)
     state_dir.chmod(0o700)
     identity = state_dir / "id_ed25519"
