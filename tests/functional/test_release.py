@@ -96,6 +96,9 @@ def prepare(copy: Path, version: str) -> None:
     lines = ["version: " + version if line.startswith("version: ") else line
              for line in galaxy.read_text(encoding="utf-8").splitlines()]
     galaxy.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    # A summary this checkout prepared for its own next release would be a second summary for VERSION.
+    for summary in (copy / "changelogs" / "fragments").glob("[0-9]*.[0-9]*.[0-9]*.yml"):
+        summary.unlink()
     (copy / "changelogs" / "fragments" / f"{version}.yml").write_text(
         f"---\nrelease_summary: The release {version} of the test.\n", encoding="utf-8")
 
