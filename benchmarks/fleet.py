@@ -313,7 +313,6 @@ def booted_hosts(work_dir: Path, count: int) -> Iterator[tuple[list[str], Path, 
     groups = [names[start:start + BOOT_GROUP] for start in range(0, count, BOOT_GROUP)]
     state_dirs = [work_dir / f"hosts-{index}" for index in range(len(groups))]
     seconds = []
-    fleet_hosts.ensure_inotify_room(count)  # every group's hosts run at once
     try:
         configs = []
         for group, state_dir in zip(groups, state_dirs):

@@ -231,9 +231,15 @@ INOTIFY_INSTANCES_PER_HOST = 16
 INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
 
 
-def ensure_inotify_room(host_count: int) -> None:
-    """Raise root's inotify instance limit (machine-wide, until reboot) when HOST_COUNT hosts would exhaust it."""
-    wanted = 128 + INOTIFY_INSTANCES_PER_HOST * host_count
+def _running_hosts() -> int:
+    """Hosts of any run still up on this machine (the lifecycle registry), whose instances count against the limit."""
+    return sum(1 for _, record in lifecycle.registered()
+               if record.get("kind") == "host" and lifecycle.pid_alive(record["pid"]))
+
+
+def _ensure_inotify_room(new_hosts: int) -> None:
+    """Raise root's inotify instance limit (machine-wide, until reboot) when NEW_HOSTS more hosts would exhaust it."""
+    wanted = 128 + INOTIFY_INSTANCES_PER_HOST * (_running_hosts() + new_hosts)
     if int(INOTIFY_LIMIT.read_text(encoding="utf-8")) < wanted:
         INOTIFY_LIMIT.write_text(str(wanted), encoding="utf-8")
 
@@ -241,7 +247,7 @@ def ensure_inotify_room(host_count: int) -> None:
 def up(state_dir: Path, names: list[str]) -> dict:
     """Boot one host per name; returns (and writes) hosts.json."""
     tree = rootfs.ensure_rootfs()
-    ensure_inotify_room(len(names))
+    _ensure_inotify_room(len(names))
     state_dir.mkdir(parents=True, exist_ok=True)
     state_dir.chmod(0o700)
     identity = state_dir / "id_ed25519"

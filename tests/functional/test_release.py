@@ -4,7 +4,7 @@ No database. The first two tests read this repository's history: each
 release's commit (the first that lists it in changelogs/changelog.yaml) says
 its version in galaxy.yml and is dated as the changelog says; where the clone
 holds tags (a clone of a pushed branch may not: ``git fetch --tags``), each
-release's tag is annotated and on that commit. The others run
+release's tag is annotated and on or after that commit. The others run
 hack/release.sh in a copy of this checkout, with this checkout's venvs.
 """
 
@@ -62,7 +62,7 @@ def test_every_release_tag_is_annotated_and_on_its_release():
     if not git("tag", "--list", "v*"):
         pytest.skip("this clone holds no tags (a clone of a pushed branch): git fetch --tags")
     commits = release_commits()
-    for version in releases():
+    for version, release in releases().items():
         tag = f"v{version}"
         assert git("tag", "--list", tag) == tag, f"no tag {tag}: a release is a tag on its commit"
         assert git("cat-file", "-t", tag) == "tag", f"{tag} is not an annotated tag"
@@ -72,6 +72,7 @@ def test_every_release_tag_is_annotated_and_on_its_release():
                               check=False).returncode == 0, f"{tag} is not on or after its release commit"
         assert f"version: {version}" in git("show", f"{commit}:galaxy.yml").splitlines(), tag
         assert version in yaml.safe_load(git("show", f"{commit}:changelogs/changelog.yaml"))["releases"], tag
+        assert str(release["release_date"]) == commit_day(commit), (tag, release["release_date"])
 
 
 @pytest.fixture
