@@ -233,7 +233,7 @@ INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
 
 def _running_hosts() -> int:
     """Hosts of any run still up on this machine (the lifecycle registry), whose instances count against the limit."""
-    return sum(1 for _, record in lifecycle.registered()
+    return sum(1 for _path, record in lifecycle.registered()
                if record.get("kind") == "host" and lifecycle.pid_alive(record["pid"]))
 
 
