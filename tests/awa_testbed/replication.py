@@ -48,7 +48,9 @@ class StreamingPair:
         """Until the standby has replayed everything the primary has written so far."""
         assert self.standby is not None, "no standby: rejoin() after a failover"
         with self.primary.connect() as conn:
-            target = conn.execute("SELECT pg_current_wal_lsn()").fetchone()[0]
+            # The insert position, not pg_current_wal_lsn() (the write position): the test servers run with
+            # synchronous_commit off, so a commit's record can still sit in WAL buffers behind the latter.
+            target = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         with self.standby.connect() as conn:
             wait_until(lambda: conn.execute(CAUGHT_UP_SQL, (target,)).fetchone()[0], timeout,
                        f"the standby to replay up to {target}", interval=0.05)
