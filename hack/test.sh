@@ -6,7 +6,7 @@
 #     bash hack/test.sh --long               # every step, with the long soak
 #     bash hack/test.sh sanity units         # only some steps (names below)
 #     bash hack/test.sh --core 2.20 sanity   # steps of the matrix on one core only
-#     bash hack/test.sh --serial             # every step in turn (none beside the others)
+#     bash hack/test.sh --serial             # molecule in turn with the others
 #     bash hack/test.sh quick                # the contributor's loop, at most 5 minutes
 #
 # Steps: changelog sanity units lint types docs importer ee integration molecule functional.
@@ -20,15 +20,17 @@
 #   1. Prepares: the venvs with pinned dependencies from PyPI (hack/bootstrap.sh,
 #      through hack/env.sh), then the Debian packages the steps need
 #      (hack/packages.sh: apt-get, as root, when missing).
-#   2. Starts molecule and sanity as background jobs, when other steps run
-#      too (the beside section below says why). Each job's output goes to a
-#      log file, shown when the run ends: two outputs interleaved line by line
-#      (Ansible's task blocks, pytest's report) would be readable as neither.
-#   3. Runs the other steps in turn in the foreground, then waits for the jobs.
-#   4. When it ends, also on a failure or Ctrl-C, prints the jobs' logs, every
+#   2. Starts molecule as a background job, when other steps run too: it mostly
+#      waits on its hosts' units and runtimes (a third of one core), and the
+#      whole command must stay well under 40 minutes on 2 cores. Its output
+#      goes to a log file, shown when the run ends: two outputs interleaved
+#      line by line (Ansible's task blocks, pytest's report) would be readable
+#      as neither.
+#   3. Runs the other steps in turn in the foreground, then waits for molecule.
+#   4. When it ends, also on a failure or Ctrl-C, prints molecule's log, every
 #      step's timing and the functional tests' summary line (show_results).
-# A failing step stops the run: a foreground step that fails stops the jobs,
-# and a job failing stops the foreground step. Each step starts the servers
+# A failing step stops the run: a foreground step that fails stops molecule,
+# and molecule failing stops the foreground step. Each step starts the servers
 # it uses (PostgreSQL 17 and 18 from PyPI wheels) and stops them; hack/env.sh
 # stops whatever is left (the test bed's reaper, by run id).
 set -euo pipefail
@@ -77,11 +79,10 @@ run_step() {
     printf '%-24s %5ss\n' "$name" $((SECONDS - started)) >>"$timings"
     printf -- '--- %s: %ss\n' "$name" $((SECONDS - started))
 }
-# A step of the matrix: the same function once per core (molecule: the newest), each timed.
+# A step of the matrix: the same function once per core, each timed.
 run_matrix_step() {
-    local name=$1 core cores=("${matrix_cores[@]}")
-    [ "$name" != molecule ] || cores=("${matrix_molecule_cores[@]}")
-    mapfile -t cores < <(cores_of "${cores[@]}")
+    local name=$1 core cores; shift
+    mapfile -t cores < <(cores_of "$@")
     for core in "${cores[@]}"; do
         run_step "$name $core" "step_$name" "$core"
     done
@@ -121,7 +122,7 @@ step_sanity() {
 # --local: the core's venv has the unit test requirements (requirements/ansible-test.txt).
 # One pytest worker: ansible-test starts pytest three times (modules, module_utils,
 # controller), and a second worker would import everything again in each for
-# about a minute of tests on two cores that molecule and sanity share.
+# about a minute of tests on two cores that molecule shares.
 step_units() {
     stage_collection
     (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --num-workers 1 \
@@ -224,15 +225,7 @@ step_quick() {
         "${module_tests[@]}"
 }
 
-# ---- steps beside the foreground -------------------------------------------
-
-# Molecule mostly waits on its hosts' units and runtimes (a third of one core);
-# sanity runs its tests one after another, each one process; so do the
-# foreground steps before functional. Run in turn, they would leave a core idle
-# for minutes: molecule and sanity run as jobs beside them (sanity in a staged
-# copy of its own), and the whole command stays under 20 minutes on 2 cores.
-beside_steps=(molecule sanity)
-beside_pids=()
+# ---- molecule beside the other steps ----------------------------------------
 
 # stop_tree PID...: SIGTERM to each process, then to everything that was under it.
 stop_tree() {
@@ -245,46 +238,42 @@ stop_tree() {
     done
 }
 
-beside_log() { echo "$work/beside-$1.log"; }
-beside_job() {
-    # shellcheck disable=SC2064 # the step's name now: at exit, $1 is whatever function ran last
-    trap "beside_ended $1" EXIT
-    stage="$work/stage-$1/ansible_collections/awa/operations"
-    run_matrix_step "$1"
+molecule_log="$work/molecule.log" molecule_pid=
+molecule_job() {
+    trap molecule_ended EXIT
+    run_matrix_step molecule "${matrix_molecule_cores[@]}"
 }
-# When a job fails, it stops the script and the step in its foreground.
-beside_ended() {
+# When molecule fails, the job stops the script and the step in its foreground.
+molecule_ended() {
     local status=$? child
     [ "$status" = 0 ] && return
-    echo "$1 failed (exit $status): stopping the other steps"
+    echo "molecule failed (exit $status): stopping the other steps"
     kill -TERM $$
     for child in $(ps -o pid= --ppid $$); do
         [ "$child" = "$BASHPID" ] || stop_tree "$child"
     done
 }
-start_beside() {
-    echo "--- $1 runs beside the other steps; its output: $(beside_log "$1") (shown at the end)"
-    beside_job "$1" </dev/null >"$(beside_log "$1")" 2>&1 &
-    beside_pids+=($!)
+start_molecule() {
+    echo "--- molecule runs beside the other steps; its output: $molecule_log (shown at the end)"
+    molecule_job </dev/null >"$molecule_log" 2>&1 &
+    molecule_pid=$!
 }
 
 # ---- the end: the one place that prints the results -------------------------
 
-# At exit (hack/env.sh's at_exit), whatever ended the run: the jobs beside
-# stopped if they still run, their logs, the timings, the functional tests'
-# summary line.
+# At exit (hack/env.sh's at_exit), whatever ended the run: molecule stopped if
+# it still runs, its log, the timings, the functional tests' summary line.
 show_results() {
-    local status=$1 pid step
-    trap '' TERM   # the jobs, stopped here, must not cut the report short
-    for pid in "${beside_pids[@]}"; do
-        stop_tree "$pid"
-        wait "$pid" 2>/dev/null || true
-    done
-    for step in "${beside_steps[@]}"; do
-        [ -s "$(beside_log "$step")" ] || continue
-        printf '\n=== %s, beside the other steps ===\n' "$step"
-        cat "$(beside_log "$step")"
-    done
+    local status=$1
+    trap '' TERM   # the molecule job, stopped here, must not cut the report short
+    if [ -n "$molecule_pid" ]; then
+        stop_tree "$molecule_pid"
+        wait "$molecule_pid" 2>/dev/null || true
+    fi
+    if [ -s "$molecule_log" ]; then
+        printf '\n=== molecule, beside the other steps ===\n'
+        cat "$molecule_log"
+    fi
     printf '\n--- step timings ---\n'
     cat "$timings"
     printf '%-24s %5ss\n' "total" "$SECONDS"
@@ -297,22 +286,19 @@ started=$SECONDS
 bash hack/packages.sh "${steps[@]}"
 printf '%-24s %5ss\n' packages $((SECONDS - started)) >>"$timings"
 
-if [ "$serial" = 0 ] && [ ${#steps[@]} -gt 1 ]; then
-    for step in "${beside_steps[@]}"; do
-        if [[ " ${steps[*]} " == *" $step "* ]]; then
-            start_beside "$step"
-            mapfile -t steps < <(printf '%s\n' "${steps[@]}" | grep -vx "$step")
-        fi
-    done
+if [ "$serial" = 0 ] && [ ${#steps[@]} -gt 1 ] && [[ " ${steps[*]} " == *" molecule "* ]]; then
+    start_molecule
+    mapfile -t steps < <(printf '%s\n' "${steps[@]}" | grep -vx molecule)
 fi
 for step in "${steps[@]}"; do
     case "$step" in
-        sanity|units|molecule) run_matrix_step "$step" ;;
+        sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
+        molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
         quick) step_quick ;;
         *) run_step "$step" "step_$step" ;;
     esac
 done
-for pid in "${beside_pids[@]}"; do
-    wait "$pid"
-done
-beside_pids=()
+if [ -n "$molecule_pid" ]; then
+    wait "$molecule_pid"
+    molecule_pid=
+fi

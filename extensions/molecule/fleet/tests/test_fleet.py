@@ -35,6 +35,7 @@ import re
 import pytest
 from awa_testbed import queue_facts
 from awa_testbed.verify_state import bed_state, molecule_pass, read_json
+from awa_testbed.waiting import wait_until
 
 testinfra_hosts = ["awa_producers"]
 
@@ -75,11 +76,22 @@ def main_pids(host) -> dict[str, int]:
 
 
 def started_with(host, service: str, pid: int) -> dict:
-    """The environment the process ``pid`` of ``service`` logged when it started (its journal line)."""
-    journal = host.check_output("journalctl --unit %s --output cat --no-pager", service)
-    found = re.findall(rf"pid={pid} environment (\{{.*\}})$", journal, re.MULTILINE)
-    assert found, f"{service}: no journal line of pid {pid}:\n{journal[-2000:]}"
-    return json.loads(found[-1])
+    """The environment the process ``pid`` of ``service`` logged when it started (its journal line).
+
+    A process logs it as it starts, so one that started a moment ago may not have yet (longer under load), and
+    in a restart loop the unit's main PID moves on meanwhile: wait for the line of the main PID as it is then.
+    """
+    seen = {"pid": pid, "journal": ""}
+
+    def logged() -> str | None:
+        seen["journal"] = host.check_output("journalctl --unit %s --output cat --no-pager", service)
+        found = re.findall(rf"pid={seen['pid']} environment (\{{.*\}})$", seen["journal"], re.MULTILINE)
+        if not found:
+            seen["pid"] = main_pids(host)[service] or seen["pid"]
+        return found[-1] if found else None
+
+    return json.loads(wait_until(logged, 60, lambda: f"{service}: a journal line of pid {seen['pid']}:\n"
+                                                     f"{seen['journal'][-2000:]}", interval=1))
 
 
 def change_text(shards: int) -> str:
