@@ -151,7 +151,7 @@ def connect(options: dict, *, writes: bool = False):
             raise ConnectionFailed(
                 f"connected to {describe_target(options)} but could not switch to session_role "
                 f"{role!r}: {_first_line(exc)}. Grant it with: GRANT {role} TO <login role>") from None
-        conn.rollback()
+        _end_transaction(conn)
     return conn
 
 
@@ -176,18 +176,34 @@ def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = Fal
     ``on_lock_timeout`` (called after the rollback, with no arguments) may
     describe who held the lock, and its text is added to the message.
     """
-    conn.rollback()
-    conn.read_only = read_only
-    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read else None
     try:
         with _translated_errors(conn, action, lock_timeout, on_lock_timeout):
+            conn.rollback()
+            conn.read_only = read_only
+            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read else None
             _set_transaction_settings(conn, lock_timeout)
             yield
     finally:
-        if not conn.closed:
-            conn.rollback()
-            conn.read_only = False
-            conn.isolation_level = None
+        _end_transaction(conn)
+
+
+def _end_transaction(conn) -> None:
+    """Roll back and restore the session's defaults; a session that ended meanwhile is closed.
+
+    The server can end the session after the work is done and before this
+    rollback (a failover, a terminated backend). What was read stands and
+    nothing uncommitted is lost, so that is not this transaction's failure:
+    the connection is closed, and its next use reports it lost (or, in a
+    wait, opens another).
+    """
+    if conn.closed:
+        return
+    try:
+        conn.rollback()
+        conn.read_only = False
+        conn.isolation_level = None
+    except psycopg.Error:
+        conn.close()
 
 
 def commit(conn, action: str) -> None:
@@ -248,8 +264,7 @@ def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
     except psycopg.Error:
         return ""
     finally:
-        if not conn.closed:
-            conn.rollback()
+        _end_transaction(conn)
 
 
 @contextlib.contextmanager

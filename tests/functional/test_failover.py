@@ -158,8 +158,8 @@ def test_the_module_wait_reconnects_to_the_promoted_standby_and_reports_there(be
     drain_on_the_new_primary(bed, fleets, "own")
     stdout, stderr = process.communicate(timeout=300)
 
+    assert process.returncode == 0, (process.returncode, stdout, stderr)
     result = json.loads(stdout)
-    assert process.returncode == 0, (stdout, stderr)
     assert result["drained"] is True and result["queues"]["own"]["depth_beyond_count"] == 0
     assert result["server"] == f"127.0.0.1:{new_primary.port}" != f"127.0.0.1:{old_primary.port}"
     since = result["health"]["queues"]["own"]["since"]

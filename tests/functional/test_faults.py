@@ -19,8 +19,12 @@ from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.pgserver import free_port
 
 from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, ConnectionFailed
+from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection, transaction
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    AwaOperationsError,
+    ConnectionFailed,
+    ConnectionLost,
+)
 
 from enqueue_shards_support import (
     Run,
@@ -107,3 +111,19 @@ def test_an_unreachable_database_fails_clearly_and_a_rerun_converges(awa_db):
     assert f"could not connect to database {awa_db.name!r} on 127.0.0.1:{unreachable['login_port']}" in message
     assert "refused" in message.lower() and "s3cret-never-shown" not in message
     assert change(awa_db, "reachable_again", 3)["changed"]
+
+
+def test_a_session_ended_after_a_read_keeps_the_read_and_the_next_transaction_says_the_connection_is_lost(awa_db):
+    # A failover ends sessions at any moment, also between a read's last statement and its rollback: the read
+    # stands, and the connection's next transaction fails as a lost one (which a wait rides out on a new
+    # connection), never with psycopg's own error (that ended a module's wait with a traceback and no result).
+    with open_connection(awa_db.login_args()) as conn:
+        with transaction(conn, "reading", lock_timeout=5, read_only=True):
+            backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+            with psycopg.connect(awa_db.dsn(), autocommit=True) as other:
+                assert other.execute("SELECT pg_terminate_backend(%s, 10000)", (backend,)).fetchone()[0]
+        assert conn.closed
+        with pytest.raises(ConnectionLost) as lost:
+            with transaction(conn, "reading again", lock_timeout=5, read_only=True):
+                pass
+    assert lost.value.message.startswith("reading again: the database connection was lost")
