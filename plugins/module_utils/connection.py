@@ -254,7 +254,10 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
-    """Who held the lock, read in a transaction of its own (best effort: empty when it cannot be read)."""
+    """Who held the lock, read in a transaction of its own (best effort: empty when it cannot be read).
+
+    Called only from transaction()'s error translation, whose end rolls that transaction back.
+    """
     if on_lock_timeout is None or conn.closed:
         return ""
     try:
@@ -263,8 +266,6 @@ def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
         return on_lock_timeout()
     except psycopg.Error:
         return ""
-    finally:
-        _end_transaction(conn)
 
 
 @contextlib.contextmanager

@@ -120,8 +120,7 @@ def test_a_session_ended_after_a_read_keeps_the_read_and_the_next_transaction_sa
     with open_connection(awa_db.login_args()) as conn:
         with transaction(conn, "reading", lock_timeout=5, read_only=True):
             backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-            with psycopg.connect(awa_db.dsn(), autocommit=True) as other:
-                assert other.execute("SELECT pg_terminate_backend(%s, 10000)", (backend,)).fetchone()[0]
+            assert awa_db.scalar("SELECT pg_terminate_backend(%s, 10000)", (backend,))
         assert conn.closed
         with pytest.raises(ConnectionLost) as lost:
             with transaction(conn, "reading again", lock_timeout=5, read_only=True):
