@@ -203,13 +203,17 @@ step_molecule() {
 
 # Three workers on 2 cores, a file's tests on one of them (module fixtures, ordered scenarios): most of
 # a test is waiting on servers, runtimes and hosts, and with two workers a quarter of the cores stood
-# idle (742 s against 837 s, quiet). The slowest tests are listed: the whole command has to stay under
-# 20 minutes on 2 cores. --no-skips (tests/functional/conftest.py): a test that would be skipped here
-# fails, because this command promises that every selected test runs.
+# idle (742 s against 837 s, quiet). The files are handed out costliest first, in the order the
+# conftest gives them (--no-loadscope-reorder; awa_testbed.file_order): by xdist's own order, files of
+# a few minutes-long tests came last, and the run ended on one worker. The slowest tests are listed:
+# the whole command has to stay under 20 minutes on 2 cores. --no-skips (tests/functional/conftest.py):
+# a test that would be skipped here fails, because this command promises that every selected test runs.
+functional_workers=(-n 3 --dist loadfile --no-loadscope-reorder)
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    pytest "${marker[@]}" --no-skips -n 3 --dist loadfile --durations=25 tests/functional | tee "$work/functional.log"
+    pytest "${marker[@]}" --no-skips "${functional_workers[@]}" --durations=25 tests/functional \
+        | tee "$work/functional.log"
 }
 
 # The contributor's loop (CONTRIBUTING.md), at most five minutes: sanity,
@@ -221,8 +225,8 @@ step_quick() {
     run_step "sanity $newest" step_sanity "$newest"
     run_step "units $newest" step_units "$newest"
     run_step types step_types
-    run_step "functional, modules, pg18" pytest -m "not slow" --pg 18 -n 2 --dist loadfile --durations=10 \
-        "${module_tests[@]}"
+    run_step "functional, modules, pg18" pytest -m "not slow" --pg 18 -n 2 --dist loadfile --no-loadscope-reorder \
+        --durations=10 "${module_tests[@]}"
 }
 
 # ---- molecule beside the other steps ----------------------------------------

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from awa_testbed import environment
+from awa_testbed import environment, file_order
 from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabase, AwaDatabaseFactory
 from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
@@ -149,10 +149,18 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--pg", action="append", type=int, choices=SUPPORTED_MAJORS, metavar="MAJOR",
                      help="run only the tests on this PostgreSQL major (repeatable; default: every major). "
                           "hack/test.sh quick uses --pg 18")
+    parser.addoption("--record-file-seconds", metavar="PATH", type=Path,
+                     help=f"write each test file's seconds (setup, call and teardown of its tests) to PATH as JSON; "
+                          f"{FILE_SECONDS.name} is the run that orders the files (awa_testbed.file_order)")
+
+
+# Each test file's seconds in a recent run of the whole step (hack/test.sh functional, --record-file-seconds).
+FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """--pg: deselect the tests parametrized for another major (their id names it: pg17, pg18)."""
+    """The costliest files first (awa_testbed.file_order); --pg: only the tests of that major."""
+    items[:] = file_order.costliest_files_first(items, file_order.load(FILE_SECONDS))
     wanted = config.getoption("--pg")
     if not wanted:
         return
@@ -179,9 +187,26 @@ class NoSkips:
             report.longrepr = f"{reason}\n(--no-skips: the test command runs every selected test, so a skip fails)"
 
 
+class FileSeconds:
+    """--record-file-seconds: every report's seconds, written by file at the end (by xdist's controller only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.reports: list[tuple[str, float]] = []
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self.reports.append((report.nodeid, report.duration))
+
+    def pytest_sessionfinish(self) -> None:
+        file_order.save(self.path, file_order.seconds_by_file(self.reports))
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("--no-skips"):
         config.pluginmanager.register(NoSkips(), "awa-no-skips")
+    recording = config.getoption("--record-file-seconds")
+    if recording and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FileSeconds(recording), "awa-file-seconds")
 
 
 @pytest.hookimpl(hookwrapper=True)
