@@ -204,10 +204,11 @@ step_molecule() {
 # Three workers on 2 cores, a file's tests on one of them (module fixtures, ordered scenarios): most of
 # a test is waiting on servers, runtimes and hosts, and with two workers a quarter of the cores stood
 # idle (742 s against 837 s, quiet). The files are handed out costliest first, in the order the
-# conftest gives them (--no-loadscope-reorder; awa_testbed.file_order): by xdist's own order, files of
-# a few minutes-long tests came last, and the run ended on one worker. The slowest tests are listed:
-# the whole command has to stay under 20 minutes on 2 cores. --no-skips (tests/functional/conftest.py):
-# a test that would be skipped here fails, because this command promises that every selected test runs.
+# conftest gives them (--no-loadscope-reorder; awa_testbed.file_order): xdist's own order (most tests
+# first) put files of a few minutes-long tests last, and the run ended on one or two workers. The
+# slowest tests are listed: the whole command has to stay under 20 minutes on 2 cores. --no-skips
+# (tests/functional/conftest.py): a test that would be skipped here fails, because this command
+# promises that every selected test runs.
 functional_workers=(-n 3 --dist loadfile --no-loadscope-reorder)
 step_functional() {
     local marker=(-m "not slow")

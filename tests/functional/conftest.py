@@ -150,8 +150,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                      help="run only the tests on this PostgreSQL major (repeatable; default: every major). "
                           "hack/test.sh quick uses --pg 18")
     parser.addoption("--record-file-seconds", metavar="PATH", type=Path,
-                     help=f"write each test file's seconds (setup, call and teardown of its tests) to PATH as JSON; "
-                          f"{FILE_SECONDS.name} is the run that orders the files (awa_testbed.file_order)")
+                     help="write each test file's seconds (setup, call and teardown of its tests) to PATH as JSON; "
+                          "the files run costliest first by tests/functional/file_seconds.json (awa_testbed.file_order)")
 
 
 # Each test file's seconds in a recent run of the whole step (hack/test.sh functional, --record-file-seconds).
