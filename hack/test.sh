@@ -209,11 +209,11 @@ step_molecule() {
 # slowest tests are listed: the whole command has to stay under 20 minutes on 2 cores. --no-skips
 # (tests/functional/conftest.py): a test that would be skipped here fails, because this command
 # promises that every selected test runs.
-functional_workers=(-n 3 --dist loadfile --no-loadscope-reorder)
+by_file_in_conftest_order=(--dist loadfile --no-loadscope-reorder)
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    pytest "${marker[@]}" --no-skips "${functional_workers[@]}" --durations=25 tests/functional \
+    pytest "${marker[@]}" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --durations=25 tests/functional \
         | tee "$work/functional.log"
 }
 
@@ -226,7 +226,7 @@ step_quick() {
     run_step "sanity $newest" step_sanity "$newest"
     run_step "units $newest" step_units "$newest"
     run_step types step_types
-    run_step "functional, modules, pg18" pytest -m "not slow" --pg 18 -n 2 --dist loadfile --no-loadscope-reorder \
+    run_step "functional, modules, pg18" pytest -m "not slow" --pg 18 -n 2 "${by_file_in_conftest_order[@]}" \
         --durations=10 "${module_tests[@]}"
 }
 

@@ -154,7 +154,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "the files run costliest first by tests/functional/file_seconds.json (awa_testbed.file_order)")
 
 
-# Each test file's seconds in a recent run of the whole step (hack/test.sh functional, --record-file-seconds).
+# Each test file's seconds in a recent run of the whole step, recorded with --record-file-seconds (CONTRIBUTING.md).
 FILE_SECONDS = Path(__file__).with_name("file_seconds.json")
 
 
