@@ -8,10 +8,6 @@
     enqueue --state DIR --count N [--failing] [--max-attempts M]
                         enqueue N jobs into the queue at once (a backlog);
                         --failing: jobs the workers fail on purpose
-    started --state DIR [--pid] PROGRAM
-                        when PROGRAM's current process started, as unix
-                        seconds, and with --pid its pid (the role's
-                        enqueue_shards_status_command)
     fault --state DIR PROGRAM {hang,crash,none}
                         the fault PROGRAM shows at its next start
                         (awa_testbed.worker --fault-file); none removes it
@@ -31,6 +27,9 @@
     rootfs              build (or find) the hosts' cached root filesystem
     reap [--run ID]     stop every detached server/supervisord the test bed
                         registered (for one run id, or all of them)
+
+The role's status command for the test bed is ``python -m awa_testbed.started``
+(awa_testbed/started.py), apart from this command line so that it starts fast.
 """
 
 from __future__ import annotations
@@ -40,15 +39,11 @@ import os
 import shutil
 import signal
 import sys
-
 from pathlib import Path
-
-import psutil
 
 from . import deadlock, environment, hosts, lifecycle, producer, rootfs
 from .jobs import FAILING_TAG_PREFIX
 from .status import status
-from .supervisor import Supervisor
 
 
 def reap(run_id: str | None) -> int:
@@ -90,10 +85,6 @@ def build_parser() -> argparse.ArgumentParser:
     burst.add_argument("--count", type=int, required=True)
     burst.add_argument("--failing", action="store_true", help="jobs the test bed's workers fail on purpose")
     burst.add_argument("--max-attempts", type=int, default=25, help="attempts Awa makes per job")
-    starter_time = commands.add_parser("started", help="when a program's current process started (unix seconds)")
-    starter_time.add_argument("--state", type=Path, required=True)
-    starter_time.add_argument("--pid", action="store_true", help="print the process's pid after its start")
-    starter_time.add_argument("program")
     breaker = commands.add_parser("fault", help="the fault a program shows at its next start")
     breaker.add_argument("--state", type=Path, required=True)
     breaker.add_argument("program")
@@ -125,16 +116,6 @@ def enqueue(state_dir: Path, count: int, failing: bool = False, max_attempts: in
                           "--queue", state["queue"], "--count", str(count), "--rate", "0",
                           "--concurrency", "8", "--connections", "8", "--name", name,
                           "--max-attempts", str(max_attempts)])
-
-
-def started(state_dir: Path, program: str, with_pid: bool = False) -> int:
-    """Print when ``program``'s process started (and its pid); exit 1 when it does not run."""
-    pid = Supervisor(state_dir).program_pid(program)
-    if pid is None:
-        print(f"{program} is not running", file=sys.stderr)
-        return 1
-    print(f"{psutil.Process(pid).create_time():.3f}" + (f" {pid}" if with_pid else ""))
-    return 0
 
 
 def set_fault(state_dir: Path, program: str, fault: str) -> int:
@@ -181,8 +162,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "enqueue":
         return enqueue(args.state, args.count, args.failing, args.max_attempts)
-    if args.command == "started":
-        return started(args.state, args.program, args.pid)
     if args.command == "fault":
         return set_fault(args.state, args.program, args.fault)
     if args.command == "deadlock":

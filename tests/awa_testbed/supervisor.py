@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import xmlrpc.client
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from supervisor.xmlrpc import SupervisorTransport
 
 from . import lifecycle
 from .processes import program_env
@@ -98,9 +101,15 @@ class Supervisor:
         return subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
 
     def program_pid(self, name: str) -> int | None:
-        result = self.run("pid", name)
-        text = result.stdout.strip()
-        return int(text) if text.isdigit() and text != "0" else None
+        """The pid of program NAME's current process; None when it does not run, is unknown, or supervisord is
+        gone. Asked over supervisord's socket, not through supervisorctl (a Python start each): the role's status
+        command asks this for every service on every read."""
+        transport = SupervisorTransport(None, None, f"unix://{self.state_dir / 'supervisor.sock'}")
+        try:
+            info = xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor.getProcessInfo(name)
+        except (xmlrpc.client.Fault, OSError):
+            return None
+        return info["pid"] or None
 
     def shutdown(self) -> None:
         pid = self.pid()
