@@ -30,7 +30,8 @@ from test_rollout_role import program_pids, set_enqueue_shards, summary_row
 @pytest.fixture(scope="module", params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
 def pooled_testbed(request) -> Iterator[tuple[Path, PgBouncer]]:
     """The demo's test bed on PostgreSQL ``major`` and PgBouncer in front of its server, letting the migrator in."""
-    with environment.temporary(major=request.param, apps=2, queue="demo") as state_dir:
+    # A job a second per application, as the testbed fixture (conftest.py).
+    with environment.temporary(major=request.param, apps=2, queue="demo", produce_rate=1.0) as state_dir:
         state = environment.load_state(state_dir)
         pooler = PgBouncer(PgServer.from_description(state["server"]))
         try:
