@@ -22,12 +22,6 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
     lock_timeout_setting,
     validate_targets,
 )
-# Still imported from here by the role's code (plugin_utils/rollout_input.py) and its unit tests; they move to
-# connection_options with the role's rewrite, then these two go.
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import (  # pylint: disable=unused-import
-    connection_argument_spec,
-    validate_lock_timeout,
-)
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     CommitLost,
     ConnectionFailed,

@@ -14,7 +14,7 @@ import difflib
 import re
 from collections.abc import Callable
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import (
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
     libpq_params,
     validate_lock_timeout,
