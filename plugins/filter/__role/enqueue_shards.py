@@ -15,9 +15,6 @@ keyword.
 
 from __future__ import annotations
 
-import datetime
-import os
-
 from ansible import context
 
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
@@ -53,12 +50,6 @@ def backout_command(read: dict, queues: list[dict]) -> str:
     return rollout_backout.backout_command(queues, read, dict(context.CLIARGS))
 
 
-def report_path(directory: str) -> str:
-    """The run's report file in ``directory`` (relative to where ansible-playbook runs), named by the UTC time."""
-    stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return os.path.join(os.path.abspath(os.path.expanduser(directory)), f"enqueue_shards-{stamp}.json")
-
-
 class FilterModule:
     """awa.operations.__role.enqueue_shards_*: the role's filters."""
 
@@ -81,5 +72,4 @@ class FilterModule:
             "enqueue_shards_lowered_queues": rollout_report.lowered_queues,
             "enqueue_shards_summary": rollout_report.summary,
             "enqueue_shards_report": rollout_report.report,
-            "enqueue_shards_report_path": report_path,
         }

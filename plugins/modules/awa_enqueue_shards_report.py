@@ -1,0 +1,67 @@
+#!/usr/bin/python
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: awa_enqueue_shards_report
+short_description: Write a change window's JSON report on the controller
+version_added: 0.3.0
+description:
+  - Writes O(report) as JSON to a new file C(enqueue_shards-<UTC time>.json) in O(dir) on the controller, readable by
+    its owner only (mode C(0600)), and returns its path.
+  - It runs on the controller, whatever host the task is for or delegated to, without a module run on any host - the
+    same record as M(ansible.builtin.copy) with C(delegate_to=localhost) would write, for none of its cost.
+  - The role P(awa.operations.enqueue_shards#role) writes the record of each run with it (C(enqueue_shards_report_dir)).
+author:
+  - awa.operations engineers (@awa-operations)
+extends_documentation_fragment:
+  - awa.operations.attributes
+attributes:
+  check_mode:
+    support: full
+    details:
+      - Writes the report in check mode too - a dry run's record - and changes nothing else.
+  diff_mode:
+    support: none
+  async:
+    support: none
+options:
+  report:
+    description:
+      - The record to write, any value JSON can hold.
+    type: raw
+    required: true
+  dir:
+    description:
+      - The directory on the controller to write the file in, relative to the directory C(ansible-playbook) runs in;
+        it must exist. C(~) is expanded.
+    type: path
+    default: "."
+notes:
+  - The file is named by the UTC second it is written in; a second report in the same second replaces the first.
+seealso:
+  - module: ansible.builtin.copy
+    description: Copies content to a file on a managed host.
+"""
+
+EXAMPLES = r"""
+- name: Write the window's record next to the playbook
+  awa.operations.awa_enqueue_shards_report:
+    report: "{{ {'queues': change.queues, 'summary': summary_lines} }}"
+    dir: "{{ playbook_dir }}/reports"
+  register: written
+
+- name: Name it
+  ansible.builtin.debug:
+    msg: "The run's report: {{ written.path }}"
+"""
+
+RETURN = r"""
+path:
+  description: The absolute path of the file written.
+  returned: always
+  type: str
+  sample: /srv/windows/enqueue_shards-20261203T101500Z.json
+"""

@@ -1,0 +1,70 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The report's action plugin: the file it writes on the controller, and what it says when it cannot."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import stat
+from types import SimpleNamespace
+
+import pytest
+
+from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_report as plugin
+
+REPORT = {"queues": {"orders": {"before": 1, "after": 4}}, "services": ["fleet-01/awa-producer@1"]}
+NOW = datetime.datetime(2026, 12, 3, 10, 15, tzinfo=datetime.timezone.utc)
+
+
+def run(args: dict, check_mode: bool = False) -> dict:
+    task = SimpleNamespace(args=args, async_val=0, check_mode=check_mode,
+                           action="awa.operations.awa_enqueue_shards_report")
+    connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp/unused"))
+    action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
+    action.now = lambda: NOW
+    return action.run(task_vars={})
+
+
+@pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check mode"])
+def test_the_report_is_written_as_json_for_its_owner_only_and_named_in_the_result(tmp_path, check_mode):
+    result = run({"report": REPORT, "dir": str(tmp_path)}, check_mode=check_mode)
+
+    assert result["changed"] and not result.get("failed")
+    written = tmp_path / "enqueue_shards-20261203T101500Z.json"
+    assert result["path"] == str(written)
+    assert json.loads(written.read_text(encoding="utf-8")) == REPORT
+    assert stat.S_IMODE(written.stat().st_mode) == 0o600
+
+
+def test_a_report_written_over_an_older_file_of_the_same_second_is_only_its_owners(tmp_path):
+    path = plugin.report_path(str(tmp_path), NOW)
+    with open(path, "w", encoding="utf-8") as older:
+        older.write("an older and longer record" * 100)
+    os.chmod(path, 0o644)
+
+    plugin.write_report(REPORT, path)
+
+    assert json.loads(open(path, encoding="utf-8").read()) == REPORT
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_a_missing_directory_fails_naming_it_and_what_to_do(tmp_path):
+    missing = tmp_path / "reports"
+
+    result = run({"report": REPORT, "dir": str(missing)})
+
+    assert result["failed"]
+    assert result["msg"] == (f"The report's directory {missing} does not exist on the controller: create it or name "
+                             "another (the role's enqueue_shards_report_dir; an empty string there writes no report)")
+    assert not missing.exists()
+
+
+def test_an_unwritable_file_fails_with_the_reason(tmp_path):
+    # Root writes through file modes; a directory in the report's place cannot be opened for writing by anyone.
+    os.mkdir(plugin.report_path(str(tmp_path), NOW))
+
+    result = run({"report": REPORT, "dir": str(tmp_path)})
+
+    assert result["failed"] and result["msg"].startswith("Could not write the report ")
+    assert result["msg"].endswith(": Is a directory")
