@@ -24,7 +24,8 @@ ARGUMENT_SPEC = {
 def report_path(directory: str, now: datetime.datetime) -> str:
     """The report's file in ``directory``, named by the UTC second ``now``."""
     stamp = now.astimezone(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return os.path.join(os.path.abspath(os.path.expanduser(directory)), f"enqueue_shards-{stamp}.json")
+    # ~ and variables are expanded by the argument spec (type path).
+    return os.path.join(os.path.abspath(directory), f"enqueue_shards-{stamp}.json")
 
 
 def write_report(report: object, path: str) -> None:

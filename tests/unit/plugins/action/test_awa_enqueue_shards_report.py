@@ -10,8 +10,11 @@ import stat
 from types import SimpleNamespace
 
 import pytest
+import yaml
 
 from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_report as plugin
+from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards_report as documentation
+from ansible_collections.awa.operations.tests.unit.plugins.doc_fragments.test_fragments_match_specs import normalized
 
 REPORT = {"queues": {"orders": {"before": 1, "after": 4}}, "services": ["fleet-01/awa-producer@1"]}
 NOW = datetime.datetime(2026, 12, 3, 10, 15, tzinfo=datetime.timezone.utc)
@@ -24,6 +27,11 @@ def run(args: dict, check_mode: bool = False) -> dict:
     action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
     action.now = lambda: NOW
     return action.run(task_vars={})
+
+
+def test_the_options_are_the_documented_ones():
+    # The module file is documentation only, so ansible-test cannot hold it against the action's spec.
+    assert normalized(yaml.safe_load(documentation.DOCUMENTATION)["options"]) == normalized(plugin.ARGUMENT_SPEC)
 
 
 @pytest.mark.parametrize("check_mode", [False, True], ids=["run", "check mode"])
