@@ -26,6 +26,13 @@ never starts its runtime (it waits for SIGTERM); ``crash``, it exits with
 status 1 after three seconds without starting it (under a service manager
 that restarts it, a restart loop). Removing the file removes the fault for
 the next start.
+
+``AWA_TESTBED_ROTATE_MS=LEASE,QUEUE`` starts the runtime with those queue
+storage rotation intervals instead of Awa's (250 ms for leases, 1000 ms for
+the ready queue): the functional tests set it (tests/functional/conftest.py),
+because an idle runtime's rotations are most of what its database does.
+Nothing this collection reads depends on them: ready depth and lag come from
+the lanes' sequences, not from rows rotation prunes.
 """
 
 from __future__ import annotations
@@ -56,6 +63,20 @@ def parse_queue(text: str) -> tuple[str, int]:
     if not separator:
         return text, 4
     return name, int(workers)
+
+
+ROTATE_VARIABLE = "AWA_TESTBED_ROTATE_MS"
+
+
+def rotation_intervals(value: str | None) -> dict[str, int]:
+    """The start() arguments ``AWA_TESTBED_ROTATE_MS`` asks for (nothing when unset: Awa's own intervals)."""
+    if not value:
+        return {}
+    try:
+        lease, queue = (int(part) for part in value.split(","))
+    except ValueError:
+        raise SystemExit(f"{ROTATE_VARIABLE}={value!r}: expected LEASE_MS,QUEUE_MS, for example 2000,5000") from None
+    return {"queue_storage_lease_rotate_interval_ms": lease, "queue_storage_queue_rotate_interval_ms": queue}
 
 
 def load_env_file(path: str) -> dict[str, str]:
@@ -109,7 +130,8 @@ async def run(args: argparse.Namespace) -> int:
     for queue, dummy in queues:
         client.task(TestJob, queue=queue, kind=KIND)(handle)
 
-    await client.start(queues, poll_interval_ms=args.poll_ms, queue_storage_queue_stripe_count=args.stripes)
+    await client.start(queues, poll_interval_ms=args.poll_ms, queue_storage_queue_stripe_count=args.stripes,
+                       **rotation_intervals(os.environ.get(ROTATE_VARIABLE)))
     print(f"worker {args.name} pid={os.getpid()} started queues={queues} stripes={args.stripes}", flush=True)
 
     production = None

@@ -7,13 +7,14 @@ Servers start lazily, once per session, and stop at the end of the session
 
 from __future__ import annotations
 
+import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from awa_testbed import environment, file_order
+from awa_testbed import environment, file_order, worker
 from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabase, AwaDatabaseFactory
 from awa_testbed.collection import make_importable
 from awa_testbed.binaries import SUPPORTED_MAJORS
@@ -31,6 +32,12 @@ signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
 
 # Tests import ansible_collections.awa.operations and run ansible against this checkout.
 make_importable()
+
+# The worker runtimes the tests start rotate their queue storage every 2 s (leases) and 5 s (ready queue) instead
+# of Awa's 250 ms and 1 s (awa_testbed.worker): an idle test bed took 0.25 of a core, 0.11 with these, and the
+# three workers' beds were most of what kept the 2 cores busy. The demo, the benchmarks and the molecule fleet's
+# hosts run Awa's own intervals.
+os.environ.setdefault(worker.ROTATE_VARIABLE, "2000,5000")
 
 
 class Servers:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
@@ -11,7 +12,8 @@ import pytest
 from awa_testbed.file_order import costliest_files_first, seconds_by_file
 from awa_testbed.lifecycle import pid_alive
 from awa_testbed.pgserver import PgServer
-from awa_testbed.waiting import poll
+from awa_testbed.waiting import poll, wait_until
+from awa_testbed.worker import rotation_intervals
 
 AWA_0_6_9_SCHEMA_VERSION = 40
 
@@ -51,6 +53,24 @@ def test_awa_0_6_8_database_has_enqueue_shards(db_factory):
             "WHERE table_schema = 'awa' AND table_name = 'queue_meta' AND column_name = 'enqueue_shards'") == 1
     finally:
         database.drop()
+
+
+def test_the_functional_tests_runtimes_rotate_their_leases_every_two_seconds(awa_db, fleet):
+    """conftest sets AWA_TESTBED_ROTATE_MS to 2000,5000: three lease rotations take 4 s or more (Awa's 250 ms: 0.75)."""
+    fleet.worker("w1", ["rotation=1"])
+    generation = "SELECT generation FROM awa.lease_ring_state"
+    first = wait_until(lambda: awa_db.scalar(generation) or None, 60, "the runtime's first lease rotation")
+    started = time.monotonic()
+    wait_until(lambda: awa_db.scalar(generation) >= first + 3, 60, "three more lease rotations")
+    assert time.monotonic() - started >= 4.0
+
+
+def test_the_rotation_intervals_are_read_as_lease_then_queue_milliseconds():
+    assert rotation_intervals(None) == {}
+    assert rotation_intervals("2000,5000") == {"queue_storage_lease_rotate_interval_ms": 2000,
+                                               "queue_storage_queue_rotate_interval_ms": 5000}
+    with pytest.raises(SystemExit, match="expected LEASE_MS,QUEUE_MS"):
+        rotation_intervals("2000")
 
 
 def test_producer_enqueues_100_and_a_worker_completes_all(awa_db, fleet):
