@@ -29,10 +29,11 @@ the next start.
 
 ``AWA_TESTBED_ROTATE_MS=LEASE,QUEUE`` starts the runtime with those queue
 storage rotation intervals instead of Awa's (250 ms for leases, 1000 ms for
-the ready queue): the functional tests set it (tests/functional/conftest.py),
-because an idle runtime's rotations are most of what its database does.
-Nothing this collection reads depends on them: ready depth and lag come from
-the lanes' sequences, not from rows rotation prunes.
+the ready queue): the functional tests set it (tests/functional/conftest.py)
+and so does the molecule fleet's unit, because an idle runtime's rotations
+are most of what its database does. Nothing this collection reads depends on
+them: ready depth and lag come from the lanes' sequences, not from rows
+rotation prunes.
 """
 
 from __future__ import annotations

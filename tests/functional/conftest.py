@@ -35,8 +35,8 @@ make_importable()
 
 # The worker runtimes the tests start rotate their queue storage every 2 s (leases) and 5 s (ready queue) instead
 # of Awa's 250 ms and 1 s (awa_testbed.worker): an idle test bed took 0.25 of a core, 0.11 with these, and the
-# three workers' beds were most of what kept the 2 cores busy. The demo, the benchmarks and the molecule fleet's
-# hosts run Awa's own intervals.
+# three workers' beds were most of what kept the 2 cores busy. The molecule fleet's unit sets the same; the demo
+# runs Awa's own intervals.
 os.environ.setdefault(worker.ROTATE_VARIABLE, "2000,5000")
 
 
