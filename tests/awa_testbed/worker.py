@@ -132,7 +132,7 @@ async def run(args: argparse.Namespace) -> int:
         client.task(TestJob, queue=queue, kind=KIND)(handle)
 
     await client.start(queues, poll_interval_ms=args.poll_ms, queue_storage_queue_stripe_count=args.stripes,
-                       **rotation_intervals(os.environ.get(ROTATE_VARIABLE)))
+                       **args.rotation)
     print(f"worker {args.name} pid={os.getpid()} started queues={queues} stripes={args.stripes}", flush=True)
 
     production = None
@@ -213,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.log_env:
         started_with = {name: os.environ.get(name) for name in args.log_env}
         print(f"worker {args.name} pid={os.getpid()} environment {json.dumps(started_with, sort_keys=True)}", flush=True)
+    # Read before anything connects: a bad value stops the program with its message, nothing started.
+    args.rotation = rotation_intervals(os.environ.get(ROTATE_VARIABLE))
     fault = injected_fault(args.fault_file)
     if fault:
         return act_out(fault, args.name)
