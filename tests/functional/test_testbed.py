@@ -11,6 +11,7 @@ import pytest
 
 from awa_testbed.file_order import costliest_files_first, seconds_by_file
 from awa_testbed.lifecycle import pid_alive
+from awa_testbed import pgserver
 from awa_testbed.pgserver import PgServer
 from awa_testbed.waiting import poll, wait_until
 from awa_testbed.worker import rotation_intervals
@@ -71,6 +72,17 @@ def test_the_rotation_intervals_are_read_as_lease_then_queue_milliseconds():
                                                "queue_storage_queue_rotate_interval_ms": 5000}
     with pytest.raises(SystemExit, match="expected LEASE_MS,QUEUE_MS"):
         rotation_intervals("2000")
+
+
+def test_a_fast_server_keeps_its_files_in_memory_when_there_is_room_and_a_durable_one_on_disk(monkeypatch, tmp_path):
+    monkeypatch.setattr(pgserver, "MEMORY_FOLDER", tmp_path)
+    monkeypatch.setattr(pgserver, "MEMORY_FOLDER_MIN_FREE", 1)
+    assert pgserver.scratch_folder(durable=False) == tmp_path
+    assert pgserver.scratch_folder(durable=True) is None
+    monkeypatch.setattr(pgserver, "MEMORY_FOLDER_MIN_FREE", 1 << 60)
+    assert pgserver.scratch_folder(durable=False) is None, "a folder without room is not used"
+    monkeypatch.setattr(pgserver, "MEMORY_FOLDER", tmp_path / "missing")
+    assert pgserver.scratch_folder(durable=False) is None
 
 
 def test_producer_enqueues_100_and_a_worker_completes_all(awa_db, fleet):
