@@ -11,7 +11,8 @@
 #
 # Steps: changelog sanity units lint types docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
-# (hack/matrix.sh), molecule on the newest. Sanity runs every test on the
+# (hack/matrix.sh; units and integration every core at once), molecule on
+# the newest. Sanity runs every test on the
 # newest core and, on the others, the tests whose verdict depends on the core
 # (step_sanity says which and why). quick: sanity, units and types on the newest core,
 # the modules' functional tests on PostgreSQL 18.
@@ -87,6 +88,25 @@ run_matrix_step() {
         run_step "$name $core" "step_$name" "$core"
     done
 }
+# The same, every core at once (step_NAME stages its own copy); each output is
+# shown whole, in matrix order, when all have ended (as hack/integration.sh
+# does), and the step fails when one of them failed. For steps that are one
+# process on one core each (units: one pytest worker), which one after the other
+# left the second core to molecule alone.
+run_matrix_side_by_side() {
+    local name=$1 core cores pids=() status=0 started=$SECONDS i; shift
+    mapfile -t cores < <(cores_of "$@")
+    for core in "${cores[@]}"; do
+        run_step "$name $core" "step_$name" "$core" >"$work/$name-$core.log" 2>&1 &
+        pids+=("$!")
+    done
+    for i in "${!cores[@]}"; do
+        wait "${pids[$i]}" || status=1
+        cat "$work/$name-${cores[$i]}.log"
+    done
+    printf '%-24s %5ss\n' "$name, side by side" $((SECONDS - started)) >>"$timings"
+    return "$status"
+}
 
 step_changelog() { antsibull-changelog lint; }
 
@@ -123,7 +143,9 @@ step_sanity() {
 # One pytest worker: ansible-test starts pytest three times (modules, module_utils,
 # controller), and a second worker would import everything again in each for
 # about a minute of tests on two cores that molecule shares.
+# Each core's own staged copy (stage_collection reads $stage): the cores run side by side.
 step_units() {
+    local stage="$work/stage-$1/ansible_collections/awa/operations"
     stage_collection
     (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --num-workers 1 \
         --color no 2>&1)
@@ -297,7 +319,8 @@ if [ "$serial" = 0 ] && [ ${#steps[@]} -gt 1 ] && [[ " ${steps[*]} " == *" molec
 fi
 for step in "${steps[@]}"; do
     case "$step" in
-        sanity|units) run_matrix_step "$step" "${matrix_cores[@]}" ;;
+        sanity) run_matrix_step "$step" "${matrix_cores[@]}" ;;
+        units) run_matrix_side_by_side "$step" "${matrix_cores[@]}" ;;
         molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
         quick) step_quick ;;
         *) run_step "$step" "step_$step" ;;
