@@ -12,8 +12,8 @@
 # Steps: changelog sanity units lint types docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
 # (hack/matrix.sh; units and integration every core at once), molecule on
-# the newest. Sanity runs every test on the
-# newest core and, on the others, the tests whose verdict depends on the core
+# the newest. Sanity runs every test on the newest core and, on the others,
+# the tests whose verdict depends on the core
 # (step_sanity says which and why). quick: sanity, units and types on the newest core,
 # the modules' functional tests on PostgreSQL 18.
 #
@@ -225,7 +225,8 @@ step_molecule() {
 
 # Three workers on 2 cores, a file's tests on one of them (module fixtures, ordered scenarios): most of
 # a test is waiting on servers, runtimes and hosts, and with two workers a quarter of the cores stood
-# idle (742 s against 837 s, quiet). The files are handed out costliest first, in the order the
+# idle (742 s against 837 s, quiet); four are too many (712 s against 674, 2026-12-04, the machine 0.99
+# busy). The files are handed out costliest first, in the order the
 # conftest gives them (--no-loadscope-reorder; awa_testbed.file_order): xdist's own order (most tests
 # first) put files of a few minutes-long tests last, and the run ended on one or two workers. The
 # slowest tests are listed: the whole command has to stay under 20 minutes on 2 cores. --no-skips
