@@ -38,15 +38,22 @@ steps_demo=(demo_venv pg18_wheel)
 log() { printf '[bootstrap] %s\n' "$*" >&2; }
 fail() { log "ERROR: $*"; exit 1; }
 
-# pip in venv $1, quiet unless it fails (the machine's pip.conf makes it print
-# a harmless "Location ... is ignored" line per package).
-pip_in() {
-    local target=$1 output; shift
-    if ! output=$("$target/bin/python" -m pip --disable-pip-version-check "$@" 2>&1); then
+# quietly WHAT COMMAND...: COMMAND, its output shown only when it fails (without
+# the harmless "Location ... is ignored" line the machine's pip.conf makes pip
+# print per package), then "WHAT failed".
+quietly() {
+    local what=$1 output; shift
+    if ! output=$("$@" 2>&1); then
         printf '%s\n' "$output" | grep -v 'is ignored' >&2
-        log "pip $1 failed in $target"
+        log "$what failed"
         return 1
     fi
+}
+
+# pip in venv $1, quiet unless it fails.
+pip_in() {
+    local target=$1; shift
+    quietly "pip $1 in $target" "$target/bin/python" -m pip --disable-pip-version-check "$@"
 }
 
 # ---- interpreters ------------------------------------------------------------
@@ -126,16 +133,6 @@ ensure_uv() {
     pip_in "$uv_venv" install --quiet -r "$root/requirements/bootstrap.txt"
 }
 
-# uv_in VENV ARGS...: uv pip ARGS for that venv's Python, quiet unless it fails.
-uv_in() {
-    local target=$1 output; shift
-    if ! output=$("$uv" pip "$@" --python "$target/bin/python" 2>&1); then
-        printf '%s\n' "$output" >&2
-        log "uv pip $1 failed in $target"
-        return 1
-    fi
-}
-
 # ---- venvs -------------------------------------------------------------------
 # A requirements file and every file it includes with -r, for the stamp.
 requirement_files() {
@@ -176,7 +173,7 @@ make_venv() {
     if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
         log "installing ${requirements#"$root"/} into $dir"
         ensure_uv "$python"
-        uv_in "$dir" install --quiet -r "$requirements"
+        quietly "uv pip install in $dir" "$uv" pip install --quiet --python "$dir/bin/python" -r "$requirements"
         "$dir/bin/python" -m pip check >&2
         echo "$want" > "$stamp"
     fi
