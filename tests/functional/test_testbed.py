@@ -9,9 +9,9 @@ from types import SimpleNamespace
 
 import pytest
 
+from awa_testbed import pgserver
 from awa_testbed.file_order import costliest_files_first, seconds_by_file
 from awa_testbed.lifecycle import pid_alive
-from awa_testbed import pgserver
 from awa_testbed.pgserver import PgServer
 from awa_testbed.waiting import poll, wait_until
 from awa_testbed.worker import rotation_intervals
