@@ -97,6 +97,17 @@ run_core() {
     return "$status"
 }
 
+# ansible-test makes the user's SSH key pair (~/.ansible/test/id_rsa) when it has none, and several
+# at once on a fresh machine raced: one ssh-keygen wrote the key, the others found it half made, asked
+# "Overwrite (y/n)?" and failed (2026-12-04). Made here first, with ansible-test's own command, they
+# all find it.
+ssh_key=~/.ansible/test/id_rsa
+if [ ! -f "$ssh_key" ] || [ ! -f "$ssh_key.pub" ]; then
+    rm -f "$ssh_key" "$ssh_key.pub"
+    mkdir -p "$(dirname "$ssh_key")"
+    ssh-keygen -m PEM -q -t rsa -N '' -f "$ssh_key"
+fi
+
 pids=()
 for core in "${cores[@]}"; do
     run_core "$core" &
