@@ -5,11 +5,13 @@ systems with systemd as PID 1, booted with systemd-nspawn from the cached
 root filesystem (tests/awa_testbed/hosts.py), each running units of the
 scenario's ``awa-producer@.service`` (a real awa-pg 0.6.9 runtime that works
 queue demo and enqueues into it), reached over SSH as an unprivileged user
-with sudo. The hosts are light so that 24 fit on 2 cores: one unit each by
-default, its runtime with one worker enqueuing one job a second (the
-scenario's unit has two workers and 5 jobs a second; ``FleetMatrix`` says
-how many units and what rate). The database is a least-privilege Awa
-database on the suite's durable server; the role connects as the migrator.
+with sudo. Each host count boots its own hosts, powered off after its cells,
+so that no idle host shares the cores with a measured run. The hosts are
+light so that 24 fit on 2 cores: one unit each by default, its runtime with
+one worker enqueuing one job a second (the scenario's unit has two workers
+and 5 jobs a second; ``FleetMatrix`` says how many units and what rate).
+The database is a least-privilege Awa database on the suite's durable
+server; the role connects as the migrator.
 
 For each host count N, queue count Q and Ansible configuration, two runs:
 
@@ -359,13 +361,13 @@ def setup(fleet: Fleet, matrix: FleetMatrix) -> None:
             raise RuntimeError(f"setting the hosts up failed:\n{measured.get('output_tail', '')}")
 
 
-def activate(fleet: Fleet, matrix: FleetMatrix, host_count: int) -> float:
-    """Run the units of the first ``host_count`` hosts only; seconds until their runtimes are live."""
-    measured = fleet.playbook(str(PLAYBOOKS / "fleet_units.yml"), fleet.inventory(len(fleet.names), matrix),
-                              {"bench_active_hosts": fleet.names[:host_count]}, matrix.configs[-1], "units")
+def activate(fleet: Fleet, matrix: FleetMatrix) -> float:
+    """Start every host's units; seconds until their runtimes are live."""
+    measured = fleet.playbook(str(PLAYBOOKS / "fleet_units.yml"), fleet.inventory(len(fleet.names), matrix), {},
+                              matrix.configs[-1], "units")
     if measured["rc"] != 0:
         raise RuntimeError(f"starting the units failed:\n{measured.get('output_tail', '')}")
-    return fleet.wait_live(host_count * matrix.units_per_host)
+    return fleet.wait_live(len(fleet.names) * matrix.units_per_host)
 
 
 def checked(fleet: Fleet, measured: dict, queues: list[str], shards: int, started: float, units: int) -> dict:
@@ -435,19 +437,25 @@ def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
 
 
 def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work_dir: Path) -> dict:
-    result: dict = {"matrix": asdict(matrix), "cells": []}
+    result: dict = {"matrix": asdict(matrix), "cells": [], "boot_seconds": {}, "units_live_s": {}, "warm_up": {}}
     fleet_dir = work_dir / f"fleet-{bench.major}"
-    fleet_dir.mkdir(parents=True, exist_ok=True)
-    with booted_hosts(fleet_dir, max(matrix.hosts)) as (names, ssh_config, boot_seconds):
-        fleet = Fleet(bench, db, fleet_dir, names, ssh_config, boot_seconds=boot_seconds)
-        result["boot_seconds"] = boot_seconds
-        setup(fleet, matrix)
-        for host_count in sorted(matrix.hosts):
-            result.setdefault("units_live_s", {})[str(host_count)] = activate(fleet, matrix, host_count)
-            if "warm_up" not in result:
-                # Unmeasured: the first run on fresh hosts also fills caches on both sides.
-                result["warm_up"] = measure_role(fleet, matrix, host_count, ["warmup"], matrix.configs[-1])
-                fleet.wait_live(host_count * matrix.units_per_host)
+    runs = 0
+    for host_count in sorted(matrix.hosts):
+        # Only the hosts a cell measures are up: with the largest count booted for every cell, the idle
+        # hosts' systemd shared the 2 cores with the measured ones and no cell stayed under 0.8 busy.
+        hosts_dir = fleet_dir / f"{host_count}-hosts"
+        hosts_dir.mkdir(parents=True, exist_ok=True)
+        with booted_hosts(hosts_dir, host_count) as (names, ssh_config, boot_seconds):
+            # One run counter over every boot: each run's queues are new ones in the one database.
+            fleet = Fleet(bench, db, hosts_dir, names, ssh_config, runs=runs, boot_seconds=boot_seconds)
+            key = str(host_count)
+            result["boot_seconds"][key] = boot_seconds
+            setup(fleet, matrix)
+            result["units_live_s"][key] = activate(fleet, matrix)
+            # Unmeasured: the first run on fresh hosts also fills caches on both sides.
+            result["warm_up"][key] = measure_role(fleet, matrix, host_count, [f"warmup_{host_count}"],
+                                                  matrix.configs[-1])
+            fleet.wait_live(host_count * matrix.units_per_host)
             for queue_count in sorted(queues for hosts, queues in matrix.cells() if hosts == host_count):
                 for config in matrix.configs_at(host_count, queue_count):
                     for repeat in range(matrix.repeats):
@@ -456,6 +464,7 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
                         print(cell_line(cell), flush=True)
                         # Kept when the suite fails (the work folder stays then): what was measured so far.
                         (fleet_dir / "partial.json").write_text(json.dumps(result, default=str), encoding="utf-8")
+            runs = fleet.runs
     return result
 
 
