@@ -44,8 +44,10 @@ import json
 import math
 import os
 import resource
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
@@ -209,10 +211,12 @@ class Fleet:
         run_dir.mkdir()
         (run_dir / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
         timings = run_dir / "timings.json"
+        # A fresh control path folder: this run opens its own SSH connections, as a first run does.
+        # In /tmp, not the run's folder: a socket's path holds at most 107 bytes.
+        control_dir = tempfile.mkdtemp(prefix="awa-cp-")
         env = {**os.environ, "ANSIBLE_CONFIG": str(self.config(config)), "AWA_BENCH_TIMINGS": str(timings),
                "ANSIBLE_SSH_COMMON_ARGS": f"-F {self.ssh_config}",
-               # A fresh control path folder: this run opens its own SSH connections, as a first run does.
-               "ANSIBLE_SSH_CONTROL_PATH_DIR": str(run_dir / "cp")}
+               "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir}
         command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook,
                    "-e", f"@{run_dir / 'vars.json'}", *options]
         machine_before, cpu_before, load_before = machine_cpu(), children_cpu(), environment.load_average()
@@ -220,6 +224,7 @@ class Fleet:
         result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=run_dir, env=env,
                                 timeout=RUN_TIMEOUT)
         ended = time.time()
+        shutil.rmtree(control_dir, ignore_errors=True)
         machine_after = machine_cpu()
         (run_dir / "output.log").write_text(result.stdout + result.stderr, encoding="utf-8")
         measured = {"rc": result.returncode, "wall_s": round(ended - started, 3),
