@@ -447,7 +447,7 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
     runs = 0
     for host_count in sorted(matrix.hosts):
         # Only the hosts a cell measures are up: with the largest count booted for every cell, the idle
-        # hosts' systemd shared the 2 cores with the measured ones and no cell stayed under 0.8 busy.
+        # hosts' systemd shared the 2 cores with the measured ones (12 hosts took 3 to 4 times as long).
         hosts_dir = fleet_dir / f"{host_count}-hosts"
         hosts_dir.mkdir(parents=True, exist_ok=True)
         with booted_hosts(hosts_dir, host_count) as (names, ssh_config, boot_seconds):
