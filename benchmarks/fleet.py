@@ -50,7 +50,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import psycopg
@@ -157,7 +157,6 @@ class Fleet:
     names: list[str]
     ssh_config: Path
     runs: int = 0
-    boot_seconds: list[float] = field(default_factory=list)
 
     def inventory(self, host_count: int, matrix: FleetMatrix) -> Path:
         """The operator's inventory for the first ``host_count`` hosts (JSON is YAML)."""
@@ -452,7 +451,7 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
         hosts_dir.mkdir(parents=True, exist_ok=True)
         with booted_hosts(hosts_dir, host_count) as (names, ssh_config, boot_seconds):
             # One run counter over every boot: each run's queues are new ones in the one database.
-            fleet = Fleet(bench, db, hosts_dir, names, ssh_config, runs=runs, boot_seconds=boot_seconds)
+            fleet = Fleet(bench, db, hosts_dir, names, ssh_config, runs=runs)
             key = str(host_count)
             result["boot_seconds"][key] = boot_seconds
             setup(fleet, matrix)
