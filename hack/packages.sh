@@ -17,6 +17,7 @@ needed=(
     "molecule   systemd-nspawn   systemd-container"        # the fleet hosts
     "molecule   ssh              openssh-client"           # Ansible and testinfra to the fleet hosts
     "molecule   ssh-keygen       openssh-client"           # the hosts' login and host keys
+    "integration ssh-keygen      openssh-client"           # ansible-test's key pair, made first (hack/integration.sh)
     "functional java             openjdk-17-jre-headless"  # ansible-rulebook (test_eda_shard_advice.py)
     "functional /usr/sbin/pgbouncer pgbouncer"             # the connection pooler (test_pgbouncer*.py)
     "functional /usr/lib/python3/dist-packages/psycopg/__init__.py python3-psycopg"  # install paths (test_install_paths.py)
