@@ -18,6 +18,9 @@ description:
     C(systemctl show) (C(ActiveState), C(MainPID), C(ActiveEnterTimestamp)) and a restart is
     C(systemctl restart). Without it, the restart contract applies - O(restart_command) restarts one service and
     the optional O(status_command) prints when its current process started.
+  - With O(env_file), first makes the producers' environment file hold O(env_file.content), with its owner, group
+    and mode, as M(ansible.builtin.copy) would (written to a temporary file and moved into place; nothing is written
+    when it already matches). A file that cannot be written fails the run before any restart or read.
   - The role P(awa.operations.enqueue_shards#role) runs it to learn which producer hosts answer, to plan its
     restarts, and to restart each batch; it works on its own too.
 author:
@@ -28,9 +31,12 @@ attributes:
   check_mode:
     support: full
     details:
-      - Restarts nothing; reads every service and reports in RV(restarted) what it would restart.
+      - Restarts and writes nothing; reads every service and reports in RV(restarted) what it would restart and in
+        RV(env_file) whether the file would change.
   diff_mode:
-    support: none
+    support: full
+    details:
+      - The text of O(env_file) before and after.
   async:
     support: none
 options:
@@ -71,6 +77,30 @@ options:
       - Without it, the state of each service is V(unknown).
     type: str
     default: ""
+  env_file:
+    description:
+      - The environment file the producer services read when they start (for example a systemd
+        C(EnvironmentFile)), written before any restart. Omitted - no file is written.
+    type: dict
+    suboptions:
+      path:
+        description: The file's absolute path. Its folder must exist.
+        type: path
+        required: true
+      content:
+        description: The whole text of the file.
+        type: str
+        required: true
+      owner:
+        description: The file's owner (name or uid). Omitted - left as it is (a new file belongs to the user the
+          module runs as).
+        type: str
+      group:
+        description: The file's group (name or gid). Omitted - left as it is.
+        type: str
+      mode:
+        description: The file's mode, as a quoted octal string such as V("0640"). Omitted - left as it is.
+        type: str
 notes:
   - The host's clock (RV(clock)) is read after every state, so the start of a process it reports is never later
     than it; a caller that read the database's clock before this module ran can bound the skew between the two.
@@ -89,6 +119,18 @@ EXAMPLES = r"""
   awa.operations.awa_producer_services:
     services: [awa-producer@1]
     restart: [awa-producer@1]
+  become: true
+
+- name: Write the producers' environment file, then read how the producers run
+  awa.operations.awa_producer_services:
+    services: [awa-producer@1]
+    env_file:
+      path: /etc/awa/producer.env
+      content: |
+        AWA_OVERRIDE_REFRESH_MS=1000
+      owner: root
+      group: awa
+      mode: "0640"
   become: true
 
 - name: Restart through supervisord, with a status command for the start and pid
@@ -176,6 +218,23 @@ restart_failures:
       description: Why the restart failed (the command's last line of error output, or its exit status).
       type: str
   sample: [{service: awa-producer@2, message: "Job for awa-producer@2.service failed."}]
+env_file:
+  description: The environment file of O(env_file) - whether this run changed it (in check mode, would change it).
+  returned: when O(env_file) is set
+  type: dict
+  contains:
+    path:
+      description: The file's path.
+      type: str
+      sample: /etc/awa/producer.env
+    changed:
+      description: Whether its text, owner, group or mode changed.
+      type: bool
+      sample: true
+    error:
+      description: Why it could not be written (the run failed); absent when it was.
+      type: str
+      sample: "/etc/awa/producer.env was not written: there is no group awa on this host for the file"
 problems:
   description: Why the services cannot be restarted as configured (no systemd where O(method=systemd), no
     O(restart_command) where one is needed); nothing is restarted while there is one.
@@ -189,6 +248,7 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.awa.operations.plugins.module_utils.managed_file import ensure_file
 from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, operate
 
 
@@ -199,6 +259,13 @@ def argument_spec() -> dict:
         "method": {"type": "str", "choices": list(METHODS), "default": "auto"},
         "restart_command": {"type": "str", "default": ""},
         "status_command": {"type": "str", "default": ""},
+        "env_file": {"type": "dict", "options": {
+            "path": {"type": "path", "required": True},
+            "content": {"type": "str", "required": True},
+            "owner": {"type": "str"},
+            "group": {"type": "str"},
+            "mode": {"type": "str"},
+        }},
     }
 
 
@@ -209,13 +276,22 @@ def main() -> None:
     if unknown:
         module.fail_json(msg=f"restart names {', '.join(unknown)}, which services does not list: every service to "
                              "restart must be one of services")
+    written: dict = {}
+    if params["env_file"]:
+        wanted = params["env_file"]
+        outcome, diff = ensure_file(module, wanted["path"], wanted["content"], owner=wanted["owner"],
+                                    group=wanted["group"], mode=wanted["mode"])
+        if "error" in outcome:
+            module.fail_json(msg=f"The environment file {outcome['error']}. Nothing was restarted.", env_file=outcome)
+        written = {"env_file": outcome, **({"diff": diff} if diff and module._diff else {})}
     found = operate(module.run_command, params["services"], params["restart"], method=params["method"],
                     restart_command=params["restart_command"], status_command=params["status_command"],
                     check_mode=module.check_mode, hostname=socket.gethostname())
     result = found.result()
     if module.check_mode and not found.problems:
         result["restarted"] = list(params["restart"])
-    result["changed"] = bool(result["restarted"])
+    result.update(written)
+    result["changed"] = bool(result["restarted"]) or bool(written and written["env_file"]["changed"])
     if found.problems and params["restart"]:
         module.fail_json(msg="Nothing was restarted: " + "; ".join(found.problems), **result)
     if result["restart_failures"]:

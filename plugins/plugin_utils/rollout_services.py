@@ -3,9 +3,9 @@
 """How the producer services of one host are, as the role enqueue_shards learns it from awa_producer_services.
 
 A host report is what the module read on the host (each service's state,
-main pid and start, the host's clock), with the host's names (those a
-runtime may report as its host name) and whether its environment file
-changed. A host the module could not reach, or whose run failed without a
+main pid and start, the host's clock, whether the environment file it wrote
+in the same run changed), with the host's names (those a runtime may report
+as its host name). A host the module could not reach, or whose run failed without a
 read, is reported as unreachable, with every service unread.
 """
 
@@ -30,7 +30,10 @@ SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail")
 
 def read_error(result: dict | None) -> str | None:
     """Why a run of awa_producer_services gave no read of the host (unreachable, or failed before reading)."""
-    result = result or {}
+    if not result:
+        # No result at all: the task did not run (--skip-tags, or --start-at-task past it).
+        return ("its services were not read after the change (the task that writes the environment file and reads "
+                "them, tag enqueue_shards_producer_config, was skipped: run it)")
     if result.get("unreachable"):
         return str(result.get("msg") or "unreachable").strip()
     if result.get("skipped") or "services" not in result:
@@ -61,13 +64,14 @@ def unreachable_report(settings: dict, error: str) -> dict:
                          for service in settings["services"]]}
 
 
-def host_report(settings: dict, result: dict | None, environment_changed: bool = False) -> dict:
+def host_report(settings: dict, result: dict | None) -> dict:
     """One host's report from its settings (validation) and its awa_producer_services result."""
     error = read_error(result)
     if error is not None or result is None:
         return unreachable_report(settings, error or "not read")
     services = [{"host": settings["host"], **{key: service[key] for key in SERVICE_KEYS},
                  "queues": _declared(settings, service["service"])} for service in result["services"]]
+    written = result.get("env_file") or {}
     return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
-            "environment_changed": bool(environment_changed), "reachable": True, "names": _names(settings, result),
-            "services": services}
+            "environment_changed": bool(written.get("changed")), "reachable": True,
+            "names": _names(settings, result), "services": services}

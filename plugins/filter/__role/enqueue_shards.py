@@ -32,14 +32,14 @@ from ansible_collections.awa.operations.plugins.plugin_utils import (
 )
 
 
-def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict], environment_changes: list[bool],
-                 read: StateRead, change: EnqueueShardsResult | None, batch_size: object, runtimes_per_service: int,
-                 check_mode: bool,
+def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict], read: StateRead,
+                 change: EnqueueShardsResult | None, batch_size: object, runtimes_per_service: int, check_mode: bool,
                  max_fail_percentage: float = 0) -> dict:
-    """The plan (and the rollout's state) from each host's settings, its read of its services (or, for a host left
-    out since it was reached, why), and whether its environment file changed - one entry per play host, in order."""
-    hosts = [rollout_services.host_report(host, probe if result.get("skipped") else result, changed)
-             for host, probe, result, changed in zip(settings, probes, reads, environment_changes)]
+    """The plan (and the rollout's state) from each host's settings and its read of its services, which says whether
+    its environment file changed (or, for a host left out since it was reached, why) - one entry per play host, in
+    order."""
+    hosts = [rollout_services.host_report(host, probe if result.get("skipped") else result)
+             for host, probe, result in zip(settings, probes, reads)]
     return rollout_restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
                                          runtimes_per_service=runtimes_per_service, check_mode=check_mode,
                                          max_fail_percentage=max_fail_percentage, settings=settings)

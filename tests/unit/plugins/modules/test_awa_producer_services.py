@@ -57,3 +57,42 @@ def test_read_only_it_changes_nothing_and_a_restart_needs_a_way_to_restart(capsy
 def test_a_service_to_restart_must_be_one_it_reports_on(capsys):
     result = run(capsys, services=["a"], restart=["b"], method="command", restart_command="true {service}")
     assert result["failed"] and "restart names b, which services does not list" in result["msg"]
+
+
+def test_it_writes_the_environment_file_before_the_read_and_a_second_run_changes_nothing(capsys, tmp_path):
+    env_file = tmp_path / "producer.env"
+    wanted = {"path": str(env_file), "content": "AWA_OVERRIDE_REFRESH_MS=1000\n", "mode": "0640"}
+    first = run(capsys, services=["a"], method="command", env_file=wanted, _ansible_diff=True)
+    assert first["changed"] and first["env_file"] == {"path": str(env_file), "changed": True}
+    assert env_file.read_text(encoding="utf-8") == "AWA_OVERRIDE_REFRESH_MS=1000\n"
+    assert oct(env_file.stat().st_mode & 0o777) == "0o640"
+    assert first["diff"]["before"] == "" and first["diff"]["after"] == "AWA_OVERRIDE_REFRESH_MS=1000\n"
+    again = run(capsys, services=["a"], method="command", env_file=wanted, _ansible_diff=True)
+    assert not again["changed"] and again["env_file"]["changed"] is False and "diff" not in again
+    env_file.chmod(0o644)
+    mode_only = run(capsys, services=["a"], method="command", env_file=wanted)
+    assert mode_only["changed"] and oct(env_file.stat().st_mode & 0o777) == "0o640"
+
+
+def test_check_mode_writes_no_environment_file_and_says_it_would(capsys, tmp_path):
+    env_file = tmp_path / "producer.env"
+    result = run(capsys, services=["a"], method="command", _ansible_check_mode=True, _ansible_diff=True,
+                 env_file={"path": str(env_file), "content": "A=1\n", "mode": "0640"})
+    assert result["changed"] and result["env_file"]["changed"] and result["diff"]["after"] == "A=1\n"
+    assert not env_file.exists()
+
+
+def test_an_environment_file_it_cannot_write_fails_the_run_and_restarts_nothing(capsys, tmp_path):
+    marker = tmp_path / "restarted"
+    missing = tmp_path / "no-such-folder" / "producer.env"
+    result = run(capsys, services=["a"], restart=["a"], method="command", restart_command=f"touch {marker}",
+                 env_file={"path": str(missing), "content": "A=1\n"})
+    assert result["failed"] and not marker.exists()
+    assert result["msg"] == (f"The environment file {missing} was not written: its folder {missing.parent} does not "
+                             "exist: create it, or choose a path in an existing folder. Nothing was restarted.")
+    assert result["env_file"]["error"].startswith(f"{missing} was not written")
+    unknown_group = run(capsys, services=["a"], method="command",
+                        env_file={"path": str(tmp_path / "producer.env"), "content": "A=1\n",
+                                  "group": "no-such-group-awa"})
+    assert unknown_group["failed"] and "there is no group no-such-group-awa on this host" in unknown_group["msg"]
+    assert not (tmp_path / "producer.env").exists()

@@ -52,7 +52,10 @@ def systemd_host(host: str, units: dict[str, str], clock: float | None = None, e
     """A host report as the role builds it from awa_producer_services on a systemd host."""
     if not reachable:
         return unreachable_report(settings(host, list(units)), "unreachable earlier in this run")
-    return host_report(settings(host, list(units)), systemd_result(units, clock), environment_changed)
+    result = systemd_result(units, clock)
+    if environment_changed:
+        result["env_file"] = {"path": "/etc/awa/producer.env", "changed": True}
+    return host_report(settings(host, list(units)), result)
 
 
 def iso(unix: float) -> str:

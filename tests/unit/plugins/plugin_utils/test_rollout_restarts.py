@@ -273,8 +273,7 @@ def test_batch_sizes_as_ansible_serial_writes_them():
 
 def declared_host(host: str, units: dict[str, str], declared: dict[str, list[str]]) -> dict:
     """A systemd host whose services declare the queues they enqueue into."""
-    return host_report(dict(settings(host, list(units)), service_queues=declared), systemd_result(units, READ_AT + 2),
-                       False)
+    return host_report(dict(settings(host, list(units)), service_queues=declared), systemd_result(units, READ_AT + 2))
 
 
 def test_a_raise_leaves_the_services_that_declare_other_queues_untouched_and_their_runtimes_out_of_the_waits():

@@ -10,8 +10,9 @@ from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_
 def test_a_host_report_carries_each_service_its_clock_and_the_names_a_runtime_may_report():
     host = dict(settings("app1.example.com", ["a", "b"]), names=["10.0.0.5", None])
     result = dict(systemd_result({"a": unit("a", started=1764520916), "b": unit("b", state="failed", sub="failed")},
-                                 clock=1764520999), hostname="ip-10-0-0-5.internal")
-    report = host_report(host, result, environment_changed=True)
+                                 clock=1764520999), hostname="ip-10-0-0-5.internal",
+                  env_file={"path": "/etc/awa/producer.env", "changed": True})
+    report = host_report(host, result)
     assert report["reachable"] and report["environment_changed"] and report["clock"] == 1764520999
     assert [(s["host"], s["service"], s["state"]) for s in report["services"]] == [
         ("app1.example.com", "a", "running"), ("app1.example.com", "b", "failed")]
@@ -26,3 +27,9 @@ def test_a_host_the_module_could_not_reach_or_read_reports_every_service_unreach
         ("unreachable", "Failed to connect to the host via ssh: Connection refused")] * 2
     no_python = host_report(host, {"failed": True, "msg": "/usr/bin/python3: not found"})
     assert not no_python["reachable"] and no_python["services"][0]["detail"] == "/usr/bin/python3: not found"
+
+
+def test_a_host_whose_read_after_the_change_was_skipped_says_which_task_to_run():
+    report = host_report(settings("app1", ["a"]), {})
+    assert not report["reachable"]
+    assert "tag enqueue_shards_producer_config, was skipped" in report["services"][0]["detail"]

@@ -1,0 +1,102 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One file made to hold given text, with its owner, group and mode, as ansible.builtin.copy would.
+
+awa_producer_services writes the producers' environment file with it in the
+same run that reads the services, so the rollout needs no template task (and
+its two module runs) on every host. The text is written through a temporary
+file in the same folder and moved into place (no reader ever sees half a
+file); owner, group and mode are set with AnsibleModule's own helpers, which
+honour check mode. Nothing is written when the text and attributes already
+match: the result's ``changed`` is honest.
+"""
+
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import re
+import tempfile
+from typing import Any, TypedDict
+
+
+OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
+
+
+class FileOutcome(TypedDict, total=False):
+    path: str
+    changed: bool
+    error: str
+
+
+def _current_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _write(module: Any, path: str, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
+        module.atomic_move(temporary, path, unsafe_writes=False)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def attribute_problem(owner: str | None, group: str | None, mode: str | None) -> str | None:
+    """Why ``owner``, ``group`` or ``mode`` cannot be set on this host (None: they can)."""
+    if owner and not owner.isdigit():
+        try:
+            pwd.getpwnam(owner)
+        except KeyError:
+            return f"there is no user {owner} on this host to own the file"
+    if group and not group.isdigit():
+        try:
+            grp.getgrnam(group)
+        except KeyError:
+            return f"there is no group {group} on this host for the file"
+    if mode is not None and not OCTAL_MODE.match(mode):
+        return f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
+    return None
+
+
+def ensure_file(module: Any, path: str, text: str, *, owner: str | None = None, group: str | None = None,
+                mode: str | None = None) -> tuple[FileOutcome, dict | None]:
+    """Make ``path`` hold ``text`` with ``owner``, ``group`` and ``mode`` (None: left as they are).
+
+    Returns the outcome (``error`` set when it could not be done) and the diff
+    of the text (None when the text is unchanged). In check mode nothing is
+    written and ``changed`` says whether it would be.
+    """
+    folder = os.path.dirname(path) or "."
+    problem = attribute_problem(owner, group, mode)
+    if problem is None and not os.path.isdir(folder):
+        problem = f"its folder {folder} does not exist: create it, or choose a path in an existing folder"
+    if problem is not None:
+        return {"path": path, "changed": False, "error": f"{path} was not written: {problem}"}, None
+    before = _current_text(path)
+    diff = None
+    if before != text:
+        diff = {"before": before or "", "after": text, "before_header": path if before is not None else "(absent)",
+                "after_header": path}
+    try:
+        if diff and not module.check_mode:
+            _write(module, path, text)
+    except OSError as exc:
+        return {"path": path, "changed": False, "error": f"{path} was not written: {exc}"}, None
+    try:
+        # In check mode a file that would be created has no attributes to compare yet.
+        attributes_changed = os.path.exists(path) and module.set_fs_attributes_if_different(
+            {"path": path, "owner": owner, "group": group, "mode": mode, "attributes": None,
+             "secontext": [None, None, None]}, False)
+    except OSError as exc:
+        return {"path": path, "changed": bool(diff), "error": f"{path} has its text, but not its owner, group or "
+                                                              f"mode: {exc}"}, diff
+    return {"path": path, "changed": bool(diff or attributes_changed)}, diff
