@@ -32,6 +32,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Faile
 from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
     validate_advice_options,
+    validate_delay,
     validate_lanes_option,
     validate_read_options,
 )
@@ -55,13 +56,22 @@ class PollFailed(Exception):
         self.disconnected = disconnected
 
 
-def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float) -> None:
-    """Under async, Ansible ends the job after ``async`` seconds: a wait must reach its own deadline first."""
-    if async_seconds and wait != "none" and async_seconds <= wait_timeout:
-        raise InvalidRequest(
-            f"async ({async_seconds}s) would end the job before wait_timeout ({wait_timeout:g}s), and Ansible would "
-            f"stop the wait without naming what it waited for: give async more seconds than wait_timeout (for "
-            f"example async: {math.ceil(wait_timeout) + 60}) or a shorter wait_timeout")
+def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float, delay: float = 0) -> None:
+    """Under async, Ansible ends the job after ``async`` seconds: a delay and a wait must reach their ends first."""
+    waited = (wait_timeout if wait != "none" else 0) + delay
+    if not async_seconds or not waited or async_seconds > waited:
+        return
+    if delay and wait != "none":
+        what, which = f"delay and wait_timeout together ({delay:g}s + {wait_timeout:g}s)", "both together"
+        shorter = "a shorter delay or wait_timeout"
+    elif delay:
+        what, which, shorter = f"delay ({delay:g}s)", "delay", "a shorter delay"
+    else:
+        what, which, shorter = f"wait_timeout ({wait_timeout:g}s)", "wait_timeout", "a shorter wait_timeout"
+    raise InvalidRequest(
+        f"async ({async_seconds}s) would end the job before {what}, and Ansible would stop the wait without naming "
+        f"what it waited for: give async more seconds than {which} (for example async: {math.ceil(waited) + 60}) or "
+        f"{shorter}")
 
 
 class ActionModule(ActionBase):
@@ -82,21 +92,27 @@ class ActionModule(ActionBase):
             validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
             validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
             validate_lanes_option(args["lanes"], args["wait"])
-            validate_async_limit(wrap_async, args["wait"], args["wait_timeout"])
+            validate_delay(args["delay"])
+            validate_async_limit(wrap_async, args["wait"], args["wait_timeout"], args["delay"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
+        host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
+        if args["delay"] and not wrap_async:
+            # Waited out here, so the module runs with delay 0 and the operator sees why nothing moves.
+            display.display(f"[{host}] waiting {args['delay']:g}s before the first read")
+            self.sleep(args["delay"])
         if args["wait"] == "none" or wrap_async:
             # A copy: _execute_module adds Ansible's _ansible_* arguments to the dict it is given, and the task's
             # own would then carry them into the next try of an until loop, where validation refuses them.
-            result.update(self._execute_module(module_name=MODULE, module_args=dict(self._task.args),
+            module_args = dict(self._task.args) if wrap_async else dict(self._task.args, delay=0)
+            result.update(self._execute_module(module_name=MODULE, module_args=module_args,
                                                task_vars=task_vars, wrap_async=wrap_async))
             if not wrap_async:
                 # Under async the wrapper removes its own copy; otherwise the temporary path is ours to remove.
                 self._remove_tmp_path(self._connection._shell.tmpdir)
             return result
 
-        poll_args = dict(self._task.args, wait="none")
-        host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
+        poll_args = dict(self._task.args, wait="none", delay=0)
 
         # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
         answered = False

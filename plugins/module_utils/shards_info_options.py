@@ -29,6 +29,12 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> 
         raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
 
 
+def validate_delay(delay: float) -> None:
+    """delay (seconds before the first read), checked before anything waits or connects."""
+    if not 0 <= delay <= 86400:
+        raise InvalidRequest(f"delay must be between 0 and 86400 seconds, got {delay}")
+
+
 def validate_lanes_option(lanes: bool, wait: str) -> None:
     """lanes: false reads no depths, so nothing can be waited on that needs them (drained)."""
     if not lanes and wait == "drained":

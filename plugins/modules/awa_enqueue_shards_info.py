@@ -87,6 +87,17 @@ options:
     type: str
     default: none
     choices: [none, converged, drained, restarted]
+  delay:
+    description:
+      - Seconds to wait before the first read, connected to nothing - for example to watch a batch of restarted
+        producers for a while, then read how their runtimes run and the health readings (the role
+        P(awa.operations.enqueue_shards#role) does, for O(awa.operations.enqueue_shards#role:main:enqueue_shards_canary_pause)
+        and O(awa.operations.enqueue_shards#role:main:enqueue_shards_batch_pause)). It does not count against
+        O(wait_timeout).
+      - Under C(async), the job must last longer than O(delay) and O(wait_timeout) together.
+    type: float
+    default: 0
+    version_added: 0.4.0
   wait_timeout:
     description:
       - Seconds to wait in total, over all queues. V(0) looks once.
@@ -812,6 +823,8 @@ duration:
   sample: 6.2
 """
 
+import time
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils import waiters
@@ -832,6 +845,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     DEFAULT_WAIT_TIMEOUT,
     validate_advice_options,
     validate_lanes_option,
+    validate_delay,
     validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
@@ -851,6 +865,7 @@ def argument_spec() -> dict:
         wait={"type": "str", "default": "none", "choices": list(waiters.WAIT_CHOICES)},
         wait_timeout={"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
         wait_sleep={"type": "float", "default": DEFAULT_WAIT_SLEEP},
+        delay={"type": "float", "default": 0.0},
         clock_margin={"type": "float", "default": DEFAULT_MARGIN_SECONDS},
         known_runtimes={"type": "list", "elements": "str", "default": []},
         expected_new_runtimes={"type": "int", "default": 0},
@@ -873,7 +888,10 @@ def read(module) -> tuple[dict[str, object], list[str]]:
     validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
     validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
     validate_lanes_option(params["lanes"], params["wait"])
+    validate_delay(params["delay"])
     committed = validate_committed(params["committed"])
+    # The action plugin waits out the delay itself and passes 0; the module waits it out under async.
+    time.sleep(params["delay"])
     with open_connection(params) as conn:
         # After a wait that reconnected (a failover), advice reads on the connection it ended on.
         session = Reopening(conn, lambda: connect(params))

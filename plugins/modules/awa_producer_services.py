@@ -82,6 +82,7 @@ options:
       - The environment file the producer services read when they start (for example a systemd
         C(EnvironmentFile)), written before any restart. Omitted - no file is written.
     type: dict
+    version_added: 0.4.0
     suboptions:
       path:
         description: The file's absolute path. Its folder must exist.

@@ -70,7 +70,7 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
     harness = Harness(monkeypatch, ARGS, [polled(False), polled(False), polled(True)])
     result = harness.run()
     assert [call["module"] for call in harness.calls] == ["awa.operations.awa_enqueue_shards_info"] * 3
-    assert all(call["args"] == dict(ARGS, wait="none") for call in harness.calls)
+    assert all(call["args"] == dict(ARGS, wait="none", delay=0) for call in harness.calls)
     assert harness.clock.sleeps == [5, 5]
     assert harness.lines == [
         "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
@@ -103,7 +103,7 @@ def test_a_failed_poll_ends_the_wait_with_the_module_result_unchanged(monkeypatc
 
 
 def test_without_wait_the_module_runs_once_as_is(monkeypatch):
-    args = dict(ARGS, wait="none")
+    args = dict(ARGS, wait="none", delay=0)
     harness = Harness(monkeypatch, args, [polled(False)])
     result = harness.run()
     assert harness.calls == [{"module": "awa.operations.awa_enqueue_shards_info", "args": args}]
@@ -122,13 +122,32 @@ def test_an_async_that_would_end_the_job_before_wait_timeout_fails_before_any_ru
     assert harness.calls == []
 
 
-@pytest.mark.parametrize("async_seconds, wait, wait_timeout", [
-    (0, "converged", 300),  # no async
-    (301, "converged", 300),
-    (10, "none", 300),  # one read: wait_timeout does not apply
+@pytest.mark.parametrize("async_seconds, wait, wait_timeout, delay", [
+    (0, "converged", 300, 0),  # no async
+    (301, "converged", 300, 0),
+    (10, "none", 300, 0),  # one read: wait_timeout does not apply
+    (31, "none", 300, 30),  # one read after the delay
 ])
-def test_an_async_longer_than_the_wait_or_without_a_wait_is_accepted(async_seconds, wait, wait_timeout):
-    plugin.validate_async_limit(async_seconds, wait, wait_timeout)
+def test_an_async_longer_than_the_wait_or_without_a_wait_is_accepted(async_seconds, wait, wait_timeout, delay):
+    plugin.validate_async_limit(async_seconds, wait, wait_timeout, delay)
+
+
+def test_an_async_that_would_end_the_job_during_the_delay_fails_before_any_run(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, delay=30), [], async_val=80)
+    result = harness.run()
+    assert result["failed"] and result["msg"].startswith(
+        "async (80s) would end the job before delay and wait_timeout together (30s + 60s)")
+    assert result["msg"].endswith("(for example async: 150) or a shorter delay or wait_timeout")
+    assert harness.calls == []
+
+
+def test_a_delay_is_waited_out_before_the_first_read_and_the_module_runs_without_it(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, delay=20), [polled(True)])
+    result = harness.run()
+    assert not result.get("failed") and harness.clock.sleeps == [20]
+    assert [call["args"]["delay"] for call in harness.calls] == [0]
+    assert harness.lines == ["[db1] waiting 20s before the first read",
+                             "[db1]     0s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count"]
 
 
 def test_queue_and_queues_together_are_refused_with_the_modules_own_rule(monkeypatch):
@@ -192,7 +211,7 @@ def test_a_task_tried_again_in_an_until_loop_runs_with_its_own_arguments_again(m
     harness = Harness(monkeypatch, args, [polled(False), polled(True)])
     first, second = harness.run(), harness.run()
     assert not first.get("failed") and not second.get("failed"), second.get("msg")
-    assert [call["args"] for call in harness.calls] == [args, args]
+    assert [call["args"] for call in harness.calls] == [dict(args, delay=0)] * 2
 
 
 def test_a_wait_without_lanes_polls_the_module_without_lanes_and_prints_no_depth(monkeypatch):
