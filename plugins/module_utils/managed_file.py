@@ -13,6 +13,7 @@ match: the result's ``changed`` is honest.
 
 from __future__ import annotations
 
+import difflib
 import grp
 import os
 import pwd
@@ -71,12 +72,14 @@ def ensure_file(module: Any, path: str, text: str, *, owner: str | None = None, 
                 mode: str | None = None) -> tuple[FileOutcome, dict | None]:
     """Make ``path`` hold ``text`` with ``owner``, ``group`` and ``mode`` (None: left as they are).
 
-    Returns the outcome (``error`` set when it could not be done) and the diff
-    of the text (None when the text is unchanged). In check mode nothing is
+    Returns the outcome (``error`` set when it could not be done) and the
+    unified diff of the text (None when the text is unchanged). In check mode nothing is
     written and ``changed`` says whether it would be.
     """
     folder = os.path.dirname(path) or "."
     problem = attribute_problem(owner, group, mode)
+    if problem is None and not os.path.isabs(path):
+        problem = "its path must be absolute"
     if problem is None and not os.path.isdir(folder):
         problem = f"its folder {folder} does not exist: create it, or choose a path in an existing folder"
     if problem is not None:
@@ -84,8 +87,11 @@ def ensure_file(module: Any, path: str, text: str, *, owner: str | None = None, 
     before = _current_text(path)
     diff = None
     if before != text:
-        diff = {"before": before or "", "after": text, "before_header": path if before is not None else "(absent)",
-                "after_header": path}
+        # A unified diff (Ansible's "prepared" form), not the two texts: the text is a no_log value (an environment
+        # file holds secrets), and Ansible masks every string that holds it whole - the lines of a diff do not.
+        diff = {"prepared": "".join(difflib.unified_diff(
+            (before or "").splitlines(keepends=True), text.splitlines(keepends=True),
+            fromfile=path if before is not None else "(absent)", tofile=path))}
     try:
         if diff and not module.check_mode:
             _write(module, path, text)

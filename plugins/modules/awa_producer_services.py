@@ -36,7 +36,9 @@ attributes:
   diff_mode:
     support: full
     details:
-      - The text of O(env_file) before and after.
+      - The text of O(env_file) before and after, as a unified diff. O(env_file.content) is kept out of logs and
+        results (an environment file may hold secrets), so a diff whose only line is the whole new text shows it
+        masked.
   async:
     support: none
 options:
@@ -89,7 +91,7 @@ options:
         type: path
         required: true
       content:
-        description: The whole text of the file.
+        description: The whole text of the file. Not logged, and masked wherever a result would show it whole.
         type: str
         required: true
       owner:
@@ -262,7 +264,8 @@ def argument_spec() -> dict:
         "status_command": {"type": "str", "default": ""},
         "env_file": {"type": "dict", "options": {
             "path": {"type": "path", "required": True},
-            "content": {"type": "str", "required": True},
+            # An environment file may hold secrets: kept out of the host's log and the task's result.
+            "content": {"type": "str", "required": True, "no_log": True},
             "owner": {"type": "str"},
             "group": {"type": "str"},
             "mode": {"type": "str"},

@@ -66,7 +66,8 @@ def test_it_writes_the_environment_file_before_the_read_and_a_second_run_changes
     assert first["changed"] and first["env_file"] == {"path": str(env_file), "changed": True}
     assert env_file.read_text(encoding="utf-8") == "AWA_OVERRIDE_REFRESH_MS=1000\n"
     assert oct(env_file.stat().st_mode & 0o777) == "0o640"
-    assert first["diff"]["before"] == "" and first["diff"]["after"] == "AWA_OVERRIDE_REFRESH_MS=1000\n"
+    assert first["diff"]["prepared"].splitlines()[:2] == ["--- (absent)", f"+++ {env_file}"]
+    assert "AWA_OVERRIDE_REFRESH_MS=1000" not in json.dumps(first.get("invocation", {})), "content is no_log"
     again = run(capsys, services=["a"], method="command", env_file=wanted, _ansible_diff=True)
     assert not again["changed"] and again["env_file"]["changed"] is False and "diff" not in again
     env_file.chmod(0o644)
@@ -74,12 +75,14 @@ def test_it_writes_the_environment_file_before_the_read_and_a_second_run_changes
     assert mode_only["changed"] and oct(env_file.stat().st_mode & 0o777) == "0o640"
 
 
-def test_check_mode_writes_no_environment_file_and_says_it_would(capsys, tmp_path):
+def test_check_mode_writes_no_environment_file_and_shows_the_diff_line_by_line(capsys, tmp_path):
     env_file = tmp_path / "producer.env"
+    env_file.write_text("A=1\n", encoding="utf-8")
     result = run(capsys, services=["a"], method="command", _ansible_check_mode=True, _ansible_diff=True,
-                 env_file={"path": str(env_file), "content": "A=1\n", "mode": "0640"})
-    assert result["changed"] and result["env_file"]["changed"] and result["diff"]["after"] == "A=1\n"
-    assert not env_file.exists()
+                 env_file={"path": str(env_file), "content": "A=1\nB=s3cret-2\n"})
+    assert result["changed"] and result["env_file"]["changed"]
+    assert result["diff"]["prepared"].splitlines()[-2:] == [" A=1", "+B=s3cret-2"]
+    assert env_file.read_text(encoding="utf-8") == "A=1\n"
 
 
 def test_an_environment_file_it_cannot_write_fails_the_run_and_restarts_nothing(capsys, tmp_path):
@@ -91,6 +94,8 @@ def test_an_environment_file_it_cannot_write_fails_the_run_and_restarts_nothing(
     assert result["msg"] == (f"The environment file {missing} was not written: its folder {missing.parent} does not "
                              "exist: create it, or choose a path in an existing folder. Nothing was restarted.")
     assert result["env_file"]["error"].startswith(f"{missing} was not written")
+    relative = run(capsys, services=["a"], method="command", env_file={"path": "producer.env", "content": "A=1\n"})
+    assert relative["failed"] and "its path must be absolute" in relative["msg"]
     unknown_group = run(capsys, services=["a"], method="command",
                         env_file={"path": str(tmp_path / "producer.env"), "content": "A=1\n",
                                   "group": "no-such-group-awa"})
