@@ -37,7 +37,7 @@ def _host_problems(settings: dict, probe: dict, restarts: bool) -> list[str]:
 
 def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: object, restarts: bool) -> dict:
     """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
-    and can every host that answered restart its services as configured?
+    can every host that answered restart its services as configured, and could its environment file be written?
 
     ``hosts`` are the hosts' settings (rollout_input.host_settings), ``probes``
     their awa_producer_services results, in the same order.
@@ -48,6 +48,13 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
     max_fail_percentage = share
     gone, invalid = [], []
     for settings, probe in zip(hosts, probes):
+        unwritable = ((probe or {}).get("env_file") or {}).get("error")
+        if unwritable:
+            # The reach checks the environment file in check mode: it would fail after the change, so it stops here.
+            invalid.append(f"Invalid input for {settings['host']}, nothing was changed: its environment file "
+                           f"{unwritable}; correct enqueue_shards_env_file, enqueue_shards_env_file_owner or "
+                           "enqueue_shards_env_file_group for this host, or prepare the host")
+            continue
         error = read_error(probe)
         if error is not None:
             gone.append(unreachable_report(settings, error))

@@ -111,3 +111,15 @@ def test_an_empty_or_misspelled_producer_group_is_named_before_anything_is_read(
                        "no producer host and change nothing: nothing was changed. Put the hosts that run the producer "
                        "services in awa_producers (did you mean awa_producer?); the inventory's groups: "
                        "awa_producer.")
+
+
+def test_an_environment_file_the_producer_host_cannot_take_is_refused_before_the_change(awa_db, tmp_path):
+    before = snapshot(awa_db)
+    env_file = tmp_path / "producer.env"
+    message = failure_message(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 4}],
+                                                 env_file=str(env_file), env_file_group="no-such-group-awa"))
+    assert message == (
+        f"Invalid input for localhost, nothing was changed: its environment file {env_file} was not written: there is "
+        "no group no-such-group-awa on this host for the file; correct enqueue_shards_env_file, "
+        "enqueue_shards_env_file_owner or enqueue_shards_env_file_group for this host, or prepare the host")
+    assert not env_file.exists() and snapshot(awa_db) == before

@@ -114,6 +114,9 @@ def _used_files(entry_point: str) -> list[Path]:
 HOST_SETTING_READ = re.compile(r"(?:_" + PREFIX + r"host|\bitem)\.(\w+)")
 SETTINGS_READERS = re.compile(r"_" + PREFIX + r"hosts \| awa\.operations\.__role\.enqueue_shards_(restart_plan|reachability)")
 
+# A template rendered by a lookup (the environment file's text, vars/main.yml).
+TEMPLATE_LOOKUP = re.compile(r"lookup\('ansible\.builtin\.template', '([^']+)'\)")
+
 # Tags name the phases like variables (enqueue_shards_pickup): they are not variables.
 TAG_LINES = re.compile(r"^\s*tags:.*$", re.MULTILINE)
 
@@ -134,6 +137,8 @@ def _used_variables(entry_point: str) -> set[str]:
             names.add(name)
             pending.append(name)
         text += "\n" + definition
+    for template in set(TEMPLATE_LOOKUP.findall(text)):
+        text += "\n" + (ROLE / "templates" / template).read_text(encoding="utf-8")
     used = set(PUBLIC_VARIABLE.findall(text))
     pending = list(used)
     while pending:  # a default may name another public variable (enqueue_shards_db_host: enqueue_shards_db_group)

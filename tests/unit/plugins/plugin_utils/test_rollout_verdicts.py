@@ -127,6 +127,17 @@ def test_a_host_that_cannot_restart_its_services_as_configured_stops_before_any_
     assert refresh["ok"], "pickup refresh restarts nothing, so a host needs no way to restart"
 
 
+def test_an_environment_file_the_host_could_not_take_stops_before_any_change():
+    error = "/etc/awa/producer.env was not written: there is no group awa on this host for the file"
+    # The reach checks the file in check mode; the module fails before it reads the services.
+    probe = {"failed": True, "msg": f"The environment file {error}. Nothing was restarted.",
+             "env_file": {"path": "/etc/awa/producer.env", "changed": False, "error": error}}
+    found = reachability([settings("app1", ["a"])], probes=[probe], max_fail_percentage=100, restarts=True)
+    assert found == {"ok": False, "message": (
+        f"Invalid input for app1, nothing was changed: its environment file {error}; correct enqueue_shards_env_file, "
+        "enqueue_shards_env_file_owner or enqueue_shards_env_file_group for this host, or prepare the host")}
+
+
 def test_the_inventory_is_done_only_when_every_service_has_its_runtime_on_the_count():
     hosts = [systemd_host("app1", {"a": unit("a", started=T, pid=11), "b": unit("b", started=T, pid=12)})]
     done = inventory_verdict(hosts, read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]},
