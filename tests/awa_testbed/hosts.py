@@ -194,8 +194,12 @@ def _restart_failed_units(host: Host) -> bool:
         host.run("systemctl", "is-system-running").stdout.strip() == "running"
 
 
+# While it exists, pam_nologin refuses every login but root's ("System is booting up").
+NOLOGIN = "/run/nologin"
+
+
 def _wait_booted(host: Host, deadline: float) -> None:
-    """Until systemd reached its default target and sshd accepts connections."""
+    """Until systemd reached its default target, logins are allowed and sshd accepts connections."""
     def booted() -> bool:
         if not lifecycle.pid_alive(host.nspawn_pid):
             raise HostError(f"{host.name}: systemd-nspawn exited during boot\n{host.boot_log_tail()}")
@@ -212,8 +216,29 @@ def _wait_booted(host: Host, deadline: float) -> None:
     wait_until(booted, max(0.0, deadline - time.monotonic()),
                lambda: f"{host.name} to boot (at most {BOOT_TIMEOUT}s)\n{host.boot_log_tail()}", interval=0.2,
                error=HostError)
+    _wait_logins_allowed(host, deadline)
     with socket.create_connection(("127.0.0.1", host.port), timeout=5):
         pass
+
+
+def _wait_logins_allowed(host: Host, deadline: float) -> None:
+    """Until /run/nologin is gone, so sshd lets the unprivileged login user in (pam_nologin).
+
+    systemd-user-sessions.service removes it once the boot allows logins. Seen once on a clean clone's run, with
+    molecule booting its hosts beside the other steps: the hosts reported "running" and the first SSH login was
+    refused with "System is booting up" - the file was still there. Restarting the unit once is what removes it.
+    """
+    def allowed() -> bool:
+        return host.run("test", "-e", NOLOGIN).returncode != 0
+
+    try:
+        wait_until(allowed, min(5.0, max(0.0, deadline - time.monotonic())), "logins", interval=0.2,
+                   error=HostError)
+    except HostError:
+        host.run("systemctl", "restart", "systemd-user-sessions.service")
+        wait_until(allowed, max(1.0, deadline - time.monotonic()),
+                   lambda: f"{host.name} to allow logins ({NOLOGIN} is still there)\n{host.boot_log_tail()}",
+                   interval=0.2, error=HostError)
 
 
 def _write_client_files(state_dir: Path, hosts: list[Host], public_keys: dict[str, str]) -> None:
