@@ -32,7 +32,6 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Faile
 from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
     validate_advice_options,
-    validate_delay,
     validate_lanes_option,
     validate_read_options,
 )
@@ -89,10 +88,10 @@ class ActionModule(ActionBase):
         del validation
         wrap_async = self._task.async_val
         try:
-            validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"])
+            validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"],
+                                  args["delay"])
             validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
             validate_lanes_option(args["lanes"], args["wait"])
-            validate_delay(args["delay"])
             validate_async_limit(wrap_async, args["wait"], args["wait_timeout"], args["delay"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)

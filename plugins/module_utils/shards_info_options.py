@@ -20,17 +20,14 @@ DEFAULT_ADVISE_WINDOW = 10.0
 GAINS_PATHS = ("insert", "copy", "copy_keyed")
 
 
-def validate_read_options(timeout: float, sleep: float, lock_timeout: float) -> None:
-    """The info module's numeric options (wait_timeout, wait_sleep, lock_timeout), checked before connecting."""
+def validate_read_options(timeout: float, sleep: float, lock_timeout: float, delay: float = 0.0) -> None:
+    """The info module's numeric options (wait_timeout, wait_sleep, lock_timeout, delay), checked before anything
+    waits or connects."""
     validate_lock_timeout(lock_timeout)
     if not 0 <= timeout <= 86400:
         raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
     if not 0.1 <= sleep <= 3600:
         raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
-
-
-def validate_delay(delay: float) -> None:
-    """delay (seconds before the first read), checked before anything waits or connects."""
     if not 0 <= delay <= 86400:
         raise InvalidRequest(f"delay must be between 0 and 86400 seconds, got {delay}")
 

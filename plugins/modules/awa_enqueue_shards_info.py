@@ -845,7 +845,6 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     DEFAULT_WAIT_TIMEOUT,
     validate_advice_options,
     validate_lanes_option,
-    validate_delay,
     validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
@@ -885,10 +884,10 @@ def argument_spec() -> dict:
 def read(module) -> tuple[dict[str, object], list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked."""
     params = module.params
-    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"])
+    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],
+                          params["delay"])
     validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
     validate_lanes_option(params["lanes"], params["wait"])
-    validate_delay(params["delay"])
     committed = validate_committed(params["committed"])
     # The action plugin waits out the delay itself and passes 0; the module waits it out under async.
     time.sleep(params["delay"])

@@ -5,8 +5,8 @@
 A host report is what the module read on the host (each service's state,
 main pid and start, the host's clock, whether the environment file it wrote
 in the same run changed), with the host's names (those a runtime may report
-as its host name). A host the module could not reach, or whose run failed without a
-read, is reported as unreachable, with every service unread.
+as its host name). A host the module could not reach, or whose run failed
+without a read, is reported as unreachable, with every service unread.
 """
 
 from __future__ import annotations

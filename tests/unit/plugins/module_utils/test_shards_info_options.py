@@ -29,14 +29,15 @@ def test_advice_and_a_wait_are_two_tasks_and_the_window_is_bounded():
     validate_advice_options(True, 10, {"gains": {"insert": {"8": {"1": 1.0, "4": 2.75}}}}, "none")
 
 
-@pytest.mark.parametrize("timeout, sleep, lock_timeout, message", [
-    (-1, 2, 5, "wait_timeout must be between 0 and 86400 seconds, got -1"),
-    (300, 0.05, 5, "wait_sleep must be between 0.1 and 3600 seconds, got 0.05"),
-    (300, 2, -1, "lock_timeout must be between 0 and 3600 seconds, got -1"),
+@pytest.mark.parametrize("timeout, sleep, lock_timeout, delay, message", [
+    (-1, 2, 5, 0, "wait_timeout must be between 0 and 86400 seconds, got -1"),
+    (300, 0.05, 5, 0, "wait_sleep must be between 0.1 and 3600 seconds, got 0.05"),
+    (300, 2, -1, 0, "lock_timeout must be between 0 and 3600 seconds, got -1"),
+    (300, 2, 5, -1, "delay must be between 0 and 86400 seconds, got -1"),
 ])
-def test_wait_bounds_and_lock_timeout_are_refused_out_of_range(timeout, sleep, lock_timeout, message):
+def test_wait_bounds_and_lock_timeout_are_refused_out_of_range(timeout, sleep, lock_timeout, delay, message):
     with pytest.raises(InvalidRequest, match=message):
-        validate_read_options(timeout, sleep, lock_timeout)
+        validate_read_options(timeout, sleep, lock_timeout, delay)
 
 
 def test_a_read_covers_one_queue_several_once_each_none_or_every_queue():
