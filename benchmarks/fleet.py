@@ -28,8 +28,8 @@ For each host count N, queue count Q and Ansible configuration, two runs:
 
 Each run's tasks are timed, and its task x host runs counted, by the callback
 benchmarks/callback_plugins/bench_timer.py and split into phases and batches
-by benchmarks/fleet_timing.py; the lines it printed at default verbosity are
-counted too. Every run gets its own SSH control path folder, so each pays
+by benchmarks/fleet_timing.py; the lines it printed at default verbosity
+(standard output and the warnings on standard error) are counted too. Every run gets its own SSH control path folder, so each pays
 its SSH connections as an operator's first run does. The machine's busy
 share (every process on it, other users' too) is read over each run; the
 tables (benchmarks/fleet_report.py) leave out of the fit a cell at 0.8 or
@@ -227,8 +227,8 @@ class Fleet:
         machine_after = machine_cpu()
         (run_dir / "output.log").write_text(result.stdout + result.stderr, encoding="utf-8")
         measured = {"rc": result.returncode, "wall_s": round(ended - started, 3),
-                    # What the operator's terminal shows at default verbosity (the run's stdout).
-                    "lines": len(result.stdout.splitlines()),
+                    # What the operator's terminal shows at default verbosity: stdout, and the warnings on stderr.
+                    "lines": len(result.stdout.splitlines()) + len(result.stderr.splitlines()),
                     # CPU seconds of ansible-playbook, its forks and the modules they ran on this machine.
                     "controller_cpu_s": round(children_cpu() - cpu_before, 2),
                     "machine_busy": round((machine_after[0] - machine_before[0])

@@ -113,7 +113,7 @@ def cells_table(major: int, result: dict) -> str:
          "batches", "role lines", "floor lines", "busy (role)", "busy (floor)", "complete", "counted"], rows,
         "runs = task x host runs (every task's result on every host it ran on, skipped ones and each loop item "
         "included, a delegated one for the host it was delegated to); lines = what the run printed at default "
-        "verbosity; busy = share of both cores busy during the run (every process on the machine); complete = "
+        "verbosity (its warnings on standard error included); busy = share of both cores busy during the run (every process on the machine); complete = "
         f"every queue on its count and every unit's runtime restarted and live, after both runs; counted = "
         f"complete and busy under {BUSY_LIMIT} in both runs (the fit and the targets use these cells only).")
 

@@ -47,7 +47,7 @@ from ansible_collections.awa.operations.plugins.module_utils.introspect.installa
 from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import fetch_known_queue_names, fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.introspect.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
-from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, plan_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, Switch, change_warnings, plan_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.preconditions import (
     check_installation,
     check_ledger,
@@ -126,6 +126,15 @@ def without_statements(run: QueueChangeRun) -> QueueChange:
     return entry
 
 
+def list_warnings(runs: list[QueueChangeRun]) -> list[str]:
+    """The warnings of a list's queues, each once: the switch warnings each queue gave for itself are given once
+    for all the queues they concern (a hundred queues raised together warn in two lines, not a hundred)."""
+    switches = [Switch.of(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
+    own = {warning for switch in switches if switch for warning in change_warnings([switch])}
+    others = [warning for run in runs for warning in run["warnings"] if warning not in own]
+    return list(dict.fromkeys(others + change_warnings([switch for switch in switches if switch])))
+
+
 def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:
     """One result for a list of queues: totals and views merged over them, and each queue's own result."""
     ordered = list(results.values())
@@ -140,7 +149,7 @@ def merge_results(results: dict[str, QueueChangeRun], duration: float) -> Change
         "queries": [query for result in ordered for query in result["queries"]],
         "diff": {"before": {name: view for result in ordered for name, view in result["diff"]["before"].items()},
                  "after": {name: view for result in ordered for name, view in result["diff"]["after"].items()}},
-        "warnings": list(dict.fromkeys(warning for result in ordered for warning in result["warnings"])),
+        "warnings": list_warnings(ordered),
         "queues": {queue: without_statements(result) for queue, result in results.items()},
         "duration": round(duration, 3),
     }

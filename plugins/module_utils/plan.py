@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ansible_collections.awa.operations.plugins.module_utils.compact import counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import Installation
@@ -167,25 +168,49 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
         lanes_to_repair=lanes_to_repair, grants=grants, meta_queues_to_update=meta_updates,
         before=before, after=after, warnings=list(layout.warnings),
     )
-    plan.warnings.extend(change_warnings(plan))
+    switch = Switch.of(plan.queue, previous, plan.shards)
+    plan.warnings.extend(change_warnings([switch]) if switch else [])
     return plan
 
 
-def change_warnings(plan: Plan) -> list[str]:
-    """What an operator must know about the switch itself."""
-    if not plan.shards_changed:
-        return []
-    old = sorted({plan.previous_shards[queue] for queue in plan.meta_queues_to_update})
-    old_text = "/".join(map(str, old))
-    warnings = [
-        f"Running Awa 0.6 runtimes keep enqueue_shards={old_text} for promotion and re-enqueue of queue "
-        f"{plan.queue!r} until they restart: restart them, then wait with "
-        "awa.operations.awa_enqueue_shards_info (wait: converged)."]
-    if max(old) > plan.shards:
+@dataclass(frozen=True)
+class Switch:
+    """A queue's count switch as its warnings tell it: the counts its physical queues leave, and the new one."""
+
+    queue: str
+    old: tuple[int, ...]
+    shards: int
+
+    @classmethod
+    def of(cls, queue: str, previous_shards: dict[str, int], shards: int) -> Switch | None:
+        """The switch of a change from ``previous_shards`` (per physical queue) to ``shards``; None without one."""
+        old = tuple(sorted({count for count in previous_shards.values() if count != shards}))
+        return cls(queue, old, shards) if old else None
+
+
+def _queues_text(queues: list[str]) -> str:
+    return f"queue {queues[0]!r}" if len(queues) == 1 else f"{counted(len(queues), 'queue')} ({names_text(queues)})"
+
+
+def change_warnings(switches: list[Switch]) -> list[str]:
+    """What an operator must know about the switches: each warning once, naming every queue it concerns, so that a
+    list of a hundred queues warns in a few lines."""
+    by_counts: dict[tuple[tuple[int, ...], int], list[str]] = {}
+    for switch in switches:
+        by_counts.setdefault((switch.old, switch.shards), []).append(switch.queue)
+    warnings = []
+    for (old, shards), queues in by_counts.items():
+        old_text = "/".join(map(str, old))
         warnings.append(
-            f"Lowering {plan.queue!r} from {old_text} to {plan.shards}: jobs already on shards >= {plan.shards} "
-            "keep draining (lanes are never deleted); wait with awa_enqueue_shards_info (wait: drained).")
-    if max(old) > 1 or plan.shards > 1:
+            f"Running Awa 0.6 runtimes keep enqueue_shards={old_text} for promotion and re-enqueue of "
+            f"{_queues_text(queues)} until they restart: restart them, then wait with "
+            "awa.operations.awa_enqueue_shards_info (wait: converged).")
+        if max(old) > shards:
+            lowered = repr(queues[0]) if len(queues) == 1 else _queues_text(queues)
+            warnings.append(
+                f"Lowering {lowered} from {old_text} to {shards}: jobs already on shards >= {shards} "
+                "keep draining (lanes are never deleted); wait with awa_enqueue_shards_info (wait: drained).")
+    if any(max(switch.old) > 1 or switch.shards > 1 for switch in switches):
         warnings.append(
             "ordering_key -> shard mapping changes (hash % enqueue_shards): per-key FIFO does not hold "
             "between jobs enqueued before and after the change while the older ones remain.")

@@ -19,7 +19,7 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_resu
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, StateRead
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
-from ansible_collections.awa.operations.plugins.plugin_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 
 # Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
 SHARDS_LISTED = 16

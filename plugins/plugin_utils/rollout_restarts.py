@@ -28,7 +28,7 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_resu
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import StateRead, StragglerView
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batches, rollout_match, rollout_report
-from ansible_collections.awa.operations.plugins.plugin_utils.compact import LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
     FAILED,
     MISSING,
