@@ -21,6 +21,8 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
     validate_targets,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+# The modes awa_producer_services takes: the role refuses before the change what the module would refuse after it.
+from ansible_collections.awa.operations.plugins.module_utils.managed_file import OCTAL_MODE
 from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, SERVICE_PLACEHOLDER
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
@@ -46,7 +48,6 @@ GATE_LIMITS = ("max_deadlocks", "max_failed_jobs", "max_retried_jobs")
 SCOPES = ("queues", "rollout", "wait")
 
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-FILE_MODE = re.compile(r"^0?[0-7]{3}$")
 
 
 def _number(value: object) -> float | None:
@@ -199,7 +200,7 @@ def _environment_file_problems(settings: dict) -> list[str]:
     if path and not path.startswith("/"):
         problems.append(f"enqueue_shards_env_file must be an absolute path, got {path}")
     mode = settings.get(PREFIX + "env_file_mode", "0640")
-    if not isinstance(mode, str) or not FILE_MODE.match(mode):
+    if not isinstance(mode, str) or not OCTAL_MODE.match(mode):
         problems.append(f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}')
     environment = settings.get(PREFIX + "environment") or {}
     if not isinstance(environment, dict):

@@ -175,3 +175,15 @@ def test_an_empty_or_misspelled_producer_group_is_named():
                        "db.")
     assert producer_group_problem({"all": [], "awa_producers": []}, "awa_producers").startswith(
         "The inventory group awa_producers is empty")
+
+
+@pytest.mark.parametrize("mode", ["640", "0640", "2750", "02750"])
+def test_every_mode_awa_producer_services_writes_is_taken(mode):
+    # The role refuses before the change only what the module would refuse after it (a setgid folder mode too).
+    assert problems(env_file="/etc/awa/producer.env", env_file_mode=mode) == []
+
+
+@pytest.mark.parametrize("mode", ["0o640", "640 ", "99999", 640])
+def test_a_mode_the_module_would_refuse_is_refused_before_the_change(mode):
+    assert problems(env_file="/etc/awa/producer.env", env_file_mode=mode) == [
+        f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}']
