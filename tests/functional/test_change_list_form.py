@@ -43,6 +43,17 @@ def test_a_list_is_planned_then_applied_queue_by_queue_then_left_alone(awa_db):
     assert process.returncode == 0 and again["changed"] is False and again["queries"] == []
 
 
+def test_queues_switched_alike_are_warned_about_once_by_name(awa_db):
+    args = {**awa_db.login_args(), "queues": [{"queue": f"bulk_{index}", "shards": 4} for index in range(1, 4)]}
+    process, applied = ansible_adhoc(args)
+    assert process.returncode == 0 and applied["changed"], process.stdout
+    restart_warnings = [line for line in process.stderr.splitlines() if "Running Awa 0.6 runtimes keep" in line]
+    assert restart_warnings == [
+        "[WARNING]: Running Awa 0.6 runtimes keep enqueue_shards=1 for promotion and re-enqueue of 3 queues "
+        "(bulk_1, bulk_2, bulk_3) until they restart: restart them, then wait with "
+        "awa.operations.awa_enqueue_shards_info (wait: converged)."], process.stderr
+
+
 def test_the_first_failing_queue_stops_the_list_and_names_what_was_changed(awa_db):
     ansible_adhoc({**awa_db.login_args(), "queue": "striped", "shards": 2, "stripes": 2})
     args = {**awa_db.login_args(), "queues": [
