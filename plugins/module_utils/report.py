@@ -67,11 +67,12 @@ def change_view(change: RecordedChange) -> ChangeView:
             "to_shards": change.to_shards, "changed_by": change.changed_by, "reason": change.reason}
 
 
-def _lane_views(depths: list[LaneDepth], state: QueueState) -> list[LaneView]:
-    complete = {lane.key: lane.complete for lane in state.lanes}
+def _lane_views(depths: list[LaneDepth], lanes: list[LaneState], counts: dict[str, int]) -> list[LaneView]:
+    """One queue's lanes as read (``depths``), with whether each is complete (``lanes``) and beyond its count."""
+    complete = {lane.key: lane.complete for lane in lanes}
     return [{
         "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
-        "beyond_count": depth.shard >= state.enqueue_shards[depth.queue],
+        "beyond_count": depth.shard >= counts[depth.queue],
         "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
         "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
         "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
@@ -141,15 +142,15 @@ def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[
                  verdict: convergence.QueueConvergence,
                  runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
-    queue's other findings (lanes missing), and those after."""
+    queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
     current = view["enqueue_shards"]
-    lanes = _lane_views([depth for depth in depths if depth.queue in current], state)
+    own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
+    lanes = _lane_views(depths, own_lanes, current)
     beyond = convergence.depth_beyond_count(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
-        for lane in state.lanes if lane.queue in current and lane.shard < current[lane.queue] and not lane.complete]
-    grants, findings = _grant_findings(logical, [lane for lane in state.lanes if lane.queue in current],
-                                       runtime_roles)
+        for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
+    grants, findings = _grant_findings(logical, own_lanes, runtime_roles)
     first = []
     if missing_lanes:
         example = missing_lanes[0]
@@ -176,7 +177,10 @@ def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[
 def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
                  runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
                  margin_seconds: float, *, lanes: bool = True) -> QueueView:
-    """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS)."""
+    """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
+
+    ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too.
+    """
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
     verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
     shard_counts = sorted(set(current.values()))
@@ -192,7 +196,7 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         "runtimes_live": verdict.live,
         "runtimes_converged": verdict.converged,
         "stragglers": [straggler_view(s) for s in verdict.stragglers],
-        "last_change": {queue: change_view(change) for queue, change in sorted(changes.items()) if queue in current},
+        "last_change": {queue: change_view(changes[queue]) for queue in sorted(current) if queue in changes},
         "findings": [],
         "summary_lines": [],
     }

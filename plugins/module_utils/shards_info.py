@@ -121,8 +121,13 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
     # A runtime the change does not concern keeps the old count by design: convergence does not wait for it.
     concerned = [runtime for runtime in runtimes if runtime.instance_id not in untouched_runtimes]
-    queues = {logical: report.queue_report(layout, logical, state, observed, concerned, latest, runtime_roles,
-                                           margin_seconds, lanes=read_lanes)
+    depths_by_queue: dict[str, list[depths.LaneDepth]] = {}
+    for depth in observed:
+        depths_by_queue.setdefault(depth.queue, []).append(depth)
+    queues = {logical: report.queue_report(layout, logical, state,
+                                           [depth for queue in layout.physical_queues
+                                            for depth in depths_by_queue.get(queue, [])],
+                                           concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes)
               for logical, layout in layouts.items()}
     return report.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
                               known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,

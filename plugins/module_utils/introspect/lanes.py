@@ -8,6 +8,7 @@ Part of the introspect package, the only SQL that reads (installation.py says ho
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import sql
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
@@ -79,7 +80,15 @@ class QueueState:
     paused: frozenset = frozenset()
 
     def lanes_of(self, queue: str) -> list[LaneState]:
-        return [lane for lane in self.lanes if lane.queue == queue]
+        return self._lanes_by_queue.get(queue, [])
+
+    @cached_property
+    def _lanes_by_queue(self) -> dict[str, list[LaneState]]:
+        # Grouped once: a read of a hundred queues looks up each queue's lanes, not every lane for each queue.
+        grouped: dict[str, list[LaneState]] = {}
+        for lane in self.lanes:
+            grouped.setdefault(lane.queue, []).append(lane)
+        return grouped
 
 
 LANE_STATE_SQL = """

@@ -74,6 +74,18 @@ def test_a_runtime_running_at_the_change_is_a_straggler_and_ready_jobs_beyond_th
     assert report["summary_lines"][2] == "  ready by shard 0:0 1:0 | beyond the count (shards 2..3): 5 ready"
 
 
+def test_a_queue_read_beside_others_reports_its_own_lanes_only():
+    # One read of many queues holds every queue's lanes: each queue's view takes its own (a missing lane of
+    # another queue is not its finding, nor counted in its lanes).
+    layout = resolve_stripes("orders", None, ["orders"])
+    observed = state(grid("events", 4, 2) + grid("orders", 2, 2) + grid("zebra", 4, 1), {"events": 4, "orders": 2,
+                                                                                       "zebra": 4})
+    report = queue_report(layout, "orders", observed, depths("orders", 2), [runtime("new", 60)], {}, (), MARGIN)
+    assert (report["lanes_complete"], report["lanes_missing"], report["findings"]) == (8, [], [])
+    assert {lane["queue"] for lane in report["lanes"]} == {"orders"}
+    assert [(row["queue"], row["shard"]) for row in report["shards"]] == [("orders", 0), ("orders", 1)]
+
+
 def test_drained_is_not_claimed_before_every_runtime_converged():
     report = lowered_to_2([runtime("old", -60)], ready={})
     assert report["depth_beyond_count"] == 0
