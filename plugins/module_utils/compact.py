@@ -56,6 +56,11 @@ def names_text(names: Iterable[str], limit: int = LISTED) -> str:
     return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
+def named_queues(queues: list[str]) -> str:
+    """One queue by its name; more as ``3 queues (a, b, c)`` or ``100 queues (q000..q099)``."""
+    return queues[0] if len(queues) == 1 else f"{counted(len(queues), 'queue')} ({names_text(queues)})"
+
+
 def counted(count: int, noun: str) -> str:
     """``1 queue``, ``3 queues``: nouns whose plural takes an s."""
     return f"{count} {noun}" + ("" if count == 1 else "s")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import Installation
@@ -189,7 +189,7 @@ class Switch:
 
 
 def _queues_text(queues: list[str]) -> str:
-    return f"queue {queues[0]!r}" if len(queues) == 1 else f"{counted(len(queues), 'queue')} ({names_text(queues)})"
+    return f"queue {queues[0]!r}" if len(queues) == 1 else named_queues(queues)
 
 
 def change_warnings(switches: list[Switch]) -> list[str]:
@@ -206,7 +206,7 @@ def change_warnings(switches: list[Switch]) -> list[str]:
             f"{_queues_text(queues)} until they restart: restart them, then wait with "
             "awa.operations.awa_enqueue_shards_info (wait: converged).")
         if max(old) > shards:
-            lowered = repr(queues[0]) if len(queues) == 1 else _queues_text(queues)
+            lowered = repr(queues[0]) if len(queues) == 1 else named_queues(queues)
             warnings.append(
                 f"Lowering {lowered} from {old_text} to {shards}: jobs already on shards >= {shards} "
                 "keep draining (lanes are never deleted); wait with awa_enqueue_shards_info (wait: drained).")

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
+from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
 from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
@@ -38,20 +39,30 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_health 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead, ShardsInfo, StateRead
 
 
+def by_status(statuses: list[tuple[str, str]]) -> list[str]:
+    """``name: status`` for each queue, said once for the queues that share a status (``100 queues
+    (q000..q099): status``), in the order the statuses first appear: a hundred queues alike are one part."""
+    queues_by_status: dict[str, list[str]] = {}
+    for name, status in statuses:
+        queues_by_status.setdefault(status, []).append(name)
+    return [f"{named_queues(queues)}: {status}" for status, queues in queues_by_status.items()]
+
+
 def progress_line(info: StateRead) -> str:
-    """One line per poll: where each queue stands."""
+    """One line per poll: where each queue stands (the queues that stand alike, together)."""
     parts = []
     if info.get("expected_new_runtimes"):
         parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
+    statuses: list[tuple[str, str]] = []
     for name, queue_view in info["queues"].items():
         # A read without the lanes (lanes: false) does not know the depths.
         beyond = ("" if "depth_beyond_count" not in queue_view else
                   f", {'?' if queue_view['depth_beyond_count'] is None else queue_view['depth_beyond_count']} ready "
                   "beyond the count")
-        parts.append(f"{name}: {queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
-                     f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
-                     + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else ""))
-    return "; ".join(parts) or "no queues"
+        statuses.append((name, f"{queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
+                               f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
+                               + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else "")))
+    return "; ".join(parts + by_status(statuses)) or "no queues"
 
 
 def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]:
@@ -101,33 +112,36 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
                         + (f" (seen: {', '.join(describe_runtime(view) for view in new)})" if new else ""))
         advice.append("check the restarted services and their logs; the rollout stops here")
     queues = {} if wait == "restarted" else info["queues"]
+    # (queue, what holds it up): the queues held up alike are named together.
+    held_up: list[tuple[str, str]] = []
     for name, queue_view in queues.items():
         if not queue_view["converged"]:
             stragglers = {s["instance_id"]: s for s in queue_view["stragglers"]}
             listed = "; ".join(f"{describe_runtime(s)}: {s['reason']}" for s in stragglers.values())
-            problems.append(f"{name}: {queue_view['runtimes_converged']} of {queue_view['runtimes_live']} live "
-                            f"runtimes on the current count; not yet: {listed}")
+            held_up.append((name, f"{queue_view['runtimes_converged']} of {queue_view['runtimes_live']} live "
+                                  f"runtimes on the current count; not yet: {listed}"))
             advice.append("restart the runtimes named (a runtime that is gone stops counting once Awa marks "
                           "it stale, 30 s after its last snapshot)")
         elif wait == "drained" and not queue_view.get("drained", False):
             beyond = queue_view.get("depth_beyond_count")
             receiving = queue_view.get("new_jobs_beyond_count")
             if receiving:
-                problems.append(f"{name}: new jobs keep arriving at or above the count during the wait "
-                                f"({_shards_text(receiving)}): a producer that was not restarted still enqueues with "
-                                "the old count")
+                held_up.append((name, f"new jobs keep arriving at or above the count during the wait "
+                                      f"({_shards_text(receiving)}): a producer that was not restarted still enqueues "
+                                      "with the old count"))
                 advice.append("find and restart it (a runtime left out of the wait with untouched_runtimes, one "
                               "outside the inventory, or a service whose enqueue_shards_service_queues is wrong)")
             elif beyond is None:
-                problems.append(f"{name}: the depth beyond the count is unknown (lane sequences not readable)")
+                held_up.append((name, "the depth beyond the count is unknown (lane sequences not readable)"))
                 advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")
             elif queue_view["paused"]:
-                problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count, and the "
-                                "queue is paused: nothing drains until it is resumed")
+                held_up.append((name, f"{beyond} ready jobs remain on shards at or above the count, and the "
+                                      "queue is paused: nothing drains until it is resumed"))
                 advice.append(f"resume the queue (awa queue resume {name}) when the pause is over")
             else:
-                problems.append(f"{name}: {beyond} ready jobs remain on shards at or above the count")
+                held_up.append((name, f"{beyond} ready jobs remain on shards at or above the count"))
                 advice.append("make sure workers serve the queue, or wait longer")
+    problems += by_status(held_up)
     unique_advice = list(dict.fromkeys(advice))
     return (f"Timed out after {elapsed:.0f}s waiting until {wait}. " + " | ".join(problems)
             + (". To finish: " + "; ".join(unique_advice) + "." if unique_advice else "."))

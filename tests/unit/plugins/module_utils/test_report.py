@@ -78,8 +78,8 @@ def test_a_queue_read_beside_others_reports_its_own_lanes_only():
     # One read of many queues holds every queue's lanes: each queue's view takes its own (a missing lane of
     # another queue is not its finding, nor counted in its lanes).
     layout = resolve_stripes("orders", None, ["orders"])
-    observed = state(grid("events", 4, 2) + grid("orders", 2, 2) + grid("zebra", 4, 1), {"events": 4, "orders": 2,
-                                                                                       "zebra": 4})
+    counts = {"events": 4, "orders": 2, "zebra": 4}
+    observed = state(grid("events", 4, 2) + grid("orders", 2, 2) + grid("zebra", 4, 1), counts)
     report = queue_report(layout, "orders", observed, depths("orders", 2), [runtime("new", 60)], {}, (), MARGIN)
     assert (report["lanes_complete"], report["lanes_missing"], report["findings"]) == (8, [], [])
     assert {lane["queue"] for lane in report["lanes"]} == {"orders"}

@@ -37,6 +37,26 @@ def test_a_drain_timeout_on_a_paused_queue_says_to_resume_it():
         "orders: 2/2 runtimes on 2 shards, 150 ready beyond the count (paused: nothing drains until it is resumed)")
 
 
+def test_queues_that_stand_alike_are_one_part_of_the_progress_line_and_of_the_timeout():
+    on_count = {"converged": True, "runtimes_converged": 12, "runtimes_live": 12, "stragglers": [], "drained": True,
+                "depth_beyond_count": 0, "paused": False, "enqueue_shards": {"q": 4}}
+    straggler = {"instance_id": "i-1", "hostname": "web-3", "pid": 42, "seconds_since_start": 90.0,
+                 "reason": "it was already running when the count changed"}
+    waiting = dict(on_count, converged=False, runtimes_converged=11, stragglers=[straggler], drained=False)
+    queues = {f"q{index:03d}": on_count for index in range(100)}
+    queues.update({"mail": waiting, "orders": waiting, "events": dict(waiting, depth_beyond_count=7)})
+    info = {"queues": queues}
+    assert shards_info_wait.progress_line(info) == (
+        "100 queues (q000..q099): 12/12 runtimes on 4 shards, 0 ready beyond the count; "
+        "2 queues (mail, orders): 11/12 runtimes on 4 shards, 0 ready beyond the count; "
+        "events: 11/12 runtimes on 4 shards, 7 ready beyond the count")
+    message = shards_info_wait.timeout_message("converged", info, 300.0)
+    assert message.startswith(
+        "Timed out after 300s waiting until converged. 3 queues (mail, orders, events): 11 of 12 live runtimes on the "
+        "current count; not yet: pid 42 on host web-3 (instance i-1, up 90s): it was already running when the count "
+        "changed. To finish: restart the runtimes named")
+
+
 class FakeConnection:
     """Only what the wait touches of a connection: the server it reached, and whether it is closed."""
 
