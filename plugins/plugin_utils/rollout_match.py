@@ -30,6 +30,7 @@ import datetime
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 
+from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import RuntimeView
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import RUNNING, STOPPED, UNREACHABLE
 
@@ -152,11 +153,15 @@ def match(hosts: list[dict], runtimes: Sequence[RuntimeView], runtimes_per_servi
             "untouched": untouched}
 
 
-def how_judged(matched: dict) -> str:
-    """One sentence: how the inventory's runtimes were told apart."""
+def how_judged(matched: dict, *, brief: bool = False) -> str:
+    """One sentence: how the inventory's runtimes were told apart (``brief``: without the reasons a runtime
+    cannot be tied to its service, for the lines that repeat what the plan said)."""
     if not matched["by_count_hosts"]:
         return "runtimes matched to services by pid (and host name where the runtime reports one)"
-    hosts = ", ".join(matched["by_count_hosts"])
+    hosts = names_text(matched["by_count_hosts"])
+    if brief:
+        return (f"runtimes matched to services by pid, except on {hosts}, whose services were judged by count (their "
+                "runtimes cannot be tied to one service by pid)")
     return (f"runtimes matched to services by pid, except on {hosts}: a runtime there cannot be tied to one service "
             "by its pid (no runtime has a service's pid - runtimes in child processes or containers, or a status "
             "command that prints no pid - or a runtime that reports no host name has the pid of services on several "

@@ -152,7 +152,7 @@ def _inventory_lines(matched: dict | None) -> list[str]:
     if matched is None:
         return []
     lines = [f"inventory: {rollout_match.inventory_text(matched)} runtimes of the producer services live on the "
-             f"count; {rollout_match.how_judged(matched)}"]
+             f"count; {rollout_match.how_judged(matched, brief=True)}"]
     if matched["unreachable_hosts"]:
         skipped = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                    if entry["status"] == rollout_match.NOT_READ]

@@ -186,7 +186,7 @@ def inventory_verdict(hosts: list[dict], *, read: dict, runtimes_per_service: in
     text = f"{rollout_match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:
         return {"ok": True, "matched": matched, "message": f"Every service of the inventory is done: {text}; "
-                                                           f"{rollout_match.how_judged(matched)}."}
+                                                           f"{rollout_match.how_judged(matched, brief=True)}."}
     return {"ok": False, "matched": matched, "message": (
         f"The change window is not done for the inventory: {text}; not done: {', '.join(missing) or 'unknown'}; "
         f"{rollout_match.how_judged(matched)}. Bring back the hosts and services named, then {RE_RUN}. {backout}")}

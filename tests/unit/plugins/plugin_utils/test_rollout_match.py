@@ -77,6 +77,16 @@ def test_how_the_count_was_judged_is_said():
     assert "except on f1" in how_judged(counted) and counted["on_count"] == 1 and counted["outside"] == 0
 
 
+def test_many_hosts_judged_by_count_are_named_by_ranges_and_briefly_where_it_repeats():
+    hosts = [systemd_host(f"web-{index:02d}", {"a": unit("a", started=T, pid=300)}) for index in range(1, 51)]
+    matched = match(hosts, [runtime(300, T + 1, instance=f"i-{index}") for index in range(50)], 1)
+    assert how_judged(matched).startswith("runtimes matched to services by pid, except on web-01..web-50: a runtime "
+                                          "there cannot be tied to one service by its pid (no runtime has")
+    assert how_judged(matched, brief=True) == (
+        "runtimes matched to services by pid, except on web-01..web-50, whose services were judged by count (their "
+        "runtimes cannot be tied to one service by pid)")
+
+
 def test_identical_hosts_restarted_together_share_pids_and_are_judged_by_count():
     # Hosts booted alike hand out the same pid in the same second; runtimes that report no host name could be
     # either host's, so neither host claims one: both are judged by count, which the live runtimes cover.
