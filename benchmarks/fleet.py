@@ -29,11 +29,12 @@ For each host count N, queue count Q and Ansible configuration, two runs:
 Each run's tasks are timed, and its task x host runs counted, by the callback
 benchmarks/callback_plugins/bench_timer.py and split into phases and batches
 by benchmarks/fleet_timing.py; the lines it printed at default verbosity
-(standard output and the warnings on standard error) are counted too. Every run gets its own SSH control path folder, so each pays
-its SSH connections as an operator's first run does. The machine's busy
-share (every process on it, other users' too) is read over each run; the
-tables (benchmarks/fleet_report.py) leave out of the fit a cell at 0.8 or
-more. The restarts' own time is the floor's restart and wait tasks: what
+(standard output and the warnings on standard error) are counted too, and
+the rows they fill on an 80-column terminal. Every run gets its own SSH
+control path folder, so each pays its SSH connections as an operator's
+first run does. The machine's busy share (every process on it, other
+users' too) is read over each run; the tables (benchmarks/fleet_report.py)
+leave out of the fit a cell at 0.8 or more. The restarts' own time is the floor's restart and wait tasks: what
 restarting these batches costs whatever runs them.
 """
 
@@ -69,6 +70,7 @@ UNIT_FILE = ROOT / "extensions" / "molecule" / "fleet" / "files" / "awa-producer
 # The template the role renders the producers' environment file from: the floor renders the same file.
 ENV_TEMPLATE = ROOT / "roles" / "enqueue_shards" / "templates" / "producer.env.j2"
 CHANGE_WINDOW = "awa.operations.set_enqueue_shards"
+TERMINAL_COLUMNS = 80
 # Hosts boot a few at a time: a dozen at once on 2 busy cores can miss the test bed's boot deadline.
 BOOT_GROUP = 4
 SETTLE_SECONDS = 3.0
@@ -229,6 +231,8 @@ class Fleet:
         measured = {"rc": result.returncode, "wall_s": round(ended - started, 3),
                     # What the operator's terminal shows at default verbosity: stdout, and the warnings on stderr.
                     "lines": len(result.stdout.splitlines()) + len(result.stderr.splitlines()),
+                    # The rows those lines fill on an 80-column terminal, which wraps a long line.
+                    "rows_80": terminal_rows(result.stdout + result.stderr, TERMINAL_COLUMNS),
                     # CPU seconds of ansible-playbook, its forks and the modules they ran on this machine.
                     "controller_cpu_s": round(children_cpu() - cpu_before, 2),
                     "machine_busy": round((machine_after[0] - machine_before[0])
@@ -288,6 +292,11 @@ def runtimes_since(db: AwaDatabase, since: float) -> tuple[int, int]:
     """(live runtimes started since ``since``, all live runtimes)."""
     new, live = db.query(LIVE_SQL, {"since": since})[0]
     return int(new), int(live)
+
+
+def terminal_rows(text: str, columns: int) -> int:
+    """The rows ``text`` fills on a terminal ``columns`` wide (a longer line wraps)."""
+    return sum(max(1, math.ceil(len(line) / columns)) for line in text.splitlines())
 
 
 def interleaved_batches(names: list[str], batch_size: int, services: tuple[str, ...]) -> list[list[list[str]]]:

@@ -67,6 +67,7 @@ def _median_run(runs: list[dict]) -> dict:
             "task_host_runs": stats.median([item["task_host_runs"] for item in breakdowns if "task_host_runs" in item]),
             "batches": stats.median([item["batches"] for item in breakdowns if "batches" in item]),
             "lines": stats.median([run["lines"] for run in runs if "lines" in run]),
+            "rows_80": stats.median([run["rows_80"] for run in runs if "rows_80" in run]),
             "restarts_own": stats.median([fleet_timing.restarts_own_time(_phases(run)) for run in runs
                                           if _phases(run)]),
             "controller_cpu": stats.median([run["controller_cpu_s"] for run in runs]),
@@ -104,16 +105,20 @@ def cells_table(major: int, result: dict) -> str:
     for (hosts, queues, config), summary in sorted(median_cells(result["cells"]).items()):
         role, floor = summary["role"], summary["floor"]
         rows.append([hosts, queues, config, role["total"], floor["total"], _ratio(summary),
-                     role["task_host_runs"], floor["task_host_runs"], role["batches"], role["lines"], floor["lines"],
-                     role["machine_busy"], floor["machine_busy"], summary["complete"], summary["counted"]])
+                     role["task_host_runs"], floor["task_host_runs"], role["batches"], role["lines"], role["rows_80"],
+                     floor["lines"], role["machine_busy"], floor["machine_busy"], summary["complete"],
+                     summary["counted"]])
     return tables.render(
         f"Fleet change window, PostgreSQL {major}: the role beside the floor (seconds, median of "
         f"{result['matrix']['repeats']})",
         ["hosts", "queues", "ansible.cfg", "role s", "floor s", "role / floor", "role runs", "floor runs",
-         "batches", "role lines", "floor lines", "busy (role)", "busy (floor)", "complete", "counted"], rows,
+         "batches", "role lines", "role rows at 80 columns", "floor lines", "busy (role)", "busy (floor)",
+         "complete", "counted"], rows,
         "runs = task x host runs (every task's result on every host it ran on, skipped ones and each loop item "
         "included, a delegated one for the host it was delegated to); lines = what the run printed at default "
-        "verbosity (its warnings on standard error included); busy = share of both cores busy during the run (every process on the machine); complete = "
+        "verbosity (its warnings on standard error included), and the rows they fill on a terminal 80 columns wide, "
+        "which wraps a long line; busy = share of both cores busy during the run (every process on the machine); "
+        "complete = "
         f"every queue on its count and every unit's runtime restarted and live, after both runs; counted = "
         f"complete and busy under {BUSY_LIMIT} in both runs (the fit and the targets use these cells only).")
 

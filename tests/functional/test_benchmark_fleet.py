@@ -22,7 +22,7 @@ from pathlib import Path
 
 from awa_testbed import environment
 from benchmarks import fleet_timing
-from benchmarks.fleet import CALLBACKS, interleaved_batches
+from benchmarks.fleet import CALLBACKS, interleaved_batches, terminal_rows
 from rollout_support import producer_inventory, set_enqueue_shards
 
 PLAYBOOK = """
@@ -147,3 +147,8 @@ def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed
     batch_tasks = [task for task in fleet_timing.task_spans(record) if task["phase"] in fleet_timing.BATCH_PHASES]
     assert batch_tasks and all(len(fleet_timing.runs_of(task, "localhost")) == 1 for task in batch_tasks), [
         (task["name"], fleet_timing.runs_of(task, "localhost")) for task in batch_tasks]
+
+
+def test_the_rows_counted_are_those_an_80_column_terminal_fills():
+    # An empty line still takes a row; a line of 161 characters takes three.
+    assert terminal_rows("TASK [x] ***\n" + "b" * 161 + "\n\nok: [h]\n", 80) == 1 + 3 + 1 + 1
