@@ -22,7 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import failover, waiters
-from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
+from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, named_queues, names_text
 from ansible_collections.awa.operations.plugins.module_utils.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
@@ -39,17 +39,23 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_health 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead, ShardsInfo, StateRead
 
 
+def _queues_by_status(statuses: list[tuple[str, str]]) -> dict[str, list[str]]:
+    """status -> the queues that have it, in the order the statuses first appear."""
+    grouped: dict[str, list[str]] = {}
+    for name, status in statuses:
+        grouped.setdefault(status, []).append(name)
+    return grouped
+
+
 def by_status(statuses: list[tuple[str, str]]) -> list[str]:
     """``name: status`` for each queue, said once for the queues that share a status (``100 queues
-    (q000..q099): status``), in the order the statuses first appear: a hundred queues alike are one part."""
-    queues_by_status: dict[str, list[str]] = {}
-    for name, status in statuses:
-        queues_by_status.setdefault(status, []).append(name)
-    return [f"{named_queues(queues)}: {status}" for status, queues in queues_by_status.items()]
+    (q000..q099): status``): a hundred queues alike are one part."""
+    return [f"{named_queues(queues)}: {status}" for status, queues in _queues_by_status(statuses).items()]
 
 
 def progress_line(info: StateRead) -> str:
-    """One line per poll: where each queue stands (the queues that stand alike, together)."""
+    """One line per poll: where each queue stands, the queues that stand alike together. Past LISTED different
+    standings the other queues are only named (the read's result, and a timeout's message, say where each stands)."""
     parts = []
     if info.get("expected_new_runtimes"):
         parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
@@ -62,7 +68,12 @@ def progress_line(info: StateRead) -> str:
         statuses.append((name, f"{queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
                                f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
                                + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else "")))
-    return "; ".join(parts + by_status(statuses)) or "no queues"
+    groups = list(_queues_by_status(statuses).items())
+    parts += [f"{named_queues(queues)}: {status}" for status, queues in groups[:LISTED]]
+    others = [name for dummy, queues in groups[LISTED:] for name in queues]
+    if others:
+        parts.append(f"{counted(len(others), 'other queue')} ({names_text(others)})")
+    return "; ".join(parts) or "no queues"
 
 
 def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]:

@@ -57,6 +57,16 @@ def test_queues_that_stand_alike_are_one_part_of_the_progress_line_and_of_the_ti
         "changed. To finish: restart the runtimes named")
 
 
+def test_past_ten_different_standings_the_progress_line_names_the_other_queues_only():
+    def draining(beyond: int) -> dict:
+        return {"runtimes_converged": 3, "runtimes_live": 3, "enqueue_shards": {"q": 2}, "paused": False,
+                "depth_beyond_count": beyond}
+    info = {"queues": {f"q{index:03d}": draining(index) for index in range(100)}}
+    line = shards_info_wait.progress_line(info)
+    assert line.startswith("q000: 3/3 runtimes on 2 shards, 0 ready beyond the count; q001: ")
+    assert line.endswith("; q009: 3/3 runtimes on 2 shards, 9 ready beyond the count; 90 other queues (q010..q099)")
+
+
 class FakeConnection:
     """Only what the wait touches of a connection: the server it reached, and whether it is closed."""
 
