@@ -4,8 +4,9 @@
 
 A change window of a few queues and services prints one line for each; past
 ``LISTED`` they are counted, named by ranges (``q001..q100``) or by the
-first few, and the whole record goes to the run's JSON report. The change
-module warns once for the queues that share a warning, naming them the same way.
+first few, and the whole record goes to the run's JSON report. The modules
+name queues the same way: the change's warnings, a wait's progress line and
+its timeout message say each thing once for the queues it concerns.
 """
 
 from __future__ import annotations

@@ -39,18 +39,17 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_health 
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead, ShardsInfo, StateRead
 
 
-def _queues_by_status(statuses: list[tuple[str, str]]) -> dict[str, list[str]]:
-    """status -> the queues that have it, in the order the statuses first appear."""
+def by_status(statuses: list[tuple[str, str]], limit: int | None = None) -> list[str]:
+    """``name: status`` for each (queue, status), said once for the queues that share a status (``100 queues
+    (q000..q099): status``), in the order the statuses first appear. Past ``limit`` different statuses, the other
+    queues are only named."""
     grouped: dict[str, list[str]] = {}
     for name, status in statuses:
         grouped.setdefault(status, []).append(name)
-    return grouped
-
-
-def by_status(statuses: list[tuple[str, str]]) -> list[str]:
-    """``name: status`` for each queue, said once for the queues that share a status (``100 queues
-    (q000..q099): status``): a hundred queues alike are one part."""
-    return [f"{named_queues(queues)}: {status}" for status, queues in _queues_by_status(statuses).items()]
+    groups = list(grouped.items())
+    parts = [f"{named_queues(queues)}: {status}" for status, queues in groups[:limit]]
+    others = [name for dummy, queues in groups[len(parts):] for name in queues]
+    return parts + ([f"{counted(len(others), 'other queue')} ({names_text(others)})"] if others else [])
 
 
 def progress_line(info: StateRead) -> str:
@@ -68,12 +67,7 @@ def progress_line(info: StateRead) -> str:
         statuses.append((name, f"{queue_view['runtimes_converged']}/{queue_view['runtimes_live']} runtimes on "
                                f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
                                + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else "")))
-    groups = list(_queues_by_status(statuses).items())
-    parts += [f"{named_queues(queues)}: {status}" for status, queues in groups[:LISTED]]
-    others = [name for dummy, queues in groups[LISTED:] for name in queues]
-    if others:
-        parts.append(f"{counted(len(others), 'other queue')} ({names_text(others)})")
-    return "; ".join(parts) or "no queues"
+    return "; ".join(parts + by_status(statuses, LISTED)) or "no queues"
 
 
 def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]:
