@@ -39,8 +39,8 @@ def _current_text(path: str) -> str | None:
         return None
 
 
-def _write(module: Any, path: str, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=os.path.dirname(path) or ".")
+def _write(module: Any, path: str, folder: str, text: str) -> None:
+    handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
@@ -94,7 +94,7 @@ def ensure_file(module: Any, path: str, text: str, *, owner: str | None = None, 
             fromfile=path if before is not None else "(absent)", tofile=path))}
     try:
         if diff and not module.check_mode:
-            _write(module, path, text)
+            _write(module, path, folder, text)
     except OSError as exc:
         return {"path": path, "changed": False, "error": f"{path} was not written: {exc}"}, None
     try:

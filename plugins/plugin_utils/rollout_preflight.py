@@ -10,8 +10,8 @@ role, a broken stripe layout) is a refusal carrying the module's own message.
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
 from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, ShardsInfo
 
 NOTHING_CHANGED = "nothing was changed"
 

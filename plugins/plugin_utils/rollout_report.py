@@ -12,6 +12,7 @@ a host was left out.
 
 from __future__ import annotations
 
+from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
     EnqueueShardsResult,
     QueueChange,
@@ -19,7 +20,6 @@ from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_resu
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import QueueView, StateRead
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
-from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 
 # Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
 SHARDS_LISTED = 16

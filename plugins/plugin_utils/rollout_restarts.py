@@ -22,13 +22,13 @@ import datetime
 import math
 import re
 
+from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import (
     EnqueueShardsResult,
     queue_changes,
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import StateRead, StragglerView
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batches, rollout_match, rollout_report
-from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
     FAILED,
     MISSING,
