@@ -16,20 +16,29 @@ class Reopening:
         self._first = conn
         self._conn = conn
         self._reopen = reopen
+        self._told = False  # lost() was called for the connection that is closed now
 
     @property
     def reopens(self) -> bool:
         """Whether a lost connection is opened again."""
         return self._reopen is not None
 
+    def ended_untold(self) -> bool:
+        """The session ended without a read failing: psycopg closed it after the last read (the rollback that ends
+        a read's transaction met the server gone), and nobody called ``lost()``. A wait must still count that loss -
+        the next ``current()`` would otherwise reconnect without a word."""
+        return self.reopens and self._conn.closed and not self._told
+
     def current(self):
         """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
         if self._conn.closed and self._reopen is not None:
             self._conn = self._reopen()
+            self._told = False
         return self._conn
 
     def lost(self) -> None:
         """The connection was lost (the server ended the session): the next ``current()`` opens another."""
+        self._told = True
         self._conn.close()
 
     def close(self) -> None:

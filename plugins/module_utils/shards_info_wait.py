@@ -28,6 +28,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
 from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ChangeNotFound,
+    ConnectionLost,
     Disconnected,
     InvalidRequest,
     WaitInterrupted,
@@ -235,13 +236,18 @@ def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
     something holds Awa's tables (DDL), the state cannot be seen, and the
     operator must know rather than wait blind.
     A lost connection is opened again when the session reopens (see
-    wait_for_shards_info's ``reconnect``).
+    wait_for_shards_info's ``reconnect``) - whether a read failed on it or
+    psycopg found it closed after the last read - and the wait's warnings say so.
     Each read is checked against ``committed`` (failover.validate_committed):
     a count that is not the one committed ends the wait at once with
     ``ChangeNotFound``. With ``health``, every poll also reads what the change
     shows (shards_info_health). The result names the ``server`` read.
     """
     def fetch() -> PolledRead:
+        if session.ended_untold():
+            # Lost after the last read, not during one: the same interruption, so the wait says it reconnected.
+            session.lost()
+            raise ConnectionLost("the server ended the session after the last read")
         current = session.current()
         try:
             read: PolledRead = {**read_shards_info(current, **read_args), "server": server_address(current)}

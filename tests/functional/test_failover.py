@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
@@ -35,7 +36,9 @@ from awa_testbed.replication import StreamingPair
 from awa_testbed.waiting import poll
 from enqueue_shards_support import ansible_adhoc, ansible_env, change, info, shard_counts, wait_until
 
+from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import ServerUnreachable
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_for_shards_info
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
@@ -165,6 +168,35 @@ def test_the_module_wait_reconnects_to_the_promoted_standby_and_reports_there(be
     since = result["health"]["queues"]["own"]["since"]
     assert datetime.datetime.fromisoformat(since) == datetime.datetime.fromisoformat(lowered["ledger"]["changed_at"])
     [warning] = [text for text in warning_texts(result) if "connection to the database was lost" in text]
+    assert "the wait reconnected after 1 attempt(s)" in warning
+
+
+def test_a_wait_whose_session_ended_between_two_reads_says_it_reconnected(awa_db, fleet):
+    """The loss met outside a read: psycopg found the session gone (as the rollback ending a read's transaction
+    does) before the next poll. The wait must count it like a read that failed - not open a new connection quietly."""
+    change(awa_db, "between", 4)
+    polls: list[int] = []
+
+    def end_the_session_after_the_first_poll(read: dict, elapsed: float) -> None:  # pylint: disable=unused-argument
+        polls.append(len(polls) + 1)
+        if len(polls) > 1:
+            return
+        with awa_db.connect() as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = "
+                          "'awa.operations' AND datname = current_database()")
+        with pytest.raises(psycopg.OperationalError):
+            conn.execute("SELECT 1")  # psycopg meets the ended session here, between two reads
+        assert conn.closed
+        fleet.worker("w", ["between=4"])  # the runtime the wait waits for, started now
+
+    login = awa_db.login_args()
+    with open_connection(login) as conn:
+        read = wait_for_shards_info(conn, "restarted", 120, 0.2, on_poll=end_the_session_after_the_first_poll,
+                                    reconnect=lambda: connect(login), queue="between", expected_new_runtimes=1)
+
+    assert read["waited"] is True and len(read["new_runtimes"]) == 1 and polls[0] == 1 and len(polls) >= 2
+    [warning] = [text for text in read["warnings"] if "connection to the database was lost" in text]
+    assert "(the server ended the session after the last read)" in warning
     assert "the wait reconnected after 1 attempt(s)" in warning
 
 

@@ -126,6 +126,29 @@ def test_a_wait_given_a_way_to_reconnect_closes_the_connection_it_opened(monkeyp
     assert bed.opened == [bed.promoted] and bed.promoted.closed
 
 
+class EndedAfterRead(Failover):  # pylint: disable=too-few-public-methods
+    """A primary whose first read succeeds, and whose session psycopg then closes at the read's end (the rollback
+    met the server gone) - the loss is found after the read, not by a read that fails."""
+
+    def read_shards_info(self, conn, **_read_args):
+        if conn is self.primary:
+            conn.close()
+            return {"converged": False, "queues": {}, "warnings": []}
+        return {"converged": True, "queues": {}, "warnings": []}
+
+
+def test_a_session_that_ended_after_a_read_is_a_lost_connection_the_wait_reports(monkeypatch):
+    bed = EndedAfterRead(monkeypatch)
+
+    info = shards_info_wait.wait_for_shards_info(bed.primary, "converged", 30, 0.0, reconnect=bed.reopen)
+
+    assert_reconnected(info)
+    [warning] = [text for text in info["warnings"] if "reconnected" in text]
+    assert "(the server ended the session after the last read)" in warning
+    assert "the wait reconnected after 1 attempt(s)" in warning
+    assert info["polls"] == 2 and bed.opened == [bed.promoted]
+
+
 # -- poll_until: the one wait of the module and of the action plugin ---------------------------------------------
 
 class Lost(Exception):
