@@ -84,12 +84,26 @@ def test_the_heat_map_holds_the_tables_numbers():
 
 def test_the_fleet_chart_holds_the_tables_numbers_and_marks_a_busy_machine():
     series = charts.fleet_series(run_of("20261201T175356Z.json").results("fleet")[18])
-    # docs/performance.md section 6: 3 hosts, 1 queue: role 52.5 s, floor 12.6 s; 6 hosts: 251.8 s; busy 0.9-1.0.
+    # docs/performance-history.md, 0.2.0: 3 hosts, 1 queue: role 52.5 s, floor 12.6 s; 6 hosts: 251.8 s; busy 0.9-1.0.
     role = {point.hosts: point for point in series[("role", 1)]}
     floor = {point.hosts: point for point in series[("floor", 1)]}
     assert (round(role[3].seconds, 1), round(role[6].seconds, 1), round(floor[3].seconds, 1)) == (52.5, 251.8, 12.6)
-    assert role[3].saturated and charts.FleetPoint(3, 10.0, 0.5).saturated is False
-    assert charts.FleetPoint(3, 10.0, None).saturated is False
+    assert not role[3].counted and charts.FleetPoint(3, 10.0, 0.5).counted
+    assert not charts.FleetPoint(3, 10.0, 0.5, complete=False).counted
+
+
+def test_the_fleet_chart_says_why_its_hollow_markers_do_not_count():
+    run = run_of("20261202T192542Z.json")
+    # docs/performance.md section 6: no cell of the 0.3.0 run counts; the 24-host runs did not complete (rc 2).
+    series = charts.fleet_series(run.results("fleet")[18])
+    assert not any(point.counted for points in series.values() for point in points)
+    assert {point.hosts for point in series[("role", 1)] if not point.complete} == {24}
+    texts = [element.text for element in ElementTree.fromstring(charts.fleet_chart(run)).iter()
+             if element.tag.endswith("text")]
+    note = " ".join(text for text in texts if text)
+    assert "Hollow: not counted" in note and "measures the overload, not the playbook" in note
+    assert "the 24-host runs did not complete" in note
+    assert charts.uncounted_note([charts.FleetPoint(3, 10.0, 0.5)]) == []
 
 
 def test_the_latency_chart_holds_the_tables_numbers():
