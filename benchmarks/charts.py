@@ -3,8 +3,10 @@
     python -m benchmarks charts            # write docs/images/*.svg from the newest JSON of each suite
     python -m benchmarks charts --check    # exit 1 when a chart in docs/images is not what the JSON gives
 
-Each chart reads the newest run (by ``started_at``) that holds its suite, so
-a new run of one suite redraws its chart and leaves the others as they are:
+Each chart reads the newest recorded run (by ``started_at``) that holds its
+suite - a run .gitignore names, CONTRIBUTING.md: Record a benchmark run - so
+recording a run of one suite redraws its chart and leaves the others as they
+are, and a scratch run redraws nothing:
 
 - shard-choice-gain.svg: the shard_choice matrix as a heat map, enqueue
   throughput gain over S=1 per path, producers N and shard count S;
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -73,9 +76,22 @@ def newest_per_suite(runs: Iterable[Run]) -> dict[str, Run]:
     return newest
 
 
+def recorded(paths: list[Path]) -> list[Path]:
+    """The recorded runs among ``paths``: those .gitignore does not ignore (benchmarks/results keeps scratch runs
+    too, which redraw nothing). Outside a git checkout, all of them."""
+    if not paths:
+        return paths
+    check = subprocess.run(["git", "check-ignore", "--stdin"], cwd=paths[0].parent, capture_output=True, text=True,
+                           input="\n".join(str(path) for path in paths), check=False)
+    if check.returncode not in (0, 1):  # not a git checkout
+        return paths
+    ignored = set(check.stdout.splitlines())
+    return [path for path in paths if str(path) not in ignored]
+
+
 def load_runs(results_dir: Path) -> list[Run]:
     runs = []
-    for path in sorted(results_dir.glob("*.json")):
+    for path in recorded(sorted(results_dir.glob("*.json"))):
         report = json.loads(path.read_text(encoding="utf-8"))
         runs.append(Run(path, datetime.datetime.fromisoformat(report["started_at"]), report))
     return runs

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import subprocess
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -71,10 +72,22 @@ def test_each_suite_is_drawn_from_its_newest_run(tmp_path):
     assert newest == {"impact": older, "fleet": newer}
 
 
+def test_a_scratch_run_redraws_nothing(tmp_path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("/results/*\n!/results/recorded.json\n", encoding="utf-8")
+    results = tmp_path / "results"
+    results.mkdir()
+    paths = [results / "recorded.json", results / "scratch.json"]
+    assert charts.recorded(paths) == [results / "recorded.json"]
+    outside = tmp_path.parent / f"{tmp_path.name}-not-a-checkout"
+    outside.mkdir()
+    assert charts.recorded([outside / "run.json"]) == [outside / "run.json"]
+
+
 def test_the_heat_map_holds_the_tables_numbers():
     result = run_of("20261201T-shard-choice.json").results("shard_choice")[17]
     grid = {(cell.producers, cell.shards): cell for cell in charts.gain_grid(result, "insert")}
-    # docs/performance.md, "Shard choice, PostgreSQL 17": insert, 1 producer 155 jobs/s at S=1; 16 producers x1.64 at S=8.
+    # docs/performance.md section 5 and the run's tables (--tables): PG 17, insert, 1 producer 155 jobs/s at S=1; 16 x1.64 at S=8.
     assert round(grid[(1, 1)].jobs_per_s) == 155 and grid[(1, 1)].gain is None
     assert round(grid[(16, 8)].gain, 2) == 1.64
     assert charts.cell_label(grid[(16, 8)]) == "x1.64" and charts.cell_label(grid[(1, 1)]) == "155/s"
