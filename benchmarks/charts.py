@@ -3,14 +3,17 @@
     python -m benchmarks charts            # write docs/images/*.svg from the newest JSON of each suite
     python -m benchmarks charts --check    # exit 1 when a chart in docs/images is not what the JSON gives
 
-Each chart reads the newest run (by ``started_at``) that holds its suite, so
-a new run of one suite redraws its chart and leaves the others as they are:
+Each chart reads the newest recorded run (by ``started_at``) that holds its
+suite - a run .gitignore names, CONTRIBUTING.md: Record a benchmark run - so
+recording a run of one suite redraws its chart and leaves the others as they
+are, and a scratch run redraws nothing:
 
 - shard-choice-gain.svg: the shard_choice matrix as a heat map, enqueue
   throughput gain over S=1 per path, producers N and shard count S;
 - fleet-time.svg: the change window's time against producer hosts, the role
-  beside the floor, per queue count (a hollow marker: the machine was busy
-  0.8 or more of the run, so the cell measures the overload);
+  beside the floor, per queue count; a hollow marker is a cell that does not
+  count (the machine was busy 0.8 or more of a run, so its time measures the
+  overload, or a run did not complete), and the chart says so under its axis;
 - producer-latency.svg: the producers' enqueue latency (p99 and p50) in the
   window around the switch, per arm of the producer impact suite.
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import subprocess
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -72,9 +76,22 @@ def newest_per_suite(runs: Iterable[Run]) -> dict[str, Run]:
     return newest
 
 
+def recorded(paths: list[Path]) -> list[Path]:
+    """The recorded runs among ``paths``: those .gitignore does not ignore (benchmarks/results keeps scratch runs
+    too, which redraw nothing). Outside a git checkout, all of them."""
+    if not paths:
+        return paths
+    check = subprocess.run(["git", "check-ignore", "--stdin"], cwd=paths[0].parent, capture_output=True, text=True,
+                           input="\n".join(str(path) for path in paths), check=False)
+    if check.returncode not in (0, 1):  # not a git checkout
+        return paths
+    ignored = set(check.stdout.splitlines())
+    return [path for path in paths if str(path) not in ignored]
+
+
 def load_runs(results_dir: Path) -> list[Run]:
     runs = []
-    for path in sorted(results_dir.glob("*.json")):
+    for path in recorded(sorted(results_dir.glob("*.json"))):
         report = json.loads(path.read_text(encoding="utf-8"))
         runs.append(Run(path, datetime.datetime.fromisoformat(report["started_at"]), report))
     return runs
@@ -180,13 +197,17 @@ def shard_choice_chart(run: Run) -> str:
 
 @dataclass(frozen=True)
 class FleetPoint:
+    """One kind's median seconds in one cell, and the cell's verdict (fleet_report.median_cells)."""
+
     hosts: int
     seconds: float
-    busy: float | None
+    busy: float  # the busiest run of the cell, role or floor
+    complete: bool = True
 
     @property
-    def saturated(self) -> bool:
-        return self.busy is not None and self.busy >= SATURATED
+    def counted(self) -> bool:
+        """As the suite's tables count a cell: every run complete, and the machine busy under SATURATED in each."""
+        return self.complete and self.busy < SATURATED
 
 
 def fleet_series(result: dict) -> dict[tuple[str, int], list[FleetPoint]]:
@@ -197,9 +218,22 @@ def fleet_series(result: dict) -> dict[tuple[str, int], list[FleetPoint]]:
         if cell_config != config:
             continue
         for kind in fleet_report.KINDS:
-            values = summary[kind]
-            series.setdefault((kind, queues), []).append(FleetPoint(hosts, values["total"], values["machine_busy"]))
+            series.setdefault((kind, queues), []).append(
+                FleetPoint(hosts, summary[kind]["total"], summary["busy"], summary["complete"]))
     return series
+
+
+def uncounted_note(points: Iterable[FleetPoint]) -> list[str]:
+    """Why the hollow markers do not count, in the chart's own words (nothing when every cell counts)."""
+    uncounted = [point for point in points if not point.counted]
+    if not uncounted:
+        return []
+    incomplete = sorted({point.hosts for point in uncounted if not point.complete})
+    note = [f"Hollow: not counted - the machine (controller, database and hosts alike) was busy {SATURATED:g} or more "
+            "of the run,",
+            "so its time measures the overload, not the playbook"
+            + (f"; the {' and '.join(map(str, incomplete))}-host runs did not complete." if incomplete else ".")]
+    return note
 
 
 def fleet_chart(run: Run) -> str:
@@ -209,6 +243,8 @@ def fleet_chart(run: Run) -> str:
     queue_counts = sorted({queues for dummy, queues in series})
     host_counts = sorted({point.hosts for points in series.values() for point in points})
     longest = max(point.seconds for points in series.values() for point in points)
+    points = [point for series_points in series.values() for point in series_points]
+    note = uncounted_note(points)
     left, top, plot_w, plot_h = 70, 60, 460, 300
     y_ticks = svg.ticks(0, longest)
     x = svg.Scale(0, max(host_counts), left, left + plot_w)
@@ -229,9 +265,9 @@ def fleet_chart(run: Run) -> str:
         for kind, shape, dash in (("role", "circle", None), ("floor", "square", "6 4")):
             points = series.get((kind, queues), [])
             body.append(svg.polyline([(x(p.hosts), y(p.seconds)) for p in points], colour, dash=dash))
-            body += [svg.marker(x(p.hosts), y(p.seconds), shape, colour, not p.saturated,
-                                f"{kind}, {queues} queues, {p.hosts} hosts: {p.seconds:.1f} s"
-                                + (f", machine busy {p.busy:.2f}" if p.busy is not None else ""))
+            body += [svg.marker(x(p.hosts), y(p.seconds), shape, colour, p.counted,
+                                f"{kind}, {queues} queues, {p.hosts} hosts: {p.seconds:.1f} s, machine busy "
+                                f"{p.busy:.2f}" + ("" if p.complete else ", did not complete"))
                      for p in points]
     legend_x, legend_y = left + plot_w + 24, top + 6
     for index, queues in enumerate(queue_counts):
@@ -246,9 +282,9 @@ def fleet_chart(run: Run) -> str:
              svg.marker(legend_x + 11, key_y + 20, "square", svg.INK),
              svg.text(legend_x + 28, key_y + 24, "the floor (bare playbook)", 11),
              svg.marker(legend_x + 11, key_y + 42, "circle", svg.INK, filled=False),
-             svg.text(legend_x + 28, key_y + 46, f"machine busy >= {SATURATED:g}:", 11),
-             svg.text(legend_x + 28, key_y + 60, "measures the overload", 11)]
-    return svg.document(legend_x + 190, top + plot_h + 50,
+             svg.text(legend_x + 28, key_y + 46, "not counted (below)", 11)]
+    body += [svg.text(12, top + plot_h + 58 + index * 15, line, 11) for index, line in enumerate(note)]
+    return svg.document(legend_x + 190, top + plot_h + 50 + 15 * len(note) + (8 if note else 0),
                         "A change window at fleet scale: time against producer hosts",
                         f"Wall time of the change-window playbook (the role) and of the floor, per queue count, against "
                         f"the number of producer hosts. Source: {run.source()}.", body)

@@ -27,13 +27,11 @@ while [ $# -gt 0 ]; do
         *) echo "usage: bash hack/demo.sh [--python X.Y]" >&2; exit 2 ;;
     esac
 done
-# The venv of the chosen Python and ansible-core, prepared before the run's environment is built on it.
-AWA_OPS_VENV=$(bash "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh" demo "$python_version")
-AWA_DEMO_PYTHON=$("$AWA_OPS_VENV/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')
-export AWA_OPS_VENV AWA_DEMO_PYTHON
-
+# The venv of the chosen Python (none: the newest found) and its newest ansible-core.
+export AWA_DEMO_PYTHON=$python_version
 # shellcheck source=hack/env.sh
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" demo
+AWA_DEMO_PYTHON=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 
 state="$work/testbed"
 stop_testbed() {

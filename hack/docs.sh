@@ -2,14 +2,16 @@
 # The collection's docs site: the plugin and role docs rendered by antsibull-docs
 # with the guides of docs/ (docs/docsite/extra-docs.yml), built by Sphinx.
 #
-#     bash hack/docs.sh rst     # after editing docs/*.md: regenerate docs/docsite/rst/
 #     bash hack/docs.sh build   # build the site into docs-site/ (open docs-site/build/html/index.html)
-#     bash hack/docs.sh check   # what hack/test.sh docs runs: rst up to date, antsibull-docs
-#                               # lint-collection-docs --plugin-docs, a site build without warnings
+#     bash hack/docs.sh check   # what hack/test.sh docs runs: antsibull-docs lint-collection-docs
+#                               # --plugin-docs, and a site build without warnings
+#     bash hack/docs.sh rst     # only write docs/docsite/rst/ (build, check and hack/build.sh do it first)
 #
-# docs/*.md are the source (GitHub and Galaxy show them); docs/docsite/rst/*.rst
-# are generated from them with pandoc (hack/md_to_rst.lua) for antsibull-docs,
-# which reads only RST. Everything runs offline.
+# docs/*.md are the one source of each guide (GitHub and Galaxy show them).
+# antsibull-docs reads only RST, from docs/docsite/rst/ of the collection
+# (docs/docsite/extra-docs.yml names the pages), so that folder is generated
+# from them with pandoc (hack/md_to_rst.lua) whenever the site or the artifact
+# is built, and is not committed (.gitignore). Everything runs offline.
 set -euo pipefail
 
 mode=${1:-check}
@@ -26,7 +28,7 @@ write_rst() {
     for source in docs/*.md; do
         page=$(basename "$source" .md)
         {
-            echo "..  Generated from docs/$page.md by hack/docs.sh rst: edit that file, not this one."
+            echo "..  Generated from docs/$page.md by hack/docs.sh: edit that file, not this one."
             echo
             echo ".. _ansible_collections.awa.operations.docsite.$page:"
             echo
@@ -36,12 +38,10 @@ write_rst() {
     done
 }
 
-check_rst_current() {
-    write_rst "$work/rst"
-    if ! diff -ru "$rst_dir" "$work/rst"; then
-        echo "docs/docsite/rst/ is not generated from the current docs/*.md: run bash hack/docs.sh rst"
-        return 1
-    fi
+# The guides as the collection carries them: docs/docsite/rst/ written afresh.
+generate_rst() {
+    rm -rf "$rst_dir"
+    write_rst "$rst_dir"
 }
 
 # ansible_inventory FILE: an intersphinx inventory of the Ansible docs pages the
@@ -89,16 +89,16 @@ PYTHON
 
 case "$mode" in
     rst)
-        rm -rf "$rst_dir"
-        write_rst "$rst_dir"
+        generate_rst
         echo "wrote $rst_dir from docs/*.md"
         ;;
     build)
+        generate_rst
         build_site "$root/docs-site"
         echo "open $root/docs-site/build/html/index.html"
         ;;
     check)
-        check_rst_current
+        generate_rst
         antsibull-docs lint-collection-docs --plugin-docs "$root"
         build_site "$work/docs-site" > "$work/docs-site.log" 2>&1 || { cat "$work/docs-site.log"; exit 1; }
         echo "docs site built without warnings ($(find "$work/docs-site/build/html" -name '*.html' | wc -l) pages)"

@@ -13,7 +13,8 @@
 # stage_collection copies the checkout to $stage for ansible-test; with_core
 # runs a command on another ansible-core of the matrix (hack/matrix.sh).
 # KIND test and integration prepare the whole matrix, demo the demo's venv
-# (hack/bootstrap.sh demo), the others (bench, ...) only the project venv.
+# (hack/bootstrap.sh demo, which picks the Python), the others (bench, ...)
+# only the project venv.
 # shellcheck shell=bash
 
 run_kind=${1:?"usage: source hack/env.sh KIND"}
@@ -24,8 +25,9 @@ source "$root/hack/matrix.sh"
 
 case "$run_kind" in
     test|integration) bash hack/bootstrap.sh all >/dev/null ;;
-    # The demo's venv runs the Python hack/demo.sh chose (AWA_DEMO_PYTHON; AWA_OPS_VENV names its venv).
-    demo) bash hack/bootstrap.sh demo "${AWA_DEMO_PYTHON:-}" >/dev/null ;;
+    # The demo's venv (hack/demo.sh, hack/quick-start-bed.sh): on Python $AWA_DEMO_PYTHON when set, else the
+    # newest of the matrix found, with the newest ansible-core that runs on it; bootstrap prints which venv.
+    demo) venv=$(bash hack/bootstrap.sh demo "${AWA_DEMO_PYTHON:-}" | tail -n 1); export AWA_OPS_VENV=$venv ;;
     *) bash hack/bootstrap.sh project >/dev/null ;;
 esac
 # The matrix's interpreters come before anything else named pythonX.Y (pyenv

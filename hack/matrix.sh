@@ -1,5 +1,5 @@
 # The tested matrix, sourced by hack/bootstrap.sh and hack/env.sh (the README's
-# "Tested with" table says the same; change both together).
+# "Supported versions" table says the same; change both together).
 # shellcheck shell=bash disable=SC2034
 
 # ansible-core releases, newest first, with the Python each runs on here and

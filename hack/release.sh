@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# Make a release (README: Versioning and releases):
+# Make a release (CONTRIBUTING.md: Make a release):
 #
-#     bash hack/release.sh 0.3.0
+#     bash hack/release.sh 0.4.0
 #
-# Needs `version: VERSION` in galaxy.yml and changelogs/fragments/VERSION.yml
-# with a release_summary, and nothing else changed in the working tree (the
-# release commit holds exactly what was tested). antsibull-changelog moves
-# every fragment into changelogs/changelog.yaml with today's date (UTC) and
-# writes CHANGELOG.md; this commits galaxy.yml, changelogs/ and CHANGELOG.md
-# as "Release VERSION" and tags that commit vVERSION (annotated). Nothing is
-# pushed: review with `git show`, then push the commit and the tag. To undo
-# before pushing: git tag -d vVERSION && git reset --hard HEAD~1.
+# Needs `version: VERSION` in galaxy.yml (main names the next version once a
+# release is out), changelogs/fragments/VERSION.yml with a release_summary,
+# the releases before it recorded as they should be (hack/release_record.py),
+# and nothing else changed in the working tree (the release commit holds
+# exactly what was tested). antsibull-changelog moves every fragment into
+# changelogs/changelog.yaml with today's date (UTC) and writes CHANGELOG.md;
+# this commits galaxy.yml, changelogs/ and CHANGELOG.md as "Release VERSION" -
+# the line every clone finds the release by - and tags that commit vVERSION
+# (annotated, for the push). Then it commits galaxy.yml naming the next minor
+# version, so an artifact built from main never calls itself a release. Nothing
+# is pushed: review with `git log -2 -p`, then push the commits and the tag. To
+# undo before pushing: git tag -d vVERSION && git reset --hard HEAD~2.
 set -euo pipefail
 
 version=${1:?"usage: bash hack/release.sh VERSION"}
@@ -25,6 +29,7 @@ grep -qx "version: $version" galaxy.yml || refuse "galaxy.yml does not say 'vers
 grep -qs '^release_summary:' "changelogs/fragments/$version.yml" \
     || refuse "changelogs/fragments/$version.yml needs a release_summary: add it first"
 git rev-parse -q --verify "refs/tags/$tag" >/dev/null && refuse "the tag $tag exists already"
+python hack/release_record.py >/dev/null || refuse "the releases before $version are not recorded as they should be (above)"
 others=$(git status --porcelain --untracked-files=all -- . "${release_paths[@]/#/:!}")
 [ -z "$others" ] || refuse "the working tree has changes outside ${release_paths[*]} (commit or stash them, so the release
 commit holds what was tested):
@@ -42,6 +47,14 @@ if [ "$committed" != "$date" ]; then
          "was made; undo with git reset --hard HEAD~1 and run it again" >&2
     exit 1
 fi
+python hack/release_record.py >/dev/null   # the release as every clone will see it, before the tag
 git tag -a "$tag" -m "awa.operations $version"
-echo "Released $version: commit $(git rev-parse --short HEAD) 'Release $version', tag $tag. Review (git show $tag)," \
-     "then push both (git push origin HEAD $tag) and publish the artifact (ansible-galaxy collection build)."
+
+# main names the next version from now on (a patch release instead: set it by hand before releasing).
+IFS=. read -r major minor _ <<<"$version"
+next="$major.$((minor + 1)).0"
+sed -i "s/^version: $version\$/version: $next/" galaxy.yml
+git commit -q -m "galaxy.yml names the next version, $next ($version is released)" -- galaxy.yml
+echo "Released $version: commit $(git rev-parse --short "$tag^{commit}") 'Release $version', tag $tag; then galaxy.yml" \
+     "says $next. Review (git log -2 -p), push the commits and the tag (git push origin HEAD $tag), and publish" \
+     "the artifact of the tag (CONTRIBUTING.md: Make a release)."

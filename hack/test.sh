@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's one test command. From a fresh clone on a fresh machine (as
-# root for the molecule and functional steps' system packages, see README):
+# root for the molecule and functional steps' system packages, see CONTRIBUTING.md):
 #
 #     bash hack/test.sh                      # every step
 #     bash hack/test.sh --long               # every step, with the long soak
@@ -160,14 +160,12 @@ step_types() { mypy; }
 
 step_docs() { bash hack/docs.sh check; }
 
-# The artifact Galaxy would receive: build it once for the importer and ee steps.
+# The artifact Galaxy would receive (hack/build.sh: the guides' RST generated, then built): once for the
+# importer and ee steps.
 artifact=
 build_artifact() {
     [ -n "$artifact" ] && return
-    local out="$work/build"
-    mkdir -p "$out"
-    ansible-galaxy collection build --output-path "$out" --force >/dev/null
-    artifact=$(ls "$out"/awa-operations-*.tar.gz)
+    artifact=$(bash hack/build.sh "$work/build")
 }
 
 step_importer() {

@@ -3,6 +3,11 @@
     up --state DIR [--major 18] [--apps 2] [--queue demo] [--handler-ms 0]
                         PostgreSQL + a least-privilege Awa database + N Awa
                         applications under supervisord; writes DIR/state.json
+    quick-start --state DIR
+                        what README.md's quick start assumes (database awa,
+                        queue orders, role awa_runtime, awa-app-1 and
+                        awa-app-2 under supervisord); prints the export lines
+                        for libpq and a PATH with its supervisorctl
     status --state DIR [--settled SECONDS [--wait SECONDS]]
                         programs, live runtimes, the queue's shard count, jobs
     enqueue --state DIR --count N [--failing] [--max-attempts M]
@@ -41,7 +46,7 @@ import signal
 import sys
 from pathlib import Path
 
-from . import deadlock, environment, hosts, lifecycle, producer, rootfs
+from . import deadlock, environment, hosts, lifecycle, producer, quick_start, rootfs
 from .jobs import FAILING_TAG_PREFIX
 from .status import status
 
@@ -76,6 +81,8 @@ def build_parser() -> argparse.ArgumentParser:
     starter.add_argument("--queue", default="demo")
     starter.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second per application")
     starter.add_argument("--handler-ms", type=int, default=0, help="time each job takes in the workers")
+    readme = commands.add_parser("quick-start", help="what README.md's quick start assumes; prints its export lines")
+    readme.add_argument("--state", type=Path, required=True, help="folder for state.json, logs and sockets")
     reporter = commands.add_parser("status", help="what the installation is doing")
     reporter.add_argument("--state", type=Path, required=True)
     reporter.add_argument("--settled", type=float, help="also check the jobs enqueued more than this many seconds ago")
@@ -156,6 +163,9 @@ def main(argv: list[str] | None = None) -> int:
                                handler_ms=args.handler_ms)
         print(f"PostgreSQL {state['major']} on port {state['server']['port']}, database {state['database']}, "
               f"applications {', '.join(state['programs'])}; state in {args.state}/state.json")
+        return 0
+    if args.command == "quick-start":
+        print("\n".join(quick_start.up(args.state)))
         return 0
     if args.command == "status":
         print("\n".join(status(args.state, args.settled, args.wait)))

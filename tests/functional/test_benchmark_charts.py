@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import subprocess
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -71,10 +72,22 @@ def test_each_suite_is_drawn_from_its_newest_run(tmp_path):
     assert newest == {"impact": older, "fleet": newer}
 
 
+def test_a_scratch_run_redraws_nothing(tmp_path):
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / ".gitignore").write_text("/results/*\n!/results/recorded.json\n", encoding="utf-8")
+    results = tmp_path / "results"
+    results.mkdir()
+    paths = [results / "recorded.json", results / "scratch.json"]
+    assert charts.recorded(paths) == [results / "recorded.json"]
+    outside = tmp_path.parent / f"{tmp_path.name}-not-a-checkout"
+    outside.mkdir()
+    assert charts.recorded([outside / "run.json"]) == [outside / "run.json"]
+
+
 def test_the_heat_map_holds_the_tables_numbers():
     result = run_of("20261201T-shard-choice.json").results("shard_choice")[17]
     grid = {(cell.producers, cell.shards): cell for cell in charts.gain_grid(result, "insert")}
-    # docs/performance.md, "Shard choice, PostgreSQL 17": insert, 1 producer 155 jobs/s at S=1; 16 producers x1.64 at S=8.
+    # docs/performance.md section 5 and the run's tables (--tables): PG 17, insert, 1 producer 155 jobs/s at S=1; 16 x1.64 at S=8.
     assert round(grid[(1, 1)].jobs_per_s) == 155 and grid[(1, 1)].gain is None
     assert round(grid[(16, 8)].gain, 2) == 1.64
     assert charts.cell_label(grid[(16, 8)]) == "x1.64" and charts.cell_label(grid[(1, 1)]) == "155/s"
@@ -84,12 +97,26 @@ def test_the_heat_map_holds_the_tables_numbers():
 
 def test_the_fleet_chart_holds_the_tables_numbers_and_marks_a_busy_machine():
     series = charts.fleet_series(run_of("20261201T175356Z.json").results("fleet")[18])
-    # docs/performance.md section 6: 3 hosts, 1 queue: role 52.5 s, floor 12.6 s; 6 hosts: 251.8 s; busy 0.9-1.0.
+    # docs/performance-history.md, 0.2.0: 3 hosts, 1 queue: role 52.5 s, floor 12.6 s; 6 hosts: 251.8 s; busy 0.9-1.0.
     role = {point.hosts: point for point in series[("role", 1)]}
     floor = {point.hosts: point for point in series[("floor", 1)]}
     assert (round(role[3].seconds, 1), round(role[6].seconds, 1), round(floor[3].seconds, 1)) == (52.5, 251.8, 12.6)
-    assert role[3].saturated and charts.FleetPoint(3, 10.0, 0.5).saturated is False
-    assert charts.FleetPoint(3, 10.0, None).saturated is False
+    assert not role[3].counted and charts.FleetPoint(3, 10.0, 0.5).counted
+    assert not charts.FleetPoint(3, 10.0, 0.5, complete=False).counted
+
+
+def test_the_fleet_chart_says_why_its_hollow_markers_do_not_count():
+    run = run_of("20261202T192542Z.json")
+    # docs/performance.md section 6: no cell of the 0.3.0 run counts; the 24-host runs did not complete (rc 2).
+    series = charts.fleet_series(run.results("fleet")[18])
+    assert not any(point.counted for points in series.values() for point in points)
+    assert {point.hosts for point in series[("role", 1)] if not point.complete} == {24}
+    texts = [element.text for element in ElementTree.fromstring(charts.fleet_chart(run)).iter()
+             if element.tag.endswith("text")]
+    note = " ".join(text for text in texts if text)
+    assert "Hollow: not counted" in note and "measures the overload, not the playbook" in note
+    assert "the 24-host runs did not complete" in note
+    assert charts.uncounted_note([charts.FleetPoint(3, 10.0, 0.5)]) == []
 
 
 def test_the_latency_chart_holds_the_tables_numbers():

@@ -1,33 +1,35 @@
 """The README's quick start, run as written, and the output it shows, held against what the run prints.
 
-The section "Quick start" of README.md shows files to paste into an empty
-directory (each a YAML block whose first line is ``# <file name>``), the
-commands to run there (each a bash block holding one ``ansible-playbook``
-line) and, after each command, what it prints (the next ``text`` block).
-This test writes the files into an empty directory and runs the commands as
-they are written, in order, on what the quick start describes:
+The section "Quick start" of README.md names the command that brings up what
+it assumes on this machine (``bash hack/quick-start-bed.sh up``, and ``down``),
+shows files to paste into an empty directory (each a YAML block whose first
+line is ``# <file name>``) and the commands to run there (each a bash block
+holding one ``ansible-playbook`` line); what each command prints is shown in
+docs/transcripts/quick-start.md, under the same command. This test runs the
+README's bed command as written, writes the files into an empty directory and
+runs the commands as they are written, in order, in a shell given the export
+lines the bed printed:
 
-- the database, given to libpq by the section's ``export`` line: the test
-  bed's (PostgreSQL 18, the real Awa 0.6.9 schema, database ``awa`` with the
-  roles ``awa_owner`` and ``awa_migrator``), with the role ``awa_runtime``
-  the README names, of which the applications' login role is a member;
+- the database: PostgreSQL 18, the real Awa 0.6.9 schema, database ``awa``
+  with the roles ``awa_owner``, ``awa_migrator`` and ``awa_runtime``, of which
+  the applications' login role is a member;
 - the producer host: this machine, running the Awa applications ``awa-app-1``
   and ``awa-app-2`` (worker runtimes that also enqueue into ``orders``)
-  under the test bed's supervisord, and a ``supervisorctl`` first on PATH
-  that talks to it, as an installed supervisord's would;
+  under supervisord, and a ``supervisorctl`` first on PATH that talks to it,
+  as an installed supervisord's would;
 - the collection: this checkout, where the README installs it from Galaxy.
 
 It fails when a command fails, when the change did not happen (the count,
-the restarts), or when an output the README shows is not what the command
+the restarts), or when an output the transcript shows is not what the command
 printed, once what differs from run to run is normalised (times and
 durations, pids, ids, ports, the readings of the live queue, the progress
 lines of the waits). The outputs are shown as a user sees them: stderr
 interleaved with stdout, the collection under ~/.ansible/collections and
 the directory as ~/awa-quick-start.
 
-After a change to what the role prints, refresh the README's outputs with
+After a change to what the role prints, refresh the transcript with
 ``bash hack/readme.sh`` (this test with AWA_README_REFRESH=1: it writes what
-the commands printed into README.md instead of comparing).
+the commands printed into docs/transcripts/quick-start.md instead of comparing).
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from psycopg import sql
 
 from awa_testbed import environment
 from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabase
@@ -53,12 +56,14 @@ from rollout_support import program_pids
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
+TRANSCRIPT = REPO / "docs" / "transcripts" / "quick-start.md"
 SECTION = "## Quick start"
+BED = "bash hack/quick-start-bed.sh"
 REFRESH = os.environ.get("AWA_README_REFRESH") == "1"
 # What the README's paths stand for: the directory of the quick start and the collection installed from Galaxy.
 SHOWN_DIRECTORY = "~/awa-quick-start"
 SHOWN_COLLECTIONS = "~/.ansible/collections/ansible_collections/awa/operations/"
-# The variables the README's export line gives libpq, and that this test gives it instead.
+# The variables the README's export line gives libpq, and that the bed's export line gives it instead.
 LIBPQ_VARIABLES = ("PGHOST", "PGPORT", "PGPASSWORD")
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.DOTALL | re.MULTILINE)
@@ -76,7 +81,8 @@ class Block:
 class QuickStart:
     files: dict[str, str]  # name -> content
     exports: list[str]  # the export lines
-    runs: list[tuple[str, Block]]  # command line -> the block showing its output
+    bed: dict[str, str]  # up, down -> the command line
+    commands: list[str]  # the ansible-playbook command lines
 
 
 def section(readme: str) -> tuple[int, int]:
@@ -85,29 +91,43 @@ def section(readme: str) -> tuple[int, int]:
     return start, following if following >= 0 else len(readme)
 
 
-def blocks(readme: str) -> list[Block]:
-    start, end = section(readme)
+def blocks(text: str, start: int = 0, end: int | None = None) -> list[Block]:
     return [Block(match.group(1), match.group(2), match.start(2), match.end(2))
-            for match in FENCE.finditer(readme, start, end)]
+            for match in FENCE.finditer(text, start, len(text) if end is None else end)]
+
+
+def command_lines(block: Block) -> list[str]:
+    """A bash block's commands: its lines that are not blank or a comment, each without its trailing comment."""
+    lines = [line for line in block.text.splitlines() if line.strip() and not line.startswith("#")]
+    return [re.sub(r"\s+#.*$", "", line) if line.startswith(BED) else line for line in lines]
 
 
 def quick_start(readme: str) -> QuickStart:
-    """The files, the export lines and the commands with their shown outputs, in the README's order."""
-    found = blocks(readme)
-    files, exports, runs = {}, [], []
-    for index, block in enumerate(found):
+    """The files, the export lines, the bed's commands and the ansible-playbook commands, in the README's order."""
+    files, exports, bed, commands = {}, [], {}, []
+    for block in blocks(readme, *section(readme)):
         first_line = block.text.split("\n", 1)[0]
         if block.language == "yaml" and re.fullmatch(r"# [\w./-]+\.ya?ml", first_line):
             files[first_line[2:]] = block.text
         elif block.language == "bash":
-            commands = [line for line in block.text.splitlines() if line.strip() and not line.startswith("#")]
-            exports += [line for line in commands if line.startswith("export ")]
-            if len(commands) == 1 and commands[0].startswith("ansible-playbook "):
-                shown = found[index + 1] if index + 1 < len(found) else None
-                assert shown is not None and shown.language == "text", \
-                    f"{commands[0]!r} is not followed by a text block of what it prints"
-                runs.append((commands[0], shown))
-    return QuickStart(files, exports, runs)
+            lines = command_lines(block)
+            exports += [line for line in lines if line.startswith("export ")]
+            bed.update((line.split()[-1], line) for line in lines if line.startswith(BED + " "))
+            if len(lines) == 1 and lines[0].startswith("ansible-playbook "):
+                commands.append(lines[0])
+    return QuickStart(files, exports, bed, commands)
+
+
+def transcript(text: str) -> dict[str, Block]:
+    """command line -> the text block showing what it prints (the block after the command's bash block)."""
+    found, shown = blocks(text), {}
+    for index, block in enumerate(found):
+        if block.language == "bash" and len(command_lines(block)) == 1:
+            following = found[index + 1] if index + 1 < len(found) else None
+            assert following is not None and following.language == "text", \
+                f"{block.text.strip()!r} is not followed by a text block of what it prints"
+            shown[command_lines(block)[0]] = following
+    return shown
 
 
 # ---------------------------------------------------------------------------
@@ -160,101 +180,97 @@ def test_normalising_keeps_what_the_reader_relies_on():
         "-----\n")
 
 
-def test_the_quick_start_is_found_in_the_readme():
+def test_the_quick_start_is_found_in_the_readme_and_its_output_in_the_transcript():
     found = quick_start(README.read_text(encoding="utf-8"))
     assert set(found.files) == {"inventory.yml", "change_window.yml"}
-    assert [command for command, dummy in found.runs] == [
+    assert found.commands == [
         "ansible-playbook -i inventory.yml change_window.yml --check --diff",
         "ansible-playbook -i inventory.yml change_window.yml"]
+    assert found.bed == {"up": f"{BED} up", "down": f"{BED} down"}
     exported = {name for line in found.exports for name in re.findall(r"\b(PG[A-Z]+)=", line)}
-    assert exported == set(LIBPQ_VARIABLES), "the test gives libpq what the README's export line names"
+    assert exported == set(LIBPQ_VARIABLES), "the bed gives libpq what the README's export line names"
+    assert list(transcript(TRANSCRIPT.read_text(encoding="utf-8"))) == found.commands
 
 
 # ---------------------------------------------------------------------------
 # The run
 
 
-def supervisorctl_on_path(folder: Path, state: dict) -> Path:
-    """A folder holding ``supervisorctl`` for the test bed's supervisord (as /etc/supervisor's config would)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    program = folder / "supervisorctl"
-    program.write_text("#!/bin/sh\nexec " + shlex.join(state["supervisorctl"]) + ' "$@"\n', encoding="utf-8")
-    program.chmod(0o755)
-    return folder
-
-
-def awa_runtime_role(db: AwaDatabase, state: dict) -> None:
-    """The README's runtime role awa_runtime, of which the applications' login role is a member."""
-    with db.connect() as conn:
-        conn.execute("CREATE ROLE awa_runtime NOLOGIN")
-        for member in (*state["runtime_roles"], state["migrator"]):
-            conn.execute(sql.SQL("GRANT awa_runtime TO {}").format(sql.Identifier(member)))
-
-
-def user_environment(state: dict, bin_dir: Path) -> dict[str, str]:
-    """A user's shell: no test settings for Ansible, the exported libpq variables, this checkout's collection."""
+def bed_environment(exports: str) -> dict[str, str]:
+    """A user's shell after the bed's export lines: no test settings for Ansible or libpq, this checkout's
+    collection, and the Ansible of this test's venv (psycopg included) on PATH."""
     env = {name: value for name, value in os.environ.items() if not name.startswith(("ANSIBLE_", "PG"))}
-    login = state["login"]
-    env.update(PGHOST=login["login_host"], PGPORT=str(login["login_port"]), PGPASSWORD=login["login_password"],
-               ANSIBLE_COLLECTIONS_PATH=str(collections_path()),
-               PATH=os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ["PATH"]]))
-    return env
+    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections_path()),
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
+    shell = subprocess.run(["bash", "-c", exports + "\nenv -0"], env=env, capture_output=True, check=True)
+    exported = dict(entry.split("=", 1) for entry in shell.stdout.decode().split("\0") if "=" in entry)
+    assert set(LIBPQ_VARIABLES) <= set(exported) and exported["PATH"] != env["PATH"], exports
+    return exported
 
 
-def refreshed(readme: str, outputs: list[tuple[Block, str]]) -> str:
-    """The README with each shown output replaced by what was printed (from the end, so offsets hold)."""
+def refreshed(text: str, outputs: list[tuple[Block, str]]) -> str:
+    """The transcript with each shown output replaced by what was printed (from the end, so offsets hold)."""
     for block, printed in sorted(outputs, key=lambda pair: pair[0].start, reverse=True):
-        readme = readme[:block.start] + printed.rstrip("\n") + "\n" + readme[block.end:]
-    return readme
+        text = text[:block.start] + printed.rstrip("\n") + "\n" + text[block.end:]
+    return text
 
 
 @pytest.fixture(scope="module")
-def quick_start_bed():
-    """The test bed as the quick start describes it: database awa, queue orders, awa-app-1 and awa-app-2."""
-    with environment.temporary(major=18, apps=2, queue="orders", database="awa") as state_dir:
-        state = environment.load_state(state_dir)
-        db = AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
-        awa_runtime_role(db, state)
-        yield state_dir, state, db
+def quick_start_bed() -> Iterator[tuple[Path, dict[str, str]]]:
+    """What the quick start assumes, brought up by the README's own command; the shell its export lines make."""
+    bed = quick_start(README.read_text(encoding="utf-8")).bed
+    state_dir = Path(tempfile.mkdtemp(prefix="awa-quick-start-bed-"))
+    env = {**os.environ, "AWA_QUICK_START_BED": str(state_dir)}
+    try:
+        process = subprocess.run(shlex.split(bed["up"]), cwd=REPO, env=env, capture_output=True, text=True,
+                                 timeout=600, check=False)
+        assert process.returncode == 0, process.stdout + process.stderr
+        yield state_dir, bed_environment(process.stdout)
+    finally:
+        down = subprocess.run(shlex.split(bed["down"]), cwd=REPO, env=env, capture_output=True, text=True,
+                              timeout=300, check=False)
+    assert down.returncode == 0 and not state_dir.exists(), down.stdout + down.stderr
 
 
 # Three change windows with two rolling restarts each on a test bed of its own: longer than the default 600 s
 # when the machine is busy.
 @pytest.mark.timeout(1800)
 def test_the_quick_start_runs_as_written_and_prints_what_it_shows(quick_start_bed, tmp_path):
-    state_dir, state, db = quick_start_bed
-    readme = README.read_text(encoding="utf-8")
-    found = quick_start(readme)
+    state_dir, env = quick_start_bed
+    found = quick_start(README.read_text(encoding="utf-8"))
+    text = TRANSCRIPT.read_text(encoding="utf-8")
+    shown = transcript(text)
+    state = environment.load_state(state_dir)
+    db = AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
     directory = tmp_path / "awa-quick-start"
     directory.mkdir()
     for name, content in found.files.items():
         (directory / name).write_text(content, encoding="utf-8")
-    env = user_environment(state, supervisorctl_on_path(tmp_path / "bin", state))
     pids_before = program_pids(state_dir)
 
     outputs, differences = [], []
-    for command, shown in found.runs:
+    for command in found.commands:
         process = subprocess.run(shlex.split(command), cwd=directory, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, timeout=900, check=False)
         printed = as_shown(process.stdout, directory)
         assert process.returncode == 0, f"$ {command}\n{printed}"
-        outputs.append((shown, printed))
-        if normalised(printed) != normalised(shown.text):
+        outputs.append((shown[command], printed))
+        if normalised(printed) != normalised(shown[command].text):
             differences += [f"$ {command}", *difflib.unified_diff(
-                normalised(shown.text).splitlines(), normalised(printed).splitlines(), "README.md", "printed",
-                lineterm="")]
+                normalised(shown[command].text).splitlines(), normalised(printed).splitlines(),
+                "docs/transcripts/quick-start.md", "printed", lineterm="")]
 
     # What the README says the change did, and that a second run changes and restarts nothing.
     assert shard_counts(db)["orders"] == 8
     pids_after = program_pids(state_dir)
     assert all(pids_after[name] not in (None, pids_before[name]) for name in pids_after), (pids_before, pids_after)
-    again = subprocess.run(shlex.split(found.runs[-1][0]), cwd=directory, env=env, capture_output=True, text=True,
+    again = subprocess.run(shlex.split(found.commands[-1]), cwd=directory, env=env, capture_output=True, text=True,
                            timeout=900, check=False)
     assert again.returncode == 0 and re.search(r"localhost +: ok=\d+ +changed=0 ", again.stdout), again.stdout
     assert program_pids(state_dir) == pids_after
 
     if REFRESH:
-        README.write_text(refreshed(readme, outputs), encoding="utf-8")
+        TRANSCRIPT.write_text(refreshed(text, outputs), encoding="utf-8")
     else:
-        assert not differences, ("The README's quick start shows other output than its commands print; if the new "
-                                 "output is right, refresh it with: bash hack/readme.sh\n" + "\n".join(differences))
+        assert not differences, ("The quick start's transcript shows other output than its commands print; if the "
+                                 "new output is right, refresh it with: bash hack/readme.sh\n" + "\n".join(differences))

@@ -1,17 +1,20 @@
-"""Every release is a tag on the commit that released it, dated as the changelog says; hack/release.sh makes both.
+"""Every release is recorded where every clone of main sees it, and hack/release.sh records it so.
 
-No database. The first test reads this repository's history: each release's
-commit (the first that lists it in changelogs/changelog.yaml) says its version
-in galaxy.yml and is dated as the changelog says. The tags themselves are not
-read from this clone - a clone of a pushed branch holds none, and the test
-command lets no test skip - so the others run hack/release.sh in a copy of this
-checkout, with this checkout's venvs, and check the annotated tag it makes.
+No database. A release is the commit on this branch whose subject is
+``Release X.Y.Z``, the first whose changelogs/changelog.yaml lists it, with
+its version in galaxy.yml, dated as the changelog says
+(hack/release_record.py checks it; tags are not read - a clone of a pushed
+branch holds them only once they were pushed, and the test command lets no
+test skip). The other tests run hack/release.sh in a clone of this checkout
+(with its uncommitted files), with this checkout's venvs: the release commit,
+its tag, galaxy.yml naming the next version after it, and its refusals.
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,40 +40,46 @@ def releases(cwd: Path = REPO) -> dict:
     return yaml.safe_load((cwd / "changelogs" / "changelog.yaml").read_text(encoding="utf-8"))["releases"]
 
 
-def release_commits() -> dict[str, str]:
-    """Each release's commit: the first on this branch whose changelogs/changelog.yaml lists it."""
-    if git("rev-parse", "--is-shallow-repository") == "true":
-        pytest.skip("a shallow clone lacks the releases' commits: git fetch --unshallow")
-    found: dict[str, str] = {}
-    for commit in git("log", "--reverse", "--format=%H", "--", "changelogs/changelog.yaml").splitlines():
-        listed = yaml.safe_load(git("show", f"{commit}:changelogs/changelog.yaml")).get("releases") or {}
-        for version in listed:
-            found.setdefault(str(version), commit)
-    return found
+def release_record(cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "hack/release_record.py"], cwd=cwd, capture_output=True, text=True,
+                          check=False)
 
 
 def test_every_release_is_a_commit_with_its_version_dated_as_the_changelog_says():
-    commits = release_commits()
-    for version, release in releases().items():
-        assert version in commits, f"no commit lists the release {version} in changelogs/changelog.yaml"
-        commit = commits[version]
-        assert f"version: {version}" in git("show", f"{commit}:galaxy.yml").splitlines(), (version, commit)
-        assert str(release["release_date"]) == commit_day(commit), (version, commit, release["release_date"])
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("a shallow clone lacks the releases' commits: git fetch --unshallow")
+    process = release_record()
+    assert process.returncode == 0, process.stderr
+    listed = [line.split()[0] for line in process.stdout.splitlines()]
+    assert sorted(listed) == sorted(str(version) for version in releases())
+    assert {"0.1.0", "0.2.0", "0.3.0"} <= set(listed)
+    for line in process.stdout.splitlines():
+        version, commit = line.split()[:2]
+        assert f"version: {version}" in git("show", f"{commit}:galaxy.yml").splitlines(), line
+        assert str(releases()[version]["release_date"]) == commit_day(commit), line
+
+
+def test_main_names_the_next_version_once_a_release_is_out():
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text(encoding="utf-8"))
+    newest = max(releases(), key=lambda version: [int(part) for part in str(version).split(".")])
+    assert [int(part) for part in galaxy["version"].split(".")] > [int(part) for part in str(newest).split(".")], \
+        f"galaxy.yml says {galaxy['version']}, the version released last ({newest}): an artifact of main would claim it"
 
 
 @pytest.fixture
 def checkout(tmp_path) -> Path:
-    """A git repository holding this checkout's files as they are now (committed or not), one commit."""
+    """A clone of this branch (its releases' commits too) holding this checkout's files as they are now."""
+    if git("rev-parse", "--is-shallow-repository") == "true":
+        pytest.skip("a shallow clone lacks the releases' commits: git fetch --unshallow")
     copy = tmp_path / "awa.operations"
-    copy.mkdir()
+    git("clone", "-q", "--no-tags", str(REPO), str(copy), cwd=tmp_path)
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                            check=True, capture_output=True).stdout
     archive = subprocess.run(["tar", "--null", "-T", "-", "-cf", "-"], cwd=REPO, input=files, check=True,
                              capture_output=True).stdout
     subprocess.run(["tar", "-xf", "-"], cwd=copy, input=archive, check=True)
-    git("init", "-q", "-b", "main", cwd=copy)
     git("add", "-A", cwd=copy)
-    git("commit", "-q", "-m", "The checkout under test", cwd=copy)
+    git("commit", "-q", "--allow-empty", "-m", "The checkout under test", cwd=copy)
     return copy
 
 
@@ -93,19 +102,24 @@ def release(copy: Path, version: str) -> subprocess.CompletedProcess:
                           timeout=300, check=False)
 
 
-def test_release_sh_commits_the_release_and_tags_it(checkout):
+def test_release_sh_commits_the_release_tags_it_and_names_the_next_version(checkout):
     before = git("rev-parse", "HEAD", cwd=checkout)
     prepare(checkout, "9.9.9")
     process = release(checkout, "9.9.9")
     assert process.returncode == 0, process.stdout + process.stderr
-    assert git("log", "-1", "--format=%s", cwd=checkout) == "Release 9.9.9"
-    assert git("rev-parse", "HEAD~1", cwd=checkout) == before
+    assert git("log", "-1", "--format=%s", "HEAD~1", cwd=checkout) == "Release 9.9.9"
+    assert git("rev-parse", "HEAD~2", cwd=checkout) == before
     assert git("cat-file", "-t", "v9.9.9", cwd=checkout) == "tag"
-    assert git("rev-list", "-n", "1", "v9.9.9", cwd=checkout) == git("rev-parse", "HEAD", cwd=checkout)
-    assert str(releases(checkout)["9.9.9"]["release_date"]) == commit_day("HEAD", checkout)
+    assert git("rev-list", "-n", "1", "v9.9.9", cwd=checkout) == git("rev-parse", "HEAD~1", cwd=checkout)
+    assert str(releases(checkout)["9.9.9"]["release_date"]) == commit_day("HEAD~1", checkout)
+    assert "version: 9.9.9" in git("show", "HEAD~1:galaxy.yml", cwd=checkout).splitlines()
+    assert "version: 9.10.0" in (checkout / "galaxy.yml").read_text(encoding="utf-8").splitlines()
+    assert git("diff", "--name-only", "HEAD~1", "HEAD", cwd=checkout) == "galaxy.yml"
     assert git("status", "--porcelain", cwd=checkout) == "", "the release commit holds every change it made"
     assert not list((checkout / "changelogs" / "fragments").glob("*.yml")), "the fragments moved into the changelog"
     assert "v9\\.9\\.9" in (checkout / "CHANGELOG.md").read_text(encoding="utf-8")
+    recorded = release_record(checkout)
+    assert recorded.returncode == 0 and "9.9.9" in recorded.stdout.split(), recorded.stdout + recorded.stderr
 
 
 def test_release_sh_refuses_a_tree_with_other_changes(checkout):
@@ -118,3 +132,18 @@ def test_release_sh_refuses_a_tree_with_other_changes(checkout):
     assert "README.md" in process.stderr and "nothing was changed" in process.stderr
     assert git("rev-parse", "HEAD", cwd=checkout) == before
     assert git("tag", "--list", "v9.9.9", cwd=checkout) == ""
+
+
+def test_release_sh_refuses_when_a_release_before_it_has_no_release_commit(checkout):
+    changelog = checkout / "changelogs" / "changelog.yaml"
+    recorded = yaml.safe_load(changelog.read_text(encoding="utf-8"))
+    recorded["releases"]["0.0.9"] = {"release_date": "2026-11-28", "changes": {"release_summary": "Never committed."}}
+    changelog.write_text(yaml.safe_dump(recorded), encoding="utf-8")
+    git("commit", "-q", "-am", "A release nobody made", cwd=checkout)
+    before = git("rev-parse", "HEAD", cwd=checkout)
+    prepare(checkout, "9.9.9")
+    process = release(checkout, "9.9.9")
+    assert process.returncode == 1
+    assert "release 0.0.9: 0 commits carry the line 'Release 0.0.9'" in process.stderr
+    assert "nothing was changed" in process.stderr
+    assert git("rev-parse", "HEAD", cwd=checkout) == before
