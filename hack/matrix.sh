@@ -38,8 +38,8 @@ matrix_demo_pythons() {
     printf '%s\n' "${matrix_core_python[@]}" | sort -rV -u
 }
 
-# Molecule runs every scenario (extensions/molecule: fleet, the rollout over
-# SSH to real systemd hosts, on PostgreSQL 17 and 18) on the newest core;
+# Molecule runs every scenario (extensions/molecule: the rollout over SSH to
+# real systemd hosts, fleet on PostgreSQL 18, fleet_pg17 on 17) on the newest core;
 # the role's Python runs in the units of every core.
 matrix_molecule_cores=(2.21)
 

@@ -214,7 +214,7 @@ step_integration() {
 }
 
 # Every molecule scenario (extensions/molecule) on the core, in a fresh
-# ephemeral folder. The fleet scenario boots Debian hosts with systemd-nspawn:
+# ephemeral folder. The fleet scenarios boot Debian hosts with systemd-nspawn:
 # hack/hosts.sh builds (or finds) their cached root filesystem.
 step_molecule() {
     bash hack/hosts.sh

@@ -1,4 +1,4 @@
-"""Molecule verify of the fleet scenario, on the producer hosts over SSH and in the database.
+"""Molecule verify of the fleet scenarios, on the producer hosts over SSH and in the database.
 
 ``molecule-pass.json`` (the test bed's state folder) names the pass that just
 ran; ``units-<moment>.json`` hold every unit's main PID at earlier moments,
@@ -8,11 +8,12 @@ marked ``passes(NAME, ...)`` runs after those passes only: conftest.py
 deselects the others, so each verify runs just its pass's tests.
 
 * check: nothing changed in the database or on a host, nothing restarted;
-* raise, return, recover: the environment file as the role renders it, every
-  unit runs a runtime on the new count (its journal shows the runtime started
-  in its current process); after the idempotent run the PIDs are still those
-  of the raise; the raise's batches followed serial [1, "50%"] with the
-  canary's pause; after the return the old shards have drained;
+* raise, return, recover, lower: the environment file as the role renders
+  it, every unit runs a runtime on the new count (its journal shows the
+  runtime started in its current process); after the idempotent run the PIDs
+  are still those of the raise; the raise's batches followed serial [1, "50%"]
+  with the canary's pause; after the return and the lowering (fleet_pg17's)
+  the old shards have drained;
 * vanish: the host that lost its power mid-rollout was named with its units
   not checked or restarted; the canary was restarted, later batches not;
 * return: only the units still on the old count were restarted;
@@ -23,13 +24,16 @@ deselects the others, so each verify runs just its pass's tests.
   but no runtime of it was live) and left alone the units the failed run had
   brought onto the new count.
 
-Every pass: each running unit logged, at start, the values systemd read from
-the environment file, and each unit enqueued and worked jobs.
+Every pass: the server runs the scenario's PostgreSQL major (AWA_FLEET_MAJOR,
+its molecule.yml: 18 for fleet, 17 for fleet_pg17), each running unit logged,
+at start, the values systemd read from the environment file, and each unit
+enqueued and worked jobs.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pytest
@@ -161,6 +165,12 @@ def test_check_mode_changed_and_restarted_nothing_on_the_host(host):
 
 # ---- every pass ----
 
+def test_the_server_runs_the_scenario_s_postgresql_major():
+    """The server itself runs the major the scenario names (not just the test bed's state.json says so)."""
+    version = queue_facts.query(superuser_dsn(), "SELECT current_setting('server_version_num')::int")[0][0]
+    assert version // 10000 == int(os.environ["AWA_FLEET_MAJOR"]), f"server_version_num {version}"
+
+
 def test_queue_meta_holds_the_pass_count():
     stored = queue_facts.query(superuser_dsn(), "SELECT enqueue_shards FROM awa.queue_meta WHERE queue = %s",
                                (QUEUE,))
@@ -204,9 +214,9 @@ def test_each_unit_enqueues_and_the_fleet_works_the_jobs():
     assert completed > 0, "the fleet's runtimes completed no job"
 
 
-# ---- after a finished run: raise (and its idempotent re-run), return, recover ----
+# ---- after a finished run: raise (and its idempotent re-run), return, recover, lower ----
 
-@pytest.mark.passes("raise", "return", "recover")
+@pytest.mark.passes("raise", "return", "recover", "lower")
 def test_environment_file_is_rendered_with_owner_group_and_mode(host):
     shards = molecule_pass()["shards"]
     env_file = host.file(ENV_FILE)
@@ -217,7 +227,7 @@ def test_environment_file_is_rendered_with_owner_group_and_mode(host):
     assert REFRESH_LINE in lines
 
 
-@pytest.mark.passes("raise", "return", "recover")
+@pytest.mark.passes("raise", "return", "recover", "lower")
 def test_every_unit_runs_its_runtime_in_its_current_process(host):
     """Done means each unit's runtime is live: its current process (systemd's main PID) started it."""
     for service, pid in main_pids(host).items():
@@ -230,7 +240,8 @@ def test_every_unit_runs_its_runtime_in_its_current_process(host):
 def test_the_raise_restarted_every_unit_in_serial_batches_with_the_canary_watched(host):
     before, now = units_at("before-raise", host), main_pids(host)
     assert all(now[service] not in (0, before[service]) for service in now), (before, now)
-    # Serial [1, "50%"] over the hosts in turn: [fleet-1/@1], [fleet-2/@3, fleet-3/@4], [fleet-1/@2, fleet-3/@5].
+    # Serial [1, "50%"] over the hosts in turn: [fleet-1/@1], [fleet-2/@3, fleet-3/@4], [fleet-1/@2, fleet-3/@5];
+    # on fleet_pg17's two hosts (no fleet-3) [fleet-1/@1], [fleet-2/@3], [fleet-1/@2].
     batch = {"awa-producer@1": 0, "awa-producer@3": 1, "awa-producer@4": 1, "awa-producer@2": 2, "awa-producer@5": 2}
     starts = {index: [unit["started"] for unit in snapshot("after-raise") if batch[unit["service"]] == index]
               for index in range(3)}
@@ -245,7 +256,7 @@ def test_the_idempotent_run_restarted_nothing(host):
     assert main_pids(host) == units_at("after-raise", host)
 
 
-@pytest.mark.passes("raise", "return", "recover")
+@pytest.mark.passes("raise", "return", "recover", "lower")
 def test_every_live_runtime_runs_with_the_new_count():
     rollout = molecule_pass()
     change = queue_facts.last_count_change(superuser_dsn(), QUEUE)
@@ -258,7 +269,7 @@ def test_every_live_runtime_runs_with_the_new_count():
     assert not stragglers, f"not on change #{change.change_id}: {stragglers}"
 
 
-@pytest.mark.passes("return")
+@pytest.mark.passes("return", "lower")
 def test_the_lowering_waited_until_the_retired_shards_drained():
     lowered = molecule_pass()
     assert lowered["backlog_on_retired_shards"] > 0, "no backlog on shards 2..7 before the lowering: nothing to wait for"
