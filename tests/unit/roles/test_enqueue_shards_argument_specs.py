@@ -55,10 +55,10 @@ def test_every_entry_point_has_its_task_file(entry_point):
 
 
 def test_every_public_variable_the_role_uses_is_documented():
-    tags = {tag for path in ROLE.glob("tasks/*.yml") for task in load(f"tasks/{path.name}")
+    tags = {tag for path in ROLE.glob("tasks/**/*.yml") for task in load(path.relative_to(ROLE).as_posix())
             for tag in task.get("tags", [])}
     used = set()
-    for path in [*ROLE.glob("tasks/*.yml"), *ROLE.glob("templates/*"), ROLE / "vars" / "main.yml"]:
+    for path in [*ROLE.glob("tasks/**/*.yml"), *ROLE.glob("templates/*"), ROLE / "vars" / "main.yml"]:
         used |= set(PUBLIC_VARIABLE.findall(path.read_text(encoding="utf-8")))
     assert sorted(used - tags - set(MAIN)) == []
 
@@ -158,5 +158,5 @@ def test_every_entry_point_lists_exactly_the_variables_its_tasks_use(entry_point
 
 def test_the_spec_header_names_task_files_that_exist():
     header = (ROLE / "meta" / "argument_specs.yml").read_text(encoding="utf-8").split("argument_specs:")[0]
-    named = re.findall(r"tasks/([\w.]+\.yml)", header)
+    named = re.findall(r"tasks/([\w./]+\.yml)", header)
     assert named and all((ROLE / "tasks" / name).is_file() for name in named), named

@@ -1,0 +1,122 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The role enqueue_shards: the handoffs table of tasks/main.yml is what the phase files set and read.
+
+A handoff is a registered result (``__enqueue_shards_*``) or a fact
+(``_enqueue_shards_*``, set_fact) that one task file sets and another reads,
+directly or through a value of vars/main.yml made of it. The table names each
+with the files that set it and the files that read it; a new one, or a reader
+more or less, fails here until the table says so.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+ROLE = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards"
+TASKS = ROLE / "tasks"
+# A derived value (one underscore) or a registered result (two) of the role, where a template names it.
+NAME = re.compile(r"(?<![\w.])_{1,2}enqueue_shards_\w+")
+SET_FACT = ("ansible.builtin.set_fact", "set_fact")
+# A row of the table: value, the files that set it, the files that read it (comma-separated), what it is.
+ROW = re.compile(r"^#\s+(_{1,2}enqueue_shards_\w+)\s{2,}(.+?)\s{2,}(.+?)\s{2,}\S.*$")
+
+
+def _tasks(items):
+    """Every task of a task list, blocks opened."""
+    for item in items or []:
+        yield item
+        for section in ("block", "rescue", "always"):
+            yield from _tasks(item.get(section))
+
+
+def _strings(value):
+    """Every string in a task's values (never its keys: a set_fact or vars key defines, it does not read)."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
+
+
+def _task_files() -> dict[str, list]:
+    """Each task file's tasks, by name: the phases' numbered stems (their order is the flow's), the entry points'."""
+    return {path.stem: list(_tasks(yaml.safe_load(path.read_text(encoding="utf-8"))))
+            for path in sorted(TASKS.rglob("*.yml"), key=lambda path: path.stem)}
+
+
+def _set_by(tasks: list) -> set[str]:
+    names = {task["register"] for task in tasks if "register" in task}
+    for task in tasks:
+        for action in SET_FACT:
+            names |= set(task.get(action) or {})
+    return names
+
+
+def _read_by(tasks: list, derived: dict[str, set[str]]) -> set[str]:
+    """The names a file's templates read, a value of vars/main.yml standing for the names it is made of."""
+    read = set()
+    for task in tasks:
+        for text in _strings({key: value for key, value in task.items() if key != "register"}):
+            for name in NAME.findall(text):
+                read |= {name} | derived.get(name, set())
+    return read
+
+
+def _derived() -> dict[str, set[str]]:
+    """Each value of vars/main.yml with the names it is made of, through the other values too."""
+    values = yaml.safe_load((ROLE / "vars" / "main.yml").read_text(encoding="utf-8"))
+    made_of = {name: set(NAME.findall(str(text))) for name, text in values.items()}
+    changed = True
+    while changed:
+        changed = False
+        for name, parts in made_of.items():
+            deeper = set().union(*(made_of.get(part, set()) for part in parts)) - parts
+            if deeper:
+                parts |= deeper
+                changed = True
+    return made_of
+
+
+def handoffs() -> dict[str, tuple[list[str], list[str]]]:
+    """Each value a task file sets and another reads: (the files that set it, the files that read it). The first
+    file that sets it (in the flow's order) is not counted among its readers."""
+    files, derived = _task_files(), _derived()
+    setters = {file: _set_by(tasks) for file, tasks in files.items()}
+    readers = {file: _read_by(tasks, derived) for file, tasks in files.items()}
+    found = {}
+    for name in sorted(set().union(*setters.values())):
+        set_in = [file for file in files if name in setters[file]]
+        read_in = [file for file in files if name in readers[file] and file != set_in[0]]
+        if read_in:
+            found[name] = (set_in, read_in)
+    return found
+
+
+def table() -> dict[str, tuple[list[str], list[str]]]:
+    text = (TASKS / "main.yml").read_text(encoding="utf-8")
+    rows = [ROW.match(line) for line in text.splitlines()]
+    return {row[1]: (row[2].split(", "), row[3].split(", ")) for row in rows if row}
+
+
+def test_the_table_lists_every_handoff_with_the_files_that_set_and_read_it():
+    assert table() == handoffs()
+
+
+def test_a_phase_reads_only_what_an_earlier_phase_or_itself_set():
+    # The phases' files are numbered in the flow's order (main.yml imports them so).
+    for name, (set_in, read_in) in handoffs().items():
+        assert all(reader >= set_in[0] for reader in read_in), (name, set_in, read_in)
+
+
+def test_the_phases_are_numbered_in_the_order_main_imports_them():
+    imported = [task["ansible.builtin.import_tasks"] for task in yaml.safe_load(
+        (TASKS / "main.yml").read_text(encoding="utf-8"))]
+    assert imported == sorted(imported) and all(path.startswith("phases/") for path in imported), imported
+    phases = sorted(path.relative_to(TASKS).as_posix() for path in (TASKS / "phases").glob("*.yml"))
+    assert [path for path in phases if path not in imported] == ["phases/5_pickup_batch.yml"], phases
