@@ -27,6 +27,11 @@ def quoted(value: object) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+def shown_variables(show: list[str] | None, base: dict | None = None) -> list[str]:
+    """The variables whose values the file's diff may show: the role's own (``base``) and those of ``show``."""
+    return sorted({*(BASE_ENVIRONMENT if base is None else base), *(show or [])})
+
+
 def environment_lines(overrides: dict | None, base: dict | None = None) -> list[str]:
     """Sorted NAME=value lines: ``overrides`` merged over ``base``; a null value leaves the name out."""
     merged = {**(BASE_ENVIRONMENT if base is None else base), **(overrides or {})}

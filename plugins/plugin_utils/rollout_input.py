@@ -34,7 +34,7 @@ PREFIX = "enqueue_shards_"
 # Every public variable of the role (a unit test keeps this equal to meta/argument_specs.yml).
 KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
     "queues", "connection", "db_host", "db_group", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
-    "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
+    "env_file", "env_file_show", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
     "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
     "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",
     "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep", "report_dir", "service_queues",
@@ -202,9 +202,15 @@ def _environment_file_problems(settings: dict) -> list[str]:
     mode = settings.get(PREFIX + "env_file_mode", "0640")
     if not isinstance(mode, str) or not OCTAL_MODE.match(mode):
         problems.append(f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}')
+    show = settings.get(PREFIX + "env_file_show") or []
+    if not isinstance(show, list) or not all(isinstance(name, str) and ENVIRONMENT_NAME.match(name) for name in show):
+        problems.append(f"enqueue_shards_env_file_show must be a list of variable names (letters, digits, _), got "
+                        f"{show!r}")
     environment = settings.get(PREFIX + "environment") or {}
     if not isinstance(environment, dict):
-        return problems + [f"enqueue_shards_environment must be a dict of NAME: value, got {environment!r}"]
+        # Not the value itself: it may hold the file's secrets.
+        return problems + [f"enqueue_shards_environment must be a dict of NAME: value, got a "
+                           f"{type(environment).__name__}"]
     bad_names = sorted(str(name) for name in environment if not ENVIRONMENT_NAME.match(str(name)))
     if bad_names:
         problems.append(f"enqueue_shards_environment names must be variable names (letters, digits, _): "
