@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
     WRITABLE_TARGETS,
+    connection_secrets,
     describe_target,
     libpq_params,
     lock_timeout_setting,
@@ -31,6 +32,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     PreconditionFailed,
     ServerUnreachable,
 )
+from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 
 try:
     import psycopg
@@ -226,6 +228,8 @@ def _connect_error(exc: BaseException, options: dict, *, writes: bool = False) -
     for keyword, shown in HIDDEN_VALUES.items():
         if params.get(keyword):
             text = text.replace(str(params[keyword]), shown)
+    # A password written into a connection string (login_db, login_host, connect_params) is masked too.
+    text = masked(text, connection_secrets(options))
     hints = [hint for words, hint in TLS_HINTS.items() if words in text]
     if any(words in str(exc) for words in STANDBY_REFUSALS):
         hints.append(_standby_hint(params["target_session_attrs"], writes))

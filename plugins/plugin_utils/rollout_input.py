@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
+    connection_secrets,
     libpq_params,
     validate_lock_timeout,
     validate_targets,
@@ -23,6 +24,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 # The modes awa_producer_services takes: the role refuses before the change what the module would refuse after it.
 from ansible_collections.awa.operations.plugins.module_utils.managed_file import OCTAL_MODE
+from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, SERVICE_PLACEHOLDER
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
@@ -125,8 +127,8 @@ def connection_problems(connection: object) -> list[str]:
                 "migrator, which owns the lane tables or is a member of their owner) and the database holding "
                 "the Awa schema"]
     # The hosts and ports as given, and a target the change accepts (the database host's environment is not
-    # known here: the modules check what comes from it when they connect).
-    return ["enqueue_shards_connection: " + message
+    # known here: the modules check what comes from it when they connect). A host may quote a password.
+    return ["enqueue_shards_connection: " + masked(message, connection_secrets(connection))
             for message in _checked(lambda: validate_targets(libpq_params(connection, writes=True, environ={}),
                                                              writes=True, environ={}))]
 

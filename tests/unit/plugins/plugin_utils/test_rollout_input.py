@@ -126,6 +126,13 @@ def test_every_rollout_problem_is_named_at_once():
     ]
 
 
+def test_a_connection_problem_never_quotes_a_password_written_into_login_host():
+    connection = {**CONNECTION, "login_host": "postgres://awa:pw-s3cret@db1,", "login_password": "pw-2"}
+    assert problems(connection=connection) == [
+        "enqueue_shards_connection: login_host lists an empty host name ('postgres://awa:********@db1,'): name "
+        "every host, separated by commas without a trailing one. Nothing was read or written."]
+
+
 def test_an_environment_that_is_not_a_dict_is_refused_without_its_value():
     # Written as one line, the environment would hold the file's secrets: the message names only its type.
     found = problems(environment="AWA_DATABASE_URL=postgres://app:pw-s3cret@db/awa")
