@@ -135,6 +135,10 @@ def connect(options: dict, *, writes: bool = False):
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         raise error(f"could not connect to {describe_target(options, writes=writes)}: {reason}") from None
+    except UnicodeError:
+        # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
+        raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of login_host "
+                               "is not a host name; give host names or addresses, separated by commas") from None
     role = options.get("session_role") or None
     # Read back by _session_role in every transaction of this connection.
     setattr(conn, "awa_session_role", role)

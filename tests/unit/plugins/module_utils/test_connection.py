@@ -232,3 +232,11 @@ def test_pgconnect_timeout_replaces_the_default_connect_timeout():
 def test_several_hosts_are_described_with_their_ports_and_the_target():
     assert describe_target(options(login_host="db1,db2", login_port="5432,5433", login_db="app", login_user="awa"),
                            writes=True) == "database 'app' on db1:5432, db2:5433 (read-write) as 'awa'"
+
+
+def test_a_host_that_is_no_host_name_is_refused_with_a_message_not_a_traceback():
+    with pytest.raises(ConnectionFailed) as failure:
+        connect(options(login_host=f"postgresql://awa:{PASSWORD}@{'db' * 40}", login_user="awa", login_db="app"))
+    assert failure.value.message == (f"could not connect to database 'app' on postgresql://awa:********@{'db' * 40}:5432 "
+                                     "as 'awa': a host of login_host is not a host name; give host names or addresses, "
+                                     "separated by commas")
