@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import shlex
 
-from ansible_collections.awa.operations.plugins.plugin_utils.environment_file import environment_lines, shown_variables
+from ansible_collections.awa.operations.plugins.plugin_utils.environment_file import (
+    environment_lines,
+    hidden_values,
+    shown_variables,
+)
 
 
 def test_one_variable_is_added_to_the_base_not_replacing_it():
@@ -30,3 +34,8 @@ def test_the_diff_shows_the_roles_own_values_and_those_the_operator_lists_no_oth
     assert shown_variables([]) == ["AWA_OVERRIDE_REFRESH_MS"]
     assert shown_variables(["AWA_REGION", "AWA_OVERRIDE_REFRESH_MS"]) == ["AWA_OVERRIDE_REFRESH_MS", "AWA_REGION"]
     assert shown_variables(None, base={}) == []
+
+
+def test_the_values_never_printed_are_those_not_shown_as_the_file_holds_them():
+    environment = {"AWA_API_TOKEN": 'tok "x"', "AWA_REGION": "eu-1", "AWA_POOL": 10, "AWA_GONE": None}
+    assert sorted(hidden_values(environment, shown_variables(["AWA_REGION"]))) == ['"tok \\"x\\""', "10", 'tok "x"']

@@ -44,3 +44,21 @@ def test_without_a_recorded_change_there_is_nothing_to_back_out():
 def test_outside_ansible_playbook_it_says_what_to_set():
     assert backout_command([{"queue": "demo", "shards": 6}], UNCONVERGED, {}) == (
         'To back out, run your change-window playbook again with enqueue_shards_queues: [{"queue": "demo", "shards": 4}].')
+
+
+def test_a_secret_the_run_was_given_inline_is_masked_and_said_to_be_given_again():
+    connection = '{"enqueue_shards_connection": {"login_user": "awa", "login_password": "pw-s3cret"}}'
+    environment = ('{"enqueue_shards_environment": {"AWA_API_TOKEN": "tok-s3cret", "AWA_REGION": "eu-1"}, '
+                   '"enqueue_shards_env_file_show": ["AWA_REGION"]}')
+    inline = {**CLI, "extra_vars": ("@/srv/change.yml", connection, "enqueue_shards_reason=CHG-1 s3cret", environment)}
+    text = backout_command([{"queue": "demo", "shards": 6}], UNCONVERGED, inline)
+    assert "pw-s3cret" not in text and "tok-s3cret" not in text
+    words = shlex.split(text.split(": ", 1)[1].split(" (")[0])
+    assert words[4:11] == [
+        "@/srv/change.yml", "-e", '{"enqueue_shards_connection": {"login_user": "awa", "login_password": "********"}}',
+        # A key=value extra variable is a string, never the role's connection or environment: repeated as it is.
+        "-e", "enqueue_shards_reason=CHG-1 s3cret",
+        "-e", '{"enqueue_shards_environment": {"AWA_API_TOKEN": "********", "AWA_REGION": "eu-1"}, '
+              '"enqueue_shards_env_file_show": ["AWA_REGION"]}']
+    assert text.endswith("(******** is a secret this run was given in an extra variable: give it again)")
+    assert "give it again" not in backout_command([{"queue": "demo", "shards": 6}], UNCONVERGED, CLI)
