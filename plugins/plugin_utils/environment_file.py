@@ -35,7 +35,7 @@ def shown_variables(show: list[str] | None, base: dict | None = None) -> list[st
 def hidden_values(overrides: dict | None, shown: list[str]) -> list[str]:
     """The values of ``overrides`` that are not ``shown``, as the file holds them: what is never printed."""
     return [text for name, value in (overrides or {}).items() if value is not None and name not in shown
-            for text in {_value_text(value), quoted(value)}]
+            for text in dict.fromkeys((_value_text(value), quoted(value)))]
 
 
 def environment_lines(overrides: dict | None, base: dict | None = None) -> list[str]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import json
 import shlex
 
-import yaml
+from ansible.errors import AnsibleParserError
+from ansible.parsing.utils.yaml import from_yaml
 
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_secrets
 from ansible_collections.awa.operations.plugins.module_utils.masking import MASK, masked
@@ -55,8 +56,9 @@ def inline_secrets(text: str) -> list[str]:
     if not text.lstrip().startswith("{"):
         return []
     try:
-        given = yaml.safe_load(text)
-    except yaml.YAMLError:
+        # As ansible-playbook reads it (YAML, JSON among it).
+        given = from_yaml(text, show_content=False)
+    except AnsibleParserError:
         return []
     connection, environment = (given.get(f"enqueue_shards_{name}") if isinstance(given, dict) else None
                                for name in ("connection", "environment"))

@@ -7,7 +7,11 @@ import copy
 import json
 import shlex
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_backout import backout_command, previous_counts
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout_backout import (
+    backout_command,
+    inline_secrets,
+    previous_counts,
+)
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 
 UNCONVERGED = load("info-unconverged")  # after change #2: demo 4 -> 6
@@ -62,3 +66,9 @@ def test_a_secret_the_run_was_given_inline_is_masked_and_said_to_be_given_again(
               '"enqueue_shards_env_file_show": ["AWA_REGION"]}']
     assert text.endswith("(******** is a secret this run was given in an extra variable: give it again)")
     assert "give it again" not in backout_command([{"queue": "demo", "shards": 6}], UNCONVERGED, CLI)
+
+
+def test_inline_extra_variables_are_read_as_ansible_playbook_reads_them():
+    assert inline_secrets("{enqueue_shards_connection: {login_password: pw-s3cret}}") == ["pw-s3cret"]
+    assert inline_secrets('{"enqueue_shards_environment": {"AWA_OVERRIDE_REFRESH_MS": 500, "T": "tok"}}') == ["tok"]
+    assert inline_secrets("{enqueue_shards_connection: ") == [] and inline_secrets("@/srv/secrets.yml") == []
