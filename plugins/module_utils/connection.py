@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
     WRITABLE_TARGETS,
+    connection_secrets,
     describe_target,
     libpq_params,
     lock_timeout_setting,
@@ -31,6 +32,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     PreconditionFailed,
     ServerUnreachable,
 )
+from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 
 try:
     import psycopg
@@ -133,6 +135,10 @@ def connect(options: dict, *, writes: bool = False):
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         raise error(f"could not connect to {describe_target(options, writes=writes)}: {reason}") from None
+    except UnicodeError:
+        # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
+        raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of login_host "
+                               "is not a host name; give host names or addresses, separated by commas") from None
     role = options.get("session_role") or None
     # Read back by _session_role in every transaction of this connection.
     setattr(conn, "awa_session_role", role)
@@ -226,6 +232,8 @@ def _connect_error(exc: BaseException, options: dict, *, writes: bool = False) -
     for keyword, shown in HIDDEN_VALUES.items():
         if params.get(keyword):
             text = text.replace(str(params[keyword]), shown)
+    # A password written into a connection string (login_db, login_host, connect_params) is masked too.
+    text = masked(text, connection_secrets(options))
     hints = [hint for words, hint in TLS_HINTS.items() if words in text]
     if any(words in str(exc) for words in STANDBY_REFUSALS):
         hints.append(_standby_hint(params["target_session_attrs"], writes))

@@ -14,9 +14,12 @@ from __future__ import annotations
 import copy
 import math
 import os
+import re
 from collections.abc import Mapping
+from urllib.parse import unquote
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 
 APPLICATION_NAME = "awa.operations"
 DEFAULT_CONNECT_TIMEOUT = 10
@@ -59,6 +62,18 @@ TARGET_FOR_CHANGE = "read-write"
 # Reads default to the primary: a wait must judge the state the change wrote, not a standby's lagging copy
 # of it. primary rather than read-write, so a role whose transactions are read-only by default can read.
 TARGET_FOR_READS = "primary"
+
+
+# libpq keywords whose values are secrets.
+SECRET_KEYWORDS = ("password", "sslpassword")
+# A secret written into a connection string libpq reads (login_db and connect_params' dbname are expanded; a
+# login_host holding one is a mistake to report without it): key=value, quoted or not, and a URI's user information
+# or query.
+EMBEDDED_SECRETS = (
+    re.compile(r"\b(?:ssl)?password\s*=\s*'((?:[^'\\]|\\.)*)'"),
+    re.compile(r"\b(?:ssl)?password\s*=\s*([^\s']+)"),
+    re.compile(r"^\s*postgres(?:ql)?://[^@/:]*:([^@/]*)@", re.IGNORECASE),
+)
 
 
 # The connection options (community.postgresql names, no aliases); connection_argument_spec() returns a copy.
@@ -179,14 +194,32 @@ def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] |
             "out (check PGTARGETSESSIONATTRS and connect_params, which can set it too). Nothing was read or written.")
 
 
+def connection_secrets(options: Mapping) -> list[str]:
+    """Every secret the connection options hold: login_password, connect_params' password and sslpassword, and a
+    password written into a connection string or URI (login_db, login_host or any value of connect_params).
+
+    A module adds them to its no_log values (Ansible then masks them in its whole result, the invocation of
+    connect_params included); a message built here masks them itself.
+    """
+    params = options.get("connect_params") or {}
+    found = [options.get("login_password"), *(params.get(keyword) for keyword in SECRET_KEYWORDS)]
+    for text in (options.get("login_db"), options.get("login_host"), *params.values()):
+        if isinstance(text, str):
+            found += [match.group(1) for pattern in EMBEDDED_SECRETS for match in pattern.finditer(text)]
+    texts = [str(secret) for secret in found if secret not in (None, "")]
+    # A URI's password is percent-encoded; libpq decodes it.
+    return sorted({*texts, *(unquote(text) for text in texts)})
+
+
 def describe_target(options: dict, *, writes: bool = False) -> str:
-    """Where we connect, for messages: never the password."""
+    """Where we connect, for messages: never a password, not even one written into login_db or login_host."""
     params = libpq_params(options, writes=writes)
     hosts = [host or "local socket" for host in str(params.get("host") or "").split(",")]
     ports = str(params.get("port", 5432)).split(",")
     servers = ", ".join(f"{host}:{ports[index] if len(ports) > 1 else ports[0]}" for index, host in enumerate(hosts))
     where = f"{servers} ({params['target_session_attrs']})" if len(hosts) > 1 else servers
-    return f"database {params.get('dbname', '(default)')!r} on {where} as {params.get('user')!r}"
+    return masked(f"database {params.get('dbname', '(default)')!r} on {where} as {params.get('user')!r}",
+                  connection_secrets(options))
 
 
 def validate_lock_timeout(seconds: float) -> None:

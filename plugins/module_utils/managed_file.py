@@ -8,17 +8,18 @@ its two module runs) on every host. The text is written through a temporary
 file in the same folder and moved into place (no reader ever sees half a
 file); owner, group and mode are set with AnsibleModule's own helpers, which
 honour check mode. Nothing is written when the text and attributes already
-match: the result's ``changed`` is honest.
+match: the result's ``changed`` is honest. What the diff shows of the text is
+the caller's to say (``show_change``): a file may hold secrets.
 """
 
 from __future__ import annotations
 
-import difflib
 import grp
 import os
 import pwd
 import re
 import tempfile
+from collections.abc import Callable
 from typing import Any, TypedDict
 
 
@@ -39,13 +40,23 @@ def _current_text(path: str) -> str | None:
         return None
 
 
+def _reason(exc: OSError | UnicodeError) -> str:
+    """The reason without the bytes or the text it may quote."""
+    return "it is not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or type(exc).__name__
+
+
 def _write(module: Any, path: str, folder: str, text: str) -> None:
     handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=folder)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
-        module.atomic_move(temporary, path, unsafe_writes=False)
+        try:
+            # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
+            module.atomic_move(temporary, path, unsafe_writes=False)
+        except Exception as exc:  # pylint: disable=broad-exception-caught
+            # ansible-core raises a bare Exception when the move fails, the OSError its cause: the reason is that.
+            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else None
+            raise OSError(cause.errno if cause else None, cause.strerror if cause else str(exc)) from exc
     finally:
         if os.path.exists(temporary):
             os.unlink(temporary)
@@ -68,13 +79,16 @@ def attribute_problem(owner: str | None, group: str | None, mode: str | None) ->
     return None
 
 
-def ensure_file(module: Any, path: str, text: str, *, owner: str | None = None, group: str | None = None,
+def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str | None, str], str],
+                owner: str | None = None, group: str | None = None,
                 mode: str | None = None) -> tuple[FileOutcome, dict | None]:
     """Make ``path`` hold ``text`` with ``owner``, ``group`` and ``mode`` (None: left as they are).
 
-    Returns the outcome (``error`` set when it could not be done) and the
-    unified diff of the text (None when the text is unchanged). In check mode nothing is
-    written and ``changed`` says whether it would be.
+    Returns the outcome (``error`` set when it could not be done) and the diff
+    (None when the text is unchanged): Ansible's ``prepared`` form, the file's
+    path and then what ``show_change(before, text)`` says of the change (before
+    is None when there is no file). In check mode nothing is written and
+    ``changed`` says whether it would be.
     """
     folder = os.path.dirname(path) or "."
     problem = attribute_problem(owner, group, mode)
@@ -84,19 +98,21 @@ def ensure_file(module: Any, path: str, text: str, *, owner: str | None = None, 
         problem = f"its folder {folder} does not exist: create it, or choose a path in an existing folder"
     if problem is not None:
         return {"path": path, "changed": False, "error": f"{path} was not written: {problem}"}, None
-    before = _current_text(path)
+    try:
+        before = _current_text(path)
+    except (OSError, UnicodeError) as exc:
+        return {"path": path, "changed": False, "error": f"{path} was not written: it could not be read "
+                                                         f"({_reason(exc)})"}, None
     diff = None
     if before != text:
-        # A unified diff (Ansible's "prepared" form), not the two texts: the text is a no_log value (an environment
-        # file holds secrets), and Ansible masks every string that holds it whole - the lines of a diff do not.
-        diff = {"prepared": "".join(difflib.unified_diff(
-            (before or "").splitlines(keepends=True), text.splitlines(keepends=True),
-            fromfile=path if before is not None else "(absent)", tofile=path))}
+        # Not the two texts, which Ansible would print as a unified diff: the caller says what may be shown.
+        diff = {"prepared": f"--- {path if before is not None else '(absent)'}\n+++ {path}\n"
+                            + show_change(before, text)}
     try:
         if diff and not module.check_mode:
             _write(module, path, folder, text)
     except OSError as exc:
-        return {"path": path, "changed": False, "error": f"{path} was not written: {exc}"}, None
+        return {"path": path, "changed": False, "error": f"{path} was not written: {_reason(exc)}"}, None
     try:
         # In check mode a file that would be created has no attributes to compare yet.
         attributes_changed = os.path.exists(path) and module.set_fs_attributes_if_different(

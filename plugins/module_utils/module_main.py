@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.connection import HAS_PSYCOPG
+from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_secrets
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     Disconnected,
@@ -38,6 +39,9 @@ def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run
     plugin retries those).
     """
     module = build_module(module_class, argument_spec, supports_check_mode=True, **rules)
+    # Ansible masks login_password, but not a password in connect_params or written into login_db or login_host:
+    # masked like it in the whole result (the invocation ansible-core 2.19 prints at -vvv, messages, warnings).
+    module.no_log_values.update(connection_secrets(module.params))
     if not HAS_PSYCOPG:
         module.fail_json(msg=missing_psycopg_message(this_interpreter()))
     try:

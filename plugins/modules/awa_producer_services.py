@@ -21,6 +21,9 @@ description:
   - With O(env_file), first makes the producers' environment file hold O(env_file.content), with its owner, group
     and mode, as M(ansible.builtin.copy) would (written to a temporary file and moved into place; nothing is written
     when it already matches). A file that cannot be written fails the run before any restart or read.
+  - The file's values never leave the host but for the variables O(env_file.show) lists - not in the diff, the
+    result, a warning or a failure message. An environment file holds secrets (a database URL with its password, a
+    token), and Ansible masks a C(no_log) value only where a string holds it whole, never a line of it.
   - The role P(awa.operations.enqueue_shards#role) runs it to learn which producer hosts answer, to plan its
     restarts, and to restart each batch; it works on its own too.
 author:
@@ -36,9 +39,12 @@ attributes:
   diff_mode:
     support: full
     details:
-      - The text of O(env_file) before and after, as a unified diff. O(env_file.content) is kept out of logs and
-        results (an environment file may hold secrets), so a diff whose only line is the whole new text shows it
-        masked.
+      - What changes in O(env_file), a line per variable, never the lines themselves - a unified diff would print
+        each changed line and its neighbours, a database URL with its password among them. C(+NAME=...) is added,
+        C(-NAME=...) removed, C(~NAME=...) changed; the value is shown only for the variables O(env_file.show) lists
+        (a changed one with its previous value), every other value is C(********). The variables that keep their
+        value are named on one line; comments, blank lines and other lines that are not C(NAME=value) are only
+        counted (a comment may hold a secret too), and a change of layout alone is said as such.
   async:
     support: none
 options:
@@ -91,9 +97,21 @@ options:
         type: path
         required: true
       content:
-        description: The whole text of the file. Not logged, and masked wherever a result would show it whole.
+        description:
+          - The whole text of the file, C(NAME=value) lines (a systemd C(EnvironmentFile)).
+          - Not logged, and never shown - the diff names the variables that change and masks their values but for
+            those of O(env_file.show).
         type: str
         required: true
+      show:
+        description:
+          - The variables whose values the diff may show, by name - values that are not secret, such as
+            C(AWA_OVERRIDE_REFRESH_MS). Every other value is masked as C(********) in the diff (added, removed or
+            changed); a variable's name is always shown.
+        type: list
+        elements: str
+        default: []
+        version_added: 0.4.0
       owner:
         description: The file's owner (name or uid). Omitted - left as it is (a new file belongs to the user the
           module runs as).
@@ -130,7 +148,10 @@ EXAMPLES = r"""
     env_file:
       path: /etc/awa/producer.env
       content: |
+        AWA_DATABASE_URL={{ producer_database_url }}
         AWA_OVERRIDE_REFRESH_MS=1000
+      # The diff shows this value; the database URL (its password) is masked.
+      show: [AWA_OVERRIDE_REFRESH_MS]
       owner: root
       group: awa
       mode: "0640"
@@ -238,6 +259,17 @@ env_file:
       description: Why it could not be written (the run failed); absent when it was.
       type: str
       sample: "/etc/awa/producer.env was not written: there is no group awa on this host for the file"
+diff:
+  description: What changes in O(env_file) (in check mode, would change), in Ansible's C(prepared) form.
+  returned: when diff mode is on and the text of O(env_file) changes
+  type: dict
+  contains:
+    prepared:
+      description: The file's path, then a line per variable added, removed or changed, values masked but for those of
+        O(env_file.show) (see the C(diff_mode) attribute).
+      type: str
+      sample: "--- /etc/awa/producer.env\n+++ /etc/awa/producer.env\n~AWA_DATABASE_URL=******** (changed)\n\
+        ~AWA_OVERRIDE_REFRESH_MS=500 (changed from 1000)\n unchanged: AWA_API_TOKEN\n"
 problems:
   description: Why the services cannot be restarted as configured (no systemd where O(method=systemd), no
     O(restart_command) where one is needed); nothing is restarted while there is one.
@@ -247,10 +279,12 @@ problems:
   sample: []
 """
 
+import functools
 import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.awa.operations.plugins.module_utils.environment_diff import environment_diff
 from ansible_collections.awa.operations.plugins.module_utils.managed_file import ensure_file
 from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, operate
 
@@ -266,6 +300,8 @@ def argument_spec() -> dict:
             "path": {"type": "path", "required": True},
             # An environment file may hold secrets: kept out of the host's log and the task's result.
             "content": {"type": "str", "required": True, "no_log": True},
+            # The diff shows only these values (environment_diff): the others are masked.
+            "show": {"type": "list", "elements": "str", "default": []},
             "owner": {"type": "str"},
             "group": {"type": "str"},
             "mode": {"type": "str"},
@@ -284,7 +320,8 @@ def main() -> None:
     if params["env_file"]:
         wanted = params["env_file"]
         outcome, diff = ensure_file(module, wanted["path"], wanted["content"], owner=wanted["owner"],
-                                    group=wanted["group"], mode=wanted["mode"])
+                                    group=wanted["group"], mode=wanted["mode"],
+                                    show_change=functools.partial(environment_diff, shown=wanted["show"]))
         if "error" in outcome:
             module.fail_json(msg=f"The environment file {outcome['error']}. Nothing was restarted.", env_file=outcome)
         written = {"env_file": outcome, **({"diff": diff} if diff and module._diff else {})}

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
     DEFAULT_LOCK_TIMEOUT,
+    connection_secrets,
     libpq_params,
     validate_lock_timeout,
     validate_targets,
@@ -23,6 +24,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 # The modes awa_producer_services takes: the role refuses before the change what the module would refuse after it.
 from ansible_collections.awa.operations.plugins.module_utils.managed_file import OCTAL_MODE
+from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, SERVICE_PLACEHOLDER
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
@@ -34,7 +36,7 @@ PREFIX = "enqueue_shards_"
 # Every public variable of the role (a unit test keeps this equal to meta/argument_specs.yml).
 KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
     "queues", "connection", "db_host", "db_group", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
-    "env_file", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
+    "env_file", "env_file_show", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
     "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
     "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",
     "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep", "report_dir", "service_queues",
@@ -125,8 +127,8 @@ def connection_problems(connection: object) -> list[str]:
                 "migrator, which owns the lane tables or is a member of their owner) and the database holding "
                 "the Awa schema"]
     # The hosts and ports as given, and a target the change accepts (the database host's environment is not
-    # known here: the modules check what comes from it when they connect).
-    return ["enqueue_shards_connection: " + message
+    # known here: the modules check what comes from it when they connect). A host may quote a password.
+    return ["enqueue_shards_connection: " + masked(message, connection_secrets(connection))
             for message in _checked(lambda: validate_targets(libpq_params(connection, writes=True, environ={}),
                                                              writes=True, environ={}))]
 
@@ -202,9 +204,15 @@ def _environment_file_problems(settings: dict) -> list[str]:
     mode = settings.get(PREFIX + "env_file_mode", "0640")
     if not isinstance(mode, str) or not OCTAL_MODE.match(mode):
         problems.append(f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}')
+    show = settings.get(PREFIX + "env_file_show") or []
+    if not isinstance(show, list) or not all(isinstance(name, str) and ENVIRONMENT_NAME.match(name) for name in show):
+        problems.append(f"enqueue_shards_env_file_show must be a list of variable names (letters, digits, _), got "
+                        f"{show!r}")
     environment = settings.get(PREFIX + "environment") or {}
     if not isinstance(environment, dict):
-        return problems + [f"enqueue_shards_environment must be a dict of NAME: value, got {environment!r}"]
+        # Not the value itself: it may hold the file's secrets.
+        return problems + [f"enqueue_shards_environment must be a dict of NAME: value, got a "
+                           f"{type(environment).__name__}"]
     bad_names = sorted(str(name) for name in environment if not ENVIRONMENT_NAME.match(str(name)))
     if bad_names:
         problems.append(f"enqueue_shards_environment names must be variable names (letters, digits, _): "

@@ -16,14 +16,15 @@ from rollout_support import PLAYBOOK, REPO, failure_message
 INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
 
 
-def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], inventory: Path = INVENTORY,
-                       **variables) -> str:
+def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], *flags: str,
+                       inventory: Path = INVENTORY, **variables) -> str:
     """The playbook against one database; a producer service that is never reached (preflight refuses first)."""
     extra = {"enqueue_shards_queues": queues, "enqueue_shards_connection": connection,
              "enqueue_shards_services": ["never-restarted"], "enqueue_shards_restart_command": "false {service}",
              **{f"enqueue_shards_{name}": value for name, value in variables.items()}}
     (tmp_path / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
-    process = ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}")
+    process = ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}",
+                              *flags)
     assert process.returncode != 0, process.stdout
     return process.stdout
 
@@ -116,10 +117,19 @@ def test_an_empty_or_misspelled_producer_group_is_named_before_anything_is_read(
 def test_an_environment_file_the_producer_host_cannot_take_is_refused_before_the_change(awa_db, tmp_path):
     before = snapshot(awa_db)
     env_file = tmp_path / "producer.env"
-    message = failure_message(set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 4}],
-                                                 env_file=str(env_file), env_file_group="no-such-group-awa"))
+    # The file and the inventory hold secrets: the refusal, at -vvv, shows none (nor the login password).
+    secrets = ["pw-old-Zq7x", "pw-new-Zq7x", "tok-new-9Xc", "pw-login-Zq7x"]
+    text = f"AWA_DATABASE_URL=postgres://app:{secrets[0]}@db/awa\n"
+    env_file.write_text(text, encoding="utf-8")
+    output = set_enqueue_shards(tmp_path, {**awa_db.login_args(), "login_password": secrets[3]},
+                                [{"queue": "orders", "shards": 4}], "-vvv",
+                                env_file=str(env_file), env_file_group="no-such-group-awa",
+                                environment={"AWA_DATABASE_URL": f"postgres://app:{secrets[1]}@db/awa",
+                                             "AWA_API_TOKEN": secrets[2]})
+    message = failure_message(output)
+    assert not [secret for secret in secrets if secret in output]
     assert message == (
         f"Invalid input for localhost, nothing was changed: its environment file {env_file} was not written: there is "
         "no group no-such-group-awa on this host for the file; correct enqueue_shards_env_file, "
         "enqueue_shards_env_file_owner or enqueue_shards_env_file_group for this host, or prepare the host")
-    assert not env_file.exists() and snapshot(awa_db) == before
+    assert env_file.read_text(encoding="utf-8") == text and snapshot(awa_db) == before

@@ -47,6 +47,34 @@ def test_the_password_appears_nowhere_even_at_vvv(awa_db, tmp_path):
         assert "VALUE_SPECIFIED_IN_NO_LOG_PARAMETER" in outputs[0], "ansible masks the password in -vvv invocation logs"
 
 
+def test_a_password_given_any_other_way_appears_nowhere_even_at_vvv(awa_db):
+    """PGPASSWORD, connect_params, a connection string in login_db or connect_params' dbname, a URI in login_host:
+    right or wrong, the password is in no output (the -vvv result, a failure message) and no server log line."""
+    awa_db.setup_least_privilege(runtime_count=1)
+    migrator = awa_db.roles["migrator"]
+    secret = SECRET_MARKER + migrator.password
+    awa_db.query(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(migrator.name), sql.Literal(secret)))
+    login = {name: value for name, value in awa_db.login_args("migrator").items() if name != "login_password"}
+    host, port, name, wrong = login["login_host"], login["login_port"], login["login_db"], secret + "-wrong"
+    runs = [
+        ({}, {"PGPASSWORD": secret}, "SUCCESS"),
+        ({}, {"PGPASSWORD": wrong}, "password authentication failed"),
+        ({"connect_params": {"password": secret, "connect_timeout": 5}}, {}, "SUCCESS"),
+        ({"connect_params": {"password": wrong}}, {}, "password authentication failed"),
+        ({"login_db": f"host={host} port={port} dbname={name} password='{wrong}'"}, {}, "could not connect"),
+        ({"connect_params": {"dbname": f"postgresql://{migrator.name}:{wrong}@{host}:{port}/{name}"}}, {},
+         "could not connect"),
+        ({"login_host": f"postgresql://{migrator.name}:{wrong}@{host}"}, {}, "could not connect"),
+    ]
+    outputs = []
+    for changes, environment, outcome in runs:
+        process = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards_info", "-a",
+                                  json.dumps({**login, **changes, "queue": "secret_q"}), "-vvv", env_extra=environment)
+        outputs.append(process.stdout + process.stderr)
+        assert outcome in outputs[-1], outputs[-1]
+    assert SECRET_MARKER not in "\n".join(outputs) + awa_db.server.server_log(tail=10_000)
+
+
 def test_injection_attempts_in_names_are_stored_and_granted_literally(awa_db):
     queue = "q'); DROP TABLE awa.queue_meta; --"
     role = 'r"; DROP TABLE awa.queue_meta; --'

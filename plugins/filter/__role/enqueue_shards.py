@@ -62,6 +62,7 @@ class FilterModule:
             "enqueue_shards_preflight": rollout_preflight.preflight,
             "enqueue_shards_change_lines": rollout_report.change_lines,
             "enqueue_shards_environment_lines": environment_file.environment_lines,
+            "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_restart_plan": restart_plan,
             "enqueue_shards_batch_members": rollout_batch.batch_members,
             "enqueue_shards_expected_new_runtimes": rollout_batch.expected_new_runtimes,

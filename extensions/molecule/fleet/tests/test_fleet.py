@@ -8,6 +8,9 @@ marked ``passes(NAME, ...)`` runs after those passes only: conftest.py
 deselects the others, so each verify runs just its pass's tests.
 
 * check: nothing changed in the database or on a host, nothing restarted;
+  its output (ANSIBLE_LOG_PATH) and its report name the secrets the
+  environment file's diff would rotate, and show neither their old values
+  nor their new ones;
 * raise, return, recover, lower: the environment file as the role renders
   it, every unit runs a runtime on the new count (its journal shows the
   runtime started in its current process); after the idempotent run the PIDs
@@ -35,10 +38,11 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 from awa_testbed import queue_facts
-from awa_testbed.verify_state import bed_state, molecule_pass, read_json
+from awa_testbed.verify_state import bed_state, molecule_pass, read_json, state_dir
 from awa_testbed.waiting import wait_until
 
 testinfra_hosts = ["awa_producers"]
@@ -158,9 +162,31 @@ def test_check_mode_changed_nothing_in_the_database():
 @pytest.mark.passes("check")
 def test_check_mode_changed_and_restarted_nothing_on_the_host(host):
     env_file = host.file(ENV_FILE)
-    assert env_file.content_string == "AWA_FLEET_CHANGE=none\n"
+    assert env_file.content_string.startswith("AWA_FLEET_CHANGE=none\n")
+    assert f"AWA_RESULTS_TOKEN={variables(host)['fleet_secrets_before']['token']}\n" in env_file.content_string
     assert (env_file.user, env_file.group, env_file.mode) == ("root", "root", 0o644)
     assert main_pids(host) == units_at("before-raise", host)
+
+
+def check_pass_output() -> str:
+    """What the check pass printed: its run in the log (ANSIBLE_LOG_PATH), from its first play to its recap."""
+    log = Path(os.environ["ANSIBLE_LOG_PATH"]).read_text(encoding="utf-8")
+    start = log.rindex("PLAY [Mark the raise pass for verify]")
+    return log[start:log.index("PLAY RECAP", start)]
+
+
+@pytest.mark.passes("check")
+def test_the_check_pass_names_the_rotated_secrets_and_shows_no_value_of_them(host):
+    output = check_pass_output()
+    # Each host's diff, over SSH: the secrets named and masked, the value enqueue_shards_env_file_show lists shown.
+    for line in ("~AWA_RESULTS_URL=******** (changed)", "~AWA_RESULTS_TOKEN=******** (changed)",
+                 f'~AWA_FLEET_CHANGE="{change_text(8)}" (changed from none)', "+AWA_OVERRIDE_REFRESH_MS=1000 (added)",
+                 # The role's four header lines in, the comment with the old password out.
+                 "~4 comment lines added, 1 removed (not shown: a comment may hold a secret)"):
+        assert output.count(f"\n{line}\n") == len(variables(host)["groups"]["awa_producers"]), line
+    reports = "".join(path.read_text(encoding="utf-8") for path in state_dir().glob("enqueue_shards-*.json"))
+    secrets = [value for name in ("fleet_secrets_before", "fleet_secrets") for value in variables(host)[name].values()]
+    assert [secret for secret in secrets if secret in output + reports] == []
 
 
 # ---- every pass ----
@@ -225,6 +251,7 @@ def test_environment_file_is_rendered_with_owner_group_and_mode(host):
     assert lines[0].startswith("# ")
     assert f'AWA_FLEET_CHANGE="{change_text(shards)}"' in lines
     assert REFRESH_LINE in lines
+    assert f"AWA_RESULTS_TOKEN={variables(host)['fleet_secrets']['token']}" in lines
 
 
 @pytest.mark.passes("raise", "return", "recover", "lower")

@@ -15,6 +15,7 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
     DEFAULT_CONNECT_TIMEOUT,
     connection_argument_spec,
     connection_defaults,
+    connection_secrets,
     describe_target,
     libpq_params,
     lock_timeout_setting,
@@ -63,6 +64,29 @@ def test_the_target_is_described_without_the_password():
     described = describe_target(options(login_host="db1", login_db="app", login_user="awa", login_password=PASSWORD))
     assert described == "database 'app' on db1:5432 as 'awa'"
     assert describe_target(options(login_user="awa")) == "database '(default)' on local socket:5432 as 'awa'"
+
+
+@pytest.mark.parametrize("changes, secrets", [
+    ({"login_password": PASSWORD}, [PASSWORD]),
+    ({"connect_params": {"password": PASSWORD, "sslpassword": "key-pass", "connect_timeout": 3}},
+     [PASSWORD, "key-pass"]),
+    ({"login_db": f"postgresql://awa:{PASSWORD}@db1:5432/app?sslmode=require"}, [PASSWORD]),
+    ({"login_db": "postgresql://awa:p%40ss%2Fw0rd@db1/app"}, ["p%40ss%2Fw0rd", "p@ss/w0rd"]),
+    ({"connect_params": {"dbname": f"host=db1 password = '{PASSWORD} x' dbname=app"}}, [f"{PASSWORD} x"]),
+    ({"login_host": f"postgres://awa:{PASSWORD}@db1"}, [PASSWORD]),
+    ({"connect_params": {"dbname": f"postgresql://db1/app?password={PASSWORD}"}}, [PASSWORD]),
+    ({"login_db": "app", "login_host": "db1", "connect_params": {"sslmode": "require"}}, []),
+], ids=["login_password", "connect_params", "uri", "uri-encoded", "conninfo-quoted", "uri-in-host", "uri-query",
+        "none"])
+def test_every_secret_the_connection_options_hold_is_found(changes, secrets):
+    assert connection_secrets(options(**changes)) == sorted(secrets)
+
+
+def test_a_password_written_into_login_db_or_login_host_is_not_described():
+    described = describe_target(options(login_host=f"postgres://awa:{PASSWORD}@db1", login_user="awa",
+                                        login_db=f"host=db1 password={PASSWORD} dbname=app"))
+    assert described == ("database 'host=db1 password=******** dbname=app' on postgres://awa:********@db1:5432 as "
+                         "'awa'")
 
 
 @pytest.mark.parametrize("changes", [
@@ -208,3 +232,11 @@ def test_pgconnect_timeout_replaces_the_default_connect_timeout():
 def test_several_hosts_are_described_with_their_ports_and_the_target():
     assert describe_target(options(login_host="db1,db2", login_port="5432,5433", login_db="app", login_user="awa"),
                            writes=True) == "database 'app' on db1:5432, db2:5433 (read-write) as 'awa'"
+
+
+def test_a_host_that_is_no_host_name_is_refused_with_a_message_not_a_traceback():
+    with pytest.raises(ConnectionFailed) as failure:
+        connect(options(login_host=f"postgresql://awa:{PASSWORD}@{'db' * 40}", login_user="awa", login_db="app"))
+    assert failure.value.message == (f"could not connect to database 'app' on postgresql://awa:********@{'db' * 40}:5432 "
+                                     "as 'awa': a host of login_host is not a host name; give host names or addresses, "
+                                     "separated by commas")

@@ -46,6 +46,13 @@ def test_a_password_given_in_connect_params_is_hidden_too():
     assert "from-params" not in reported("FATAL:  password from-params rejected", options)
 
 
+def test_a_password_written_into_a_connection_string_is_hidden_too():
+    options = {**OPTIONS, "login_password": "", "login_db": "postgresql://awa:uri-pw@db1/app",
+               "connect_params": {"dbname": "host=db1 password=kv-pw"}}
+    message = reported('could not translate host name "postgresql://awa:uri-pw@db1" to address (kv-pw)', options)
+    assert "uri-pw" not in message and "kv-pw" not in message and "postgresql://awa:********@db1" in message
+
+
 def test_other_failures_are_reported_as_libpq_gives_them():
     libpq_message = 'FATAL:  password authentication failed for user "awa_migrator"'
     assert reported(libpq_message) == PREFIX + libpq_message

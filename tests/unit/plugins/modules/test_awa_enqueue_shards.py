@@ -88,3 +88,21 @@ def test_the_module_refuses_bad_input_before_connecting(capsys, args, message):
             awa_enqueue_shards.main()
     result = json.loads(capsys.readouterr().out)
     assert result["failed"] and message in result["msg"]
+
+
+@pytest.mark.parametrize("connection", [
+    {"login_password": "pw-s3cret", "connect_params": {"sslpassword": "key-s3cret"}},
+    {"connect_params": {"password": "pw-s3cret", "connect_timeout": 3}},
+    {"login_db": "postgresql://awa:pw-s3cret@127.0.0.1:1/app"},
+    {"connect_params": {"dbname": "host=127.0.0.1 port=1 password='pw-s3cret' dbname=app"}},
+    {"login_host": "postgres://awa:pw-s3cret@127.0.0.1"},
+], ids=["login_password", "connect_params", "uri-in-login_db", "conninfo-in-connect_params", "uri-in-login_host"])
+def test_a_password_is_in_no_part_of_the_result_however_it_is_given(capsys, connection):
+    # Nothing listens on port 1. ansible-core 2.19 returns the invocation (connect_params among it), which -vvv prints.
+    with patch_module_args({"login_host": "127.0.0.1", "login_port": 1, "queue": "orders", "shards": 2, **connection}):
+        with pytest.raises(SystemExit):
+            awa_enqueue_shards.main()
+    output = capsys.readouterr().out
+    result = json.loads(output)
+    assert result["failed"] and result["msg"].startswith("could not connect to database")
+    assert "s3cret" not in output

@@ -75,14 +75,42 @@ def test_it_writes_the_environment_file_before_the_read_and_a_second_run_changes
     assert mode_only["changed"] and oct(env_file.stat().st_mode & 0o777) == "0o640"
 
 
-def test_check_mode_writes_no_environment_file_and_shows_the_diff_line_by_line(capsys, tmp_path):
+def test_check_mode_writes_no_environment_file_and_its_diff_names_each_change_masking_the_values(capsys, tmp_path):
     env_file = tmp_path / "producer.env"
-    env_file.write_text("A=1\n", encoding="utf-8")
+    before = "AWA_DATABASE_URL=postgres://app:pw-s3cret-1@db/awa\nAWA_OVERRIDE_REFRESH_MS=1000\n"
+    env_file.write_text(before, encoding="utf-8")
+    after = "AWA_DATABASE_URL=postgres://app:pw-s3cret-1@db/awa\nAWA_OVERRIDE_REFRESH_MS=500\nB_TOKEN=s3cret-2\n"
     result = run(capsys, services=["a"], method="command", _ansible_check_mode=True, _ansible_diff=True,
-                 env_file={"path": str(env_file), "content": "A=1\nB=s3cret-2\n"})
+                 env_file={"path": str(env_file), "content": after, "show": ["AWA_OVERRIDE_REFRESH_MS"]})
     assert result["changed"] and result["env_file"]["changed"]
-    assert result["diff"]["prepared"].splitlines()[-2:] == [" A=1", "+B=s3cret-2"]
-    assert env_file.read_text(encoding="utf-8") == "A=1\n"
+    assert result["diff"]["prepared"].splitlines() == [
+        f"--- {env_file}", f"+++ {env_file}", "~AWA_OVERRIDE_REFRESH_MS=500 (changed from 1000)",
+        "+B_TOKEN=******** (added)", " unchanged: AWA_DATABASE_URL"]
+    assert "s3cret" not in json.dumps(result)
+    assert env_file.read_text(encoding="utf-8") == before
+
+
+def test_the_module_on_its_own_shows_no_value_but_those_it_is_told_are_safe(capsys, tmp_path):
+    env_file = tmp_path / "producer.env"
+    env_file.write_text("AWA_API_TOKEN=s3cret-1\n# was s3cret-0\n", encoding="utf-8")
+    result = run(capsys, services=[], method="command", _ansible_diff=True,
+                 env_file={"path": str(env_file), "content": "AWA_API_TOKEN=s3cret-2\nAWA_OVERRIDE_REFRESH_MS=1000\n"})
+    assert result["diff"]["prepared"].splitlines()[2:] == [
+        "~AWA_API_TOKEN=******** (changed)", "+AWA_OVERRIDE_REFRESH_MS=******** (added)",
+        "-1 comment line (not shown: a comment may hold a secret)"]
+    assert "s3cret" not in json.dumps(result) and env_file.read_text(encoding="utf-8").startswith("AWA_API_TOKEN=s3cret-2")
+
+
+def test_a_file_it_cannot_read_fails_the_run_with_the_reason_never_the_text(capsys, tmp_path):
+    not_text = tmp_path / "producer.env"
+    not_text.write_bytes(b"AWA_API_TOKEN=s3cret-\xff\n")
+    result = run(capsys, services=[], method="command", env_file={"path": str(not_text), "content": "A=1\n"})
+    assert result["failed"] and result["msg"] == (f"The environment file {not_text} was not written: it could not be "
+                                                  "read (it is not UTF-8 text). Nothing was restarted.")
+    folder = run(capsys, services=[], method="command", env_file={"path": str(tmp_path), "content": "A=1\n"})
+    assert folder["failed"] and folder["env_file"]["error"] == (f"{tmp_path} was not written: it could not be read "
+                                                                "(Is a directory)")
+    assert "s3cret" not in json.dumps(result)
 
 
 def test_an_environment_file_it_cannot_write_fails_the_run_and_restarts_nothing(capsys, tmp_path):

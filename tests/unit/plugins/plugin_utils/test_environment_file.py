@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import shlex
 
-from ansible_collections.awa.operations.plugins.plugin_utils.environment_file import environment_lines
+from ansible_collections.awa.operations.plugins.plugin_utils.environment_file import (
+    environment_lines,
+    hidden_values,
+    shown_variables,
+)
 
 
 def test_one_variable_is_added_to_the_base_not_replacing_it():
@@ -24,3 +28,14 @@ def test_values_that_need_it_are_double_quoted_and_read_back_unchanged():
     # systemd's EnvironmentFile unquotes double quotes with backslash escapes, as a POSIX shell does.
     assert (name, shlex.split(text)[0]) == ("NOTE", value)
     assert environment_lines({"ON": True, "PORT": 5432}, base={}) == ["ON=true", "PORT=5432"]
+
+
+def test_the_diff_shows_the_roles_own_values_and_those_the_operator_lists_no_other():
+    assert shown_variables([]) == ["AWA_OVERRIDE_REFRESH_MS"]
+    assert shown_variables(["AWA_REGION", "AWA_OVERRIDE_REFRESH_MS"]) == ["AWA_OVERRIDE_REFRESH_MS", "AWA_REGION"]
+    assert shown_variables(None, base={}) == []
+
+
+def test_the_values_never_printed_are_those_not_shown_as_the_file_holds_them():
+    environment = {"AWA_API_TOKEN": 'tok "x"', "AWA_REGION": "eu-1", "AWA_POOL": 10, "AWA_GONE": None}
+    assert sorted(hidden_values(environment, shown_variables(["AWA_REGION"]))) == ['"tok \\"x\\""', "10", 'tok "x"']

@@ -99,7 +99,8 @@ def test_a_mistyped_variable_is_named_with_the_right_one():
 def test_every_rollout_problem_is_named_at_once():
     found = problems(batch_size=0, batch_pause=-1, canary_pause="soon", max_fail_percentage=150, max_deadlocks=-2,
                      max_failed_jobs="many", runtimes_per_service=1.5, services=[], restart_method="supervisord",
-                     env_file="relative/path", env_file_mode="rw-r-----", environment={"BAD-NAME": "x", "OK": "a\nb"},
+                     env_file="relative/path", env_file_mode="rw-r-----", env_file_show=["AWA_REGION", "region-1"],
+                     environment={"BAD-NAME": "x", "OK": "a\nb"},
                      restart_timeout=-1, wait_sleep=0)
     assert found == [
         "enqueue_shards_batch_size: 0 is not a whole number of at least 1. Give a whole number of services (2), a "
@@ -116,11 +117,26 @@ def test_every_rollout_problem_is_named_at_once():
         "enqueue_shards_restart_method must be one of auto, systemd, command, got 'supervisord'",
         "enqueue_shards_env_file must be an absolute path, got relative/path",
         "enqueue_shards_env_file_mode must be a quoted octal mode such as \"0640\", got 'rw-r-----'",
+        "enqueue_shards_env_file_show must be a list of variable names (letters, digits, _), got ['AWA_REGION', "
+        "'region-1']",
         "enqueue_shards_environment names must be variable names (letters, digits, _): BAD-NAME",
         "enqueue_shards_environment values must be single lines: OK",
         "enqueue_shards_restart_timeout must be between 0 and 86400 seconds, got -1.0",
         "enqueue_shards_wait_sleep must be between 0.1 and 3600 seconds, got 0.0",
     ]
+
+
+def test_a_connection_problem_never_quotes_a_password_written_into_login_host():
+    connection = {**CONNECTION, "login_host": "postgres://awa:pw-s3cret@db1,", "login_password": "pw-2"}
+    assert problems(connection=connection) == [
+        "enqueue_shards_connection: login_host lists an empty host name ('postgres://awa:********@db1,'): name "
+        "every host, separated by commas without a trailing one. Nothing was read or written."]
+
+
+def test_an_environment_that_is_not_a_dict_is_refused_without_its_value():
+    # Written as one line, the environment would hold the file's secrets: the message names only its type.
+    found = problems(environment="AWA_DATABASE_URL=postgres://app:pw-s3cret@db/awa")
+    assert found == ["enqueue_shards_environment must be a dict of NAME: value, got a str"]
 
 
 def test_with_several_services_the_commands_must_name_the_service():
