@@ -38,12 +38,15 @@ def test_systemctl_show_of_several_units_is_read_per_unit():
     assert found["method"] == "systemd" and found["clock"] == 1764520999
 
 
-def test_a_failed_restart_is_reported_and_does_not_stop_the_others():
-    found = systemd_result({"a": unit("a"), "b": unit("b")}, restart=("a", "b"),
-                           failing={"a": "Job for a.service failed because the control process exited."})
+def test_a_failed_restart_is_reported_with_its_exit_status_and_last_lines_and_does_not_stop_the_others():
+    # What systemctl restart prints: the cause on the first line, where to look on the second.
+    failing = {"a": 'Job for a.service failed because the control process exited with error code.\n'
+                    'See "systemctl status a.service" and "journalctl -xeu a.service" for details.\n'}
+    found = systemd_result({"a": unit("a"), "b": unit("b")}, restart=("a", "b"), failing=failing)
     assert found["restarted"] == ["b"]
-    assert found["restart_failures"] == [{"service": "a",
-                                          "message": "Job for a.service failed because the control process exited."}]
+    assert found["restart_failures"] == [{"service": "a", "message": (
+        'exit status 1: Job for a.service failed because the control process exited with error code. / See '
+        '"systemctl status a.service" and "journalctl -xeu a.service" for details.')}]
 
 
 def test_the_status_command_prints_the_start_and_optionally_the_runtime_pid(tmp_path):
@@ -67,7 +70,7 @@ def test_the_restart_command_runs_once_per_service_with_the_name_quoted(tmp_path
                                     "exit 3; }' {service}").result()
     assert log.read_text(encoding="utf-8").splitlines() == ["web one", "b"]
     assert found["restarted"] == ["web one"]
-    assert found["restart_failures"] == [{"service": "b", "message": "no such program"}]
+    assert found["restart_failures"] == [{"service": "b", "message": "exit status 3: no such program"}]
 
 
 def test_check_mode_and_a_missing_restart_command_restart_nothing(tmp_path):

@@ -36,7 +36,7 @@ def test_a_failed_restart_fails_the_task_with_every_services_outcome(capsys):
     result = run(capsys, services=["a", "b"], restart=["a", "b"], method="command",
                  restart_command="sh -c '[ \"$0\" = a ] || { echo \"$0: no such program\" >&2; exit 4; }' {service}")
     assert result["failed"]
-    assert result["msg"] == "The restart of 1 of 2 service(s) failed: b: b: no such program"
+    assert result["msg"] == "The restart of 1 of 2 service(s) failed: b: exit status 4: b: no such program"
     assert result["restarted"] == ["a"]
 
 

@@ -122,7 +122,7 @@ def test_a_host_that_cannot_restart_its_services_as_configured_stops_before_any_
         "Invalid input for app1, nothing was changed: this host does not run systemd (service manager: sysvinit) and "
         "enqueue_shards_restart_command is empty: give the command that restarts one service, e.g. \"supervisorctl "
         "restart {service}\" || Invalid input for app2, nothing was changed: app2/b: systemd does not know this unit "
-        "(LoadState=not-found); correct enqueue_shards_services for this host")}
+        "(LoadState=not-found); correct enqueue_shards_services for this host, or install the unit there")}
     refresh = reachability([settings("app1", ["a"])], probes=[without_systemd], max_fail_percentage=0, restarts=False)
     assert refresh["ok"], "pickup refresh restarts nothing, so a host needs no way to restart"
 
