@@ -101,3 +101,27 @@ def test_an_environment_file_it_cannot_write_fails_the_run_and_restarts_nothing(
                                   "group": "no-such-group-awa"})
     assert unknown_group["failed"] and "there is no group no-such-group-awa on this host" in unknown_group["msg"]
     assert not (tmp_path / "producer.env").exists()
+
+
+def test_a_program_that_cannot_run_is_said_in_words_and_the_services_are_still_read(capsys, tmp_path):
+    missing = tmp_path / "no-such-ctl"
+    refused = run(capsys, services=["a"], restart=["a"], method="command", restart_command=f"{missing} restart {{service}}")
+    assert refused["failed"] and refused["msg"] == (f"Nothing was restarted: the restart command {missing} restart "
+                                                    f"{{service}} cannot run here: {missing} does not exist")
+    assert refused["services"][0]["service"] == "a", "the host answered: its services are read"
+    # A status command whose program is gone: run_command raises, the module answers as a shell would.
+    read = run(capsys, services=["a"], method="command", status_command=f"{missing} {{service}}")
+    assert not read.get("failed") and "Error executing command." not in json.dumps(read)
+    assert read["services"][0]["problem"] == (f"the status command {missing} a cannot run here (exit status 127: "
+                                              f"{missing}: No such file or directory)")
+
+
+def test_check_mode_fails_where_the_restart_could_not_be_followed(capsys, tmp_path):
+    marker = tmp_path / "restarted"
+    result = run(capsys, services=["a"], restart=["a"], method="command", restart_command=f"touch {marker}",
+                 status_command="sh -c 'awa-no-such-tool' {service}", _ansible_check_mode=True)
+    assert result["failed"] and not marker.exists()
+    assert result["msg"] == ("How 1 of 1 service(s) run cannot be read (in check mode, nothing was restarted): a: the "
+                             "status command sh -c 'awa-no-such-tool' a cannot run here (exit status 127: a: 1: "
+                             "awa-no-such-tool: not found)")
+    assert result["programs"][0]["command"] == "restart" and result["programs"][0]["path"].endswith("/touch")
