@@ -83,7 +83,7 @@ def test_the_quick_start_without_supervisorctl_on_the_path_is_refused_in_check_m
 
         assert message.startswith("localhost cannot restart its producer services as configured, nothing was changed: "
                                   "localhost (awa-app-1, awa-app-2): the restart command supervisorctl restart "
-                                  f"{{service}} cannot run here: supervisorctl is not on the PATH of user "), message
+                                  "{service} cannot run here: supervisorctl is not on the PATH of user "), message
         assert f"({env['PATH']}); correct enqueue_shards_restart_command or enqueue_shards_status_command" in message
         for service in ("awa-app-1", "awa-app-2"):
             status = commands["status_command"].replace("{service}", service)
