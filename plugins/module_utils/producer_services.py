@@ -251,28 +251,25 @@ def read_states(run: Runner, method: str, services: list[str], status_command: s
     return [_status_state(run, service, status_command) for service in services]
 
 
-def program_checks(restart_command: str, status_command: str, to_restart: list[str], services: list[str], *,
-                   path: str, user: str) -> tuple[list[str], list[dict[str, str]]]:
-    """Before a restart by command: whether the restart command's program (and the status command's, if there is
-    one) can run for every service, as run_command would run it - the problems, and the programs found."""
+def program_checks(what: str, command: str, services: list[str], *, path: str,
+                   user: str) -> tuple[list[str], list[dict[str, str]]]:
+    """Whether the program of ``command`` (the ``what`` command: restart or status) can run for each service, as
+    run_command would run it: the problems (each once), and the programs found."""
     problems: list[str] = []
     found: list[dict[str, str]] = []
-    checks = [("restart", restart_command, to_restart)] + (
-        [("status", status_command, services)] if status_command.strip() else [])
-    for what, command, names in checks:
-        for service in names:
-            try:
-                program = argv(for_service(command, service))[0]
-            except ValueError as error:
-                problem = f"the {what} command {command} cannot be split into words: {error}"
-                problems += [] if problem in problems else [problem]
-                continue
-            located = find_program(program, path)
-            if located is None:
-                problem = f"the {what} command {command} cannot run here: {program_problem(program, path, user)}"
-                problems += [] if problem in problems else [problem]
-            elif not any(entry["command"] == what and entry["path"] == located for entry in found):
-                found.append({"command": what, "program": expanded(program), "path": located})
+    for service in services:
+        try:
+            program = argv(for_service(command, service))[0]
+        except ValueError as error:
+            problem = f"the {what} command {command} cannot be split into words: {error}"
+            problems += [] if problem in problems else [problem]
+            continue
+        located = find_program(program, path)
+        if located is None:
+            problem = f"the {what} command {command} cannot run here: {program_problem(program, path, user)}"
+            problems += [] if problem in problems else [problem]
+        elif not any(entry["path"] == located for entry in found):
+            found.append({"command": what, "program": expanded(program), "path": located})
     return problems, found
 
 
@@ -292,16 +289,22 @@ def operate(run: Runner, services: list[str], to_restart: list[str], *, method: 
     via = restart_via(method, manager)
     found = HostServices(manager, via, hostname=hostname,
                          problems=configuration_problems(method, manager, restart_command, bool(to_restart)))
+    status_problems: list[str] = []
     if to_restart and via == "command" and not found.problems:
-        found.problems, found.programs = program_checks(
-            restart_command, status_command, to_restart, services, path=search_path() if path is None else path,
-            user=user or current_user())
+        where = {"path": search_path() if path is None else path, "user": user or current_user()}
+        found.problems, found.programs = program_checks("restart", restart_command, to_restart, **where)
+        if status_command.strip():
+            status_problems, status_programs = program_checks("status", status_command, services, **where)
+            found.problems += status_problems
+            found.programs += status_programs
     outcomes: dict[str, str | None] = {}
     if not found.problems and not check_mode:
         outcomes = {service: restart(run, via, service, restart_command) for service in to_restart}
     if via == "systemd" and manager != "systemd":
-        states = [ServiceState(service, UNKNOWN, detail=f"this host does not run systemd (service manager: {manager})")
-                  for service in services]
+        states = _unread(services, f"this host does not run systemd (service manager: {manager})")
+    elif status_problems:
+        # Its program cannot run (a problem of the host, above): running it for every service would only say so again.
+        states = _unread(services, "the status command cannot run here")
     else:
         states = read_states(run, via, services, status_command)
     found.services = [ServiceState(**{**asdict(state), "restarted": service_restarted(state.service, outcomes),
@@ -309,6 +312,10 @@ def operate(run: Runner, services: list[str], to_restart: list[str], *, method: 
                       for state in states]
     found.clock = clock()
     return found
+
+
+def _unread(services: list[str], why: str) -> list[ServiceState]:
+    return [ServiceState(service, UNKNOWN, detail=why) for service in services]
 
 
 def service_restarted(service: str, outcomes: dict[str, str | None]) -> bool:

@@ -45,13 +45,13 @@ def _host_refusals(settings: dict, probe: dict, restarts: bool) -> list[str]:
     if not restarts or configured:
         return refusals
     # The programs the module looked up before the restart it was asked to check, then each service it could not read.
-    programs = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
-                for problem in probe.get("problems", []) if problem not in configured]
+    cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
+                  for problem in probe.get("problems", []) if problem not in configured]
     unreadable = [text for service in probe.get("services", []) if service["state"] != MISSING
                   for text in [service_problem(host, service, method)] if text]
-    if programs or unreadable:
+    if cannot_run or unreadable:
         refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
-                        + " | ".join(programs + unreadable))
+                        + " | ".join(cannot_run + unreadable))
     return refusals
 
 
@@ -68,7 +68,7 @@ def _checked(hosts: list[dict], probes: list[dict]) -> str:
     """What the reach proved on the hosts that answered: how each restarts and reads its services."""
     by_way: dict[str, list[str]] = {}
     for settings, probe in zip(hosts, probes):
-        if read_error(probe) is not None:
+        if read_error(probe) is not None or not settings["services"]:
             continue
         if probe["method"] == "systemd":
             way = "systemd knows every unit"
@@ -115,7 +115,8 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
     if invalid:
         return {"ok": False, "message": " || ".join(invalid)}
     if not gone:
-        checked = f" and can restart their services: {_checked(hosts, probes)}" if restarts and hosts else ""
+        proved = _checked(hosts, probes) if restarts else ""
+        checked = f" and can restart their services: {proved}" if proved else ""
         return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered{checked}."}
     if len(gone) * 100 > max_fail_percentage * len(hosts):
         gone_message = unreachable_message(gone, len(hosts), max_fail_percentage)

@@ -111,6 +111,9 @@ def test_a_restart_by_command_first_finds_its_programs_and_restarts_nothing_when
     assert found.problems == ["the status command awa-started {service} cannot run here: awa-started is not on the "
                               "PATH of user awa (/usr/bin:/bin)"]
     assert not marker.exists() and found.restarted_services() == []
+    # Said once, for the host: the status command is not run for every service only to fail again.
+    assert [(state.detail, state.problem) for state in found.services] == [
+        ("the status command cannot run here", None)] * 2
     assert found.programs == [{"command": "restart", "program": "sh", "path": shutil.which("sh", path="/usr/bin:/bin")}]
     absolute = operate(shell, ["a"], ["a"], method="command", manager="supervisord", check_mode=True,
                        restart_command="/opt/awa-nowhere/ctl restart {service}", path="/usr/bin:/bin", user="awa")

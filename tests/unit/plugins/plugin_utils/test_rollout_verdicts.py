@@ -218,3 +218,5 @@ def test_the_reach_says_what_it_proved_on_each_host():
     assert found == {"ok": True, "message": (
         "All 2 producer host(s) answered and can restart their services: systemd knows every unit on app1; the "
         "restart command's program is found and the status command reads every service on app2.")}
+    idle = reachability([settings("app3", [])], probes=[systemd_result({})], max_fail_percentage=0, restarts=True)
+    assert idle == {"ok": True, "message": "All 1 producer host(s) answered."}, "nothing to restart, nothing proved"
