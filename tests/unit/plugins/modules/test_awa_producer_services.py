@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.awa.operations.plugins.modules import awa_producer_services
@@ -125,3 +126,12 @@ def test_check_mode_fails_where_the_restart_could_not_be_followed(capsys, tmp_pa
                              "status command sh -c 'awa-no-such-tool' a cannot run here (exit status 127: a: 1: "
                              "awa-no-such-tool: not found)")
     assert result["programs"][0]["command"] == "restart" and result["programs"][0]["path"].endswith("/touch")
+
+
+def test_the_result_is_the_one_return_documents(capsys, tmp_path):
+    documented = yaml.safe_load(awa_producer_services.RETURN)
+    result = run(capsys, services=["a"], restart=["a"], method="command", restart_command="true {service}",
+                 env_file={"path": str(tmp_path / "producer.env"), "content": "A=1\n"}, _ansible_check_mode=True)
+    assert set(result) - {"changed", "invocation"} == set(documented)
+    assert set(result["services"][0]) == set(documented["services"]["contains"])
+    assert set(result["programs"][0]) == set(documented["programs"]["contains"])
