@@ -18,6 +18,10 @@ description:
     C(systemctl show) (C(ActiveState), C(MainPID), C(ActiveEnterTimestamp)) and a restart is
     C(systemctl restart). Without it, the restart contract applies - O(restart_command) restarts one service and
     the optional O(status_command) prints when its current process started.
+  - Before a restart by command, in check mode too, looks up the programs of O(restart_command) and
+    O(status_command) as the restart would run them (on the PATH of the user the module runs as, or by their
+    path), and restarts nothing when one cannot run (RV(problems)). A service whose state cannot be read as
+    configured carries a RV(services[].problem), and a run that restarts (or would restart) it fails.
   - With O(env_file), first makes the producers' environment file hold O(env_file.content), with its owner, group
     and mode, as M(ansible.builtin.copy) would (written to a temporary file and moved into place; nothing is written
     when it already matches). A file that cannot be written fails the run before any restart or read.
@@ -36,6 +40,8 @@ attributes:
     details:
       - Restarts and writes nothing; reads every service and reports in RV(restarted) what it would restart and in
         RV(env_file) whether the file would change.
+      - With O(restart), checks that the restart can run - the programs of the commands found, every service's state
+        readable - and fails where the real run would, so a check-mode run that passes means the restart can.
   diff_mode:
     support: full
     details:
@@ -74,6 +80,9 @@ options:
       - The command that restarts one service, run once per service without a shell (split like a shell would
         split it); C({service}) is replaced by the service name, quoted. Needed when O(restart) is set and the
         services are not restarted with systemd.
+      - Its program must be on the PATH of the user the module runs as, or given by its path; otherwise nothing is
+        restarted. A restart that exits non-zero is reported with its exit status and its last lines of error
+        output.
       - "For example C(supervisorctl restart {service}) or C(kubectl rollout restart deployment/{service})."
     type: str
     default: ""
@@ -82,6 +91,9 @@ options:
       - Without systemd, the command that tells when one service's current process started, run once per service
         like O(restart_command). It must exit 0 and print C(START) or C(START PID) - the start in unix seconds and,
         optionally, the pid of the process that runs the service's Awa runtime.
+      - Another non-zero exit leaves the state V(unknown) (for example a stopped service). An exit of 126 or 127
+        (the command, or a program it runs, cannot run) or an exit 0 with other output is a
+        RV(services[].problem).
       - Without it, the state of each service is V(unknown).
     type: str
     default: ""
@@ -220,7 +232,14 @@ services:
       type: bool
       sample: true
     restart_error:
-      description: Why its restart failed; null when it did not fail.
+      description: Why its restart failed - the exit status and the last lines of error output; null when it did
+        not fail.
+      type: str
+      sample: null
+    problem:
+      description: Why its state cannot be read as configured - systemd does not know the unit, C(systemctl show)
+        failed, or the status command cannot run here (exit 126 or 127) or printed something else than C(START) or
+        C(START PID); null when it can be read.
       type: str
       sample: null
 restarted:
@@ -239,9 +258,12 @@ restart_failures:
       description: The service name.
       type: str
     message:
-      description: Why the restart failed (the command's last line of error output, or its exit status).
+      description: Why the restart failed - the command's exit status and its last lines of error output (of
+        standard output when it wrote no error), joined by C( / ).
       type: str
-  sample: [{service: awa-producer@2, message: "Job for awa-producer@2.service failed."}]
+  sample: [{service: awa-producer@2, message: "exit status 1: Job for awa-producer@2.service failed because the
+      control process exited with error code. / See \"systemctl status awa-producer@2.service\" and
+      \"journalctl -xeu awa-producer@2.service\" for details."}]
 env_file:
   description: The environment file of O(env_file) - whether this run changed it (in check mode, would change it).
   returned: when O(env_file) is set
@@ -272,11 +294,30 @@ diff:
         ~AWA_OVERRIDE_REFRESH_MS=500 (changed from 1000)\n unchanged: AWA_API_TOKEN\n"
 problems:
   description: Why the services cannot be restarted as configured (no systemd where O(method=systemd), no
-    O(restart_command) where one is needed); nothing is restarted while there is one.
+    O(restart_command) where one is needed, a program of O(restart_command) or O(status_command) that cannot run
+    here); nothing is restarted while there is one. Checked only when O(restart) is set.
   returned: always
   type: list
   elements: str
-  sample: []
+  sample: ["the restart command supervisorctl restart {service} cannot run here: supervisorctl is not on the PATH
+    of user root (/usr/local/bin:/usr/bin:/bin)"]
+programs:
+  description: The programs of O(restart_command) and O(status_command) found before a restart by command, as
+    the restart runs them; empty when nothing was to be restarted by command.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    command:
+      description: Which command runs it - V(restart) or V(status).
+      type: str
+    program:
+      description: The program as the command names it.
+      type: str
+    path:
+      description: Where it was found.
+      type: str
+  sample: [{command: restart, program: supervisorctl, path: /usr/bin/supervisorctl}]
 """
 
 import functools
@@ -325,20 +366,20 @@ def main() -> None:
         if "error" in outcome:
             module.fail_json(msg=f"The environment file {outcome['error']}. Nothing was restarted.", env_file=outcome)
         written = {"env_file": outcome, **({"diff": diff} if diff and module._diff else {})}
-    found = operate(module.run_command, params["services"], params["restart"], method=params["method"],
-                    restart_command=params["restart_command"], status_command=params["status_command"],
-                    check_mode=module.check_mode, hostname=socket.gethostname())
+    # A program that cannot run raises OSError, which operate turns into words: never run_command's bare
+    # "Error executing command.".
+    found = operate(functools.partial(module.run_command, handle_exceptions=False), params["services"],
+                    params["restart"], method=params["method"], restart_command=params["restart_command"],
+                    status_command=params["status_command"], check_mode=module.check_mode,
+                    hostname=socket.gethostname())
     result = found.result()
     if module.check_mode and not found.problems:
         result["restarted"] = list(params["restart"])
     result.update(written)
     result["changed"] = bool(result["restarted"]) or bool(written and written["env_file"]["changed"])
-    if found.problems and params["restart"]:
-        module.fail_json(msg="Nothing was restarted: " + "; ".join(found.problems), **result)
-    if result["restart_failures"]:
-        listed = "; ".join(f"{failure['service']}: {failure['message']}" for failure in result["restart_failures"])
-        module.fail_json(msg=f"The restart of {len(result['restart_failures'])} of {len(params['restart'])} service(s) "
-                             f"failed: {listed}", **result)
+    failure = found.restart_failure(params["restart"], module.check_mode)
+    if failure:
+        module.fail_json(msg=failure, **result)
     module.exit_json(**result)
 
 

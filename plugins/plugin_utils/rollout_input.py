@@ -25,7 +25,8 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Inval
 # The modes awa_producer_services takes: the role refuses before the change what the module would refuse after it.
 from ansible_collections.awa.operations.plugins.module_utils.managed_file import OCTAL_MODE
 from ansible_collections.awa.operations.plugins.module_utils.masking import masked
-from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, SERVICE_PLACEHOLDER
+from ansible_collections.awa.operations.plugins.module_utils.producer_commands import SERVICE_PLACEHOLDER
+from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS
 from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_WAIT_SLEEP, validate_read_options
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_batches import batch_size_problem

@@ -31,10 +31,10 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_result 
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_batches, rollout_match, rollout_report
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import (
     FAILED,
-    MISSING,
     STARTING,
     STOPPED,
     UNKNOWN,
+    service_problem,
 )
 
 
@@ -192,8 +192,9 @@ def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsRes
                 skipped.append(name)
                 lines.append(f"{name}: not checked or restarted - its host is unreachable ({service['detail']})")
                 continue
-            if service["state"] == MISSING:
-                problems.append(f"{name}: {service['detail']}; correct enqueue_shards_services for this host")
+            problem = service_problem(service["host"], service, host["method"])
+            if problem:
+                problems.append(problem)
                 continue
             status = status_of[(service["host"], service["service"])]
             own = {queue: deadline for queue, deadline in deadlines.items()

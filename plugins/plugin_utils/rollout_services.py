@@ -22,10 +22,17 @@ from ansible_collections.awa.operations.plugins.module_utils.producer_services i
 )
 
 __all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "host_report",
-           "read_error", "unreachable_report"]
+           "read_error", "service_problem", "unreachable_report"]
 
 # The keys of a service in a host report (the module's own, plus its host).
-SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail")
+SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem")
+
+# What to fix when a service's state cannot be read as configured, by why: the unit, systemd, the status command.
+FIXES = {
+    MISSING: "correct enqueue_shards_services for this host, or install the unit there",
+    "systemd": "check systemd on this host (systemctl show SERVICE, as the user the play becomes there)",
+    "command": "correct enqueue_shards_status_command for this host, or install what it runs there",
+}
 
 
 def read_error(result: dict | None) -> str | None:
@@ -69,9 +76,18 @@ def host_report(settings: dict, result: dict | None) -> dict:
     error = read_error(result)
     if error is not None or result is None:
         return unreachable_report(settings, error or "not read")
-    services = [{"host": settings["host"], **{key: service[key] for key in SERVICE_KEYS},
+    services = [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
                  "queues": _declared(settings, service["service"])} for service in result["services"]]
     written = result.get("env_file") or {}
     return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
             "environment_changed": bool(written.get("changed")), "reachable": True,
             "names": _names(settings, result), "services": services}
+
+
+def service_problem(host: str, service: dict, method: str | None) -> str | None:
+    """Why a service of ``host`` cannot be restarted as configured - its state cannot be read (the module's
+    ``problem``) - with what to fix; None when it can. ``method`` is how the host restarts (systemd, command)."""
+    if not service.get("problem"):
+        return None
+    fix = FIXES[MISSING if service["state"] == MISSING else method or "command"]
+    return f"{host}/{service['service']}: {service['problem']}; {fix}"

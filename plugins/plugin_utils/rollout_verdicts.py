@@ -9,6 +9,7 @@ change is committed, ends with the command that backs it out.
 
 from __future__ import annotations
 
+from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
 from ansible_collections.awa.operations.plugins.plugin_utils import rollout_match
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout_restarts import unreachable_message
 from ansible_collections.awa.operations.plugins.module_utils.producer_services import configuration_problems
@@ -17,6 +18,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services im
     RUNNING,
     UNKNOWN,
     read_error,
+    service_problem,
     unreachable_report,
 )
 
@@ -26,13 +28,56 @@ RE_RUN = ("run the playbook again: it changes nothing more and restarts only the
           "yet")
 
 
-def _host_problems(settings: dict, probe: dict, restarts: bool) -> list[str]:
-    """What stops this host's services from being restarted as configured, from what the host answered."""
-    problems = configuration_problems(settings["restart_method"], probe.get("service_manager") or "unknown",
-                                      settings["restart_command"], restarts and bool(settings["services"]))
-    problems += [f"{settings['host']}/{service['service']}: {service['detail']}; correct enqueue_shards_services "
-                 "for this host" for service in probe.get("services", []) if service["state"] == MISSING]
-    return problems
+PROGRAM_FIX = ("correct enqueue_shards_restart_command or enqueue_shards_status_command for this host, or install "
+               "the program there (one named without a folder is looked up on the PATH shown)")
+
+
+def _host_refusals(settings: dict, probe: dict, restarts: bool) -> list[str]:
+    """Why this host's services cannot be restarted as configured, from what the host answered (nothing when they
+    can): the input (no way to restart, a unit systemd does not know), then what the host could not run."""
+    host, method = settings["host"], probe.get("method")
+    configured = configuration_problems(settings["restart_method"], probe.get("service_manager") or "unknown",
+                                        settings["restart_command"], restarts and bool(settings["services"]))
+    unknown_units = [text for service in probe.get("services", []) if service["state"] == MISSING
+                     for text in [service_problem(host, service, method)] if text]
+    refusals = ([f"Invalid input for {host}, nothing was changed: {' | '.join(configured + unknown_units)}"]
+                if configured or unknown_units else [])
+    if not restarts or configured:
+        return refusals
+    # The programs the module looked up before the restart it was asked to check, then each service it could not read.
+    cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
+                  for problem in probe.get("problems", []) if problem not in configured]
+    unreadable = [text for service in probe.get("services", []) if service["state"] != MISSING
+                  for text in [service_problem(host, service, method)] if text]
+    if cannot_run or unreadable:
+        refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
+                        + " | ".join(cannot_run + unreadable))
+    return refusals
+
+
+def _module_failure(settings: dict, probe: dict) -> str | None:
+    """The host answered, but the module failed there before it read anything (no Python, say): not unreachable."""
+    if not probe or probe.get("unreachable") or "services" in probe or not probe.get("failed"):
+        return None
+    return (f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before it read its "
+            f"services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. Make the module run "
+            "there (the message says what is missing), then run the playbook again")
+
+
+def _checked(hosts: list[dict], probes: list[dict]) -> str:
+    """What the reach proved on the hosts that answered: how each restarts and reads its services."""
+    by_way: dict[str, list[str]] = {}
+    for settings, probe in zip(hosts, probes):
+        if read_error(probe) is not None or not settings["services"]:
+            continue
+        if probe["method"] == "systemd":
+            way = "systemd knows every unit"
+        elif settings["status_command"].strip():
+            way = "the restart command's program is found and the status command reads every service"
+        else:
+            way = "the restart command's program is found"
+        by_way.setdefault(way, []).append(settings["host"])
+    return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
 
 
 def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: object, restarts: bool) -> dict:
@@ -40,7 +85,10 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
     can every host that answered restart its services as configured, and could its environment file be written?
 
     ``hosts`` are the hosts' settings (rollout_input.host_settings), ``probes``
-    their awa_producer_services results, in the same order.
+    their awa_producer_services results, in the same order: a check-mode run
+    asked to restart every service when ``restarts`` (pickup restart), which
+    looks up the programs of the restart and status commands and reads every
+    service with them.
     """
     share = max_fail_percentage_problem(max_fail_percentage)
     if isinstance(share, str):
@@ -55,17 +103,21 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
                            f"{unwritable}; correct enqueue_shards_env_file, enqueue_shards_env_file_owner or "
                            "enqueue_shards_env_file_group for this host, or prepare the host")
             continue
+        failed = _module_failure(settings, probe)
+        if failed:
+            invalid.append(failed)
+            continue
         error = read_error(probe)
         if error is not None:
             gone.append(unreachable_report(settings, error))
             continue
-        problems = _host_problems(settings, probe, restarts)
-        if problems:
-            invalid.append(f"Invalid input for {settings['host']}, nothing was changed: {' | '.join(problems)}")
+        invalid += _host_refusals(settings, probe, restarts)
     if invalid:
         return {"ok": False, "message": " || ".join(invalid)}
     if not gone:
-        return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered."}
+        proved = _checked(hosts, probes) if restarts else ""
+        checked = f" and can restart their services: {proved}" if proved else ""
+        return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered{checked}."}
     if len(gone) * 100 > max_fail_percentage * len(hosts):
         gone_message = unreachable_message(gone, len(hosts), max_fail_percentage)
         return {"ok": False, "message": f"Nothing was changed: {gone_message}."}

@@ -41,14 +41,15 @@ def program_pids(state_dir: Path) -> dict[str, int | None]:
 
 
 def set_enqueue_shards(state_dir: Path, shards: int, *flags: str, inventory: Path = TESTBED_INVENTORY,
-                       **variables) -> subprocess.CompletedProcess:
-    """The change-window playbook against the test bed, queue demo -> ``shards``."""
+                       env: dict[str, str] | None = None, **variables) -> subprocess.CompletedProcess:
+    """The change-window playbook against the test bed, queue demo -> ``shards`` (``env``: more environment for
+    ansible-playbook, which the producer host's modules run with)."""
     vars_file = state_dir / "extra-vars.json"
     vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
                                      **{f"enqueue_shards_{name}": value for name, value in variables.items()}}),
                          encoding="utf-8")
     return ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *flags,
-                           env_extra={"AWA_TESTBED_STATE": str(state_dir)})
+                           env_extra={"AWA_TESTBED_STATE": str(state_dir), **(env or {})})
 
 
 def summary_row(output: str, queue: str = "demo") -> list[str]:

@@ -60,8 +60,8 @@ def test_a_restart_that_fails_stops_the_rollout_with_its_own_message(testbed, te
 
     assert stopped.returncode != 0
     assert ("Rollout stopped at batch 1 of 1 (localhost/awa-app-1, localhost/awa-app-2): localhost/awa-app-2 did not "
-            "come back: the restart failed: no such unit: awa-app-2. Health readings: deadlocks 0; failed jobs 0; "
-            "retried jobs 0. No later batch was restarted.") in stopped.stdout
+            "come back: the restart failed: exit status 3: no such unit: awa-app-2. Health readings: deadlocks 0; "
+            "failed jobs 0; retried jobs 0. No later batch was restarted.") in stopped.stdout
     assert "ansible_failed_task" not in stopped.stdout
     # The neighbour in the batch was restarted and its health checked: it came back.
     assert "1/1 restarted runtimes live and healthy" in stopped.stdout

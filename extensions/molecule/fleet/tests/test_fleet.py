@@ -25,7 +25,9 @@ deselects the others, so each verify runs just its pass's tests.
   restarted, later ones were not;
 * recover: the re-run restarted the hung unit (it started after the change,
   but no runtime of it was live) and left alone the units the failed run had
-  brought onto the new count.
+  brought onto the new count;
+* missing: a unit name systemd does not know stopped the window at the reach,
+  naming each host and the unit; the count and every unit are as they were.
 
 Every pass: the server runs the scenario's PostgreSQL major (AWA_FLEET_MAJOR,
 its molecule.yml: 18 for fleet, 17 for fleet_pg17), each running unit logged,
@@ -403,3 +405,21 @@ def test_the_re_run_restarted_the_hung_unit_and_left_alone_what_the_failed_run_f
             assert now[service] != pid, f"{service} still runs the hung process {pid}"
         elif fault is None and pid not in (0, before[service]):
             assert now[service] == pid, f"{service} was restarted again"
+
+
+# ---- after the run with a unit name systemd does not know ----
+
+@pytest.mark.passes("missing")
+def test_a_unit_systemd_does_not_know_stopped_the_window_at_the_reach_naming_host_and_unit(host):
+    name, unit = inventory_name(host), molecule_pass()["missing_unit"]
+    [message] = [result["msg"] for task, result in run_results("missing") if result.get("failed")]
+    assert (f"Invalid input for {name}, nothing was changed: {name}/{unit}: systemd does not know this unit "
+            "(LoadState=not-found); correct enqueue_shards_services for this host, or install the unit there"
+            ) in message, message
+    assert not [task for task, dummy in run_results("missing") if "Preflight |" in task], "stopped before preflight"
+
+
+@pytest.mark.passes("missing")
+def test_the_refused_window_changed_and_restarted_nothing(host):
+    assert queue_facts.last_count_change(superuser_dsn(), QUEUE).to_shards == molecule_pass()["shards"]
+    assert main_pids(host) == units_at("before-missing", host)

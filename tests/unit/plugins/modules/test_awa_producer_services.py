@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import yaml
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.awa.operations.plugins.modules import awa_producer_services
@@ -36,7 +37,7 @@ def test_a_failed_restart_fails_the_task_with_every_services_outcome(capsys):
     result = run(capsys, services=["a", "b"], restart=["a", "b"], method="command",
                  restart_command="sh -c '[ \"$0\" = a ] || { echo \"$0: no such program\" >&2; exit 4; }' {service}")
     assert result["failed"]
-    assert result["msg"] == "The restart of 1 of 2 service(s) failed: b: b: no such program"
+    assert result["msg"] == "The restart of 1 of 2 service(s) failed: b: exit status 4: b: no such program"
     assert result["restarted"] == ["a"]
 
 
@@ -129,3 +130,36 @@ def test_an_environment_file_it_cannot_write_fails_the_run_and_restarts_nothing(
                                   "group": "no-such-group-awa"})
     assert unknown_group["failed"] and "there is no group no-such-group-awa on this host" in unknown_group["msg"]
     assert not (tmp_path / "producer.env").exists()
+
+
+def test_a_program_that_cannot_run_is_said_in_words_and_the_services_are_still_read(capsys, tmp_path):
+    missing = tmp_path / "no-such-ctl"
+    refused = run(capsys, services=["a"], restart=["a"], method="command", restart_command=f"{missing} restart {{service}}")
+    assert refused["failed"] and refused["msg"] == (f"Nothing was restarted: the restart command {missing} restart "
+                                                    f"{{service}} cannot run here: {missing} does not exist")
+    assert refused["services"][0]["service"] == "a", "the host answered: its services are read"
+    # A status command whose program is gone: run_command raises, the module answers as a shell would.
+    read = run(capsys, services=["a"], method="command", status_command=f"{missing} {{service}}")
+    assert not read.get("failed") and "Error executing command." not in json.dumps(read)
+    assert read["services"][0]["problem"] == (f"the status command {missing} a cannot run here (exit status 127: "
+                                              f"{missing}: No such file or directory)")
+
+
+def test_check_mode_fails_where_the_restart_could_not_be_followed(capsys, tmp_path):
+    marker = tmp_path / "restarted"
+    result = run(capsys, services=["a"], restart=["a"], method="command", restart_command=f"touch {marker}",
+                 status_command="sh -c 'awa-no-such-tool' {service}", _ansible_check_mode=True)
+    assert result["failed"] and not marker.exists()
+    assert result["msg"] == ("How 1 of 1 service(s) run cannot be read (in check mode, nothing was restarted): a: the "
+                             "status command sh -c 'awa-no-such-tool' a cannot run here (exit status 127: a: 1: "
+                             "awa-no-such-tool: not found)")
+    assert result["programs"][0]["command"] == "restart" and result["programs"][0]["path"].endswith("/touch")
+
+
+def test_the_result_is_the_one_return_documents(capsys, tmp_path):
+    documented = yaml.safe_load(awa_producer_services.RETURN)
+    result = run(capsys, services=["a"], restart=["a"], method="command", restart_command="true {service}",
+                 env_file={"path": str(tmp_path / "producer.env"), "content": "A=1\n"}, _ansible_check_mode=True)
+    assert set(result) - {"changed", "invocation"} == set(documented)
+    assert set(result["services"][0]) == set(documented["services"]["contains"])
+    assert set(result["programs"][0]) == set(documented["programs"]["contains"])

@@ -37,9 +37,9 @@ def systemd_result(units: dict[str, str], clock: float | None = None, restart: t
     ``restart`` are restarted (those in ``failing`` fail with their message)."""
     output = "\n".join(units.values())
 
-    def run(command: object) -> tuple[int, str, str]:
-        if isinstance(command, list) and command[1] == "restart":
-            return (1, "", (failing or {})[command[-1]]) if command[-1] in (failing or {}) else (0, "", "")
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        if argv[1] == "restart":
+            return (1, "", (failing or {})[argv[-1]]) if argv[-1] in (failing or {}) else (0, "", "")
         return 0, output, ""
 
     result = operate(run, list(units), list(restart), method="auto", manager="systemd",
@@ -74,8 +74,8 @@ def command_host(host: str, printed: dict[str, object], clock: float | None = No
                  status_command: str = "status {service}") -> dict:
     """A host report from awa_producer_services on a host without systemd: ``printed`` maps each service to what its
     status command prints (stdout, or (rc, stdout, stderr)); no status command when ``status_command`` is empty."""
-    def run(command: object) -> tuple[int, str, str]:
-        answer = printed[str(command).split()[-1].strip("'")]
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        answer = printed[argv[-1]]
         return answer if isinstance(answer, tuple) else (0, str(answer), "")  # type: ignore[return-value]
 
     result = operate(run, list(printed), [], method="auto", manager="supervisord", status_command=status_command,

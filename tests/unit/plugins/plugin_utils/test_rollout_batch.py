@@ -52,7 +52,7 @@ def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
         {"item": {"host": "app4", "services": ["a", "b"]}, "failed": True, "msg": "/usr/bin/python3: not found"}]}
     assert restart_outcomes(restarts) == [
         {"host": "app1", "restarted": ["a"], "failed": [], "unreachable": None},
-        {"host": "app2", "restarted": [], "failed": [{"service": "a", "message": "Job for a.service failed."}],
+        {"host": "app2", "restarted": [], "failed": [{"service": "a", "message": "exit status 1: Job for a.service failed."}],
          "unreachable": None},
         {"host": "app3", "restarted": [], "failed": [], "unreachable": "ssh: connect to host app3 port 22"},
         {"host": "app4", "restarted": [], "unreachable": None,

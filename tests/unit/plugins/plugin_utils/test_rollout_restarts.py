@@ -109,7 +109,7 @@ def test_stopped_services_are_left_alone_failed_ones_restarted_missing_ones_stop
     assert result["batches"] == [[["app1", "failed"]], [["app1", "ok"]]]
     assert any(line.startswith("app1/stopped: left alone - it is stopped") for line in result["lines"])
     assert result["problems"] == ["app1/gone: systemd does not know this unit (LoadState=not-found); correct "
-                                  "enqueue_shards_services for this host"]
+                                  "enqueue_shards_services for this host, or install the unit there"]
 
 
 def test_when_every_runtime_runs_the_count_only_a_changed_environment_restarts():
@@ -144,13 +144,24 @@ def test_without_a_status_command_every_running_service_restarts_while_a_runtime
 
 def test_the_status_command_contract():
     report = command_host("localhost", {"p1": f"{CHANGE_AT + 30:.3f}\n", "p2": f"{CHANGE_AT - 30:.3f}",
-                                        "p3": (1, "", "p3 is not running"), "p4": "yesterday"},
-                          clock=int(CHANGE_AT + 62))
+                                        "p3": (1, "", "p3 is not running")}, clock=int(CHANGE_AT + 62))
     states = {service["service"]: service for service in report["services"]}
     assert states["p3"]["detail"] == "status command exited 1: p3 is not running"
-    assert states["p4"]["detail"] == "status command printed 'yesterday', not unix seconds (and optionally a pid)"
+    assert states["p3"]["problem"] is None, "a stopped service: its state is unknown, it is restarted"
     assert plan([report], read=with_runtimes_on_the_count(60, 2))["batches"] == [
-        [["localhost", "p2"]], [["localhost", "p3"]], [["localhost", "p4"]]]
+        [["localhost", "p2"]], [["localhost", "p3"]]]
+
+
+def test_a_status_command_that_cannot_run_or_prints_something_else_restarts_nothing():
+    report = command_host("localhost", {"p1": f"{CHANGE_AT - 30:.3f}", "p2": (127, "", "sh: 1: supervisorctl: not found"),
+                                        "p3": "yesterday"}, clock=int(CHANGE_AT + 62))
+    result = plan([report], read=with_runtimes_on_the_count(60, 2))
+    assert result["problems"] == [
+        "localhost/p2: the status command status p2 cannot run here (exit status 127: sh: 1: supervisorctl: not "
+        "found); correct enqueue_shards_status_command for this host, or install what it runs there",
+        "localhost/p3: the status command status p3 printed 'yesterday', not its contract: it must exit 0 and print "
+        "START or START PID (the start in unix seconds, then optionally the pid); correct "
+        "enqueue_shards_status_command for this host, or install what it runs there"]
 
 
 # ---- a service is done only when its runtimes are live on the count ----

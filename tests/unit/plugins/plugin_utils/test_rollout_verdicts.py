@@ -122,7 +122,7 @@ def test_a_host_that_cannot_restart_its_services_as_configured_stops_before_any_
         "Invalid input for app1, nothing was changed: this host does not run systemd (service manager: sysvinit) and "
         "enqueue_shards_restart_command is empty: give the command that restarts one service, e.g. \"supervisorctl "
         "restart {service}\" || Invalid input for app2, nothing was changed: app2/b: systemd does not know this unit "
-        "(LoadState=not-found); correct enqueue_shards_services for this host")}
+        "(LoadState=not-found); correct enqueue_shards_services for this host, or install the unit there")}
     refresh = reachability([settings("app1", ["a"])], probes=[without_systemd], max_fail_percentage=0, restarts=False)
     assert refresh["ok"], "pickup refresh restarts nothing, so a host needs no way to restart"
 
@@ -164,3 +164,59 @@ def test_a_service_whose_state_cannot_be_read_after_a_restart_that_did_not_come_
     result = verdict([["localhost", "p2"]], [restarted("localhost", "p2")], states, waited(expected=1))
     assert ("localhost/p2 did not come back: it cannot be told to run after its restart (status command exited 1: "
             "p2 is not running)") in result["message"]
+
+
+# A status command whose program (sh) is found; what it prints is the test's.
+STATUS = "sh started.sh {service}"
+
+
+def reach_of(printed: dict[str, tuple[int, str, str]], restart_command: str, path: str = "/usr/bin:/bin") -> dict:
+    """The reach's check-mode run on a host without systemd, asked to restart every service: each status command
+    answers as ``printed`` says."""
+    def run(argv: list[str]) -> tuple[int, str, str]:
+        return printed[argv[-1]]
+
+    return operate(run, list(printed), list(printed), method="auto", manager="supervisord", check_mode=True,
+                   restart_command=restart_command, status_command=STATUS, path=path,
+                   user="awa").result()
+
+
+def test_a_host_whose_restart_or_status_command_cannot_run_is_refused_naming_host_service_command_and_its_words():
+    contract = dict(restart_command="supervisorctl restart {service}", status_command=STATUS)
+    hosts = [settings("app1", ["a", "b"], **contract)]
+    probe = reach_of({"a": (127, "", "sh: 1: supervisorctl: not found\n"), "b": (0, "RUNNING", "")},
+                     "supervisorctl restart {service}")
+    found = reachability(hosts, probes=[probe], max_fail_percentage=100, restarts=True)
+    assert found == {"ok": False, "message": (
+        "app1 cannot restart its producer services as configured, nothing was changed: app1 (a, b): the restart "
+        "command supervisorctl restart {service} cannot run here: supervisorctl is not on the PATH of user awa "
+        "(/usr/bin:/bin); correct enqueue_shards_restart_command or enqueue_shards_status_command for this host, or "
+        "install the program there (one named without a folder is looked up on the PATH shown) | app1/a: the status "
+        "command sh started.sh a cannot run here (exit status 127: sh: 1: supervisorctl: not found); correct "
+        "enqueue_shards_status_command for this host, or install what it runs there | app1/b: the status command "
+        "sh started.sh b printed 'RUNNING', not its contract: it must exit 0 and print START or START PID (the start in unix "
+        "seconds, then optionally the pid); correct enqueue_shards_status_command for this host, or install what it "
+        "runs there")}
+    refresh = reachability(hosts, probes=[probe], max_fail_percentage=0, restarts=False)
+    assert refresh == {"ok": True, "message": "All 1 producer host(s) answered."}, "pickup refresh restarts nothing"
+
+
+def test_a_host_that_answered_is_never_called_unreachable():
+    no_python = {"failed": True, "msg": "/usr/bin/python3: not found", "rc": 127}
+    found = reachability([settings("app1", ["a"])], probes=[no_python], max_fail_percentage=100, restarts=True)
+    assert found == {"ok": False, "message": (
+        "app1 answered, but awa.operations.awa_producer_services failed there before it read its services, nothing "
+        "was changed: /usr/bin/python3: not found. Make the module run there (the message says what is missing), then "
+        "run the playbook again")}
+
+
+def test_the_reach_says_what_it_proved_on_each_host():
+    command = settings("app2", ["c"], restart_command="true {service}", status_command=STATUS)
+    probes = [systemd_result({"a": unit("a"), "b": unit("b")}, restart=("a", "b")),
+              reach_of({"c": (0, "1764520916 42", "")}, "true {service}")]
+    found = reachability([settings("app1", ["a", "b"]), command], probes=probes, max_fail_percentage=0, restarts=True)
+    assert found == {"ok": True, "message": (
+        "All 2 producer host(s) answered and can restart their services: systemd knows every unit on app1; the "
+        "restart command's program is found and the status command reads every service on app2.")}
+    idle = reachability([settings("app3", [])], probes=[systemd_result({})], max_fail_percentage=0, restarts=True)
+    assert idle == {"ok": True, "message": "All 1 producer host(s) answered."}, "nothing to restart, nothing proved"

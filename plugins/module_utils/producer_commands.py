@@ -1,0 +1,118 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The commands of the restart contract on a producer host: their words, their programs, their outcome in words.
+
+A command (the restart command, the status command, or systemctl) runs
+without a shell, as AnsibleModule.run_command runs it: split like a shell
+would split it, each word's ``~`` and ``$VARIABLES`` expanded, its program
+looked up on the PATH the module runs with. So a program can be found before
+anything is changed - the same lookup, without running it - and a program
+that cannot run is said in the operator's words, never as Ansible's bare
+"Error executing command.".
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import pwd
+import shlex
+import shutil
+from collections.abc import Callable
+
+SERVICE_PLACEHOLDER = "{service}"
+# How much of a failed command's output its message keeps: the last lines, each cut to a length.
+FAILURE_LINES = 5
+FAILURE_LINE_CHARS = 300
+# A shell's exit status for a command it could not run: found but not executable, or not found.
+CANNOT_EXECUTE, NOT_FOUND = 126, 127
+
+# run(argv) -> (rc, stdout, stderr): AnsibleModule.run_command, or any function like it.
+Runner = Callable[[list[str]], "tuple[int, str, str]"]
+
+
+def for_service(command: str, service: str) -> str:
+    """A restart or status command for one service: ``{service}`` replaced by the quoted name."""
+    return command.replace(SERVICE_PLACEHOLDER, shlex.quote(service))
+
+
+def argv(command: str) -> list[str]:
+    """The command's words, as run_command splits them; ValueError when they cannot be split (an open quote)."""
+    words = shlex.split(command)
+    if not words:
+        raise ValueError("it is empty")
+    return words
+
+
+def expanded(word: str) -> str:
+    """A word as run_command passes it to the program: ``~`` and ``$VARIABLES`` expanded."""
+    return os.path.expanduser(os.path.expandvars(word))
+
+
+def current_user() -> str:
+    """The user this module runs as on the host (the connection's, or the one it becomes)."""
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
+
+
+def search_path() -> str:
+    """The PATH a program without a folder is looked up on (subprocess's: the module's environment)."""
+    return os.environ.get("PATH", os.defpath)
+
+
+def find_program(program: str, path: str) -> str | None:
+    """The program's path as it would run, or None when it would not: not found, or not executable."""
+    return shutil.which(expanded(program), path=path)
+
+
+def program_problem(program: str, path: str, user: str) -> str | None:
+    """Why ``program`` cannot run for ``user`` with PATH ``path``, in words; None when it can."""
+    if find_program(program, path) is not None:
+        return None
+    name = expanded(program)
+    if os.sep in name:
+        if not os.path.exists(name):
+            return f"{name} does not exist"
+        return f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}"
+    present = [folder for folder in path.split(os.pathsep) if os.path.isfile(os.path.join(folder or ".", name))]
+    if present:
+        return f"{name} is in {present[0]} but not executable for user {user}"
+    return f"{name} is not on the PATH of user {user} ({path})"
+
+
+def run_argv(run: Runner, words: list[str]) -> tuple[int, str, str]:
+    """Run ``words`` with ``run``, a program that cannot start answering as a shell would (126 or 127 and why).
+
+    ``run`` must raise OSError when the program cannot start (run_command with
+    handle_exceptions=False), instead of failing the whole module with
+    "Error executing command.".
+    """
+    try:
+        return run(words)
+    except OSError as error:
+        status = NOT_FOUND if error.errno == errno.ENOENT else CANNOT_EXECUTE
+        return status, "", f"{expanded(words[0])}: {error.strerror or error}"
+
+
+def cannot_run(rc: int) -> bool:
+    """Whether an exit status says the command (or a program it runs) could not run: 126 or 127, as a shell says."""
+    return rc in (CANNOT_EXECUTE, NOT_FOUND)
+
+
+def last_lines(text: str) -> list[str]:
+    """The last FAILURE_LINES lines of ``text`` that say something, each cut to FAILURE_LINE_CHARS."""
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    return [line if len(line) <= FAILURE_LINE_CHARS else line[:FAILURE_LINE_CHARS] + "..."
+            for line in lines[-FAILURE_LINES:]]
+
+
+def exit_text(rc: int) -> str:
+    return f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
+
+
+def outcome_text(rc: int, stdout: str, stderr: str) -> str:
+    """A command's outcome for a message: its exit status and its last lines of stderr (else of stdout)."""
+    lines = last_lines(stderr) or last_lines(stdout)
+    return exit_text(rc) + (f": {' / '.join(lines)}" if lines else "")
