@@ -17,7 +17,9 @@ wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
 it, and waits itself: a detached job cannot print, and its job id (``poll:
 0``) or its result (``poll`` above 0) is what Ansible's async machinery expects.
 
-The options are checked with the module's own argument spec and rules.
+The options are checked with the module's own argument spec and rules. The
+role's internal read (plugins/action/__role/enqueue_shards_rollout_info.py) is
+this plugin for its module, with the rollout's options (shards_info_run).
 """
 
 from __future__ import annotations
@@ -36,13 +38,15 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     validate_read_options,
 )
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_run import (
+    ARGUMENT_RULES,
+    argument_spec,
+    with_rollout_defaults,
+)
 from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
 from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
-from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import ARGUMENT_RULES, argument_spec
 
 display = Display()
-
-MODULE = "awa.operations.awa_enqueue_shards_info"
 
 
 class PollFailed(Exception):
@@ -74,6 +78,9 @@ def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float, del
 
 
 class ActionModule(ActionBase):
+    # The module each poll runs, and whether it takes the rollout's options (the role's internal read does).
+    MODULE = "awa.operations.awa_enqueue_shards_info"
+    ROLLOUT = False
     TRANSFERS_FILES = False
     _supports_check_mode = True
     _supports_async = True
@@ -84,8 +91,10 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None) -> dict:
         result = super().run(tmp, task_vars)
         del tmp
-        validation, args = self.validate_argument_spec(argument_spec=argument_spec(), **ARGUMENT_RULES)
+        validation, given = self.validate_argument_spec(argument_spec=argument_spec(rollout=self.ROLLOUT),
+                                                        **ARGUMENT_RULES)
         del validation
+        args = with_rollout_defaults(given)
         wrap_async = self._task.async_val
         try:
             validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"],
@@ -97,21 +106,21 @@ class ActionModule(ActionBase):
             return dict(result, failed=True, msg=exc.message)
         host = task_vars.get("inventory_hostname", "localhost") if task_vars else "localhost"
         if args["delay"] and not wrap_async:
-            # Waited out here, so the module runs with delay 0 and the operator sees why nothing moves.
+            # Waited out here, so the module runs without it and the operator sees why nothing moves.
             display.display(f"[{host}] waiting {args['delay']:g}s before the first read")
             self.sleep(args["delay"])
         if args["wait"] == "none" or wrap_async:
             # A copy: _execute_module adds Ansible's _ansible_* arguments to the dict it is given, and the task's
             # own would then carry them into the next try of an until loop, where validation refuses them.
-            module_args = dict(self._task.args) if wrap_async else dict(self._task.args, delay=0)
-            result.update(self._execute_module(module_name=MODULE, module_args=module_args,
+            module_args = dict(self._task.args) if wrap_async else self.without_delay()
+            result.update(self._execute_module(module_name=self.MODULE, module_args=module_args,
                                                task_vars=task_vars, wrap_async=wrap_async))
             if not wrap_async:
                 # Under async the wrapper removes its own copy; otherwise the temporary path is ours to remove.
                 self._remove_tmp_path(self._connection._shell.tmpdir)
             return result
 
-        poll_args = dict(self._task.args, wait="none", delay=0)
+        poll_args = dict(self.without_delay(), wait="none")
 
         # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
         answered = False
@@ -119,7 +128,7 @@ class ActionModule(ActionBase):
         # Each poll is the module's result with wait: none, as shards_info_result declares it.
         def fetch() -> PolledRead:
             nonlocal answered
-            polled = self._execute_module(module_name=MODULE, module_args=dict(poll_args), task_vars=task_vars)
+            polled = self._execute_module(module_name=self.MODULE, module_args=dict(poll_args), task_vars=task_vars)
             if polled.get("failed"):
                 # A first poll that cannot reach the database has a wrong address or a server down before the
                 # wait began: the operator hears it at once, not after every reconnection attempt.
@@ -145,3 +154,7 @@ class ActionModule(ActionBase):
         except FailedWithState as exc:
             # The last poll's result says failed: false (it read fine); the wait did not.
             return dict(result, **{**exc.result, "failed": True, "msg": exc.message})
+
+    def without_delay(self) -> dict:
+        """The task's arguments for a module run after the delay was waited out here (its default is none)."""
+        return {name: value for name, value in self._task.args.items() if name != "delay"}

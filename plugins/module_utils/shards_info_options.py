@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The info module's option values: their defaults, and the rules the argument spec cannot express.
 
-The options themselves are declared with the module
-(plugins/modules/awa_enqueue_shards_info.py, ``argument_spec()``); the action
-plugin, the role's input check and the shard_advice event source check the
-same values with these functions before anything connects.
+The options themselves are declared in shards_info_run.py
+(``argument_spec()``); the action plugin, the role's input check and the
+shard_advice event source check the same values with these functions before
+anything connects.
 """
 
 from __future__ import annotations

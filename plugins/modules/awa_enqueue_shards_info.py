@@ -31,6 +31,7 @@ description:
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
+  - awa.operations.shards_info
   - awa.operations.connection
   - awa.operations.attributes.info_module
   - awa.operations.attributes.action_group
@@ -43,184 +44,6 @@ attributes:
         and RV(duration). Follow a C(poll=0) task with M(ansible.builtin.async_status).
       - C(async) must give the job more seconds than O(wait_timeout), or the task fails before it starts, saying
         so; otherwise Ansible would end the job at the C(async) limit without the report of the stragglers.
-options:
-  queue:
-    description:
-      - The logical queue to report on. When neither O(queue) nor O(queues) is set, every queue with lanes or an
-        C(awa.queue_meta) row is reported.
-    type: str
-  queues:
-    description:
-      - Several logical queues to report on (and wait for) in one read; their stripes are detected.
-      - An empty list reports no queue, only the runtimes (enough for O(wait=restarted)).
-      - Mutually exclusive with O(queue).
-    type: list
-    elements: str
-  stripes:
-    description:
-      - The queue stripe count of O(queue). Detected from the stored C(<queue>#n) lanes when not set.
-      - Only with O(queue).
-    type: int
-  runtime_roles:
-    description:
-      - Runtime roles whose privileges on lane sequences are checked, and whose ownership of lane sequences is
-        reported as a hazard.
-    type: list
-    elements: str
-    default: []
-  wait:
-    description:
-      - V(none) reports at once.
-      - V(converged) polls until every live runtime runs with the current count of every queue reported.
-      - V(drained) polls until converged and no ready job is left on a shard at or above the count.
-      - V(restarted) polls until at least O(expected_new_runtimes) live, healthy runtimes are not in
-        O(known_runtimes) (used between the batches of a rolling restart).
-      - On timeout the task fails, names every runtime still waited for (host, pid, instance id, age) and
-        returns the last observed state.
-      - A lost connection (a failover, a restart) does not end the wait once it has reached the database. It
-        connects again, to whichever server of O(login_host) is of the kind O(target_session_attrs) asks for
-        (by default the primary, so after a failover the promoted standby), up to 24 times, 5 seconds apart (or
-        O(wait_sleep) when longer) and within O(wait_timeout), and warns that it did and where it reads since
-        (RV(server)); then it fails, saying so. Two minutes cover a Patroni failover (about 40 s with its
-        defaults) and a managed Multi-AZ one (typically 60 to 120 s); a longer outage is for the operator to
-        look at.
-    type: str
-    default: none
-    choices: [none, converged, drained, restarted]
-  delay:
-    description:
-      - Seconds to wait before the first read, connected to nothing - for example to watch a batch of restarted
-        producers for a while, then read how their runtimes run and the health readings (the role
-        P(awa.operations.enqueue_shards#role) does, for O(awa.operations.enqueue_shards#role:main:enqueue_shards_canary_pause)
-        and O(awa.operations.enqueue_shards#role:main:enqueue_shards_batch_pause)). It does not count against
-        O(wait_timeout).
-      - Under C(async), the job must last longer than O(delay) and O(wait_timeout) together.
-    type: float
-    default: 0
-    version_added: 0.4.0
-  wait_timeout:
-    description:
-      - Seconds to wait in total, over all queues. V(0) looks once.
-      - A poll that starts just before the deadline still finishes, so a wait can last up to one poll longer
-        (its lock waits bounded by O(lock_timeout)).
-    type: float
-    default: 300
-  wait_sleep:
-    description:
-      - Seconds between polls.
-    type: float
-    default: 2
-  clock_margin:
-    description:
-      - Seconds of clock skew allowed between runtime hosts (whose clocks stamp C(started_at)) and the database
-        (whose clock stamps the change). A runtime that started up to this long before a change, and was not
-        live when it committed, still counts as started after it.
-    type: float
-    default: 5
-  ledger_schema:
-    description:
-      - Schema of the change ledger written by M(awa.operations.awa_enqueue_shards).
-    type: str
-    default: awa_operations
-  known_runtimes:
-    description:
-      - Runtime instance ids seen before a restart; runtimes not in this list are returned as RV(new_runtimes).
-    type: list
-    elements: str
-    default: []
-  untouched_runtimes:
-    description:
-      - Instance ids of live runtimes that a change does not concern, left out of each queue's convergence
-        (RV(queues.runtimes_live), RV(queues.runtimes_converged), RV(queues.stragglers), RV(converged)), so
-        O(wait=converged) does not wait for them. They are still listed in RV(runtimes).
-      - The role P(awa.operations.enqueue_shards#role) passes the runtimes of the producer services it did not restart
-        because they declare other queues (C(enqueue_shards_service_queues)), and only for a raise - a
-        producer that keeps a higher count after a lowering would refill the old shards.
-    type: list
-    elements: str
-    default: []
-    version_added: 0.3.0
-  expected_new_runtimes:
-    description:
-      - How many new runtimes O(wait=restarted) waits for.
-    type: int
-    default: 0
-  lock_timeout:
-    description:
-      - Seconds each read waits for a lock, in every transaction of the read. When reached, the task fails at once,
-        names the sessions holding locks if it can see them (for example a running C(awa migrate)), and writes
-        nothing. V(0) waits without limit.
-      - With O(wait), a poll that reaches it ends the wait with that failure at once; it is not retried until
-        O(wait_timeout), since the state cannot be seen while the lock is held.
-    type: float
-    default: 5
-  advise:
-    description:
-      - Watch the load on the queues reported for O(advise_window) seconds and advise, per queue, a shard count
-        (RV(advice)) - raise to a count, keep, lower (after a drain), or "sharding will not help" with the limit
-        named (NOTIFY at commit, WAL flush, CPU, the claimers, or the copy path's lane locks) - each with the
-        evidence it used and the ordering consequence of following it.
-      - The signals are lane advisory-lock waiters from C(pg_locks) and C(pg_stat_activity) sampled every 25 ms,
-        the jobs enqueued and claimed per shard from the lane sequences at both ends of the window, and the
-        backlog. A raise is advised only where the gains table (O(advise_gains)) measured at least x1.3 for that
-        load and enqueue path, and never past the count where the measured gains stop.
-      - Producers that send everything to one shard whatever the count is are reported as a finding.
-      - Not with O(wait) (run them as two tasks). Writes nothing; advice is read under load, so advise while the
-        queue carries the load that matters.
-    type: bool
-    default: false
-  advise_window:
-    description:
-      - Seconds to watch the load with O(advise), between 1 and 600.
-    type: float
-    default: 10
-  committed:
-    version_added: 0.2.0
-    description:
-      - 'What a change committed - the RV(awa.operations.awa_enqueue_shards#module:queues) of
-        M(awa.operations.awa_enqueue_shards), or a mapping of queue names to C({shards: N, ledger: {id: ID}}) (the
-        ledger row is optional; other keys are ignored, and so are check-mode results, which committed nothing).'
-      - Every read compares it with the count of each of these queues it reads. When a count differs, the task
-        fails at once - and a wait ends - naming the count found on RV(server) and what to re-run, instead of
-        waiting for (or reporting) convergence on a count that is not there. That happens when a failover promoted
-        a standby that had not received the change (asynchronous replication), or when the count was changed
-        again since (a later ledger row says by whom).
-      - The role P(awa.operations.enqueue_shards#role) passes the result of its change to its waits.
-    type: dict
-  advise_gains:
-    description:
-      - A gains table of your own (from C(python -m benchmarks.shard_gains RESULTS.json) after the collection's
-        shard_choice benchmark ran on hardware like yours) instead of the one measured for this release
-        (docs/performance.md).
-      - 'Its form is C({"gains": {PATH: {N: {S: GAIN}}}, "limits": {PATH: {N: LIMIT}}}) with PATH one of V(insert),
-        V(copy) and V(copy_keyed), N producers, S shards and GAIN the measured throughput over S=1; C(limits) is
-        optional.'
-    type: dict
-  lanes:
-    version_added: 0.3.0
-    description:
-      - Read each queue's lanes - which exist, their grants, and their exact ready depths.
-      - V(false) reads only what runtime convergence needs - the runtimes, each queue's count and its last recorded
-        change - in a fixed number of statements, whatever the number of lanes. Each queue of RV(queues) then lacks
-        the keys that come from its lanes (RV(queues.drained), RV(queues.ready_depth),
-        RV(queues.depth_beyond_count), RV(queues.lanes_complete), RV(queues.lanes_missing), RV(queues.lanes),
-        RV(queues.shards), RV(queues.grants)) and their findings, and RV(drained) is not returned.
-      - For waits that do not look at the depths - O(wait=restarted) between the batches of a rolling restart (the
-        role P(awa.operations.enqueue_shards#role) reads so), or O(wait=converged) - so that a poll costs the same
-        for one queue or a hundred. Not with O(wait=drained).
-    type: bool
-    default: true
-  health:
-    description:
-      - Also read what a bad change shows on the database side (RV(health)) - the database's deadlock count
-        (C(pg_stat_database.deadlocks)), and per queue the jobs that failed or were retried since its last change
-        recorded by M(awa.operations.awa_enqueue_shards).
-      - Two more statements, in a READ ONLY transaction of their own; with O(wait), on every poll.
-      - The rollout role reads it before the change and after every batch of restarts, and stops the rollout when
-        a reading crosses the limit the operator set.
-    type: bool
-    default: false
-    version_added: 0.2.0
 notes:
   - The connected role needs C(SELECT) on the lane sequences to read depths (for example Awa's migrator or the
     owner); lanes it cannot read are reported with unknown depth, not as errors.
@@ -783,15 +606,14 @@ findings:
   elements: str
   sample: []
 new_runtimes:
-  description: Live, healthy runtimes whose instance id is not in O(known_runtimes) (all of them when it is empty),
-    each as in RV(runtimes).
+  description: The live, healthy runtimes, each as in RV(runtimes).
   returned: always
   type: list
   elements: dict
   contains: *runtime
   sample: []
 expected_new_runtimes:
-  description: The value of O(expected_new_runtimes).
+  description: Always V(0).
   returned: always
   type: int
   sample: 0
@@ -823,92 +645,10 @@ duration:
   sample: 6.2
 """
 
-import time
-
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.awa.operations.plugins.module_utils import waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
-    DEFAULT_LOCK_TIMEOUT,
-    connection_argument_spec,
-)
-from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
-from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
-from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
-    DEFAULT_ADVISE_WINDOW,
-    DEFAULT_WAIT_SLEEP,
-    DEFAULT_WAIT_TIMEOUT,
-    validate_advice_options,
-    validate_lanes_option,
-    validate_read_options,
-)
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
-
-# One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
-ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
-
-
-def argument_spec() -> dict:
-    """The module's options, connection options included: the one spec, also the action plugin's."""
-    spec = connection_argument_spec()
-    spec.update(
-        queue={"type": "str"},
-        queues={"type": "list", "elements": "str"},
-        stripes={"type": "int"},
-        runtime_roles={"type": "list", "elements": "str", "default": []},
-        wait={"type": "str", "default": "none", "choices": list(waiters.WAIT_CHOICES)},
-        wait_timeout={"type": "float", "default": DEFAULT_WAIT_TIMEOUT},
-        wait_sleep={"type": "float", "default": DEFAULT_WAIT_SLEEP},
-        delay={"type": "float", "default": 0.0},
-        clock_margin={"type": "float", "default": DEFAULT_MARGIN_SECONDS},
-        known_runtimes={"type": "list", "elements": "str", "default": []},
-        expected_new_runtimes={"type": "int", "default": 0},
-        ledger_schema={"type": "str", "default": DEFAULT_SCHEMA},
-        lock_timeout={"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
-        advise={"type": "bool", "default": False},
-        advise_window={"type": "float", "default": DEFAULT_ADVISE_WINDOW},
-        advise_gains={"type": "dict"},
-        committed={"type": "dict"},
-        health={"type": "bool", "default": False},
-        lanes={"type": "bool", "default": True},
-        untouched_runtimes={"type": "list", "elements": "str", "default": []},
-    )
-    return spec
-
-
-def read(module) -> tuple[dict[str, object], list[str]]:
-    """The run: one read of the queues, or a wait; then their health and advice when asked."""
-    params = module.params
-    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],
-                          params["delay"])
-    validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
-    validate_lanes_option(params["lanes"], params["wait"])
-    committed = validate_committed(params["committed"])
-    # The action plugin waits out the delay itself and passes 0; the module waits it out under async.
-    time.sleep(params["delay"])
-    with open_connection(params) as conn:
-        # After a wait that reconnected (a failover), advice reads on the connection it ended on.
-        session = Reopening(conn, lambda: connect(params))
-        try:
-            info = wait_in_session(
-                session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
-                queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
-                runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
-                margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
-                expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                health=params["health"], lanes=params["lanes"],
-                untouched_runtimes=tuple(params["untouched_runtimes"]))
-            if params["advise"]:
-                add_advice(info, advise_queues(session.current(), info, params["advise_window"],
-                                               params["lock_timeout"], params["advise_gains"]))
-        finally:
-            session.close()
-    return {key: value for key, value in info.items() if key != "warnings"}, info["warnings"]
+from ansible_collections.awa.operations.plugins.module_utils.shards_info_run import ARGUMENT_RULES, argument_spec, read
 
 
 def main() -> None:

@@ -1,6 +1,7 @@
 """The rollout's batch wait reads only what its verdict needs (``lanes: false``), on PostgreSQL 17 and 18.
 
-Between the batches of a rolling restart the role waits with ``wait:
+Between the batches of a rolling restart the role waits with its internal
+read (``awa.operations.__role.enqueue_shards_rollout_info``), ``wait:
 restarted`` and ``health: true``; its verdict reads the runtimes, the new
 runtimes and the health counters. Without the lanes a poll reads those, each
 queue's count and last change, in the same number of statements for one
@@ -24,6 +25,7 @@ from benchmarks.tracing import protocol_trace
 from enqueue_shards_support import ansible_command, change
 
 QUEUES = [f"batch{n}" for n in range(10)]
+ROLE_READ = "awa.operations.__role.enqueue_shards_rollout_info"
 
 
 def poll(conn, queues: list[str], *, lanes: bool, known: tuple[str, ...] = ()) -> tuple[dict, int]:
@@ -66,7 +68,7 @@ def test_the_role_s_wait_for_restarted_runtimes_without_lanes_through_ansible(aw
     wait_for_live_runtimes(awa_db, [worker.pid], 30)
     args = {**awa_db.login_args(), "queues": ["orders"], "wait": "restarted", "expected_new_runtimes": 1,
             "known_runtimes": [], "health": True, "lanes": False, "wait_timeout": 60, "wait_sleep": 0.5}
-    process = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards_info",
+    process = ansible_command("ansible", "localhost", "-m", ROLE_READ,
                               "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
     assert process.returncode == 0, process.stdout + process.stderr
     result = json.loads(process.stdout[process.stdout.index("{", process.stdout.find("localhost | ")):])
@@ -75,6 +77,6 @@ def test_the_role_s_wait_for_restarted_runtimes_without_lanes_through_ansible(aw
     assert result["waited"] and "lanes" not in result["queues"]["orders"] and "drained" not in result
 
     args.update(wait="drained")
-    refused = ansible_command("ansible", "localhost", "-m", "awa.operations.awa_enqueue_shards_info",
+    refused = ansible_command("ansible", "localhost", "-m", ROLE_READ,
                               "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
     assert refused.returncode != 0 and "lanes=false reads no lane depths" in refused.stdout

@@ -1,6 +1,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The info module's action plugin: how it polls the module, what it prints, and how it ends.
 
+The role's internal read (plugins/action/__role/enqueue_shards_rollout_info.py)
+is the same plugin for its own module, with the rollout's options: the tests
+of those options (``delay``, ``wait: restarted``) run it, and the public
+plugin refuses them.
+
 The module runs are scripted by substituting ``_execute_module`` (the seam
 Ansible's action plugins call to run a module), and the wait runs on a fake
 clock, so no connection, database or sleep is involved. What Ansible does with
@@ -16,6 +21,7 @@ import pytest
 from ansible.errors import AnsibleActionFail
 
 from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_info as plugin
+from ansible_collections.awa.operations.plugins.action.__role import enqueue_shards_rollout_info as rollout_plugin
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_waiters import FakeClock
 
@@ -37,11 +43,11 @@ def polled(converged: bool, runtimes_converged: int = 1) -> dict:
 class Harness:
     """The action plugin with scripted module results, a fake clock and captured display lines."""
 
-    def __init__(self, monkeypatch, args: dict, results: list[dict], async_val: int = 0) -> None:
-        task = SimpleNamespace(args=args, async_val=async_val, check_mode=False,
-                               action="awa.operations.awa_enqueue_shards_info")
+    def __init__(self, monkeypatch, args: dict, results: list[dict], async_val: int = 0, *,
+                 action: type = plugin.ActionModule) -> None:
+        task = SimpleNamespace(args=args, async_val=async_val, check_mode=False, action=action.MODULE)
         connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp/unused"))
-        self.action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
+        self.action = action(task, connection, play_context=None, loader=None, templar=None)
         self.clock = FakeClock()
         self.action.clock = self.clock
         self.action.sleep = self.clock.sleep
@@ -70,7 +76,7 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
     harness = Harness(monkeypatch, ARGS, [polled(False), polled(False), polled(True)])
     result = harness.run()
     assert [call["module"] for call in harness.calls] == ["awa.operations.awa_enqueue_shards_info"] * 3
-    assert all(call["args"] == dict(ARGS, wait="none", delay=0) for call in harness.calls)
+    assert all(call["args"] == dict(ARGS, wait="none") for call in harness.calls)
     assert harness.clock.sleeps == [5, 5]
     assert harness.lines == [
         "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
@@ -103,7 +109,7 @@ def test_a_failed_poll_ends_the_wait_with_the_module_result_unchanged(monkeypatc
 
 
 def test_without_wait_the_module_runs_once_as_is(monkeypatch):
-    args = dict(ARGS, wait="none", delay=0)
+    args = dict(ARGS, wait="none")
     harness = Harness(monkeypatch, args, [polled(False)])
     result = harness.run()
     assert harness.calls == [{"module": "awa.operations.awa_enqueue_shards_info", "args": args}]
@@ -133,7 +139,7 @@ def test_an_async_longer_than_the_wait_or_without_a_wait_is_accepted(async_secon
 
 
 def test_an_async_that_would_end_the_job_during_the_delay_fails_before_any_run(monkeypatch):
-    harness = Harness(monkeypatch, dict(ARGS, delay=30), [], async_val=80)
+    harness = Harness(monkeypatch, dict(ARGS, delay=30), [], async_val=80, action=rollout_plugin.ActionModule)
     result = harness.run()
     assert result["failed"] and result["msg"].startswith(
         "async (80s) would end the job before delay and wait_timeout together (30s + 60s)")
@@ -142,10 +148,11 @@ def test_an_async_that_would_end_the_job_during_the_delay_fails_before_any_run(m
 
 
 def test_a_delay_is_waited_out_before_the_first_read_and_the_module_runs_without_it(monkeypatch):
-    harness = Harness(monkeypatch, dict(ARGS, delay=20), [polled(True)])
+    harness = Harness(monkeypatch, dict(ARGS, delay=20), [polled(True)], action=rollout_plugin.ActionModule)
     result = harness.run()
     assert not result.get("failed") and harness.clock.sleeps == [20]
-    assert [call["args"]["delay"] for call in harness.calls] == [0]
+    assert harness.calls == [{"module": "awa.operations.__role.enqueue_shards_rollout_info",
+                              "args": dict(ARGS, wait="none")}]
     assert harness.lines == ["[db1] waiting 20s before the first read",
                              "[db1]     0s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count"]
 
@@ -211,7 +218,7 @@ def test_a_task_tried_again_in_an_until_loop_runs_with_its_own_arguments_again(m
     harness = Harness(monkeypatch, args, [polled(False), polled(True)])
     first, second = harness.run(), harness.run()
     assert not first.get("failed") and not second.get("failed"), second.get("msg")
-    assert [call["args"] for call in harness.calls] == [dict(args, delay=0)] * 2
+    assert [call["args"] for call in harness.calls] == [dict(args)] * 2
 
 
 def test_a_wait_without_lanes_polls_the_module_without_lanes_and_prints_no_depth(monkeypatch):
@@ -221,3 +228,33 @@ def test_a_wait_without_lanes_polls_the_module_without_lanes_and_prints_no_depth
     assert not harness.run().get("failed")
     assert all(call["args"]["lanes"] is False for call in harness.calls)
     assert harness.lines[0] == "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards"
+
+
+def test_the_role_s_read_waits_for_the_restarted_runtimes_polling_its_own_module(monkeypatch):
+    not_yet = dict(polled(False), expected_new_runtimes=1)
+    back = dict(polled(True), new_runtimes=[{"instance_id": "i-2"}], expected_new_runtimes=1)
+    args = dict(ARGS, wait="restarted", known_runtimes=["i-1"], expected_new_runtimes=1, lanes=False)
+    harness = Harness(monkeypatch, args, [not_yet, back], action=rollout_plugin.ActionModule)
+    result = harness.run()
+    assert not result.get("failed") and result["polls"] == 2
+    assert harness.calls == [{"module": "awa.operations.__role.enqueue_shards_rollout_info",
+                              "args": dict(args, wait="none")}] * 2
+    assert harness.lines[-1] == ("[db1]     5s done: 1/1 restarted runtimes live and healthy; orders: 2/2 runtimes "
+                                 "on 8 shards, 0 ready beyond the count")
+
+
+@pytest.mark.parametrize("moved", [{"known_runtimes": ["i-1"]}, {"expected_new_runtimes": 1},
+                                   {"untouched_runtimes": ["i-1"]}, {"delay": 20}], ids=lambda moved: next(iter(moved)))
+def test_the_public_module_refuses_the_role_s_options_naming_them(monkeypatch, moved):
+    harness = Harness(monkeypatch, dict(ARGS, **moved), [])
+    with pytest.raises(AnsibleActionFail, match=f"Unsupported parameters for .* module: {next(iter(moved))}"):
+        harness.run()
+    assert harness.calls == []
+
+
+def test_the_public_module_refuses_the_role_s_wait(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, wait="restarted"), [])
+    with pytest.raises(AnsibleActionFail, match="value of wait must be one of: none, converged, drained, got: "
+                                                "restarted"):
+        harness.run()
+    assert harness.calls == []

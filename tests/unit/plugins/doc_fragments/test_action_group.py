@@ -4,9 +4,13 @@
 module_defaults for group/awa.operations.awa reach a module only when
 meta/runtime.yml lists it; the action_group attribute tells users it does. The
 integration target proves the defaults reach both database modules at run time.
-A module without the connection options (awa_producer_services, which runs on
-the producer hosts) stays out: the group's connection defaults would be
-options it refuses.
+The role's internal read (plugins/modules/__role/, listed by its FQCN
+``awa.operations.__role.enqueue_shards_rollout_info``: runtime.yml takes a
+short name only without dots) is in it too, so the role's module_defaults
+reach it; the role's functional tests run it so. A module
+without the connection options (awa_producer_services, which runs on the
+producer hosts) stays out: the group's connection defaults would be options it
+refuses.
 """
 
 from __future__ import annotations
@@ -22,7 +26,11 @@ COLLECTION = Path(__file__).resolve().parents[4]
 
 
 def module_names() -> list[str]:
-    return sorted(path.stem for path in (COLLECTION / "plugins" / "modules").glob("*.py") if path.stem != "__init__")
+    """Every module, as meta/runtime.yml names it: ``name``, or ``awa.operations.__role.name`` for the role's own."""
+    modules = COLLECTION / "plugins" / "modules"
+    names = [".".join(path.relative_to(modules).with_suffix("").parts) for path in modules.rglob("*.py")
+             if path.stem != "__init__"]
+    return sorted(name if "." not in name else f"awa.operations.{name}" for name in names)
 
 
 def database_modules() -> list[str]:
@@ -32,14 +40,14 @@ def database_modules() -> list[str]:
 
 
 def module_documentation(name: str) -> dict:
-    module = importlib.import_module(f"ansible_collections.awa.operations.plugins.modules.{name}")
+    module = importlib.import_module(f"ansible_collections.awa.operations.plugins.modules.{name.split('.', 2)[-1]}")
     return yaml.safe_load(module.DOCUMENTATION)
 
 
 def test_every_database_module_is_in_the_action_group_and_no_other():
     runtime = yaml.safe_load((COLLECTION / "meta" / "runtime.yml").read_text(encoding="utf-8"))
     assert sorted(runtime["action_groups"]["awa"]) == database_modules() == [
-        "awa_enqueue_shards", "awa_enqueue_shards_info"]
+        "awa.operations.__role.enqueue_shards_rollout_info", "awa_enqueue_shards", "awa_enqueue_shards_info"]
 
 
 def test_the_fragment_names_the_action_group():

@@ -9,7 +9,8 @@ from pathlib import Path
 from ansible_collections.awa.operations.plugins.filter.__role.enqueue_shards import FilterModule
 
 COLLECTION = Path(__file__).resolve().parents[4]
-CALLED = re.compile(r"awa\.operations\.__role\.(enqueue_shards_\w+)")
+# A filter is called after a pipe (a task that names awa.operations.__role.* runs one of the role's own modules).
+CALLED = re.compile(r"\|\s*awa\.operations\.__role\.(enqueue_shards_\w+)")
 
 
 def test_every_filter_the_role_calls_is_registered_and_every_registered_one_is_called():

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The report's action plugin: the file it writes on the controller, and what it says when it cannot."""
+"""The role's internal report writer: the file it writes on the controller, and what it says when it cannot."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_report as plugin
-from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards_report as documentation
+from ansible_collections.awa.operations.plugins.action.__role import enqueue_shards_report_file as plugin
+from ansible_collections.awa.operations.plugins.modules.__role import enqueue_shards_report_file as documentation
 from ansible_collections.awa.operations.tests.unit.plugins.doc_fragments.test_fragments_match_specs import normalized
 
 REPORT = {"queues": {"orders": {"before": 1, "after": 4}}, "services": ["fleet-01/awa-producer@1"]}
@@ -22,7 +22,7 @@ NOW = datetime.datetime(2026, 12, 3, 10, 15, tzinfo=datetime.timezone.utc)
 
 def run(args: dict, check_mode: bool = False) -> dict:
     task = SimpleNamespace(args=args, async_val=0, check_mode=check_mode,
-                           action="awa.operations.awa_enqueue_shards_report")
+                           action="awa.operations.__role.enqueue_shards_report_file")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp/unused"))
     action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
     action.now = lambda: NOW

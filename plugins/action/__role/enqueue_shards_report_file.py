@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Action plugin of awa_enqueue_shards_report: writes the report on the controller, with no module run anywhere.
+"""Action plugin of the role's internal report writer: the report on the controller, with no module run anywhere.
 
 ansible.builtin.copy, delegated to localhost, runs two modules (stat, then
 copy) in new Python processes for one file: about a second and a half of the

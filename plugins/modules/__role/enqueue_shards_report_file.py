@@ -5,15 +5,17 @@
 from __future__ import annotations
 
 DOCUMENTATION = r"""
-module: awa_enqueue_shards_report
-short_description: Write a change window's JSON report on the controller
-version_added: 0.3.0
+module: enqueue_shards_report_file
+short_description: Internal to the role awa.operations.enqueue_shards - writes a change window's JSON report
+version_added: 0.4.0
 description:
+  - B(Not a public interface.) The role P(awa.operations.enqueue_shards#role) alone calls it, as
+    C(awa.operations.__role.enqueue_shards_report_file), to write the record of each run
+    (C(enqueue_shards_report_dir)); C(ansible-doc -l) does not list it, and it changes with the role in any release.
   - Writes O(report) as JSON to a new file C(enqueue_shards-<UTC time>.json) in O(dir) on the controller, readable by
     its owner only (mode C(0600)), and returns its path.
   - It runs on the controller, whatever host the task is for or delegated to, without a module run on any host - the
     same record as M(ansible.builtin.copy) with C(delegate_to=localhost) would write, for none of its cost.
-  - The role P(awa.operations.enqueue_shards#role) writes the record of each run with it (C(enqueue_shards_report_dir)).
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -48,7 +50,7 @@ seealso:
 
 EXAMPLES = r"""
 - name: Write the window's record next to the playbook
-  awa.operations.awa_enqueue_shards_report:
+  awa.operations.__role.enqueue_shards_report_file:
     report: "{{ {'queues': change.queues, 'summary': summary_lines} }}"
     dir: "{{ playbook_dir }}/reports"
   register: written
