@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import ChangesRun
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.result import ChangesRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 
 from . import environment, stats, tables
 from .environment import BenchServer

@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils import contention
-from ansible_collections.awa.operations.plugins.module_utils.introspect import load
+from ansible_collections.awa.operations.plugins.module_utils.advice import contention, load
 
 OTHER_ROLE = "other"
 Lane = tuple[int, int]  # (priority, shard)

@@ -29,15 +29,15 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
+from ansible_collections.awa.operations.plugins.module_utils.info.failover import RECONNECT_ATTEMPTS
+from ansible_collections.awa.operations.plugins.module_utils.info.options import (
     validate_advice_options,
     validate_lanes_option,
     validate_read_options,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
-from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
+from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import poll_until, progress_line
+from ansible_collections.awa.operations.plugins.module_utils.info.waiters import PREDICATES
 from ansible_collections.awa.operations.plugins.modules.awa_enqueue_shards_info import ARGUMENT_RULES, argument_spec
 
 display = Display()

@@ -15,7 +15,7 @@ import datetime
 import re
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import LedgerRow
+from ansible_collections.awa.operations.plugins.module_utils.change.result import LedgerRow
 
 DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"

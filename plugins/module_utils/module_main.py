@@ -15,14 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import HAS_PSYCOPG
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import HAS_PSYCOPG
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     Disconnected,
     FailedWithState,
 )
 from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
-from ansible_collections.awa.operations.plugins.module_utils.psycopg_install import (
+from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install import (
     missing_psycopg_message,
     this_interpreter,
 )

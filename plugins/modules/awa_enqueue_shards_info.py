@@ -827,19 +827,19 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.awa.operations.plugins.module_utils import waiters
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
+from ansible_collections.awa.operations.plugins.module_utils.info import waiters
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
     connection_argument_spec,
 )
-from ansible_collections.awa.operations.plugins.module_utils.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.failover import validate_committed
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.info.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
-from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.advice.on_read import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.info.options import (
     DEFAULT_ADVISE_WINDOW,
     DEFAULT_WAIT_SLEEP,
     DEFAULT_WAIT_TIMEOUT,
@@ -847,7 +847,7 @@ from ansible_collections.awa.operations.plugins.module_utils.shards_info_options
     validate_lanes_option,
     validate_read_options,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 # One queue, a list of queues, or neither (every queue). The action plugin validates with the same spec and rules.
 ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}

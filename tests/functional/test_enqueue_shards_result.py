@@ -20,10 +20,10 @@ from pathlib import Path
 
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.run import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 

@@ -27,13 +27,13 @@ from awa_testbed.commit_cutter import CommitCutter
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 
-from ansible_collections.awa.operations.plugins.module_utils import lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.introspect import sessions
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect import sessions
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 
 from enqueue_shards_support import (
     ansible_adhoc,

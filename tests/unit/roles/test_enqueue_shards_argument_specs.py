@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_argument_spec
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_input import HOST_SETTINGS
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_argument_spec
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.input_rules import HOST_SETTINGS
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards"
 PREFIX = "enqueue_shards_"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import yaml
 
 from ansible_collections.awa.operations.plugins.doc_fragments.connection import ModuleDocFragment as ConnectionDoc
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_argument_spec
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_argument_spec
 
 COMPARED = ("type", "default", "choices", "aliases", "elements")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.producer_services import operate
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_report, unreachable_report
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import operate
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_report, unreachable_report
 
 
 def unit(name: str, state: str = "active", sub: str = "running", started: float | None = None, pid: int = 100,
