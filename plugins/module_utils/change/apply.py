@@ -15,7 +15,7 @@ values bound) and run in the caller's transaction, in this order:
    last, so the window in which a producer's own first write into the same
    lane could collide with ours is short;
 6. grants on every lane sequence the runtime roles lack;
-7. the re-read that verifies them (``verify``);
+7. the re-read that verifies them (``verify_provisioned``);
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
 
@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import psycopg, sql
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LedgerRow
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import LIVE_RUNTIME_PREDICATE
 from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, recorded_row
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan
-from ansible_collections.awa.operations.plugins.module_utils.change.verify import verify_provisioned
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, queue_summary
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
 # The transaction-local setting the ledger row reads its change id from (set with the queue lock), so that the
@@ -285,6 +285,18 @@ def execute(conn, statement: Statement) -> list[tuple]:
 def lock_queue(conn, queue: str, change_id: str | None = None) -> None:
     """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
     execute(conn, queue_lock(queue, change_id))
+
+
+def verify_provisioned(conn, plan: Plan, schema: str, runtime_roles: tuple[str, ...]) -> None:
+    """After provisioning, before the switch: re-read inside the change's transaction; every planned lane and grant
+    must now exist."""
+    state = fetch_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
+    # The same summary the plan's before was made with, at the planned count.
+    observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
+    if observed != plan.after:
+        raise DatabaseError(
+            f"After provisioning queue {plan.queue!r} the database does not match the plan "
+            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
 
 
 def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],

@@ -12,8 +12,8 @@
                                        reconnect=lambda: connect(options))
 
 The data path, one file per step: ``request`` (validated before connecting),
-``introspect`` (the package of reads), ``preconditions``, ``plan``, ``apply`` (which runs
-``verify`` before it switches and commits). The plan is computed inside the
+``introspect`` (the package of reads), ``preconditions``, ``plan``, ``apply`` (which verifies
+what it provisioned before it switches and commits). The plan is computed inside the
 transaction that applies it, after taking a per-queue advisory lock, so
 concurrent runs serialize and each sees the other's committed result. Check
 mode runs the same reads in a READ ONLY transaction (without the advisory

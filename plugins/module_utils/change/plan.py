@@ -5,7 +5,7 @@
 No I/O, no clock, no module object: ``plan_enqueue_shards`` is tested with
 plain tables. An empty plan means "nothing to write". ``queue_summary`` is
 the one view of a physical queue used for the plan's ``before`` and, by
-``verify``, for what the database holds after provisioning.
+``apply.verify_provisioned``, for what the database holds after provisioning.
 """
 
 from __future__ import annotations
