@@ -34,11 +34,10 @@ import json
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import psycopg, sql
-from ansible_collections.awa.operations.plugins.module_utils.change.result import LedgerRow
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import LIVE_RUNTIME_PREDICATE
-from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, recorded_row
+from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, LedgerRow, recorded_row
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, queue_summary
 

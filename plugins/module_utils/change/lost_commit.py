@@ -33,7 +33,7 @@ from typing import Any
 from ansible_collections.awa.operations.plugins.module_utils.change import apply
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, transaction
-from ansible_collections.awa.operations.plugins.module_utils.change.result import LedgerRow, LostCommit, QueueChangeRun
+from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     CommitLost,
@@ -43,7 +43,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     LockTimeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
-from ansible_collections.awa.operations.plugins.module_utils.ledger import lookup_query, recorded_row
+from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow, lookup_query, recorded_row
 
 # Seconds to wait before each attempt after the first: six attempts within about 15 s, which outlasts a restart
 # (benchmarks/lost_commit.py: a fast restart of a busy 2-core test machine answered after 3.5 to 7.5 s, once later).

@@ -12,7 +12,8 @@
                                        reconnect=lambda: connect(options))
 
 The data path, one file per step: ``request`` (validated before connecting),
-``introspect`` (the package of reads), ``preconditions``, ``plan``, ``apply`` (which verifies
+``info.introspect`` (the reads, and the installation's checks), ``naming``
+(the queue's stripes), ``plan`` (and the ledger's), ``apply`` (which verifies
 what it provisioned before it switches and commits). The plan is computed inside the
 transaction that applies it, after taking a per-queue advisory lock, so
 concurrent runs serialize and each sees the other's committed result. Check
@@ -36,26 +37,21 @@ from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.change import apply, lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
-from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, Switch, change_warnings, check_ledger, plan_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangesRun,
     QueueChange,
     QueueChangeRun,
 )
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import fetch_installation
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import check_installation, fetch_installation, storage_schema
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_known_queue_names, fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, Switch, change_warnings, plan_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.info.preconditions import (
-    check_installation,
-    check_ledger,
-    resolve_stripes,
-    storage_schema,
-)
-from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
+from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
 
 
 def queue_change(plan: Plan, *, changed: bool, check_mode: bool) -> QueueChange:

@@ -24,6 +24,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ObservedRead
+from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow
 
 
 class PhysicalQueueSide(TypedDict):
@@ -40,18 +41,6 @@ class PhysicalQueueSide(TypedDict):
 class ChangeDiff(TypedDict):
     before: dict[str, PhysicalQueueSide]
     after: dict[str, PhysicalQueueSide]
-
-
-class LedgerRow(TypedDict):
-    """The change ledger's row written for a change (ledger.recorded_row)."""
-
-    schema: str
-    table: str
-    id: int
-    changed_at: str
-    live_runtimes: int
-    # None for a row of a 0.1.0 ledger the run may not alter (no change_id column).
-    change_id: str | None
 
 
 class _LostCommitOutcome(TypedDict):

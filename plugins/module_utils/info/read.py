@@ -30,20 +30,15 @@ from typing import ContextManager
 from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
+from ansible_collections.awa.operations.plugins.module_utils.info import views
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, depths, installation, lanes
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import fetch_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import describe_lock_holders
-from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue
-from ansible_collections.awa.operations.plugins.module_utils.info.preconditions import (
-    check_installation,
-    resolve_stripes,
-    storage_schema,
-)
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
-from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue, resolve_stripes
 
 
 def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int | None) -> tuple[dict, list[str]]:
@@ -102,8 +97,8 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
     with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
-        warnings = check_installation(found, runtime_roles)
-        schema = storage_schema(found)
+        warnings = installation.check_installation(found, runtime_roles)
+        schema = installation.storage_schema(found)
         layouts, findings = _layouts(conn, schema, selected, stripes)
         physical = [name for layout in layouts.values() for name in layout.physical_queues]
         state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes

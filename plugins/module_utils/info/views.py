@@ -12,8 +12,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.dep
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
-from ansible_collections.awa.operations.plugins.module_utils.naming import ordering_contract
-from ansible_collections.awa.operations.plugins.module_utils.info.preconditions import StripeLayout
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     ChangeView,
     Grants,

@@ -1,6 +1,7 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What is installed, and who we are: the first read of every run (the introspect package holds every read).
+"""What is installed, and who we are: the first read of every run (the introspect package holds every read), and
+whether we can act on it.
 
 Every function of the package runs a fixed number of statements, whatever
 the number of queues, stripes or lanes involved (set-based SQL, no per-lane
@@ -8,6 +9,10 @@ round trips), in the caller's transaction (``connection.transaction``). They
 take only ACCESS SHARE locks (tables, lane sequences), which wait behind DDL
 only. ``apply`` has the SQL that writes. The Awa facts they rely on are in
 docs/awa-internals.md.
+
+``check_installation`` and ``storage_schema`` take what ``fetch_installation``
+found and either refuse (``PreconditionFailed``, saying what to do) or
+return what they resolved: the change and the read both start with them.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 
 
 @dataclass
@@ -119,3 +125,50 @@ STORAGE_SCHEMA_SQL = "SELECT awa.active_queue_storage_schema()"
 def fetch_queue_storage_schema(conn) -> str | None:
     """The schema of the active queue storage (None while queue storage is not the active engine)."""
     return conn.execute(STORAGE_SCHEMA_SQL).fetchone()[0]
+
+
+# Awa schema versions (max(awa.schema_version.version)) of the releases this collection
+# is tested with (docs/awa-internals.md §10): 39 = awa 0.6.0 and 0.6.1, 40 = 0.6.2 .. 0.6.9.
+TESTED_SCHEMA_VERSIONS = (39, 40)
+MIN_SERVER_VERSION_NUM = 170000
+
+
+def storage_schema(found: Installation) -> str:
+    """The schema of the active queue-storage engine; refused when that engine is not active."""
+    if found.storage_state != "active" or found.storage_engine != "queue_storage" or not found.queue_storage_schema:
+        raise PreconditionFailed(
+            f"The queue-storage engine is not active in database {found.database!r} (state={found.storage_state}, "
+            f"engine={found.storage_engine}); enqueue_shards only applies to queue storage. "
+            "On a fresh database run `SELECT awa.storage_auto_finalize_if_fresh('awa')` or start a worker; "
+            "on a database with canonical jobs use `awa storage prepare --engine queue_storage`, "
+            "`awa storage enter-mixed-transition` and `awa storage finalize`.")
+    return found.queue_storage_schema
+
+
+def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ()) -> list[str]:
+    """Refuse an installation we cannot safely change; return warnings otherwise."""
+    where = f"database {found.database!r}"
+    if not found.has_awa_schema:
+        raise PreconditionFailed(
+            f"{where} has no Awa schema 'awa'. Check login_db, or install Awa there with `awa migrate` "
+            "(awa-cli 0.6.8 or newer).")
+    if not found.has_enqueue_shards or not found.has_queue_storage_tables:
+        version = found.schema_version if found.schema_version is not None else "unknown"
+        raise PreconditionFailed(
+            f"The Awa schema in {where} (schema version {version}) has no enqueue shards "
+            "(awa.queue_meta.enqueue_shards and the queue-storage lane tables arrived with Awa 0.6.0). "
+            "Upgrade Awa to 0.6.8 or 0.6.9 and run `awa migrate`, then retry.")
+    storage_schema(found)
+    missing = [role for role in runtime_roles if role in found.missing_roles]
+    if missing:
+        raise PreconditionFailed(
+            f"runtime_roles do not exist in {where}'s cluster: {', '.join(missing)}. "
+            "Create them (CREATE ROLE ... LOGIN) or correct the names.")
+    warnings = []
+    if found.schema_version not in TESTED_SCHEMA_VERSIONS:
+        warnings.append(
+            f"Awa schema version {found.schema_version} is untested with this collection "
+            f"(tested: {', '.join(map(str, TESTED_SCHEMA_VERSIONS))}, i.e. awa 0.6.x).")
+    if found.server_version_num < MIN_SERVER_VERSION_NUM:
+        warnings.append(f"PostgreSQL {found.server_version_num // 10000} is untested; supported: 17 and 18.")
+    return warnings

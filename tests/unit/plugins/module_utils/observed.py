@@ -11,8 +11,8 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lan
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, plan_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.info.preconditions import resolve_stripes
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
 
 RUNTIME = "awa_runtime"
 

@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import queue_summary
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import check_ledger, queue_summary
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import (
     RUNTIME,
@@ -111,3 +111,35 @@ def test_the_summary_counts_complete_lanes_missing_lanes_below_the_count_and_mis
         "enqueue_shards": 2, "lanes": 7, "lanes_missing": 1, "missing_grants": 8 * 2 * 3}
     # At a planned count of 4 the absent shards 2 and 3 are missing too (this is what verify compares).
     assert queue_summary(observed, "orders", 4)["lanes_missing"] == 1 + 4 * 2
+
+
+@pytest.mark.parametrize("changes, fragment", [
+    ({"ledger_exists": False, "can_create_ledger": False}, "GRANT CREATE ON DATABASE app"),
+    ({"ledger_exists": True, "can_write_ledger": False}, "GRANT INSERT"),
+])
+def test_a_ledger_we_cannot_write_is_refused_with_the_grant_or_the_opt_out(changes, fragment):
+    with pytest.raises(PreconditionFailed, match=fragment) as error:
+        check_ledger(installation(**changes), "awa_operations", "enqueue_shards_changes")
+    assert "ledger: false" in error.value.message
+
+
+@pytest.mark.parametrize("changes, create, add_change_id, records_change_id", [
+    ({"ledger_exists": False, "ledger_owner": None}, True, False, True),
+    ({}, False, False, True),
+    ({"ledger_has_change_id": False}, False, True, True),
+], ids=["new", "current", "0.1.0-run-by-its-owner"])
+def test_every_ledger_row_carries_the_change_id_when_the_role_may_add_the_column(
+        changes, create, add_change_id, records_change_id):
+    plan = check_ledger(installation(**changes), "awa_operations", "enqueue_shards_changes")
+    assert (plan.create, plan.add_change_id, plan.records_change_id, plan.warnings) == (
+        create, add_change_id, records_change_id, [])
+
+
+def test_a_ledger_from_0_1_0_that_another_role_owns_is_written_without_the_change_id_and_the_owner_is_named():
+    plan = check_ledger(installation(ledger_has_change_id=False, can_alter_ledger=False, ledger_owner="postgres"),
+                        "awa_operations", "enqueue_shards_changes")
+    assert (plan.create, plan.add_change_id, plan.records_change_id) == (False, False, False)
+    assert "only its owner 'postgres' can" in plan.warnings[0]
+    assert plan.warnings[0].endswith(
+        "ALTER TABLE awa_operations.enqueue_shards_changes ADD COLUMN change_id uuid; CREATE UNIQUE INDEX "
+        "enqueue_shards_changes_change_id_key ON awa_operations.enqueue_shards_changes (change_id);")

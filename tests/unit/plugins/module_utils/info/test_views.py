@@ -7,9 +7,9 @@ import dataclasses
 import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
-from ansible_collections.awa.operations.plugins.module_utils.info.preconditions import resolve_stripes
 from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS, NO_LIVE_RUNTIME, queue_report, shards_read
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 
