@@ -49,7 +49,7 @@ from awa_testbed.processes import ManagedProcess
 from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.advice import load
+from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import fetch_lane_depths
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
@@ -143,7 +143,7 @@ SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND applicat
 def read_cursors(conn, queue: str) -> dict[str, tuple[int, int]]:
     """'priority/shard' -> (next enqueue sequence value, next claim sequence value)."""
     return {f"{priority}/{shard}": (enqueue, claim)
-            for (dummy, priority, shard), (enqueue, claim) in load.fetch_cursors(conn, "awa", [queue]).items()}
+            for (dummy, priority, shard), (enqueue, claim) in load_window.fetch_cursors(conn, "awa", [queue]).items()}
 
 
 def read_functions(conn) -> dict[str, dict]:

@@ -19,7 +19,7 @@ import awa
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import gains
-from ansible_collections.awa.operations.plugins.module_utils.advice import load
+from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
 
 from awa_testbed import queue_facts
 from awa_testbed.jobs import KIND, TestJob
@@ -45,7 +45,7 @@ def blocked_samples(db, queue: str, deadline: float = 20.0) -> list[BackendSampl
     with db.connect() as conn:
         lane_keys = fetch_lane_keys(conn, queue)
         return wait_until(
-            lambda: _when_a_producer_waits([classify(row, ROLES, lane_keys) for row in load.fetch_activity_sample(conn)]),
+            lambda: _when_a_producer_waits([classify(row, ROLES, lane_keys) for row in load_window.fetch_activity_sample(conn)]),
             deadline, "a producer backend to wait on a lock", interval=0.05)
 
 

@@ -93,7 +93,9 @@ class Unsettled(Exception):
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Resolution:
+    """What looking a lost commit up found: whether it committed, how that was told, and its ledger row."""
+
     committed: bool
     resolved_by: str
     ledger: LedgerRow | None = None
@@ -152,7 +154,7 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | N
             failures.append(exc.message)
             continue
         try:
-            verdict = _look_up(conn, pending, reason)
+            resolution = _look_up(conn, pending, reason)
         except CommitOutcomeUnknown:
             raise
         except AwaOperationsError as exc:
@@ -162,12 +164,12 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | N
             continue
         finally:
             conn.close()
-        return _outcome(pending, reason, verdict, attempt)
+        return _outcome(pending, reason, resolution, attempt)
     raise _unknown(pending, reason, f"The database could not be reached again ({_tried(failures, delays)}; "
                                     f"last: {failures[-1]}).")
 
 
-def _look_up(conn, pending: PendingChange, reason: str) -> Verdict:
+def _look_up(conn, pending: PendingChange, reason: str) -> Resolution:
     """Wait (the change's lock_timeout) until the old transaction has ended, then find out what it did."""
     holders: list[str] = []
 
@@ -179,7 +181,7 @@ def _look_up(conn, pending: PendingChange, reason: str) -> Verdict:
         with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
                          lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
             apply.lock_queue(conn, pending.queue)
-            return _verdict(conn, pending, reason)
+            return _resolve(conn, pending, reason)
     except LockTimeout:
         raise _unknown(pending, reason, (
             f"Reconnected, but the transaction that held queue {pending.queue!r} was still open after lock_timeout "
@@ -188,19 +190,19 @@ def _look_up(conn, pending: PendingChange, reason: str) -> Verdict:
             "pg_terminate_backend(pid)).")) from None
 
 
-def _verdict(conn, pending: PendingChange, reason: str) -> Verdict:
+def _resolve(conn, pending: PendingChange, reason: str) -> Resolution:
     schema = pending.ledger_schema
     if pending.records_change_id:
         row = changes.fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)
         ledger = recorded_row(pending.ledger, row, pending.change_id) if row else None
-        return Verdict(row is not None, "change id in the ledger", ledger)
+        return Resolution(row is not None, "change id in the ledger", ledger)
     status = sessions.fetch_transaction_status(conn, pending.identity)
     if status == "aborted":
-        return Verdict(False, "transaction status")
+        return Resolution(False, "transaction status")
     if status == "committed":
         row = changes.fetch_recorded_change(conn, schema, "transaction_id", pending.identity.transaction_id) \
             if schema else None
-        return Verdict(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
+        return Resolution(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
     xid = pending.identity.transaction_id
     without = "the ledger row carries no change id" if schema else "ledger is false"
     raise _unknown(pending, reason, f"Reconnected, but transaction {xid} is still in progress." if status else (
@@ -208,21 +210,21 @@ def _verdict(conn, pending: PendingChange, reason: str) -> Verdict:
         "history than the server the change ran on (a failover, or a standby), or no longer keeps that status."))
 
 
-def _outcome(pending: PendingChange, reason: str, verdict: Verdict, attempt: int) -> QueueChangeRun:
-    lost: LostCommit = {"outcome": "committed" if verdict.committed else "not applied",
-                        "resolved_by": verdict.resolved_by, "reconnect_attempts": attempt}
+def _outcome(pending: PendingChange, reason: str, resolution: Resolution, attempt: int) -> QueueChangeRun:
+    lost: LostCommit = {"outcome": "committed" if resolution.committed else "not applied",
+                        "resolved_by": resolution.resolved_by, "reconnect_attempts": attempt}
     found = f"Reconnected (attempt {attempt}) and looked it up once its transaction had ended: "
-    if not verdict.committed:
+    if not resolution.committed:
         evidence = (f"no ledger row has its change id {pending.change_id}" if pending.records_change_id
                     else f"its transaction {pending.identity.transaction_id} rolled back")
         raise CommitNotApplied(f"{reason} {found}{evidence}, so it was not "
                                "applied and nothing was written; re-run to apply it.",
                                change_id=pending.change_id, lost_commit=lost)
     result: QueueChangeRun = {**pending.result, "lost_commit": lost}
-    if verdict.ledger is not None:
-        result["ledger"] = verdict.ledger
-    evidence = (f"ledger row {verdict.ledger['id']} has its change id {pending.change_id}"
-                if pending.records_change_id and verdict.ledger is not None
+    if resolution.ledger is not None:
+        result["ledger"] = resolution.ledger
+    evidence = (f"ledger row {resolution.ledger['id']} has its change id {pending.change_id}"
+                if pending.records_change_id and resolution.ledger is not None
                 else f"its transaction {pending.identity.transaction_id} committed")
     result["warnings"] = [*result["warnings"], (
         f"The connection was lost while committing the change of queue {pending.queue!r}. {found}{evidence}. The "

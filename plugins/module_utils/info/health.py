@@ -1,8 +1,10 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What a bad change shows on the database side, for the rollout's health gates. Read-only.
+"""What a bad change shows on the database side, for the rollout's health gates: its reads, and the ``health`` view.
 
-Two statements in one READ ONLY transaction, whatever the number of queues:
+Two statements in one READ ONLY transaction, whatever the number of queues
+(only a wait with ``health`` reads them, so they live here rather than in
+``introspect``, which holds the reads more than one step makes):
 
 * ``deadlocks``: the database's cumulative deadlock count
   (``pg_stat_database.deadlocks``) and when those statistics were last reset.
@@ -22,9 +24,9 @@ Two statements in one READ ONLY transaction, whatever the number of queues:
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.health import fetch_health
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     HealthView,
     PolledRead,
@@ -32,6 +34,49 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
     QueueView,
     StateRead,
 )
+
+
+DEADLOCKS_SQL = """
+SELECT deadlocks, stats_reset, now(), awa.active_queue_storage_schema()
+FROM pg_stat_database WHERE datname = current_database()
+"""
+
+QUEUE_HEALTH_SQL = """
+SELECT q.queue,
+       (SELECT count(*) FROM {done} AS d
+        WHERE d.queue = q.queue AND d.state = 'failed' AND d.finalized_at >= q.since)
+       + (SELECT count(*) FROM {dlq} AS x WHERE x.queue = q.queue AND x.dlq_at >= q.since),
+       (SELECT count(DISTINCT r.job_id) FROM (
+            SELECT job_id FROM {deferred}
+            WHERE queue = q.queue AND state = 'retryable' AND finalized_at >= q.since
+            UNION ALL
+            SELECT job_id FROM {ready} WHERE queue = q.queue AND attempt > 0 AND attempted_at >= q.since
+        ) AS r)
+FROM unnest(%(queues)s::text[], %(since)s::timestamptz[]) AS q(queue, since)
+WHERE q.since IS NOT NULL
+"""
+
+
+def fetch_health(conn, since: Mapping[str, datetime.datetime | None]) -> dict:
+    """Deadlocks of the database, and failed and retried jobs of each physical queue since its ``since``.
+
+    Runs in the caller's transaction. Queues whose ``since`` is None (no
+    recorded change) get no job counts.
+    """
+    deadlocks, stats_reset, read_at, schema = conn.execute(DEADLOCKS_SQL).fetchone()
+    counts = {}
+    if schema is not None and any(value is not None for value in since.values()):
+        rows = conn.execute(sql.SQL(QUEUE_HEALTH_SQL).format(
+            done=sql.Identifier(schema, "done_entries"), dlq=sql.Identifier(schema, "dlq_entries"),
+            deferred=sql.Identifier(schema, "deferred_jobs"), ready=sql.Identifier(schema, "ready_entries"),
+        ), {"queues": list(since), "since": list(since.values())}).fetchall()
+        counts = {queue: (failed, retried) for queue, failed, retried in rows}
+    return {
+        "read_at": read_at.isoformat(),
+        "deadlocks": deadlocks,
+        "stats_reset": stats_reset.isoformat() if stats_reset else None,
+        "queues": counts,
+    }
 
 
 def _since(view: QueueView) -> dict[str, datetime.datetime | None]:

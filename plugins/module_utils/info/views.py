@@ -211,11 +211,19 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
     return view
 
 
+def ready_by_shard(shards: list[ShardView], queue: str, listed: int | None = None) -> str:
+    """The ready jobs of each shard of ``queue`` below its count, as ``shard:jobs`` (``?`` where unreadable); past
+    ``listed`` shards, their sum instead (``1234 over 32 shards``). Empty when the queue has no such shard read."""
+    within = [row for row in shards if row["queue"] == queue and not row["beyond_count"]]
+    if listed is not None and len(within) > listed:
+        total = sum(row["ready_depth"] for row in within if row["ready_depth"] is not None)
+        return f"{total} over {len(within)} shards"
+    return " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}" for row in within)
+
+
 def _depth_text(shards: list[ShardView], queue: str) -> str:
-    rows = [row for row in shards if row["queue"] == queue]
-    within = " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}"
-                      for row in rows if not row["beyond_count"])
-    beyond = [row for row in rows if row["beyond_count"]]
+    within = ready_by_shard(shards, queue)
+    beyond = [row for row in shards if row["queue"] == queue and row["beyond_count"]]
     if not beyond:
         tail = "no lanes beyond the count"
     elif any(row["ready_depth"] is None for row in beyond):

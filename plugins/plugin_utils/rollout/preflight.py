@@ -10,7 +10,7 @@ role, a broken stripe layout) is a refusal carrying the module's own message.
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, counted, kind_lines, names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 
 NOTHING_CHANGED = "nothing was changed"
@@ -73,13 +73,6 @@ def queue_notes(entry: dict, view: QueueView, repair: bool) -> list[str]:
     return notes
 
 
-def _compact(lines: list[str], kind: str) -> list[str]:
-    """Lines of one kind (findings, notes), each on its own up to compact.LISTED, then counted with the first."""
-    if len(lines) <= LISTED:
-        return [f"{kind}: {line}" for line in lines]
-    return [f"{counted(len(lines), kind)}, the first: {lines[0]} (-v, or the run's report, lists them all)"]
-
-
 def preflight(read: ShardsInfo | dict, queues: list[dict], repair: bool) -> dict:
     """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
 
@@ -101,5 +94,5 @@ def preflight(read: ShardsInfo | dict, queues: list[dict], repair: bool) -> dict
         view = read["queues"][entry["queue"]]
         refusals += queue_refusals(entry, view, repair)
         notes += queue_notes(entry, view, repair)
-    return {"lines": lines + _compact(list(read.get("findings", [])), "finding") + _compact(notes, "note"),
+    return {"lines": lines + kind_lines(list(read.get("findings", [])), "finding") + kind_lines(notes, "note"),
             "refusals": refusals}

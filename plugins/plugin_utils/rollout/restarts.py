@@ -234,7 +234,7 @@ def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsRes
     if matched["by_count_hosts"]:
         lines.append("How the runtimes were counted: " + match.how_judged(matched) + ".")
     return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,
-            "lines": _batch_lines(batches) + _compact(lines, sum(len(host["services"]) for host in hosts)),
+            "lines": _batch_lines(batches) + _services_by_reason(lines, sum(len(host["services"]) for host in hosts)),
             "problems": problems, "restarts": len(order), "skipped": skipped,
             "pid_hosts": sorted({entry["host"] for entry in matched["services"]
                                  if entry["judged_by"] == match.BY_PID}),
@@ -273,7 +273,7 @@ def _batch_lines(batches: list[list[tuple[str, str]]]) -> list[str]:
     return [f"  batch {index + 1}: {_members_text(batch)}" for index, batch in enumerate(batches)]
 
 
-def _compact(lines: list[str], services: int) -> list[str]:
+def _services_by_reason(lines: list[str], services: int) -> list[str]:
     """The plan's lines as printed: every service's own line for a few services; past LISTED, the services with
     the same reason counted on one line (pids left out), and the lines about the inventory as they are."""
     if services <= LISTED:

@@ -19,6 +19,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
     queue_changes,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, StateRead
+from ansible_collections.awa.operations.plugins.module_utils.info.views import ready_by_shard
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
 
 # Over this many shards the table shows a queue's total ready depth instead of one entry per shard.
@@ -84,16 +85,11 @@ def lowered_queues(read: StateRead) -> list[str]:
             if any(change["from_shards"] > change["to_shards"] for change in view["last_change"].values())]
 
 
-def _depth_text(view: QueueView) -> str:
+def _ready_cell(view: QueueView) -> str:
+    """The table's "ready jobs by shard": each physical queue's (``#n`` before each stripe's)."""
     parts = []
     for physical in view["physical_queues"]:
-        within = [row for row in view["shards"] if row["queue"] == physical and not row["beyond_count"]]
-        depths = [f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}" for row in within]
-        if len(depths) > SHARDS_LISTED:
-            total = sum(row["ready_depth"] for row in within if row["ready_depth"] is not None)
-            text = f"{total} over {len(depths)} shards"
-        else:
-            text = " ".join(depths)
+        text = ready_by_shard(view["shards"], physical, SHARDS_LISTED)
         parts.append(text if len(view["physical_queues"]) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}")
     return " | ".join(parts) or "-"
 
@@ -126,7 +122,7 @@ def summary_row(entry: dict, view: QueueView, change: EnqueueShardsResult | None
     result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view["depth_beyond_count"]
-    row = [entry["queue"], "", "", _depth_text(view), "unknown" if beyond is None else str(beyond), ""]
+    row = [entry["queue"], "", "", _ready_cell(view), "unknown" if beyond is None else str(beyond), ""]
     if check_mode:
         planned_switch = result is not None and switches(result)
         row[1] = f"{now} -> {entry['shards']}"

@@ -3,7 +3,7 @@
 """The change ledger: the latest switch of each physical queue's count, and a change looked up by its id
 (``apply`` writes the ledger).
 
-Part of the introspect package, the only SQL that reads (installation.py says how its reads behave).
+Part of the introspect package, the reads more than one step makes (installation.py says how they behave).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ready depth and lag per lane: the exact count Awa uses, never the stale next_seq - claim_seq columns.
 
-Part of the introspect package, the only SQL that reads (installation.py says
-how its reads behave). docs/awa-internals.md §9 has the count; reading a
+Part of the introspect package, the reads more than one step makes
+(installation.py says how they behave). docs/awa-internals.md §9 has the count; reading a
 lane's cursors locks its two sequences until the transaction ends.
 """
 

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The lanes of physical queues: which queues exist, their counts, and the health of every lane's objects.
 
-Part of the introspect package, the only SQL that reads (installation.py says how its reads behave).
+Part of the introspect package, the reads more than one step makes (installation.py says how they behave).
 """
 
 from __future__ import annotations
