@@ -38,7 +38,7 @@ def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict],
     """The plan (and the rollout's state) from each host's settings and its read of its services, which says whether
     its environment file changed (or, for a host left out since it was reached, why) - one entry per play host, in
     order."""
-    hosts = [services.host_report(host, probe if result.get("skipped") else result)
+    hosts = [services.host_state(host, probe if result.get("skipped") else result)
              for host, probe, result in zip(settings, probes, reads)]
     return restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
                                  runtimes_per_service=runtimes_per_service, check_mode=check_mode,

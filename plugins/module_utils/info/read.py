@@ -120,10 +120,10 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
     depths_by_queue: dict[str, list[depths.LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
-    queues = {logical: views.queue_report(layout, logical, state,
-                                          [depth for queue in layout.physical_queues
-                                           for depth in depths_by_queue.get(queue, [])],
-                                          concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes)
+    queues = {logical: views.queue_view(layout, logical, state,
+                                        [depth for queue in layout.physical_queues
+                                         for depth in depths_by_queue.get(queue, [])],
+                                        concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes)
               for logical, layout in layouts.items()}
     return views.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
                              known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,
@@ -141,7 +141,7 @@ def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None
     (instance ids seen before a restart), for ``wait: restarted``. Without
     ``lanes``, the lanes are not read (nor their grants and depths): a queue's
     view then has its count, its convergence and its last change only
-    (report.LANE_KEYS are absent, and so is ``drained``), in a fixed number of
+    (views.LANE_KEYS are absent, and so is ``drained``), in a fixed number of
     statements whatever the number of lanes - what a wait for restarted
     runtimes needs. Runtimes in ``untouched_runtimes`` (producers a rollout
     did not restart because the change does not concern them) are left out

@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The result of awa_enqueue_shards_info, declared once: what ``report`` builds and every reader imports.
+"""The result of awa_enqueue_shards_info, declared once: what ``views`` builds and every reader imports.
 
 The role's filters (plugins/plugin_utils), the info module's action plugin and
 the shard_advice event source read this result by key; these TypedDicts (PEP
@@ -139,7 +139,7 @@ class QueueConvergenceView(TypedDict):
 
 class QueueView(QueueConvergenceView, total=False):
     """Everything the module says about one logical queue. The keys below come from its lanes: every read has them
-    but one with ``lanes: false`` (report.LANE_KEYS)."""
+    but one with ``lanes: false`` (views.LANE_KEYS)."""
 
     drained: bool
     ready_depth: int | None

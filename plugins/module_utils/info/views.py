@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The result of awa_enqueue_shards_info (shards_info_result), built from observed data. Pure functions."""
+"""A read's views: the result of awa_enqueue_shards_info (info.result), built from observed data. Pure functions."""
 
 from __future__ import annotations
 
@@ -137,9 +137,9 @@ LANE_KEYS = ("drained", "ready_depth", "depth_beyond_count", "lanes_complete", "
              "grants")
 
 
-def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
-                 verdict: convergence.QueueConvergence,
-                 runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
+def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
+                    verdict: convergence.QueueConvergence,
+                    runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
     queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
     current = view["enqueue_shards"]
@@ -173,9 +173,9 @@ def _lane_report(view: QueueView, logical: str, state: QueueState, depths: list[
     return first, findings
 
 
-def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
-                 runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
-                 margin_seconds: float, *, lanes: bool = True) -> QueueView:
+def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
+               runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
+               margin_seconds: float, *, lanes: bool = True) -> QueueView:
     """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
 
     ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too.
@@ -199,7 +199,7 @@ def queue_report(layout: StripeLayout, logical: str, state: QueueState, depths: 
         "findings": [],
         "summary_lines": [],
     }
-    first, after = _lane_report(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
+    first, after = _add_lane_views(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
     findings = first + list(layout.warnings) + after
     for straggler in verdict.stragglers:
         if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
@@ -235,38 +235,38 @@ def _depth_text(shards: list[ShardView], queue: str) -> str:
     return f"ready by shard {within or '-'} | {tail}"
 
 
-def summary_lines(report: QueueView) -> list[str]:
+def summary_lines(view: QueueView) -> list[str]:
     """A few lines a playbook can print as is."""
-    counts = sorted(set(report["enqueue_shards"].values()))
-    changes = list(report["last_change"].values())
+    counts = sorted(set(view["enqueue_shards"].values()))
+    changes = list(view["last_change"].values())
     was = ""
     if changes:
         change = changes[0]
         was = f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by {change['changed_by']})"
-    lines = [f"{report['queue']}: enqueue_shards {'/'.join(map(str, counts))}{was}; {report['ordering']}"]
+    lines = [f"{view['queue']}: enqueue_shards {'/'.join(map(str, counts))}{was}; {view['ordering']}"]
     waiting = ""
-    if report["stragglers"]:
-        first = report["stragglers"][0]
-        others = len({s["instance_id"] for s in report["stragglers"]}) - 1
+    if view["stragglers"]:
+        first = view["stragglers"][0]
+        others = len({s["instance_id"] for s in view["stragglers"]}) - 1
         waiting = (f"; waiting for {describe_runtime(first)}: {first['reason']}"
                    + (f" (and {others} more)" if others > 0 else ""))
-    lines.append(f"  runtimes: {report['runtimes_converged']} of {report['runtimes_live']} live runtimes on the "
+    lines.append(f"  runtimes: {view['runtimes_converged']} of {view['runtimes_live']} live runtimes on the "
                  f"current count{waiting}")
-    for queue in report["physical_queues"] if "shards" in report else []:
-        prefix = f"  {queue}: " if len(report["physical_queues"]) > 1 else "  "
-        lines.append(prefix + _depth_text(report["shards"], queue))
-    if report["paused"]:
-        lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {report['queue']})")
-    drained = f"; drained: {'yes' if report['drained'] else 'no'}" if "drained" in report else ""
-    lines.append(f"  converged: {'yes' if report['converged'] else 'no'}{drained}"
-                 + (f"; {len(report['findings'])} finding(s)" if report["findings"] else ""))
+    for queue in view["physical_queues"] if "shards" in view else []:
+        prefix = f"  {queue}: " if len(view["physical_queues"]) > 1 else "  "
+        lines.append(prefix + _depth_text(view["shards"], queue))
+    if view["paused"]:
+        lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {view['queue']})")
+    drained = f"; drained: {'yes' if view['drained'] else 'no'}" if "drained" in view else ""
+    lines.append(f"  converged: {'yes' if view['converged'] else 'no'}{drained}"
+                 + (f"; {len(view['findings'])} finding(s)" if view["findings"] else ""))
     return lines
 
 
 def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_at: datetime.datetime,
                 findings: list[str], warnings: list[str], known_runtimes: frozenset,
                 expected_new_runtimes: int, lanes: bool = True) -> ShardsRead:
-    """One read's result: the queues' reports, every runtime (with the queues it is pending on), and the totals.
+    """One read's result: the queues' views, every runtime (with the queues it is pending on), and the totals.
 
     ``new_runtimes`` are the live, healthy runtimes not in ``known_runtimes``
     (instance ids seen before a restart); ``findings`` are those of no queue

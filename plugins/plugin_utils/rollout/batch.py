@@ -3,18 +3,18 @@
 """One batch of the role enqueue_shards's rolling restart: whom it restarts, what it waits for, what it found.
 
 The rollout's state is the restart plan (rollout_restarts.restart_plan):
-the host reports, each host's restart contract, the runtimes known so far,
+the host states, each host's restart contract, the runtimes known so far,
 the hosts gone. A batch restarts its services with one run of
 awa_producer_services on each of its hosts (the registered loop result
 ``restarts``), waits for their new runtimes on the database, and then
-``after_batch`` takes what the restarts reported into the host reports and
+``after_batch`` takes what the restarts reported into the host states and
 judges the batch (rollout_verdicts.batch_verdict).
 """
 
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_report, read_error
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
@@ -72,24 +72,24 @@ def pause_seconds(rollout: dict, index: int, read: dict, gates: dict, canary_pau
 
 
 def _updated_hosts(rollout: dict, restarts: dict) -> list[dict]:
-    """The host reports, with what each host of the batch reported after its restarts."""
-    by_host = {report["host"]: report for report in rollout["hosts"]}
+    """The host states, with what each host of the batch reported after its restarts."""
+    by_host = {state["host"]: state for state in rollout["hosts"]}
     for result in restarts.get("results", []):
         host = result["item"]["host"]
-        report = by_host[host]
-        settings = {"host": host, "names": report["names"],
-                    "services": [service["service"] for service in report["services"]],
-                    "service_queues": {service["service"]: service["queues"] for service in report["services"]
+        state = by_host[host]
+        settings = {"host": host, "names": state["names"],
+                    "services": [service["service"] for service in state["services"]],
+                    "service_queues": {service["service"]: service["queues"] for service in state["services"]
                                        if service.get("queues") is not None}}
         if result.get("unreachable"):
-            by_host[host] = host_report(settings, result)
+            by_host[host] = host_state(settings, result)
             continue
         if read_error(result) is not None:
             continue
-        fresh = {service["service"]: service for service in host_report(settings, result)["services"]}
-        by_host[host] = dict(report, clock=result["clock"],
-                             services=[fresh.get(service["service"], service) for service in report["services"]])
-    return [by_host[report["host"]] for report in rollout["hosts"]]
+        fresh = {service["service"]: service for service in host_state(settings, result)["services"]}
+        by_host[host] = dict(state, clock=result["clock"],
+                             services=[fresh.get(service["service"], service) for service in state["services"]])
+    return [by_host[state["host"]] for state in rollout["hosts"]]
 
 
 def after_batch(rollout: dict, *, index: int, restarts: dict, read: dict, gates: dict, backout: str) -> dict:

@@ -95,7 +95,7 @@ def match(hosts: list[dict], runtimes: Sequence[RuntimeView], runtimes_per_servi
           queue: str | None = None, queues: Collection[str] | None = None) -> dict:
     """Each service's runtimes, how they were judged, and the inventory's N of M.
 
-    ``hosts`` are host reports (rollout_services.host_report), ``runtimes``
+    ``hosts`` are host states (services.host_state), ``runtimes``
     the info module's ``runtimes`` (each with ``live``, ``converged`` and
     ``pending_queues``). ``pid_hosts`` are hosts an earlier match tied to
     runtimes by pid: they stay judged by pid even when none of their

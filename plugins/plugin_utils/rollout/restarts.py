@@ -161,8 +161,8 @@ def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsRes
     Services of hosts that could not be reached are listed in ``skipped``;
     more of them than ``max_fail_percentage`` of the hosts is a problem. The
     plan is also the rollout's state, which each batch carries on
-    (rollout_batch.after_batch): the host reports, each host's restart
-    contract (from ``settings``, rollout_input.host_settings), the runtimes
+    (batch.after_batch): the host states, each host's restart
+    contract (from ``settings``, input_rules.host_settings), the runtimes
     known so far and the hosts gone.
     """
     deadlines = pickup_deadlines(read, change, check_mode)

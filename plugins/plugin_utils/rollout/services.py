@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """How the producer services of one host are, as the role enqueue_shards learns it from awa_producer_services.
 
-A host report is what the module read on the host (each service's state,
+A host's state is what the module read on the host (each service's state,
 main pid and start, the host's clock, whether the environment file it wrote
 in the same run changed), with the host's names (those a runtime may report
 as its host name). A host the module could not reach, or whose run failed
@@ -21,10 +21,10 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.services i
     UNREACHABLE,
 )
 
-__all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "host_report",
-           "read_error", "unreachable_report"]
+__all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "host_state",
+           "read_error", "unreachable_state"]
 
-# The keys of a service in a host report (the module's own, plus its host).
+# The keys of a service in a host's state (the module's own, plus its host).
 SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail")
 
 
@@ -55,7 +55,7 @@ def _declared(settings: dict, service: str) -> list[str] | None:
     return None if declared is None else list(declared)
 
 
-def unreachable_report(settings: dict, error: str) -> dict:
+def unreachable_state(settings: dict, error: str) -> dict:
     """A host that could not be read: every one of its services is unreachable, with the connection error."""
     return {"host": settings["host"], "method": None, "clock": None, "environment_changed": False,
             "reachable": False, "names": _names(settings, {}),
@@ -64,11 +64,11 @@ def unreachable_report(settings: dict, error: str) -> dict:
                          for service in settings["services"]]}
 
 
-def host_report(settings: dict, result: dict | None) -> dict:
-    """One host's report from its settings (validation) and its awa_producer_services result."""
+def host_state(settings: dict, result: dict | None) -> dict:
+    """One host's state from its settings (validation) and its awa_producer_services result."""
     error = read_error(result)
     if error is not None or result is None:
-        return unreachable_report(settings, error or "not read")
+        return unreachable_state(settings, error or "not read")
     services = [{"host": settings["host"], **{key: service[key] for key in SERVICE_KEYS},
                  "queues": _declared(settings, service["service"])} for service in result["services"]]
     written = result.get("env_file") or {}

@@ -190,7 +190,7 @@ def summary(queues: list[dict], *, views: dict[str, QueueView], change: EnqueueS
             inventory: dict | None = None) -> list[str]:
     """The change window's table, the inventory's runtimes, then each queue's own summary lines.
 
-    ``inventory`` (optional) holds the producer hosts' reports (``hosts``),
+    ``inventory`` (optional) holds the producer hosts' states (``hosts``),
     the last read's ``runtimes``, ``runtimes_per_service``, ``pid_hosts`` and
     the ``queues`` whose change concerns a service (the plan's).
     Past compact.LISTED queues, queues with the same counts and verdict share

@@ -17,7 +17,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
     RUNNING,
     UNKNOWN,
     read_error,
-    unreachable_report,
+    unreachable_state,
 )
 
 COMMITTED = ("The new count is committed: the runtimes restarted so far use it, the others keep the old count until "
@@ -57,7 +57,7 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
             continue
         error = read_error(probe)
         if error is not None:
-            gone.append(unreachable_report(settings, error))
+            gone.append(unreachable_state(settings, error))
             continue
         problems = _host_problems(settings, probe, restarts)
         if problems:
@@ -69,8 +69,8 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
     if len(gone) * 100 > max_fail_percentage * len(hosts):
         gone_message = unreachable_message(gone, len(hosts), max_fail_percentage)
         return {"ok": False, "message": f"Nothing was changed: {gone_message}."}
-    listed = "; ".join(f"{report['host']}: {', '.join(s['service'] for s in report['services']) or 'no service'}"
-                       for report in gone)
+    listed = "; ".join(f"{state['host']}: {', '.join(s['service'] for s in state['services']) or 'no service'}"
+                       for state in gone)
     return {"ok": True, "message": f"Going on without {len(gone)} of {len(hosts)} producer host(s) "
                                    f"(within enqueue_shards_max_fail_percentage {max_fail_percentage:g}); their "
                                    f"services are not checked or restarted, and the change window cannot be "
@@ -127,7 +127,7 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     """Did every service of the batch come back, and do the health gates allow the next one?
 
     ``outcomes`` and ``states`` hold one entry per play host (restart outcome
-    and host report read after the batch), ``read`` the info module's last
+    and host state read after the batch), ``read`` the info module's last
     read of the batch (its wait, or the read after the pause), ``gates`` the
     evaluated health gates, ``later`` the members of the batches still to
     come, ``gone`` every host left out so far (unreachable now or before).

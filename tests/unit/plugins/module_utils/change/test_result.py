@@ -96,7 +96,7 @@ def test_a_result_built_now_is_a_result_as_declared_in_each_of_its_shapes():
 
 
 def _observed() -> ObservedRead:
-    """A read after a lowering to 2, as report builds it and the run returns it (with a straggler, a change)."""
+    """A read after a lowering to 2, as view builds it and the run returns it (with a straggler, a change)."""
     runtimes = [runtime("old", -60, pid=41), runtime("new", 60, pid=42)]
     read = views.shards_read({"orders": lowered_to_2(runtimes, ready={3: 5})}, runtimes,
                              read_at=datetime.datetime.now(datetime.timezone.utc), findings=[],

@@ -6,7 +6,7 @@ here, not in molecule: the declaration; the module's RETURN documentation;
 the results the role's unit tests were recorded with (plugin_utils fixtures);
 results read from live databases on PostgreSQL 17 and 18 (module_utils
 fixtures info-live-pg*.json, written and checked by
-tests/functional/test_shards_info_result.py); and a result ``report`` builds
+tests/functional/test_shards_info_result.py); and a result ``views`` builds
 now from observed data, with advice from recorded windows of real load.
 """
 

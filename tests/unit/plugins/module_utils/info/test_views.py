@@ -7,7 +7,7 @@ import dataclasses
 import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
-from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS, NO_LIVE_RUNTIME, queue_report, shards_read
+from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS, NO_LIVE_RUNTIME, queue_view, shards_read
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
 
@@ -41,19 +41,19 @@ def lowered_to_2(runtimes, ready=None, recorded_to=2, lanes=None, roles=(), read
     layout = resolve_stripes("orders", None, ["orders"])
     observed = state(lanes if lanes is not None else grid("orders", 4, 4), {"orders": 2})
     recorded = {"orders": change(to_shards=recorded_to, live_ids=("old",), queue="orders")}
-    return queue_report(layout, "orders", observed, depths("orders", 4, ready, readable), runtimes, recorded,
-                        tuple(roles), MARGIN, lanes=read_lanes)
+    return queue_view(layout, "orders", observed, depths("orders", 4, ready, readable), runtimes, recorded,
+                      tuple(roles), MARGIN, lanes=read_lanes)
 
 
 def test_a_queue_whose_runtimes_restarted_and_whose_old_shards_are_empty_is_converged_and_drained():
-    report = lowered_to_2([runtime("new", 60)], ready={0: 3})
-    assert (report["converged"], report["drained"]) == (True, True)
-    assert (report["runtimes_live"], report["runtimes_converged"], report["stragglers"]) == (1, 1, [])
-    assert (report["ready_depth"], report["depth_beyond_count"]) == (3, 0)
-    assert [(row["shard"], row["beyond_count"], row["ready_depth"]) for row in report["shards"]] == [
+    view = lowered_to_2([runtime("new", 60)], ready={0: 3})
+    assert (view["converged"], view["drained"]) == (True, True)
+    assert (view["runtimes_live"], view["runtimes_converged"], view["stragglers"]) == (1, 1, [])
+    assert (view["ready_depth"], view["depth_beyond_count"]) == (3, 0)
+    assert [(row["shard"], row["beyond_count"], row["ready_depth"]) for row in view["shards"]] == [
         (0, False, 3), (1, False, 0), (2, True, 0), (3, True, 0)]
-    assert report["findings"] == []
-    assert report["summary_lines"] == [
+    assert view["findings"] == []
+    assert view["summary_lines"] == [
         "orders: enqueue_shards 2 (was 1, change #3 at 2026-11-29T10:00:00+00:00 by awa_migrator); partitioned FIFO: "
         "FIFO per (queue, priority, shard) across 2 shards; use ordering_key for per-key FIFO",
         "  runtimes: 1 of 1 live runtimes on the current count",
@@ -63,15 +63,15 @@ def test_a_queue_whose_runtimes_restarted_and_whose_old_shards_are_empty_is_conv
 
 
 def test_a_runtime_running_at_the_change_is_a_straggler_and_ready_jobs_beyond_the_count_keep_it_undrained():
-    report = lowered_to_2([runtime("old", -60, pid=41), runtime("new", 60, pid=42),
-                           runtime("gone", -600, live=False, pid=43)], ready={3: 5})
-    assert (report["converged"], report["drained"], report["depth_beyond_count"]) == (False, False, 5)
-    assert (report["runtimes_live"], report["runtimes_converged"]) == (2, 1)
-    assert [(s["pid"], s["physical_queue"]) for s in report["stragglers"]] == [(41, "orders")]
-    assert "already running when the count changed (change #3)" in report["stragglers"][0]["reason"]
-    assert report["summary_lines"][1].startswith("  runtimes: 1 of 2 live runtimes on the current count; "
-                                                 "waiting for pid 41 on host (unreported)")
-    assert report["summary_lines"][2] == "  ready by shard 0:0 1:0 | beyond the count (shards 2..3): 5 ready"
+    view = lowered_to_2([runtime("old", -60, pid=41), runtime("new", 60, pid=42),
+                         runtime("gone", -600, live=False, pid=43)], ready={3: 5})
+    assert (view["converged"], view["drained"], view["depth_beyond_count"]) == (False, False, 5)
+    assert (view["runtimes_live"], view["runtimes_converged"]) == (2, 1)
+    assert [(s["pid"], s["physical_queue"]) for s in view["stragglers"]] == [(41, "orders")]
+    assert "already running when the count changed (change #3)" in view["stragglers"][0]["reason"]
+    assert view["summary_lines"][1].startswith("  runtimes: 1 of 2 live runtimes on the current count; "
+                                               "waiting for pid 41 on host (unreported)")
+    assert view["summary_lines"][2] == "  ready by shard 0:0 1:0 | beyond the count (shards 2..3): 5 ready"
 
 
 def test_a_queue_read_beside_others_reports_its_own_lanes_only():
@@ -80,22 +80,22 @@ def test_a_queue_read_beside_others_reports_its_own_lanes_only():
     layout = resolve_stripes("orders", None, ["orders"])
     counts = {"events": 4, "orders": 2, "zebra": 4}
     observed = state(grid("events", 4, 2) + grid("orders", 2, 2) + grid("zebra", 4, 1), counts)
-    report = queue_report(layout, "orders", observed, depths("orders", 2), [runtime("new", 60)], {}, (), MARGIN)
-    assert (report["lanes_complete"], report["lanes_missing"], report["findings"]) == (8, [], [])
-    assert {lane["queue"] for lane in report["lanes"]} == {"orders"}
-    assert [(row["queue"], row["shard"]) for row in report["shards"]] == [("orders", 0), ("orders", 1)]
+    view = queue_view(layout, "orders", observed, depths("orders", 2), [runtime("new", 60)], {}, (), MARGIN)
+    assert (view["lanes_complete"], view["lanes_missing"], view["findings"]) == (8, [], [])
+    assert {lane["queue"] for lane in view["lanes"]} == {"orders"}
+    assert [(row["queue"], row["shard"]) for row in view["shards"]] == [("orders", 0), ("orders", 1)]
 
 
 def test_drained_is_not_claimed_before_every_runtime_converged():
-    report = lowered_to_2([runtime("old", -60)], ready={})
-    assert report["depth_beyond_count"] == 0
-    assert (report["converged"], report["drained"]) == (False, False)
+    view = lowered_to_2([runtime("old", -60)], ready={})
+    assert view["depth_beyond_count"] == 0
+    assert (view["converged"], view["drained"]) == (False, False)
 
 
 def test_a_count_changed_outside_the_module_is_a_finding_with_the_fix():
-    report = lowered_to_2([runtime("new", 60)], recorded_to=8)
-    assert report["converged"] is False
-    assert report["findings"] == [
+    view = lowered_to_2([runtime("new", 60)], recorded_to=8)
+    assert view["converged"] is False
+    assert view["findings"] == [
         "orders: enqueue_shards is 2 but the last recorded change set 8: it was changed outside awa_enqueue_shards; "
         "re-apply the count with awa.operations.awa_enqueue_shards so the change is recorded."]
 
@@ -103,23 +103,23 @@ def test_a_count_changed_outside_the_module_is_a_finding_with_the_fix():
 def test_missing_lanes_grants_and_runtime_owned_sequences_are_findings_naming_the_fix():
     lanes = grid("orders", 4, 4, missing=["awa_runtime2"], owner=RUNTIME)
     lanes[1] = dataclasses.replace(lanes[1], has_claim_head=False)  # priority 1, shard 1: below the count
-    report = lowered_to_2([runtime("new", 60)], lanes=lanes, roles=[RUNTIME, "awa_runtime2"])
-    assert report["lanes_missing"] == [{"queue": "orders", "priority": 1, "shard": 1}]
-    first, grants, owned = report["findings"]
+    view = lowered_to_2([runtime("new", 60)], lanes=lanes, roles=[RUNTIME, "awa_runtime2"])
+    assert view["lanes_missing"] == [{"queue": "orders", "priority": 1, "shard": 1}]
+    first, grants, owned = view["findings"]
     assert first.startswith("orders: 1 lanes below the shard count are missing (e.g. orders priority 1 shard 1)")
     assert "role awa_runtime2 lacks SELECT/UPDATE/USAGE on 32 lane sequences" in grants
     assert "with runtime_roles including awa_runtime2" in grants
     assert owned.startswith("orders: 32 lane sequences are owned by runtime role awa_runtime")
-    assert report["grants"]["missing"][0]["role"] == "awa_runtime2"
-    assert report["grants"]["sequence_owners"] == {RUNTIME: 32}
+    assert view["grants"]["missing"][0]["role"] == "awa_runtime2"
+    assert view["grants"]["sequence_owners"] == {RUNTIME: 32}
 
 
 def test_unreadable_lanes_make_the_depth_unknown_and_the_queue_undrained():
-    report = lowered_to_2([runtime("new", 60)], readable=False)
-    assert (report["ready_depth"], report["depth_beyond_count"], report["drained"]) == (None, None, False)
-    assert report["summary_lines"][2] == "  ready by shard 0:? 1:? | beyond the count: unknown (unreadable)"
-    assert report["findings"] == ["orders: 16 lanes have sequences the connected role cannot read (SELECT), so "
-                                  "their depth is unknown. Connect as their owner or a member of it."]
+    view = lowered_to_2([runtime("new", 60)], readable=False)
+    assert (view["ready_depth"], view["depth_beyond_count"], view["drained"]) == (None, None, False)
+    assert view["summary_lines"][2] == "  ready by shard 0:? 1:? | beyond the count: unknown (unreadable)"
+    assert view["findings"] == ["orders: 16 lanes have sequences the connected role cannot read (SELECT), so "
+                                "their depth is unknown. Connect as their owner or a member of it."]
 
 
 def read_of(runtimes) -> dict:

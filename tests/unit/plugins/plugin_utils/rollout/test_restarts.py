@@ -18,7 +18,7 @@ from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_
     systemd_result,
     unit,
 )
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_report
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state
 
 
 UNCONVERGED = load("info-unconverged")  # 0 of 3 runtimes on the count after change #2 (demo 4 -> 6)
@@ -273,7 +273,7 @@ def test_batch_sizes_as_ansible_serial_writes_them():
 
 def declared_host(host: str, units: dict[str, str], declared: dict[str, list[str]]) -> dict:
     """A systemd host whose services declare the queues they enqueue into."""
-    return host_report(dict(settings(host, list(units)), service_queues=declared), systemd_result(units, READ_AT + 2))
+    return host_state(dict(settings(host, list(units)), service_queues=declared), systemd_result(units, READ_AT + 2))
 
 
 def test_a_raise_leaves_the_services_that_declare_other_queues_untouched_and_their_runtimes_out_of_the_waits():

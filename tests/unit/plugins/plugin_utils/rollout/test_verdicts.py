@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.health_gates import evaluate
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import operate
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_report
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import (
     batch_verdict,
     inventory_verdict,
@@ -160,7 +160,7 @@ def test_a_service_whose_state_cannot_be_read_after_a_restart_that_did_not_come_
         return 1, "", "p2 is not running"
 
     read = operate(status_fails, ["p2"], [], method="command", manager="supervisord", status_command="status {service}")
-    states = [host_report(settings("localhost", ["p2"]), read.result())]
+    states = [host_state(settings("localhost", ["p2"]), read.result())]
     result = verdict([["localhost", "p2"]], [restarted("localhost", "p2")], states, waited(expected=1))
     assert ("localhost/p2 did not come back: it cannot be told to run after its restart (status command exited 1: "
             "p2 is not running)") in result["message"]
