@@ -9,7 +9,7 @@ false`` reads the runtimes, each queue's count and last change, and health.
 
 Method. On a fresh database, N queues at S=8 (32 lanes each, a ledger row
 each) and two live awa-pg runtimes; then ``POLLS`` polls of the module's own
-wait (``shards_info_wait.wait_in_session`` with ``wait: none``: one read,
+wait (``info.wait.wait_in_session`` with ``wait: none``: one read,
 health included) on a ``TimedConnection`` under libpq's protocol trace, with
 the role's options, first with ``lanes: true`` (the read before), then with
 ``lanes: false``. Reported per poll: statements and round trips on the wire,

@@ -54,7 +54,7 @@ def timed(action: Callable[[], Result]) -> tuple[Result, float]:
 def change_all(conn, queues: list[str], shards: int, *, check_mode: bool = False) -> dict:
     """``change_many_queues`` (the module's queues option): one connection, a transaction per queue."""
     requests = [validate_request(queue, shards) for queue in queues]
-    result: ChangesRun  # read by key below, as enqueue_shards_result declares it
+    result: ChangesRun  # read by key below, as change/result.py declares it
     result, seconds = timed(lambda: change_many_queues(conn, requests, check_mode=check_mode))
     per_queue = [round(view["duration"] * 1000, 2) for view in result["queues"].values()]
     return {"queues": len(queues), "shards": shards, "check_mode": check_mode, "changed": result["changed"],

@@ -1,6 +1,6 @@
 """The gains table the info module's advice decides by, derived from one recorded shard_choice run.
 
-    python -m benchmarks.shard_gains benchmarks/results/RUN.json > plugins/module_utils/shard_gains.py
+    python -m benchmarks.shard_gains benchmarks/results/RUN.json > plugins/module_utils/advice/gains.py
 
 For each enqueue path, producer count N and shard count S: the median gain
 over S=1 (the same producer processes, paired per repeat) on each server,

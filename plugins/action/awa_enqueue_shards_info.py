@@ -4,13 +4,13 @@
 
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll,
-and waits with the module's own wait (shards_info_wait.poll_until): the same
+and waits with the module's own wait (info/wait.py's poll_until): the same
 predicates, deadline, result keys, reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
 (``disconnected``, a failover) after an earlier poll succeeded: that one is
-tried again, as in the module's own wait (shards_info_wait.reconnect_policy).
+tried again, as in the module's own wait (info/wait.py's reconnect_policy).
 
 Without ``wait`` the module runs once, as is. Under ``async`` it runs once too,
 wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
@@ -116,7 +116,7 @@ class ActionModule(ActionBase):
         # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
         answered = False
 
-        # Each poll is the module's result with wait: none, as shards_info_result declares it.
+        # Each poll is the module's result with wait: none, as info/result.py declares it.
         def fetch() -> PolledRead:
             nonlocal answered
             polled = self._execute_module(module_name=MODULE, module_args=dict(poll_args), task_vars=task_vars)

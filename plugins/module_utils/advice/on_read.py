@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Advice on a read's queues (``advise: true``): watch their load for a window, and put the rule's verdicts in.
 
-The rule is advice.py's (pure), its words advice_words.py's; the window is load_window.py's. The
+The rule is rule.py's (pure), its words words.py's; the window is load_window.py's. The
 shard_advice event source calls ``advise_queues`` window after window.
 """
 
@@ -16,7 +16,7 @@ def advise_queues(conn, info: ShardsRead, seconds: float, lock_timeout: float,
                   measured: dict | None = None) -> dict[str, Advice]:
     """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
 
-    Returns queue -> advice (advice_words.advise); ``measured`` defaults to the shipped gains table.
+    Returns queue -> advice (words.advise); ``measured`` defaults to the shipped gains table.
     """
     views = info["queues"]
     physical = [name for view in views.values() for name in view["physical_queues"]]

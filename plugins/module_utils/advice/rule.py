@@ -3,7 +3,7 @@
 """Which shard count a queue should have, from one window of its load and a measured gains table: the decision. Pure.
 
 What the decision says to an operator (its message, its ordering consequence,
-its findings) is advice_words'; ``advice_words.advise`` is the two together.
+its findings) is words.py's; ``words.advise`` is the two together.
 
 The rule (docs/performance.md, "Choosing the shard count"):
 
@@ -152,7 +152,7 @@ def commit_limit(tally: ContentionTally) -> str | None:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the rule decided for one queue, and the numbers the decision rests on (advice_words says it in words).
+    """What the rule decided for one queue, and the numbers the decision rests on (words.py says it in words).
 
     ``reason`` names the branch of the rule that decided (the REASONS below);
     ``facts`` holds what that branch found (waiters, the measured row, the

@@ -1,11 +1,11 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The result of awa_enqueue_shards, declared once: what ``enqueue_shards`` builds and every reader imports.
+"""The result of awa_enqueue_shards, declared once: what ``operation`` builds and every reader imports.
 
 The role's filters (plugins/plugin_utils), the info module's ``committed``
 option (failover.validate_committed) and the benchmarks read this result by
 key; these TypedDicts (PEP 589) name every key and its type.
-tests/unit/plugins/module_utils/test_enqueue_shards_result.py holds them
+tests/unit/plugins/module_utils/change/test_result.py holds them
 against the module's RETURN documentation, the recorded results the role's
 unit tests use, and results of live changes on PostgreSQL 17 and 18.
 
@@ -15,7 +15,7 @@ one queue, ``ChangesRun`` for a list), and the module's result
 (``EnqueueShardsResult``): either of those without ``warnings`` (handed to
 Ansible's warnings) and with ``diff`` only in diff mode (``ChangeOutcome``),
 and the read after the change (``observed``). As in
-shards_info_result, a key not always returned is declared in a subclass with
+info/result.py, a key not always returned is declared in a subclass with
 ``total=False`` (modules run on Python 3.10, before ``typing.NotRequired``).
 """
 
@@ -94,11 +94,11 @@ class _Statements(TypedDict):
 
 
 class QueueChangeRun(QueueChange, _Statements):
-    """``enqueue_shards.change_enqueue_shards``: one queue's change with its statements."""
+    """``operation.change_enqueue_shards``: one queue's change with its statements."""
 
 
 class ChangesRun(ChangeTotals, _Statements):
-    """``enqueue_shards.change_many_queues``: the totals of a list of queues, and each queue's own change."""
+    """``operation.change_many_queues``: the totals of a list of queues, and each queue's own change."""
 
     queues: dict[str, QueueChange]
 
@@ -125,7 +125,7 @@ class ChangeOutcome(_OutcomeAlways, total=False):
 class EnqueueShardsResult(ChangeOutcome):
     """The module's result: its change, and the changed queues read right after it."""
 
-    # In check mode: the state now. As the info module reads them (shards_info_result).
+    # In check mode: the state now. As the info module reads them (info/result.py).
     observed: ObservedRead
 
 

@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The run of awa_enqueue_shards: the change of one queue or of a list, then the read of those queues after it.
 
-``enqueue_shards`` is the change itself (the Python API); this file is what
+``operation`` is the change itself (the Python API); this file is what
 the module adds around it. After the change (in check mode: at once) it reads
 the changed queues on the change's connection - exactly the read
-awa_enqueue_shards_info returns for them, declared by shards_info_result -
+awa_enqueue_shards_info returns for them, declared by info/result.py -
 and returns it as ``observed``: which runtimes are live and on the count,
 each queue's convergence and last recorded change, and the database's clock.
 The rollout's restart plan starts from it, so it needs no read of its own.

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Connecting to PostgreSQL with psycopg 3, one transaction at a time: the one file that imports psycopg.
 
-It connects with the options of connection_options, runs every transaction
+It connects with the options of db/options.py, runs every transaction
 with its lock_timeout and session_role, commits, and translates psycopg's
 errors into awa.operations' (errors.py), each saying what to do. The SQL
 builders of introspect and apply take ``sql`` from here.

@@ -18,8 +18,8 @@ because reading a lane's cursors locks its two sequences until the
 transaction ends. Every transaction sets ``lock_timeout``: reads take only
 ACCESS SHARE locks, so they wait only behind DDL (for example an ``awa
 migrate`` holding ACCESS EXCLUSIVE), and fail with ``LockTimeout`` naming the
-holder rather than wait for it. Waiting is shards_info_wait's, advice
-shards_info_advice's; the result is declared in shards_info_result.
+holder rather than wait for it. Waiting is wait.py's, advice
+advice/on_read.py's; the result is declared in result.py.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 The role's filters (plugins/plugin_utils), the info module's action plugin and
 the shard_advice event source read this result by key; these TypedDicts (PEP
-589) name every key and its type. tests/unit/plugins/module_utils/test_shards_info_result.py
+589) name every key and its type. tests/unit/plugins/module_utils/info/test_result.py
 holds them against the module's RETURN documentation, the recorded results the
 unit tests use, and results read from live databases (PostgreSQL 17 and 18).
 
@@ -149,7 +149,7 @@ class QueueView(QueueConvergenceView, total=False):
     lanes: list[LaneView]
     shards: list[ShardView]
     grants: Grants
-    # Only in a wait until drained (shards_info_wait.noting_new_jobs).
+    # Only in a wait until drained (wait.noting_new_jobs).
     new_jobs_beyond_count: list[ShardRef]
 
 
@@ -202,7 +202,7 @@ class QueueHealth(TypedDict):
 
 
 class HealthView(TypedDict):
-    """What a bad change shows on the database side (``health: true``; shards_info_health)."""
+    """What a bad change shows on the database side (``health: true``; health.py)."""
 
     read_at: str
     deadlocks: int
@@ -233,7 +233,7 @@ class StateRead(_StateReadAlways, total=False):
 
 
 class ShardsRead(StateRead):
-    """One read of the state (``shards_info.read_shards_info``)."""
+    """One read of the state (``read.read_shards_info``)."""
 
     changed: bool
     # Handed to Ansible's warnings by the module.

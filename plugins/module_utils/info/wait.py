@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Wait until a change has taken effect: reads of shards_info polled until a predicate holds, and the wait's text.
+"""Wait until a change has taken effect: reads (read.py) polled until a predicate holds, and the wait's text.
 
     from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
 
@@ -239,7 +239,7 @@ def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
     Each read is checked against ``committed`` (failover.validate_committed):
     a count that is not the one committed ends the wait at once with
     ``ChangeNotFound``. With ``health``, every poll also reads what the change
-    shows (shards_info_health). The result names the ``server`` read.
+    shows (health.py). The result names the ``server`` read.
     """
     def fetch() -> PolledRead:
         current = session.current()

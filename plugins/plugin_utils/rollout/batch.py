@@ -2,13 +2,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One batch of the role enqueue_shards's rolling restart: whom it restarts, what it waits for, what it found.
 
-The rollout's state is the restart plan (rollout_restarts.restart_plan):
+The rollout's state is the restart plan (restarts.restart_plan):
 the host states, each host's restart contract, the runtimes known so far,
 the hosts gone. A batch restarts its services with one run of
 awa_producer_services on each of its hosts (the registered loop result
 ``restarts``), waits for their new runtimes on the database, and then
 ``after_batch`` takes what the restarts reported into the host states and
-judges the batch (rollout_verdicts.batch_verdict).
+judges the batch (verdicts.batch_verdict).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 """The health gates between the batches of a rolling restart: readings, limits, and which gate stops it.
 
 Each reading comes from the info module's ``health`` (its read layer,
-module_utils/shards_info_health.py): deadlocks on the database since the read
+module_utils/info/health.py): deadlocks on the database since the read
 before the change (the counter is cumulative: the role subtracts the
 preflight reading, or counts from a statistics reset in between), and the
 jobs of the changed queues that failed or were retried since their change.

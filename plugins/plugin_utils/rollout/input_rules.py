@@ -159,7 +159,7 @@ def _command_problems(settings: dict) -> list[str]:
     """The restart and status commands run once per service: with several services they must name {service}.
 
     Whether a host can restart at all (systemd, or a restart command) is known
-    only once it answers: rollout_verdicts.reachability says it.
+    only once it answers: verdicts.reachability says it.
     """
     services = settings.get(PREFIX + "services") or []
     problems = []

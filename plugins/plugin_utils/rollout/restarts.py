@@ -4,7 +4,7 @@
 
 Awa 0.6 runtimes read a queue's shard count when they start and keep it. A
 service is done when its runtimes are live on the count: where a runtime can
-be matched to its service (rollout_match), the match decides - a service
+be matched to its service (rollout.match), the match decides - a service
 whose runtime runs an older count, or that runs but has no live runtime at
 all (hung before registering, crash-looping), is restarted. Where it cannot,
 a service whose current process started after the change committed is taken

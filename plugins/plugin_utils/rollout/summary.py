@@ -5,7 +5,7 @@
 In check mode nothing was changed, so every line says what is planned and
 what is true now, never a planned state as if it had happened. With the
 producer hosts' services, "N of M" counts the inventory's runtimes live on
-the count against what the inventory expects (rollout_match), next to the
+the count against what the inventory expects (rollout.match), next to the
 runtimes outside it, and "converged" is never said while fewer are live or
 a host was left out.
 """

@@ -39,7 +39,7 @@ def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: 
     """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
     can every host that answered restart its services as configured, and could its environment file be written?
 
-    ``hosts`` are the hosts' settings (rollout_input.host_settings), ``probes``
+    ``hosts`` are the hosts' settings (input_rules.host_settings), ``probes``
     their awa_producer_services results, in the same order.
     """
     share = max_fail_percentage_problem(max_fail_percentage)

@@ -2,7 +2,7 @@
 """What the role's filters read, built by hand: systemd's words for a unit, host states, runtime rows.
 
 Shapes follow the real sources: ``systemctl show --timestamp=unix`` output,
-read by the module awa_producer_services's own code (producer_services.operate)
+read by the module awa_producer_services's own code (producer/services.py's operate)
 into its result, the host's state the role builds from that
 (rollout.services.host_state), and a runtime of the info module's
 ``runtimes`` (see fixtures/ for recorded ones).
@@ -24,7 +24,7 @@ def unit(name: str, state: str = "active", sub: str = "running", started: float 
 
 
 def settings(host: str, services: list[str], **contract) -> dict:
-    """A host's settings, as rollout_input.host_settings builds them."""
+    """A host's settings, as rollout.input_rules.host_settings builds them."""
     return {"host": host, "problems": [], "names": [], "services": services,
             "restart_method": contract.get("restart_method", "auto"),
             "restart_command": contract.get("restart_command", ""),

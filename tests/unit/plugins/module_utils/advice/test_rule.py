@@ -225,7 +225,7 @@ def test_a_sample_row_is_named_by_its_wait_its_lock_and_its_lane():
 
 @pytest.mark.parametrize("major", MAJORS)
 def test_the_decision_is_its_branch_and_its_numbers_and_the_words_are_made_from_them(major):
-    """advice.decide decides without a word of English; advice_words says it from the decision alone."""
+    """rule.decide decides without a word of English; words.py says it from the decision alone."""
     window = recorded("contended_insert", major)
     decision, evidence = rule.decide(queue_load("busy", ["busy"], 1, window), window.tally, GAINFUL)
     assert (decision.verdict, decision.shards, decision.reason) == ("raise", 1, rule.MEASURED_GAIN)

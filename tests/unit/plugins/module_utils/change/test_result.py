@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The change module's result as declared (enqueue_shards_result) against everything that describes or holds one.
+"""The change module's result as declared (change/result.py) against everything that describes or holds one.
 
 As test_shards_info_result does for the info module, four things must agree,
 so that a key renamed or added in one place fails here: the declaration; the

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Pure parts of shards_info: how depth reads are split into transactions."""
+"""Pure parts of the read (read.py): how depth reads are split into transactions."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The info module's result as declared (shards_info_result) against everything that describes or holds one.
+"""The info module's result as declared (info/result.py) against everything that describes or holds one.
 
 Four things must agree, so that a key renamed or added in one place fails
 here, not in molecule: the declaration; the module's RETURN documentation;

@@ -124,7 +124,7 @@ def test_every_rollout_problem_is_named_at_once():
 
 
 def test_with_several_services_the_commands_must_name_the_service():
-    # Whether a host can restart at all is known once it answers (rollout_verdicts.reachability).
+    # Whether a host can restart at all is known once it answers (verdicts.reachability).
     assert problems() == []
     two = {"services": ["a", "b"], "restart_command": "supervisorctl restart all", "status_command": "started"}
     assert problems(**two) == [
