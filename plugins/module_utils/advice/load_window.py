@@ -23,6 +23,8 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LANE_READABLE_JOINS
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import fetch_queue_storage_schema
 
+SAMPLE_INTERVAL = 0.025
+
 # One row per client backend of the database: (state, wait type, wait event, locktype, database, classid, objid,
 # query, application name) - contention.classify reads the first eight; benchmarks name roles by the ninth.
 ACTIVITY_SAMPLE_SQL = """
@@ -85,9 +87,6 @@ def fetch_cursors(conn, schema: str, queues: list[str]) -> Cursors:
     rows = conn.execute(sql.SQL(LANE_CURSORS_SQL).format(**_identifiers(schema)),
                         {"schema": schema, "queues": queues}).fetchall()
     return {(queue, priority, shard): (enqueue_next, claim_next) for queue, priority, shard, enqueue_next, claim_next in rows}
-
-
-SAMPLE_INTERVAL = 0.025
 
 
 @dataclass(frozen=True)
