@@ -4,8 +4,8 @@
 
 When the connection drops while COMMIT is in flight, the change committed
 whole or not at all, and only the database knows which. So we reconnect with
-the same options (a few attempts, a short backoff) and, in a READ ONLY
-transaction:
+the same options (a few attempts, a short backoff: db/reopening.py) and, in
+a READ ONLY transaction:
 
 1. take the per-queue advisory lock the change held: it is granted once the
    old transaction has ended, committed or rolled back (at once after a
@@ -26,13 +26,14 @@ server history; each message says how to look it up.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.change import apply
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import attempts, attempts_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
@@ -44,10 +45,6 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
 from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow, lookup_query, recorded_row
-
-# Seconds to wait before each attempt after the first: six attempts within about 15 s, which outlasts a restart
-# (benchmarks/lost_commit.py: a fast restart of a busy 2-core test machine answered after 3.5 to 7.5 s, once later).
-RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -109,31 +106,6 @@ def commit_change(conn, pending: PendingChange) -> None:
         raise Unsettled(pending, lost.message) from None
 
 
-def attempts(delays: tuple[float, ...] | None, sleep: Callable[[float], None]) -> Iterator[int]:
-    """Attempt numbers 1..len(delays)+1, sleeping ``delays`` (RECONNECT_DELAYS when None) in between."""
-    yield 1
-    delays = RECONNECT_DELAYS if delays is None else delays
-    for number, delay in enumerate(delays, start=2):
-        sleep(delay)
-        yield number
-
-
-def reconnect_with_retries(reconnect: Callable[[], Any], *, delays: tuple[float, ...] | None = None,
-                           sleep: Callable[[float], None] = time.sleep):
-    """A new connection from ``reconnect`` (a connect with the run's options), retried a few times."""
-    failures = []
-    for dummy in attempts(delays, sleep):
-        try:
-            return reconnect()
-        except ConnectionFailed as exc:
-            failures.append(exc.message)
-    raise ConnectionFailed(f"{failures[-1]} ({_tried(failures, delays)})")
-
-
-def _tried(failures: list[str], delays: tuple[float, ...] | None) -> str:
-    return f"{len(failures)} attempts within {sum(RECONNECT_DELAYS if delays is None else delays):g} s"
-
-
 def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | None, *,
            delays: tuple[float, ...] | None = None, sleep: Callable[[float], None] = time.sleep) -> QueueChangeRun:
     """The result of a change whose COMMIT lost its connection, looked up on a new connection.
@@ -165,7 +137,7 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | N
         finally:
             conn.close()
         return _outcome(pending, reason, resolution, attempt)
-    raise _unknown(pending, reason, f"The database could not be reached again ({_tried(failures, delays)}; "
+    raise _unknown(pending, reason, f"The database could not be reached again ({attempts_text(failures, delays)}; "
                                     f"last: {failures[-1]}).")
 
 

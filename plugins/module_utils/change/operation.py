@@ -46,6 +46,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
 )
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import check_installation, fetch_installation, storage_schema
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_known_queue_names, fetch_queue_state
@@ -168,7 +169,7 @@ def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callab
         for request in requests:
             try:
                 if conn.closed and reconnect is not None:
-                    conn = reopened.enter_context(contextlib.closing(lost_commit.reconnect_with_retries(reconnect)))
+                    conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
                 results[request.queue] = change_enqueue_shards(conn, request, reconnect=reconnect, **options)
             except AwaOperationsError as exc:
                 changed = [queue for queue, result in results.items() if result["changed"]]

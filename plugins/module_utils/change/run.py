@@ -16,9 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening, reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import (
     change_enqueue_shards,
     change_many_queues,
@@ -91,7 +90,7 @@ def change_and_read(conn, requests: list[ChangeRequest], *, listed: bool, diff: 
     else:
         queue_run = change_enqueue_shards(conn, requests[0], reconnect=reconnect, **options)
         outcome, warnings = queue_outcome(queue_run, diff=diff), queue_run["warnings"]
-    session = Reopening(conn, (lambda: lost_commit.reconnect_with_retries(reconnect)) if reconnect else None)
+    session = Reopening(conn, (lambda: reconnect_with_retries(reconnect)) if reconnect else None)
     try:
         current = session.current()
         read = read_shards_info(current, queues=[request.queue for request in requests],

@@ -13,9 +13,10 @@ from ansible_collections.awa.operations.plugins.module_utils.change import lost_
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     CommitNotApplied,
     CommitOutcomeUnknown,
-    ConnectionFailed,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.db.test_reopening import Unreachable
 
 CHANGE_ID = "5f0e6a4c-3b1d-4e1a-9c11-0d6b3f1b2a77"
 REASON = ("changing enqueue_shards of queue 'orders': the connection was lost while committing (consuming input "
@@ -27,18 +28,6 @@ def pending(ledger_schema: str | None = "awa_operations", records_change_id: boo
     return lost_commit.PendingChange(
         queue="orders", change_id=CHANGE_ID, result={"changed": True, "warnings": []}, ledger_schema=ledger_schema,
         records_change_id=records_change_id, transaction=None if records_change_id else XID, lock_timeout=5)
-
-
-class Unreachable:
-    """A reconnect that fails every time, and the sleeps between attempts."""
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.slept: list[float] = []
-
-    def __call__(self):
-        self.calls += 1
-        raise ConnectionFailed(f"could not connect to database 'app' on db1:5432 as 'awa_migrator': refused #{self.calls}")
 
 
 def test_it_reconnects_six_times_within_about_fifteen_seconds_then_says_how_to_look_it_up():
@@ -68,21 +57,6 @@ def test_a_schema_name_that_needs_quotes_is_quoted_in_the_lookup_it_gives():
     with pytest.raises(CommitOutcomeUnknown) as unknown:
         lost_commit.settle(pending('Ops "ledger"'), REASON, None)
     assert 'FROM "Ops ""ledger""".enqueue_shards_changes WHERE' in unknown.value.message
-
-
-def test_reconnecting_for_the_next_queue_of_a_list_retries_then_names_the_attempts():
-    reconnect = Unreachable()
-    with pytest.raises(ConnectionFailed, match=r"refused #6 \(6 attempts within 15\.5 s\)$"):
-        lost_commit.reconnect_with_retries(reconnect, sleep=reconnect.slept.append)
-    sentinel = object()
-    failures = iter([ConnectionFailed("refused"), None])
-
-    def flaky():
-        failure = next(failures)
-        if failure:
-            raise failure
-        return sentinel
-    assert lost_commit.reconnect_with_retries(flaky, sleep=lambda seconds: None) is sentinel
 
 
 def test_a_change_found_committed_is_the_changes_result_with_how_it_was_found():
