@@ -6,6 +6,9 @@ No I/O, no clock, no module object: ``plan_enqueue_shards`` is tested with
 plain tables. An empty plan means "nothing to write". ``queue_summary`` is
 the one view of a physical queue used for the plan's ``before`` and, by
 ``apply.verify_provisioned``, for what the database holds after provisioning.
+``check_ledger`` plans the ledger's part: create it, add the change_id column
+a ledger of 0.1.0 lacks, or write a row without it (refused when the row
+could not be written at all).
 """
 
 from __future__ import annotations
