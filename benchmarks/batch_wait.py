@@ -9,7 +9,7 @@ false`` reads the runtimes, each queue's count and last change, and health.
 
 Method. On a fresh database, N queues at S=8 (32 lanes each, a ledger row
 each) and two live awa-pg runtimes; then ``POLLS`` polls of the module's own
-wait (``shards_info_wait.wait_in_session`` with ``wait: none``: one read,
+wait (``info.wait.wait_in_session`` with ``wait: none``: one read,
 health included) on a ``TimedConnection`` under libpq's protocol trace, with
 the role's options, first with ``lanes: true`` (the read before), then with
 ``lanes: false``. Reported per poll: statements and round trips on the wire,
@@ -25,11 +25,11 @@ import psycopg
 from awa_testbed import processes
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.reopening import Reopening
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 from . import environment, stats, tables
 from .environment import BenchServer

@@ -26,10 +26,10 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import QueueChangeRun
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import environment, stats, tables
 from .environment import BenchServer

@@ -24,11 +24,11 @@ import time
 
 from awa_testbed.commit_cutter import CommitCutter
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import QueueChangeRun
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import stats, tables
 from .environment import BenchServer

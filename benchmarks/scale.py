@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import TypeVar
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import ChangesRun
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.result import ChangesRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 
 from . import environment, stats, tables
 from .environment import BenchServer
@@ -54,7 +54,7 @@ def timed(action: Callable[[], Result]) -> tuple[Result, float]:
 def change_all(conn, queues: list[str], shards: int, *, check_mode: bool = False) -> dict:
     """``change_many_queues`` (the module's queues option): one connection, a transaction per queue."""
     requests = [validate_request(queue, shards) for queue in queues]
-    result: ChangesRun  # read by key below, as enqueue_shards_result declares it
+    result: ChangesRun  # read by key below, as change/result.py declares it
     result, seconds = timed(lambda: change_many_queues(conn, requests, check_mode=check_mode))
     per_queue = [round(view["duration"] * 1000, 2) for view in result["queues"].values()]
     return {"queues": len(queues), "shards": shards, "check_mode": check_mode, "changed": result["changed"],

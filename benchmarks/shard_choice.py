@@ -48,10 +48,10 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed.processes import ManagedProcess
 from psycopg import sql
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.introspect import load
-from ansible_collections.awa.operations.plugins.module_utils.introspect.depths import fetch_lane_depths
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import fetch_lane_depths
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import environment, shard_choice_report
 from .convergence import start_all, stop_all
@@ -143,7 +143,7 @@ SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND applicat
 def read_cursors(conn, queue: str) -> dict[str, tuple[int, int]]:
     """'priority/shard' -> (next enqueue sequence value, next claim sequence value)."""
     return {f"{priority}/{shard}": (enqueue, claim)
-            for (dummy, priority, shard), (enqueue, claim) in load.fetch_cursors(conn, "awa", [queue]).items()}
+            for (dummy, priority, shard), (enqueue, claim) in load_window.fetch_cursors(conn, "awa", [queue]).items()}
 
 
 def read_functions(conn) -> dict[str, dict]:

@@ -1,6 +1,6 @@
 """The gains table the info module's advice decides by, derived from one recorded shard_choice run.
 
-    python -m benchmarks.shard_gains benchmarks/results/RUN.json > plugins/module_utils/shard_gains.py
+    python -m benchmarks.shard_gains benchmarks/results/RUN.json > plugins/module_utils/advice/gains.py
 
 For each enqueue path, producer count N and shard count S: the median gain
 over S=1 (the same producer processes, paired per repeat) on each server,
@@ -19,20 +19,20 @@ import json
 import pprint
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.module_utils import advice, contention
+from ansible_collections.awa.operations.plugins.module_utils.advice import contention, rule
 
 from . import shard_choice_report
 
 
 def limit_of(path: str, waits: dict[str, float]) -> str:
     """What the producers spent most samples on: a commit-side wait, CPU, or (copy paths) the lane locks still."""
-    shares = {advice.NOTIFY_LIMIT: waits.get("Lock:object", 0.0),
-              advice.WAL_LIMIT: sum(share for label, share in waits.items() if label in contention.WAL_WAITS),
-              advice.CPU_LIMIT: waits.get("CPU", 0.0)}
+    shares = {rule.NOTIFY_LIMIT: waits.get("Lock:object", 0.0),
+              rule.WAL_LIMIT: sum(share for label, share in waits.items() if label in contention.WAL_WAITS),
+              rule.CPU_LIMIT: waits.get("CPU", 0.0)}
     # The copy paths do not spread over more lanes (keyless) or lock more of them per call (keyed): if their
     # lane-lock waits still lead at the largest count, those are the limit, not what comes after them.
     if path != "insert":
-        shares[advice.COPY_LANES_LIMIT] = waits.get("Lock:advisory", 0.0)
+        shares[rule.COPY_LANES_LIMIT] = waits.get("Lock:advisory", 0.0)
     return max(shares, key=shares.get)
 
 

@@ -2,8 +2,8 @@
 
 A thread reads ``pg_stat_activity`` joined to the lock each backend waits
 for (``pg_locks``, not granted) on its own connection, with the info
-module's own read (introspect/load.py), classifies every client backend of
-the database, and tallies:
+module's own read (module_utils/advice/load_window.py), classifies every
+client backend of the database, and tallies:
 
 * per role (producer, worker, other; from ``application_name``): how many
   backend-samples were on CPU, waiting on each ``wait_event_type:wait_event``,
@@ -35,8 +35,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils import contention
-from ansible_collections.awa.operations.plugins.module_utils.introspect import load
+from ansible_collections.awa.operations.plugins.module_utils.advice import contention, load_window
 
 OTHER_ROLE = "other"
 Lane = tuple[int, int]  # (priority, shard)
@@ -54,10 +53,10 @@ class BackendSample:
 
 
 def classify(row: tuple, roles: dict[str, str], lane_keys: LaneKeys) -> BackendSample:
-    """One row of the info module's activity sample (introspect/load.py) as a BackendSample.
+    """One row of the info module's activity sample (module_utils/advice/load_window.py) as a BackendSample.
 
     The wait and the lock are named as the info module's advice names them
-    (module_utils/contention.py); the role comes from the application name.
+    (module_utils/advice/contention.py); the role comes from the application name.
     The statement text is kept only in example samples.
     """
     state, wait_type, wait_event, locktype, database, classid, objid, dummy, application = row[:9]
@@ -103,7 +102,7 @@ class WaitTally:
 def fetch_lane_keys(conn: psycopg.Connection, queue: str) -> LaneKeys:
     """The lock keys of every lane of ``queue``, as the info module's advice reads them."""
     with conn.transaction():
-        keys = load.fetch_lane_keys(conn, "awa", [queue])
+        keys = load_window.fetch_lane_keys(conn, "awa", [queue])
     return {key: (kind, (priority, shard)) for key, (kind, (dummy, priority, shard)) in keys.items()}
 
 
@@ -124,7 +123,7 @@ class WaitSampler:
     def _run(self) -> None:
         next_at = time.monotonic()
         while not self._stop.is_set():
-            rows = load.fetch_activity_sample(self._conn)
+            rows = load_window.fetch_activity_sample(self._conn)
             backends = [classify(row, self.roles, self.lane_keys) for row in rows]
             self.tally.add(backends)
             self._keep_example("lane", sum(1 for backend in backends if backend.lane), rows)

@@ -4,13 +4,13 @@
 
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll,
-and waits with the module's own wait (shards_info_wait.poll_until): the same
+and waits with the module's own wait (info/wait.py's poll_until): the same
 predicates, deadline, result keys, reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
 (``disconnected``, a failover) after an earlier poll succeeded: that one is
-tried again, as in the module's own wait (shards_info_wait.reconnect_policy).
+tried again, as in the module's own wait (info/wait.py's reconnect_policy).
 
 Without ``wait`` the module runs once, as is. Under ``async`` it runs once too,
 wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
@@ -19,7 +19,7 @@ it, and waits itself: a detached job cannot print, and its job id (``poll:
 
 The options are checked with the module's own argument spec and rules. The
 role's internal read (plugins/action/__role/enqueue_shards_rollout_info.py) is
-this plugin for its module, with the rollout's options (shards_info_run).
+this plugin for its module, with the rollout's options (info/options.py).
 """
 
 from __future__ import annotations
@@ -31,20 +31,18 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.failover import RECONNECT_ATTEMPTS
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import (
+from ansible_collections.awa.operations.plugins.module_utils.info.failover import RECONNECT_ATTEMPTS
+from ansible_collections.awa.operations.plugins.module_utils.info.options import (
+    ARGUMENT_RULES,
+    argument_spec,
     validate_advice_options,
     validate_lanes_option,
     validate_read_options,
-)
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import PolledRead
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_run import (
-    ARGUMENT_RULES,
-    argument_spec,
     with_rollout_defaults,
 )
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_wait import poll_until, progress_line
-from ansible_collections.awa.operations.plugins.module_utils.waiters import PREDICATES
+from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import poll_until, progress_line
+from ansible_collections.awa.operations.plugins.module_utils.info.waiters import PREDICATES
 
 display = Display()
 
@@ -125,7 +123,7 @@ class ActionModule(ActionBase):
         # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
         answered = False
 
-        # Each poll is the module's result with wait: none, as shards_info_result declares it.
+        # Each poll is the module's result with wait: none, as info/result.py declares it.
         def fetch() -> PolledRead:
             nonlocal answered
             polled = self._execute_module(module_name=self.MODULE, module_args=dict(poll_args), task_vars=task_vars)

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The options of awa_enqueue_shards_info, also those of the rollout role's internal read.
 
-Twin of module_utils/shards_info_run.py's ``argument_spec()`` (a unit test
+Twin of module_utils/info/options.py's ``argument_spec()`` (a unit test
 keeps them equal). The role's internal read
 (plugins/modules/__role/enqueue_shards_rollout_info.py) extends it with the
 rollout's own options and the wait ``restarted``.

@@ -65,3 +65,10 @@ def named_queues(queues: list[str]) -> str:
 def counted(count: int, noun: str) -> str:
     """``1 queue``, ``3 queues``: nouns whose plural takes an s."""
     return f"{count} {noun}" + ("" if count == 1 else "s")
+
+
+def kind_lines(lines: list[str], kind: str) -> list[str]:
+    """Lines of one kind (findings, notes), each as ``kind: line`` up to LISTED; past it, counted with the first."""
+    if len(lines) <= LISTED:
+        return [f"{kind}: {line}" for line in lines]
+    return [f"{counted(len(lines), kind)}, the first: {lines[0]} (-v, or the run's report, lists them all)"]

@@ -5,8 +5,9 @@
 It is the audit trail (who, when, from, to) and the basis of the convergence
 check: it records which runtime instances were running when the count switched.
 This file names it and holds the record it yields; its SQL lives with the
-other SQL, the table and its row in ``apply`` (writes), the lookup in
-``introspect.changes`` (reads).
+other SQL, the table and its row in ``change.apply`` (writes), the lookup in
+``info.introspect.changes`` (reads). The change writes the ledger and the read
+judges convergence by it, so this file sits below both, beside ``naming``.
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
-
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import LedgerRow
+from typing import TypedDict
 
 DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"
@@ -30,6 +30,18 @@ def lookup_query(schema: str, change_id: str) -> str:
     made, the schema name is quoted when it needs to be)."""
     shown = schema if re.fullmatch(r"[a-z_][a-z0-9_]*", schema) else '"' + schema.replace('"', '""') + '"'
     return f"SELECT id, changed_at, to_shards FROM {shown}.{TABLE} WHERE change_id = '{change_id}'"
+
+
+class LedgerRow(TypedDict):
+    """The change ledger's row written for a change (recorded_row)."""
+
+    schema: str
+    table: str
+    id: int
+    changed_at: str
+    live_runtimes: int
+    # None for a row of a 0.1.0 ledger the run may not alter (no change_id column).
+    change_id: str | None
 
 
 def recorded_row(schema: str, row: tuple, change_id: str | None) -> LedgerRow:

@@ -6,27 +6,67 @@ Both modules' ``main()`` call ``run_module`` with their argument spec and a
 ``run`` that takes the module object and returns the result and its
 warnings. Every failure of awa.operations (errors.py) becomes ``fail_json``
 here: one that saw the state (``FailedWithState``) with that state and its
-warnings, the others with their details. The module class is passed in, so
-this file needs no Ansible import.
+warnings, the others with their details. A bad option value is a clear
+failure too: ansible-core's int check raises ``OverflowError`` on an infinite
+float (YAML ``.inf``) instead of reporting a type error, which would end the
+module with a traceback, so ``build_module`` fails with a message naming the
+option. The module class is passed in, so this file needs no Ansible import.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import HAS_PSYCOPG
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_secrets
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import HAS_PSYCOPG
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_secrets
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     Disconnected,
     FailedWithState,
 )
-from ansible_collections.awa.operations.plugins.module_utils.module_arguments import build_module
-from ansible_collections.awa.operations.plugins.module_utils.psycopg_install import (
+from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install import (
     missing_psycopg_message,
     this_interpreter,
 )
+
+
+def _entries(value: object) -> list[dict]:
+    """The dicts a sub-option value holds (a dict, or a list of them)."""
+    values = value if isinstance(value, list) else [value]
+    return [entry for entry in values if isinstance(entry, dict)]
+
+
+def _infinite_int_options(spec: dict, params: dict, prefix: str = "") -> list[str]:
+    names = []
+    for name, option in spec.items():
+        value = params.get(name)
+        if option.get("type") == "int" and isinstance(value, float) and math.isinf(value):
+            names.append(prefix + name)
+        for index, entry in enumerate(_entries(value) if "options" in option else []):
+            names += _infinite_int_options(option["options"], entry, f"{prefix}{name}[{index}].")
+    return names
+
+
+def _lenient(spec: dict) -> dict:
+    """``spec`` with every integer option, sub-options included, left raw."""
+    return {name: dict(option, **({"type": "raw"} if option.get("type") == "int" else {}),
+                       **({"options": _lenient(option["options"])} if "options" in option else {}))
+            for name, option in spec.items()}
+
+
+def build_module(module_class, argument_spec: dict, **kwargs):
+    """``module_class(argument_spec=..., **kwargs)``, failing cleanly on infinite integers."""
+    try:
+        return module_class(argument_spec=argument_spec, **kwargs)
+    except OverflowError:
+        # Re-read the options with integers left raw, to name the offending ones.
+        lenient = _lenient(argument_spec)
+        module = module_class(argument_spec=lenient, **kwargs)
+        names = _infinite_int_options(argument_spec, module.params) or ["an integer option"]
+        module.fail_json(msg=f"{', '.join(names)} must be a finite integer, got an infinite value")
+        raise  # fail_json exits; this line is never reached
 
 
 def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run: Callable[[Any], tuple],

@@ -1,12 +1,13 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Awa's names and limits: queues, stripes, shards, priorities. Pure functions."""
+"""Awa's names and limits: queues, stripes, shards, priorities; a queue's stripe layout. Pure."""
 
 from __future__ import annotations
 
 import unicodedata
+from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed
 
 # awa.queue_meta CHECK (enqueue_shards >= 1 AND enqueue_shards <= 64)
 MIN_SHARDS = 1
@@ -72,6 +73,43 @@ def stripe_index(logical: str, physical: str) -> int | None:
     if not suffix.isdecimal() or not suffix.isascii() or (len(suffix) > 1 and suffix[0] == "0"):
         return None
     return int(suffix)
+
+
+@dataclass(frozen=True)
+class StripeLayout:
+    stripes: int
+    physical_queues: list[str]
+    warnings: list[str]
+
+
+def resolve_stripes(queue: str, requested: int | None, known_names: list[str]) -> StripeLayout:
+    """Which physical queues ``queue`` has: from the request, or from the stored names.
+
+    A stored layout that disagrees with the request is an error, not a guess.
+    """
+    stored = sorted({index for index in (stripe_index(queue, name) for name in known_names) if index is not None})
+    plain_exists = queue in known_names
+    warnings = []
+    if stored and stored != list(range(stored[-1] + 1)):
+        found = ", ".join(f"{queue}#{index}" for index in stored)
+        raise PreconditionFailed(
+            f"queue {queue!r} has stripes {found}, which are not {queue}#0..{queue}#{stored[-1]}. "
+            "Check the runtimes' queue_storage_queue_stripe_count and pass stripes explicitly once it is fixed.")
+    detected = stored[-1] + 1 if stored else 1
+    if requested is None:
+        stripes = detected
+    elif stored and requested != detected:
+        raise PreconditionFailed(
+            f"stripes={requested} was requested, but queue {queue!r} is stored with {detected} stripes "
+            f"({queue}#0..{queue}#{detected - 1}). Set stripes to the runtimes' queue_storage_queue_stripe_count "
+            f"({detected} if they are unchanged).")
+    else:
+        stripes = requested
+    if stripes > 1 and plain_exists:
+        warnings.append(
+            f"queue {queue!r} also has unstriped lanes or a queue_meta row: runtimes with {stripes} stripes "
+            f"never claim jobs from {queue!r} itself (only from {queue}#0..{queue}#{stripes - 1}).")
+    return StripeLayout(stripes, physical_queues(queue, stripes), warnings)
 
 
 def logical_queue(physical: str) -> str:

@@ -526,17 +526,17 @@ duration:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
     connection_argument_spec,
     validate_lock_timeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.change.run import change_and_read
 from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request, validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request, validate_requests
 
 # One queue (queue, shards[, stripes]) or a list of them (queues).
 ARGUMENT_RULES = {

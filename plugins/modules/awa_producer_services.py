@@ -325,9 +325,9 @@ import socket
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.awa.operations.plugins.module_utils.environment_diff import environment_diff
-from ansible_collections.awa.operations.plugins.module_utils.managed_file import ensure_file
-from ansible_collections.awa.operations.plugins.module_utils.producer_services import METHODS, operate
+from ansible_collections.awa.operations.plugins.module_utils.producer.environment_diff import environment_diff
+from ansible_collections.awa.operations.plugins.module_utils.producer.managed_file import ensure_file
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import METHODS, operate
 
 
 def argument_spec() -> dict:

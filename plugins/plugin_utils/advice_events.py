@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import (
+from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
     MAX_LOCK_TIMEOUT,
     connection_argument_spec,
@@ -38,8 +38,8 @@ from ansible_collections.awa.operations.plugins.module_utils.connection_options 
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.naming import MAX_SHARDS, validate_queue_name
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_options import DEFAULT_ADVISE_WINDOW, validate_advice_options
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, QueueView, StateRead
+from ansible_collections.awa.operations.plugins.module_utils.info.options import DEFAULT_ADVISE_WINDOW, validate_advice_options
+from ansible_collections.awa.operations.plugins.module_utils.info.result import Advice, QueueView, StateRead
 
 ACTIONABLE = ("raise", "lower")
 EVENT_KEY = "awa_shard_advice"

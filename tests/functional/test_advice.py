@@ -14,9 +14,9 @@ import secrets
 
 from psycopg import sql
 
-from ansible_collections.awa.operations.plugins.module_utils import advice
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.advice import rule
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.advice.on_read import add_advice, advise_queues
 
 from awa_testbed import queue_facts
 from awa_testbed.awadb import DbRole
@@ -64,18 +64,18 @@ def test_contention_on_one_lane_is_advised_by_the_measured_table(awa_db, fleet):
     for verdict in (gainful, shipped):
         evidence = verdict["evidence"]
         assert evidence["path"] == "insert" and evidence["enqueued_by_shard"] == {"0": evidence["enqueued_by_shard"]["0"]}
-        assert evidence["lane_lock_waiters"] >= advice.CONTENDED, verdict
+        assert evidence["lane_lock_waiters"] >= rule.CONTENDED, verdict
         assert evidence["concurrent_enqueuers"] >= 2
     assert (gainful["verdict"], gainful["to"]) == ("raise", 4), gainful["message"]
     assert gainful["message"].startswith("busy: raise enqueue_shards 1 -> 4.")
     assert "per-key FIFO does not hold" in gainful["ordering"]
     # The shipped table is this project's measurement: raise only where it measured x1.3 at this load.
     row = {int(s): gain for s, gain in shipped["evidence"]["measured_row"]["gains"].items()}
-    if advice.raise_target(row, 1) is None:
+    if rule.raise_target(row, 1) is None:
         assert shipped["verdict"] == "will_not_help" and shipped["limit"], shipped["message"]
         assert shipped["message"].startswith(f"busy: sharding will not help: the limit is {shipped['limit']}.")
     else:
-        assert (shipped["verdict"], shipped["to"]) == ("raise", advice.raise_target(row, 1))
+        assert (shipped["verdict"], shipped["to"]) == ("raise", rule.raise_target(row, 1))
 
 
 # What docs/enqueue_shards_info.md ("Advising a shard count") tells operators to grant a monitoring role.
@@ -106,7 +106,7 @@ def test_a_monitoring_role_advises_with_pg_monitor_and_is_told_the_grant_without
 
     # pg_locks is readable by any role: the lane-lock waits are seen either way.
     for read in (unprivileged, privileged):
-        assert read["advice"]["watched"]["evidence"]["lane_lock_waiters"] >= advice.CONTENDED
+        assert read["advice"]["watched"]["evidence"]["lane_lock_waiters"] >= rule.CONTENDED
         assert read["advice"]["watched"]["evidence"]["enqueued_by_shard"]["0"] > 0
     assert unprivileged["advice"]["watched"]["evidence"]["hidden_backend_samples"] > 0
     assert any("grant it pg_monitor" in finding for finding in unprivileged["findings"])

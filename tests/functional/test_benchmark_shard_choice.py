@@ -18,8 +18,8 @@ from pathlib import Path
 import awa
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils import shard_gains
-from ansible_collections.awa.operations.plugins.module_utils.introspect import load
+from ansible_collections.awa.operations.plugins.module_utils.advice import gains
+from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
 
 from awa_testbed import queue_facts
 from awa_testbed.jobs import KIND, TestJob
@@ -45,7 +45,7 @@ def blocked_samples(db, queue: str, deadline: float = 20.0) -> list[BackendSampl
     with db.connect() as conn:
         lane_keys = fetch_lane_keys(conn, queue)
         return wait_until(
-            lambda: _when_a_producer_waits([classify(row, ROLES, lane_keys) for row in load.fetch_activity_sample(conn)]),
+            lambda: _when_a_producer_waits([classify(row, ROLES, lane_keys) for row in load_window.fetch_activity_sample(conn)]),
             deadline, "a producer backend to wait on a lock", interval=0.05)
 
 
@@ -271,7 +271,7 @@ def test_command_line_matrix_options_replace_the_profiles_and_bad_values_are_ref
 
 def test_the_info_modules_advice_decides_by_the_recorded_run():
     """The shipped gains table is benchmarks/shard_gains.py's function of the run docs/performance.md records."""
-    source = shard_gains.MEASURED["source"]
+    source = gains.MEASURED["source"]
     run = json.loads((Path(__file__).parents[2] / source).read_text(encoding="utf-8"))
     assert sorted(run["results"]) == ["17", "18"]
-    assert gains_table(run, source) == shard_gains.MEASURED
+    assert gains_table(run, source) == gains.MEASURED

@@ -14,7 +14,7 @@ from psycopg import sql
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import LockTimeout, WaitTimeout
-from ansible_collections.awa.operations.plugins.module_utils import shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info import read
 
 from enqueue_shards_support import ansible_command, change, info, session_holding, snapshot
 
@@ -183,7 +183,7 @@ def test_ansible_wait_prints_progress_every_poll_and_fails_naming_the_straggler(
 
 def test_depths_of_many_lanes_are_read_a_thousand_lanes_per_transaction(awa_db, fleet, monkeypatch):
     """Reading a lane's cursors locks its sequences until the transaction ends; big reads are chunked."""
-    monkeypatch.setattr(shards_info, "DEPTH_LANES_PER_TRANSACTION", 8)  # one 2-shard queue per transaction
+    monkeypatch.setattr(read, "DEPTH_LANES_PER_TRANSACTION", 8)  # one 2-shard queue per transaction
     for queue in ("chunk_a", "chunk_b", "chunk_c"):
         change(awa_db, queue, 2)
         fleet.producer(f"p_{queue}", queue, mode="enqueue_many_copy", keyed=True, batch=20, count=20, rate=0).wait(60)

@@ -11,16 +11,16 @@ import pytest
 
 from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
 
-from ansible_collections.awa.operations.plugins.module_utils.apply import QUEUE_LOCK_PREFIX
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.apply import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     DatabaseError,
     InvalidRequest,
     LockTimeout,
     PreconditionFailed,
 )
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from enqueue_shards_support import (
     change,

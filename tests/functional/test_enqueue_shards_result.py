@@ -1,11 +1,11 @@
-"""Live results of awa_enqueue_shards, held against their declaration (module_utils/enqueue_shards_result).
+"""Live results of awa_enqueue_shards, held against their declaration (module_utils/change/result.py).
 
 Two runs of the module's core on PostgreSQL 17 and 18 in diff mode: one
 queue (``queue``), and a list (``queues``) with a striped queue, both
 recorded in the ledger with grants for a runtime role, with a runtime live
 through them (a straggler in the read after the change, ``observed``). Every
 key and every value's type must be as declared: a key renamed in
-``enqueue_shards`` or a column that comes back as another type fails here.
+``change.operation`` or a column that comes back as another type fails here.
 
 With ``AWA_RECORD_FIXTURES=1`` the results are also written to
 tests/unit/plugins/module_utils/fixtures/change-live-pg<major>.json, which the
@@ -20,10 +20,10 @@ from pathlib import Path
 
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_run import change_and_read
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.run import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 

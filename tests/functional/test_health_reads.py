@@ -14,9 +14,9 @@ import sys
 from awa_testbed.deadlock import deadlock_once
 from awa_testbed.waiting import poll, wait_until
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_health import add_health
-from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.info.health import add_health
+from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 
 from enqueue_shards_support import ansible_command, change
 

@@ -27,13 +27,13 @@ from awa_testbed.commit_cutter import CommitCutter
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 
-from ansible_collections.awa.operations.plugins.module_utils import lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.introspect import sessions
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_many_queues
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.db import reopening
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect import sessions
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 
 from enqueue_shards_support import (
     ansible_adhoc,
@@ -192,11 +192,11 @@ def test_when_it_cannot_look_the_outcome_is_unknown_and_the_message_says_how_to_
     assert run_lookup(awa_db, still_open.value.message) == []
 
     # The database cannot be reached again (the waits between attempts shortened for the test, not their number).
-    monkeypatch.setattr(lost_commit, "RECONNECT_DELAYS", (0.1,) * len(lost_commit.RECONNECT_DELAYS))
+    monkeypatch.setattr(reopening, "RECONNECT_DELAYS", (0.1,) * len(reopening.RECONNECT_DELAYS))
     proxy.arm("after", refuse=True)
     with pytest.raises(CommitOutcomeUnknown) as unreachable:
         change(awa_db, "orders", 8, login=login)
-    assert f"could not be reached again ({len(lost_commit.RECONNECT_DELAYS) + 1} attempts" in unreachable.value.message
+    assert f"could not be reached again ({len(reopening.RECONNECT_DELAYS) + 1} attempts" in unreachable.value.message
     assert unreachable.value.details == {"change_id": unreachable.value.details["change_id"],
                                          "lost_commit": {"outcome": "unknown"}}
     assert [row[2] for row in run_lookup(awa_db, unreachable.value.message)] == [8]

@@ -11,10 +11,10 @@ import json
 import pytest
 from psycopg import sql
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import connect, transaction
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, transaction
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from enqueue_shards_support import ansible_adhoc, ansible_command, change, ledger_rows, sequence_owners, shard_counts
 

@@ -1,11 +1,11 @@
-"""A live result of awa_enqueue_shards_info, held against its declaration (module_utils/shards_info_result).
+"""A live result of awa_enqueue_shards_info, held against its declaration (module_utils/info/result.py).
 
 One read on PostgreSQL 17 and 18 of a queue in which every part of the
 result has something to say: a lowering recorded in the ledger (4 -> 2) with
 ready jobs left on the old shards, a runtime that was live at the change (a
 straggler), a runtime role lacking a grant, and advice from a window of
 load. Every key and every value's type must be as declared: a key renamed
-in ``report`` or a column that comes back as another type fails here.
+in ``info.views`` or a column that comes back as another type fails here.
 
 With ``AWA_RECORD_FIXTURES=1`` the reads are also written to
 tests/unit/plugins/module_utils/fixtures/info-live-pg<major>.json, which the
@@ -20,9 +20,9 @@ from pathlib import Path
 
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import add_advice, advise_queues
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import ShardsInfo
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.advice.on_read import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 

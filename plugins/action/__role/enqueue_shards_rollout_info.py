@@ -3,7 +3,7 @@
 """Action plugin of the rollout role's internal read: awa_enqueue_shards_info's, for the internal module.
 
 The same controller-side wait with a progress line per poll, the delay
-waited out here, and async, with the rollout's options (shards_info_run).
+waited out here, and async, with the rollout's options (info/options.py).
 """
 
 from __future__ import annotations

@@ -17,18 +17,18 @@ from __future__ import annotations
 
 from ansible import context
 
-from ansible_collections.awa.operations.plugins.module_utils.enqueue_shards_result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import StateRead
-from ansible_collections.awa.operations.plugins.plugin_utils import (
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
+    backout,
+    batch,
     environment_file,
-    rollout_backout,
-    rollout_batch,
-    rollout_input,
-    rollout_preflight,
-    rollout_report,
-    rollout_restarts,
-    rollout_services,
-    rollout_verdicts,
+    input_rules,
+    preflight,
+    restarts,
+    services,
+    summary,
+    verdicts,
 )
 
 
@@ -38,16 +38,16 @@ def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict],
     """The plan (and the rollout's state) from each host's settings and its read of its services, which says whether
     its environment file changed (or, for a host left out since it was reached, why) - one entry per play host, in
     order."""
-    hosts = [rollout_services.host_report(host, probe if result.get("skipped") else result)
+    hosts = [services.host_state(host, probe if result.get("skipped") else result)
              for host, probe, result in zip(settings, probes, reads)]
-    return rollout_restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
-                                         runtimes_per_service=runtimes_per_service, check_mode=check_mode,
-                                         max_fail_percentage=max_fail_percentage, settings=settings)
+    return restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
+                                 runtimes_per_service=runtimes_per_service, check_mode=check_mode,
+                                 max_fail_percentage=max_fail_percentage, settings=settings)
 
 
 def backout_command(read: dict, queues: list[dict]) -> str:
     """The back-out, rebuilt from the options this ansible-playbook was started with."""
-    return rollout_backout.backout_command(queues, read, dict(context.CLIARGS))
+    return backout.backout_command(queues, read, dict(context.CLIARGS))
 
 
 class FilterModule:
@@ -55,22 +55,22 @@ class FilterModule:
 
     def filters(self) -> dict:
         return {
-            "enqueue_shards_host_settings": rollout_input.host_settings,
-            "enqueue_shards_input_verdict": rollout_input.input_verdict,
-            "enqueue_shards_producer_group_problem": rollout_input.producer_group_problem,
-            "enqueue_shards_reachability": rollout_verdicts.reachability,
-            "enqueue_shards_preflight": rollout_preflight.preflight,
-            "enqueue_shards_change_lines": rollout_report.change_lines,
+            "enqueue_shards_host_settings": input_rules.host_settings,
+            "enqueue_shards_input_verdict": input_rules.input_verdict,
+            "enqueue_shards_producer_group_problem": input_rules.producer_group_problem,
+            "enqueue_shards_reachability": verdicts.reachability,
+            "enqueue_shards_preflight": preflight.preflight,
+            "enqueue_shards_change_lines": summary.change_lines,
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_restart_plan": restart_plan,
-            "enqueue_shards_batch_members": rollout_batch.batch_members,
-            "enqueue_shards_expected_new_runtimes": rollout_batch.expected_new_runtimes,
-            "enqueue_shards_pause_seconds": rollout_batch.pause_seconds,
-            "enqueue_shards_after_batch": rollout_batch.after_batch,
+            "enqueue_shards_batch_members": batch.batch_members,
+            "enqueue_shards_expected_new_runtimes": batch.expected_new_runtimes,
+            "enqueue_shards_pause_seconds": batch.pause_seconds,
+            "enqueue_shards_after_batch": batch.after_batch,
             "enqueue_shards_backout_command": backout_command,
-            "enqueue_shards_inventory_verdict": rollout_verdicts.inventory_verdict,
-            "enqueue_shards_lowered_queues": rollout_report.lowered_queues,
-            "enqueue_shards_summary": rollout_report.summary,
-            "enqueue_shards_report": rollout_report.report,
+            "enqueue_shards_inventory_verdict": verdicts.inventory_verdict,
+            "enqueue_shards_lowered_queues": summary.lowered_queues,
+            "enqueue_shards_summary": summary.summary,
+            "enqueue_shards_report": summary.report,
         }

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_argument_spec
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_input import HOST_SETTINGS
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_argument_spec
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.input_rules import HOST_SETTINGS
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards"
 PREFIX = "enqueue_shards_"
@@ -110,7 +110,7 @@ def _used_files(entry_point: str) -> list[Path]:
     return seen
 
 
-# A read of the settings validate.yml sets on each host (rollout_input.host_settings), or of a batch member's.
+# A read of the settings validate.yml sets on each host (rollout.input_rules.host_settings), or of a batch member's.
 HOST_SETTING_READ = re.compile(r"(?:_" + PREFIX + r"host|\bitem)\.(\w+)")
 SETTINGS_READERS = re.compile(r"_" + PREFIX + r"hosts \| awa\.operations\.__role\.enqueue_shards_(restart_plan|reachability)")
 

@@ -77,11 +77,11 @@ _LOADER_OURS = AnsibleCollectionConfig.collection_finder is None
 if _LOADER_OURS:
     init_plugin_loader()
 try:
-    from ansible_collections.awa.operations.plugins.module_utils.connection import open_connection
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
     from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-    from ansible_collections.awa.operations.plugins.module_utils.shards_info import read_shards_info
-    from ansible_collections.awa.operations.plugins.module_utils.shards_info_advice import advise_queues
-    from ansible_collections.awa.operations.plugins.module_utils.shards_info_result import Advice, ShardsRead
+    from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
+    from ansible_collections.awa.operations.plugins.module_utils.advice.on_read import advise_queues
+    from ansible_collections.awa.operations.plugins.module_utils.info.result import Advice, ShardsRead
     from ansible_collections.awa.operations.plugins.plugin_utils import advice_events
 finally:
     if _LOADER_OURS and AnsibleCollectionConfig.collection_finder is not None:

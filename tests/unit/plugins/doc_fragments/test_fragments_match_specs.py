@@ -7,8 +7,8 @@ import yaml
 
 from ansible_collections.awa.operations.plugins.doc_fragments.connection import ModuleDocFragment as ConnectionDoc
 from ansible_collections.awa.operations.plugins.doc_fragments.shards_info import ModuleDocFragment as ShardsInfoDoc
-from ansible_collections.awa.operations.plugins.module_utils import shards_info_run
-from ansible_collections.awa.operations.plugins.module_utils.connection_options import connection_argument_spec
+from ansible_collections.awa.operations.plugins.module_utils.info import options as shards_info_options
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_argument_spec
 from ansible_collections.awa.operations.plugins.modules.__role import enqueue_shards_rollout_info
 
 COMPARED = ("type", "default", "choices", "aliases", "elements")
@@ -33,7 +33,7 @@ def test_the_password_and_the_key_path_are_never_logged():
 
 def test_the_info_fragment_matches_the_public_info_spec_without_the_connection():
     documented = yaml.safe_load(ShardsInfoDoc.DOCUMENTATION)["options"]
-    spec = {name: option for name, option in shards_info_run.argument_spec().items()
+    spec = {name: option for name, option in shards_info_options.argument_spec().items()
             if name not in connection_argument_spec()}
     assert normalized(documented) == normalized(spec)
 
@@ -41,7 +41,7 @@ def test_the_info_fragment_matches_the_public_info_spec_without_the_connection()
 def test_the_role_s_read_documents_exactly_what_it_adds_to_the_fragment():
     """The rollout's options and the wait that includes restarted; the rest comes from the fragment."""
     added = yaml.safe_load(enqueue_shards_rollout_info.DOCUMENTATION)["options"]
-    spec = shards_info_run.argument_spec(rollout=True)
-    assert normalized(added) == normalized({name: spec[name] for name in [*shards_info_run.ROLLOUT_OPTIONS, "wait"]})
-    public_waits = shards_info_run.argument_spec()["wait"]["choices"]
-    assert spec["wait"]["choices"] == [*public_waits, shards_info_run.ROLLOUT_WAIT]
+    spec = shards_info_options.argument_spec(rollout=True)
+    assert normalized(added) == normalized({name: spec[name] for name in [*shards_info_options.ROLLOUT_OPTIONS, "wait"]})
+    public_waits = shards_info_options.argument_spec()["wait"]["choices"]
+    assert spec["wait"]["choices"] == [*public_waits, shards_info_options.ROLLOUT_WAIT]

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Holding a value, or a module's RETURN documentation, against a declared TypedDict (module_utils/shards_info_result).
+"""Holding a value, or a module's RETURN documentation, against a declared TypedDict (module_utils/info/result.py).
 
 ``value_problems`` lists every way a result differs from its declaration:
 a missing key, a key the declaration does not name, a value of another type.

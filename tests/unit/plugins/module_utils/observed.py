@@ -6,13 +6,13 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.introspect.installation import Installation
-from ansible_collections.awa.operations.plugins.module_utils.introspect.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.introspect.runtimes import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import Installation
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
-from ansible_collections.awa.operations.plugins.module_utils.plan import Plan, plan_enqueue_shards
-from ansible_collections.awa.operations.plugins.module_utils.preconditions import resolve_stripes
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, plan_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
 
 RUNTIME = "awa_runtime"
 

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.naming import (
     logical_queue,
     ordering_contract,
     physical_queues,
+    resolve_stripes,
     stripe_index,
     validate_queue_name,
     validate_shards,
@@ -68,3 +69,30 @@ def test_logical_queue_strips_a_numeric_suffix_only():
 def test_ordering_contract_names_the_fifo_promise():
     assert ordering_contract(1).startswith("strict FIFO")
     assert "8 shards" in ordering_contract(8)
+
+
+@pytest.mark.parametrize("requested, known, expected", [
+    (None, [], 1),
+    (None, ["q"], 1),
+    (None, ["q#0", "q#1"], 2),
+    (3, [], 3),
+    (2, ["q#0", "q#1", "other#5"], 2),
+])
+def test_stripes_are_requested_or_detected(requested, known, expected):
+    assert resolve_stripes("q", requested, known).stripes == expected
+
+
+@pytest.mark.parametrize("requested, known, fragment", [
+    (3, ["q#0", "q#1"], "stored with 2 stripes"),
+    (1, ["q#0", "q#1"], "stored with 2 stripes"),
+    (None, ["q#0", "q#2"], "not q#0..q#2"),
+])
+def test_stripes_that_disagree_with_storage_are_errors(requested, known, fragment):
+    with pytest.raises(PreconditionFailed, match=fragment):
+        resolve_stripes("q", requested, known)
+
+
+def test_unstriped_leftovers_of_a_striped_queue_are_a_warning():
+    layout = resolve_stripes("q", None, ["q", "q#0", "q#1"])
+    assert layout.stripes == 2
+    assert "never claim" in layout.warnings[0]

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
 
 SQL_FRAGMENTS = ["'; DROP TABLE awa.queue_meta; --", '"', "\\", "$$", "%s", "{}", "\u00a0", "队列", "e\u0301"]

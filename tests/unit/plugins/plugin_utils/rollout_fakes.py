@@ -1,10 +1,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the role's filters read, built by hand: systemd's words for a unit, host reports, runtime rows.
+"""What the role's filters read, built by hand: systemd's words for a unit, host states, runtime rows.
 
 Shapes follow the real sources: ``systemctl show --timestamp=unix`` output,
-read by the module awa_producer_services's own code (producer_services.operate)
-into its result, the host report the role builds from that
-(rollout_services.host_report), and a runtime of the info module's
+read by the module awa_producer_services's own code (producer/services.py's operate)
+into its result, the host's state the role builds from that
+(rollout.services.host_state), and a runtime of the info module's
 ``runtimes`` (see fixtures/ for recorded ones).
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.producer_services import operate
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout_services import host_report, unreachable_report
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import operate
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, unreachable_state
 
 
 def unit(name: str, state: str = "active", sub: str = "running", started: float | None = None, pid: int = 100,
@@ -24,7 +24,7 @@ def unit(name: str, state: str = "active", sub: str = "running", started: float 
 
 
 def settings(host: str, services: list[str], **contract) -> dict:
-    """A host's settings, as rollout_input.host_settings builds them."""
+    """A host's settings, as rollout.input_rules.host_settings builds them."""
     return {"host": host, "problems": [], "names": [], "services": services,
             "restart_method": contract.get("restart_method", "auto"),
             "restart_command": contract.get("restart_command", ""),
@@ -49,13 +49,13 @@ def systemd_result(units: dict[str, str], clock: float | None = None, restart: t
 
 def systemd_host(host: str, units: dict[str, str], clock: float | None = None, environment_changed: bool = False,
                  reachable: bool = True) -> dict:
-    """A host report as the role builds it from awa_producer_services on a systemd host."""
+    """A host's state as the role builds it from awa_producer_services on a systemd host."""
     if not reachable:
-        return unreachable_report(settings(host, list(units)), "unreachable earlier in this run")
+        return unreachable_state(settings(host, list(units)), "unreachable earlier in this run")
     result = systemd_result(units, clock)
     if environment_changed:
         result["env_file"] = {"path": "/etc/awa/producer.env", "changed": True}
-    return host_report(settings(host, list(units)), result)
+    return host_state(settings(host, list(units)), result)
 
 
 def iso(unix: float) -> str:
@@ -72,7 +72,7 @@ def runtime(pid: int, started: float, *, live: bool = True, converged: bool = Tr
 
 def command_host(host: str, printed: dict[str, object], clock: float | None = None,
                  status_command: str = "status {service}") -> dict:
-    """A host report from awa_producer_services on a host without systemd: ``printed`` maps each service to what its
+    """A host's state from awa_producer_services on a host without systemd: ``printed`` maps each service to what its
     status command prints (stdout, or (rc, stdout, stderr)); no status command when ``status_command`` is empty."""
     def run(argv: list[str]) -> tuple[int, str, str]:
         answer = printed[argv[-1]]
@@ -80,4 +80,4 @@ def command_host(host: str, printed: dict[str, object], clock: float | None = No
 
     result = operate(run, list(printed), [], method="auto", manager="supervisord", status_command=status_command,
                      clock=lambda: 0.0 if clock is None else clock).result()
-    return host_report(settings(host, list(printed)), dict(result, clock=clock))
+    return host_state(settings(host, list(printed)), dict(result, clock=clock))

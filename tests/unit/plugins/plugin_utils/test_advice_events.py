@@ -26,7 +26,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.advice_events impor
     recorded_move,
     source_options,
 )
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.test_advice import GAINFUL, advised
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.advice.test_rule import GAINFUL, advised
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 
 RAISE = advised("contended_insert", 18, "busy", 1, GAINFUL)  # raise 1 -> 4

@@ -1,0 +1,86 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A read and its advice: the info modules' run, and the advice on a read's queues (``advise: true``).
+
+``read`` is what awa_enqueue_shards_info and the role's internal read run:
+one read of the queues, or a wait, then advice when asked - it puts the two
+steps together, so it sits above both. The advice watches the queues' load
+for a window and puts the rule's verdicts in: the rule is rule.py's (pure),
+its words words.py's, the window load_window.py's. The shard_advice event
+source calls ``advise_queues`` window after window.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ansible_collections.awa.operations.plugins.module_utils.advice import gains, load_window, rule, words
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.info.failover import validate_committed
+from ansible_collections.awa.operations.plugins.module_utils.info.options import (
+    validate_advice_options,
+    validate_lanes_option,
+    validate_read_options,
+    with_rollout_defaults,
+)
+from ansible_collections.awa.operations.plugins.module_utils.info.result import Advice, ShardsInfo, ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
+
+
+def advise_queues(conn, info: ShardsRead, seconds: float, lock_timeout: float,
+                  measured: dict | None = None) -> dict[str, Advice]:
+    """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
+
+    Returns queue -> advice (words.advise); ``measured`` defaults to the shipped gains table.
+    """
+    views = info["queues"]
+    physical = [name for view in views.values() for name in view["physical_queues"]]
+    window = load_window.watch(conn, physical, seconds, lock_timeout)
+    table = measured or gains.MEASURED
+    advised = {}
+    for name, view in views.items():
+        shards = max(view["enqueue_shards"].values(), default=1)
+        advised[name] = words.advise(rule.queue_load(name, view["physical_queues"], shards, window),
+                                     window.tally, table)
+    return advised
+
+
+def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
+    """Put the advice into a read's result: ``advice``, its lines in the summary, its findings among the findings."""
+    info["advice"] = advised
+    lines = [f"advice: {view['message']} {view['ordering']}" for view in advised.values()]
+    info["summary_lines"] = info["summary_lines"] + lines
+    info["summary"] = "\n".join(info["summary_lines"])
+    info["findings"] = list(dict.fromkeys(info["findings"] + [finding for view in advised.values()
+                                                              for finding in view["findings"]]))
+
+
+def read(module) -> tuple[dict[str, object], list[str]]:
+    """The run: one read of the queues, or a wait; then their health and advice when asked."""
+    params = with_rollout_defaults(module.params)
+    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],
+                          params["delay"])
+    validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+    validate_lanes_option(params["lanes"], params["wait"])
+    committed = validate_committed(params["committed"])
+    # The action plugin waits out the delay itself and passes none; the module waits it out under async.
+    time.sleep(params["delay"])
+    with open_connection(params) as conn:
+        # After a wait that reconnected (a failover), advice reads on the connection it ended on.
+        session = Reopening(conn, lambda: connect(params))
+        try:
+            info = wait_in_session(
+                session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
+                queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
+                runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
+                margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
+                expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
+                health=params["health"], lanes=params["lanes"],
+                untouched_runtimes=tuple(params["untouched_runtimes"]))
+            if params["advise"]:
+                add_advice(info, advise_queues(session.current(), info, params["advise_window"],
+                                               params["lock_timeout"], params["advise_gains"]))
+        finally:
+            session.close()
+    return {key: value for key, value in info.items() if key != "warnings"}, info["warnings"]

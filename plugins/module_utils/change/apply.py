@@ -1,0 +1,320 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Applying a plan: the only code that writes. It builds the statements, runs them, verifies, commits.
+
+Statements are built from the plan with ``psycopg.sql`` (identifiers quoted,
+values bound) and run in the caller's transaction, in this order:
+
+1. lane advisory locks, in Awa's lane order (queue, priority, shard), so
+   Awa's own lane creation (Rust ``ensure_lane_inserts``) waits for us;
+2. lanes on shards producers cannot route to yet (shard >= current count);
+3. repairs of existing lanes with Awa's ``ensure_lane_sequences``;
+4. the change ledger table, the first time (or, run by its owner, the
+   change_id column a ledger created by awa.operations 0.1.0 lacks);
+5. lane counter rows and lanes on shards producers can already route to,
+   last, so the window in which a producer's own first write into the same
+   lane could collide with ours is short;
+6. grants on every lane sequence the runtime roles lack;
+7. the re-read that verifies them (``verify_provisioned``);
+8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
+   so the row lock on queue_meta is held only for the commit.
+
+The caller commits (``lost_commit.commit_change``): a COMMIT whose connection
+is lost is looked up there, by the change id the ledger row carries.
+
+Scalar values are cast with ``CAST(x AS type)``, not ``x::type``: the rendered
+statements are returned as ``queries`` and shown in the module's RETURN
+sample, and ansible-doc's text output deletes ``q, 8::`` as if it were an RST
+directive. The Awa facts relied on are in docs/awa-internals.md.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import psycopg, sql
+from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import LIVE_RUNTIME_PREDICATE
+from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, LedgerRow, recorded_row
+from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, queue_summary
+
+QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
+# The transaction-local setting the ledger row reads its change id from (set with the queue lock), so that the
+# statements a real run reports are the ones check mode predicts, whatever id the run was given.
+CHANGE_ID_SETTING = "awa_operations.change_id"
+# Serializes the first creation of the ledger by concurrent runs.
+LEDGER_CREATE_LOCK_KEY = "awa.operations:ledger"
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement and its bound parameters."""
+
+    query: sql.SQL | sql.Composed
+    params: dict | None = None
+
+
+def queue_lock(queue: str, change_id: str | None = None) -> Statement:
+    """Serializes concurrent runs of the module on one logical queue (transaction scoped).
+
+    With ``change_id``, it also names the change this transaction makes, for its ledger row.
+    """
+    lock = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::text, 0))"
+    if change_id is None:
+        return Statement(sql.SQL(lock), {"key": QUEUE_LOCK_PREFIX + queue})
+    return Statement(sql.SQL(lock + ", set_config(%(setting)s, %(change_id)s, true)"),
+                     {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
+
+
+def _columns(keys: list[tuple]) -> list[list]:
+    return [list(column) for column in zip(*keys)] if keys else []
+
+
+def lane_locks(schema: str, keys: list[tuple]) -> Statement:
+    """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
+    queues, priorities, shards = _columns(sorted(keys))
+    return Statement(sql.SQL(
+        "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "
+        "FROM (SELECT q, p, s FROM unnest(%(queues)s::text[], %(priorities)s::int[], %(shards)s::int[]) "
+        "WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered"),
+        {"schema": schema, "queues": queues, "priorities": priorities, "shards": shards})
+
+
+def insert_lane_rows(schema: str, keys: list[tuple]) -> Statement:
+    queues, priorities = _columns(sorted(keys))
+    return Statement(sql.SQL(
+        "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
+        "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
+        {"queues": queues, "priorities": priorities})
+
+
+def insert_heads(schema: str, table: str, keys: list[tuple]) -> Statement:
+    """Head rows; Awa's BEFORE INSERT trigger creates each lane sequence."""
+    queues, priorities, shards = _columns(sorted(keys))
+    return Statement(sql.SQL(
+        "INSERT INTO {} (queue, priority, enqueue_shard) "
+        "SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(shards)s::smallint[]) "
+        "ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING").format(sql.Identifier(schema, table)),
+        {"queues": queues, "priorities": priorities, "shards": shards})
+
+
+def repair_lane_sequences(schema: str, keys: list[tuple]) -> Statement:
+    queues, priorities, shards = _columns(sorted(keys))
+    return Statement(sql.SQL(
+        "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
+        "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
+        {"queues": queues, "priorities": priorities, "shards": shards})
+
+
+def grant_lane_sequences(schema: str, sequences: list[str], roles: list[str]) -> Statement:
+    return Statement(sql.SQL("GRANT USAGE, SELECT, UPDATE ON SEQUENCE {} TO {}").format(
+        sql.SQL(", ").join(sql.Identifier(schema, name) for name in sequences),
+        sql.SQL(", ").join(sql.Identifier(role) for role in roles)))
+
+
+def upsert_queue_meta(queues: list[str], shards: int) -> Statement:
+    return Statement(sql.SQL(
+        "INSERT INTO awa.queue_meta (queue, enqueue_shards) "
+        "SELECT q, CAST(%(shards)s AS smallint) FROM unnest(%(queues)s::text[]) AS q "
+        "ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards "
+        "RETURNING queue, enqueue_shards"), {"queues": list(queues), "shards": shards})
+
+
+LEDGER_DDL = """
+SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
+-- CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema
+-- exists; a role given only CREATE on a prepared schema must skip it.
+SELECT set_config('awa_operations.ledger_schema', {schema_name}, true);
+DO $ledger$
+BEGIN
+  IF to_regnamespace(quote_ident(current_setting('awa_operations.ledger_schema'))) IS NULL THEN
+    EXECUTE format('CREATE SCHEMA %I', current_setting('awa_operations.ledger_schema'));
+  END IF;
+END
+$ledger$;
+CREATE TABLE IF NOT EXISTS {table} (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
+    queue text NOT NULL,
+    physical_queues text[] NOT NULL,
+    stripes integer NOT NULL,
+    from_shards jsonb NOT NULL,
+    to_shards smallint NOT NULL,
+    lanes_created integer NOT NULL,
+    grants_added integer NOT NULL,
+    runtime_roles text[] NOT NULL,
+    live_runtime_ids uuid[] NOT NULL,
+    reason text,
+    changed_by text NOT NULL DEFAULT current_user,
+    login_user text NOT NULL DEFAULT session_user,
+    client_addr inet DEFAULT inet_client_addr(),
+    application_name text DEFAULT current_setting('application_name'),
+    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+    change_id uuid
+);
+CREATE INDEX IF NOT EXISTS {index} ON {table} USING gin (physical_queues);
+CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
+COMMENT ON TABLE {table} IS 'awa.operations: every enqueue_shards change (awa_enqueue_shards module)';
+"""
+
+# A ledger created by awa.operations 0.1.0, run by its owner: the column and index the new DDL has. No default,
+# so no rewrite; its ACCESS EXCLUSIVE lock on the ledger lasts until the change commits.
+LEDGER_CHANGE_ID_DDL = """
+SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
+ALTER TABLE {table} ADD COLUMN IF NOT EXISTS change_id uuid;
+CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
+"""
+
+
+def _ledger_names(schema: str) -> dict:
+    return {"lock_key": sql.Literal(LEDGER_CREATE_LOCK_KEY), "table": sql.Identifier(schema, LEDGER_TABLE),
+            "change_id_index": sql.Identifier(CHANGE_ID_INDEX)}
+
+
+def ledger_ddl(schema: str) -> Statement:
+    return Statement(sql.SQL(LEDGER_DDL).format(
+        **_ledger_names(schema), schema_name=sql.Literal(schema),
+        index=sql.Identifier(f"{LEDGER_TABLE}_physical_queues_idx")))
+
+
+def ledger_change_id_ddl(schema: str) -> Statement:
+    return Statement(sql.SQL(LEDGER_CHANGE_ID_DDL).format(**_ledger_names(schema)))
+
+
+LEDGER_INSERT_SQL = """
+INSERT INTO {table} (queue, physical_queues, stripes, from_shards, to_shards, lanes_created, grants_added,
+                     runtime_roles, live_runtime_ids, reason{change_id_column})
+SELECT CAST(%(queue)s AS text), %(physical_queues)s::text[], CAST(%(stripes)s AS int),
+       CAST(%(from_shards)s AS jsonb), CAST(%(to_shards)s AS smallint), CAST(%(lanes_created)s AS int),
+       CAST(%(grants_added)s AS int), %(runtime_roles)s::text[],
+       ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE {live} ORDER BY ri.instance_id),
+       CAST(%(reason)s AS text){change_id_value}
+RETURNING id, changed_at, cardinality(live_runtime_ids)
+"""
+
+
+def ledger_insert(schema: str, plan: Plan, reason: str | None, *, with_change_id: bool = True) -> Statement:
+    """The ledger row of ``plan``, with the runtime instances live at that moment (Awa's own liveness rule).
+
+    With ``with_change_id`` the row carries the change id the queue lock set
+    (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
+    """
+    column: sql.SQL | sql.Composed = sql.SQL("")
+    value: sql.SQL | sql.Composed = sql.SQL("")
+    if with_change_id:
+        column = sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN))
+        value = sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
+    return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
+        table=sql.Identifier(schema, LEDGER_TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE),
+        change_id_column=column, change_id_value=value), {
+        "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
+        "from_shards": json.dumps(plan.previous_shards), "to_shards": plan.shards,
+        "lanes_created": len(plan.lanes_to_create), "grants_added": plan.grants.pairs,
+        "runtime_roles": plan.grants.roles, "reason": reason})
+
+
+@dataclass
+class ChangeStatements:
+    """The write statements of a plan, split where the caller verifies."""
+
+    provision: list[Statement]
+    record: Statement | None
+    switch: Statement | None
+
+    @property
+    def all(self) -> list[Statement]:
+        return [*self.provision, *(s for s in (self.record, self.switch) if s is not None)]
+
+
+def _head_statements(schema: str, plan: Plan, keep) -> list[Statement]:
+    enqueue = [key for key in plan.enqueue_heads_to_create if keep(key)]
+    claim = [key for key in plan.claim_heads_to_create if keep(key)]
+    return ([insert_heads(schema, "queue_enqueue_heads", enqueue)] if enqueue else []) + (
+        [insert_heads(schema, "queue_claim_heads", claim)] if claim else [])
+
+
+def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | None, create_ledger: bool,
+                            reason: str | None = None, add_change_id: bool = False,
+                            record_change_id: bool = True) -> ChangeStatements:
+    """Every statement a real run executes for ``plan`` (none when nothing changes).
+
+    ``add_change_id``: add the change_id column to an existing ledger (its
+    owner runs this); ``record_change_id``: the ledger row carries the change id.
+    """
+    if not plan.changed:
+        return ChangeStatements([], None, None)
+
+    def hidden(key: tuple) -> bool:
+        # Producers route to [0, current count) only: lanes beyond stay invisible until commit.
+        return key[2] >= plan.previous_shards[key[0]]
+
+    locked = sorted(set(plan.enqueue_heads_to_create) | set(plan.claim_heads_to_create) | set(plan.lanes_to_repair))
+    provision = [lane_locks(schema, locked)] if locked else []
+    provision += _head_statements(schema, plan, hidden)
+    if plan.lanes_to_repair:
+        provision.append(repair_lane_sequences(schema, plan.lanes_to_repair))
+    if create_ledger and ledger_schema:
+        provision.append(ledger_ddl(ledger_schema))
+    elif add_change_id and ledger_schema:
+        provision.append(ledger_change_id_ddl(ledger_schema))
+    if plan.lane_rows_to_create:
+        provision.append(insert_lane_rows(schema, plan.lane_rows_to_create))
+    provision += _head_statements(schema, plan, lambda key: not hidden(key))
+    if plan.grants.pairs:
+        provision.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
+    record = ledger_insert(ledger_schema, plan, reason, with_change_id=record_change_id) if ledger_schema else None
+    switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
+    return ChangeStatements(provision, record, switch)
+
+
+def render(conn, statements: list[Statement]) -> list[str]:
+    """The statements as psycopg would send them with their values bound (for reports)."""
+    cursor = psycopg.ClientCursor(conn)
+    return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
+
+
+def execute(conn, statement: Statement) -> list[tuple]:
+    cursor = conn.execute(statement.query, statement.params)
+    return cursor.fetchall() if cursor.description else []
+
+
+def lock_queue(conn, queue: str, change_id: str | None = None) -> None:
+    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
+    execute(conn, queue_lock(queue, change_id))
+
+
+def verify_provisioned(conn, plan: Plan, schema: str, runtime_roles: tuple[str, ...]) -> None:
+    """After provisioning, before the switch: re-read inside the change's transaction; every planned lane and grant
+    must now exist."""
+    state = fetch_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
+    # The same summary the plan's before was made with, at the planned count.
+    observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
+    if observed != plan.after:
+        raise DatabaseError(
+            f"After provisioning queue {plan.queue!r} the database does not match the plan "
+            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
+
+
+def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
+                 ledger_schema: str, change_id: str | None) -> LedgerRow | None:
+    """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
+
+    Returns the ledger row written (None without a ledger); ``change_id`` is
+    the id its row carries (None for a ledger without the column). On any
+    failure the caller's transaction is rolled back and nothing is written.
+    """
+    for statement in statements.provision:
+        execute(conn, statement)
+    verify_provisioned(conn, plan, schema, runtime_roles)
+    ledger = None
+    if statements.record is not None:
+        ledger = recorded_row(ledger_schema, execute(conn, statements.record)[0], change_id)
+    if statements.switch is not None:
+        switched = dict(execute(conn, statements.switch))
+        if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
+            raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
+                                "the transaction was rolled back and nothing changed.")
+    return ledger

@@ -1,0 +1,219 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A COMMIT whose connection was lost: reconnect, wait until its transaction has ended, look it up.
+
+When the connection drops while COMMIT is in flight, the change committed
+whole or not at all, and only the database knows which. So we reconnect with
+the same options (a few attempts, a short backoff: db/reopening.py) and, in
+a READ ONLY transaction:
+
+1. take the per-queue advisory lock the change held: it is granted once the
+   old transaction has ended, committed or rolled back (at once after a
+   restart or a failover, where that transaction no longer exists);
+2. look the change up: its ledger row by the change id the client gave it
+   (``ledger.CHANGE_ID_COLUMN``), or, for a row without one (``ledger:
+   false``, or a ledger of 0.1.0 we may not alter), ``pg_xact_status`` of the
+   transaction id read before COMMIT, trusted only on the same server history
+   (a promoted standby reuses transaction ids).
+
+The run then reports the change as committed, or fails with "not applied,
+nothing was written; re-run". The outcome stays unknown only when the
+database cannot be reached again, when the old transaction is still open
+after ``lock_timeout``, or when a change without a change id meets another
+server history; each message says how to look it up.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.awa.operations.plugins.module_utils.change import apply
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, sessions
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.reopening import attempts, attempts_text
+from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    AwaOperationsError,
+    CommitLost,
+    CommitNotApplied,
+    CommitOutcomeUnknown,
+    ConnectionFailed,
+    LockTimeout,
+)
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
+from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow, lookup_query, recorded_row
+
+
+@dataclass(frozen=True)
+class PendingChange:
+    """A change whose COMMIT was sent: what is needed to look it up, and its result if it committed."""
+
+    queue: str
+    change_id: str
+    result: QueueChangeRun
+    # None: no ledger row (ledger: false).
+    ledger_schema: str | None
+    records_change_id: bool
+    # Read before COMMIT when the row carries no change id.
+    transaction: TransactionIdentity | None
+    lock_timeout: float
+
+    @property
+    def action(self) -> str:
+        return f"changing enqueue_shards of queue {self.queue!r}"
+
+    @property
+    def ledger(self) -> str:
+        """The ledger schema of a change whose row carries its change id (only a ledger row can)."""
+        if self.ledger_schema is None:
+            raise ValueError(f"{self.action}: a change id is recorded in a ledger, and none was given")
+        return self.ledger_schema
+
+    @property
+    def identity(self) -> TransactionIdentity:
+        """The transaction of a change whose row carries no change id, read before its COMMIT (commit_change)."""
+        if self.transaction is None:
+            raise ValueError(f"{self.action}: its transaction was not read before COMMIT")
+        return self.transaction
+
+
+class Unsettled(Exception):
+    """Raised by ``commit_change`` for ``settle``: the connection was lost during COMMIT."""
+
+    def __init__(self, pending: PendingChange, reason: str) -> None:
+        super().__init__(reason)
+        self.pending = pending
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What looking a lost commit up found: whether it committed, how that was told, and its ledger row."""
+
+    committed: bool
+    resolved_by: str
+    ledger: LedgerRow | None = None
+
+
+def commit_change(conn, pending: PendingChange) -> None:
+    """COMMIT the change; when the connection is lost during it, raise ``Unsettled`` for ``settle``."""
+    try:
+        commit(conn, pending.action)
+    except CommitLost as lost:
+        raise Unsettled(pending, lost.message) from None
+
+
+def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | None, *,
+           delays: tuple[float, ...] | None = None, sleep: Callable[[float], None] = time.sleep) -> QueueChangeRun:
+    """The result of a change whose COMMIT lost its connection, looked up on a new connection.
+
+    Returns the change's result when it committed (``lost_commit`` and a
+    warning say how it was found); raises ``CommitNotApplied`` when it did not,
+    ``CommitOutcomeUnknown`` when that cannot be told (the message says how to
+    look it up later).
+    """
+    if reconnect is None:
+        raise _unknown(pending, reason, "No way to reconnect was given (the Python API without reconnect=), so it "
+                                        "was not looked up.")
+    failures = []
+    for attempt in attempts(delays, sleep):
+        try:
+            conn = reconnect()
+        except ConnectionFailed as exc:
+            failures.append(exc.message)
+            continue
+        try:
+            resolution = _look_up(conn, pending, reason)
+        except CommitOutcomeUnknown:
+            raise
+        except AwaOperationsError as exc:
+            if not conn.closed:
+                raise _unknown(pending, reason, f"Looking it up failed: {exc.message}") from None
+            failures.append(exc.message)  # the new connection was lost too: another attempt
+            continue
+        finally:
+            conn.close()
+        return _outcome(pending, reason, resolution, attempt)
+    raise _unknown(pending, reason, f"The database could not be reached again ({attempts_text(failures, delays)}; "
+                                    f"last: {failures[-1]}).")
+
+
+def _look_up(conn, pending: PendingChange, reason: str) -> Resolution:
+    """Wait (the change's lock_timeout) until the old transaction has ended, then find out what it did."""
+    holders: list[str] = []
+
+    def who_holds_it() -> str:
+        holders.append(sessions.describe_lock_holders(conn, ["awa", pending.ledger_schema or "awa"]))
+        return holders[-1]
+
+    try:
+        with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
+                         lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
+            apply.lock_queue(conn, pending.queue)
+            return _resolve(conn, pending, reason)
+    except LockTimeout:
+        raise _unknown(pending, reason, (
+            f"Reconnected, but the transaction that held queue {pending.queue!r} was still open after lock_timeout "
+            f"({pending.lock_timeout:g}s): {' '.join(holders) or 'its session could not be read.'} It commits or "
+            "rolls back once the server ends that session (if it is idle in transaction, end it with "
+            "pg_terminate_backend(pid)).")) from None
+
+
+def _resolve(conn, pending: PendingChange, reason: str) -> Resolution:
+    schema = pending.ledger_schema
+    if pending.records_change_id:
+        row = changes.fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)
+        ledger = recorded_row(pending.ledger, row, pending.change_id) if row else None
+        return Resolution(row is not None, "change id in the ledger", ledger)
+    status = sessions.fetch_transaction_status(conn, pending.identity)
+    if status == "aborted":
+        return Resolution(False, "transaction status")
+    if status == "committed":
+        row = changes.fetch_recorded_change(conn, schema, "transaction_id", pending.identity.transaction_id) \
+            if schema else None
+        return Resolution(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
+    xid = pending.identity.transaction_id
+    without = "the ledger row carries no change id" if schema else "ledger is false"
+    raise _unknown(pending, reason, f"Reconnected, but transaction {xid} is still in progress." if status else (
+        f"Reconnected to a server that cannot tell what became of transaction {xid} ({without}): it runs another "
+        "history than the server the change ran on (a failover, or a standby), or no longer keeps that status."))
+
+
+def _outcome(pending: PendingChange, reason: str, resolution: Resolution, attempt: int) -> QueueChangeRun:
+    lost: LostCommit = {"outcome": "committed" if resolution.committed else "not applied",
+                        "resolved_by": resolution.resolved_by, "reconnect_attempts": attempt}
+    found = f"Reconnected (attempt {attempt}) and looked it up once its transaction had ended: "
+    if not resolution.committed:
+        evidence = (f"no ledger row has its change id {pending.change_id}" if pending.records_change_id
+                    else f"its transaction {pending.identity.transaction_id} rolled back")
+        raise CommitNotApplied(f"{reason} {found}{evidence}, so it was not "
+                               "applied and nothing was written; re-run to apply it.",
+                               change_id=pending.change_id, lost_commit=lost)
+    result: QueueChangeRun = {**pending.result, "lost_commit": lost}
+    if resolution.ledger is not None:
+        result["ledger"] = resolution.ledger
+    evidence = (f"ledger row {resolution.ledger['id']} has its change id {pending.change_id}"
+                if pending.records_change_id and resolution.ledger is not None
+                else f"its transaction {pending.identity.transaction_id} committed")
+    result["warnings"] = [*result["warnings"], (
+        f"The connection was lost while committing the change of queue {pending.queue!r}. {found}{evidence}. The "
+        "change is applied: nothing to re-run.")]
+    return result
+
+
+def _unknown(pending: PendingChange, reason: str, why: str) -> CommitOutcomeUnknown:
+    if pending.records_change_id:
+        how = (f"look it up: {lookup_query(pending.ledger, pending.change_id)}. A row means it was applied "
+               "(nothing to re-run); no row, once the transaction has ended, means nothing was written: re-run.")
+    else:
+        how = (f"look it up on the server the change ran on: SELECT pg_xact_status("
+               f"'{pending.identity.transaction_id}'::xid8); 'committed' means it was applied, 'aborted' that "
+               "nothing was written: re-run. On another server (after a failover) run the module in check mode: "
+               "changed=false means the count is in place.")
+    return CommitOutcomeUnknown(
+        f"{reason} {why} The outcome is unknown: the change committed whole or "
+        f"not at all (change id {pending.change_id}). To find out, {how}",
+        change_id=pending.change_id, lost_commit={"outcome": "unknown"})

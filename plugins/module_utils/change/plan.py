@@ -1,0 +1,266 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Planning a shard-count change: observed state + validated request + stripes -> plan. Pure.
+
+No I/O, no clock, no module object: ``plan_enqueue_shards`` is tested with
+plain tables. An empty plan means "nothing to write". ``queue_summary`` is
+the one view of a physical queue used for the plan's ``before`` and, by
+``apply.verify_provisioned``, for what the database holds after provisioning.
+``check_ledger`` plans the ledger's part: create it, add the change_id column
+a ledger of 0.1.0 lacks, or write a row without it (refused when the row
+could not be written at all).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
+from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import Installation
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_INDEX
+from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout, ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
+
+LaneKey = tuple  # (queue, priority, shard)
+
+
+@dataclass
+class GrantSet:
+    """Sequences that need USAGE, SELECT, UPDATE for some runtime roles."""
+
+    sequences: list[str] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)
+    pairs: int = 0  # (role, sequence) pairs that lacked at least one privilege
+
+
+@dataclass
+class Plan:
+    """Everything a run would write, and the before/after it implies."""
+
+    queue: str
+    shards: int
+    stripes: int
+    physical_queues: list[str]
+    previous_shards: dict[str, int]
+    lanes_to_create: list[LaneKey]
+    lane_rows_to_create: list[tuple[str, int]]
+    enqueue_heads_to_create: list[LaneKey]
+    claim_heads_to_create: list[LaneKey]
+    lanes_to_repair: list[LaneKey]
+    grants: GrantSet
+    meta_queues_to_update: list[str]
+    before: dict[str, PhysicalQueueSide]
+    after: dict[str, PhysicalQueueSide]
+    warnings: list[str]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.lanes_to_create or self.lane_rows_to_create or self.enqueue_heads_to_create
+                    or self.claim_heads_to_create or self.lanes_to_repair or self.grants.pairs
+                    or self.meta_queues_to_update)
+
+    @property
+    def shards_changed(self) -> bool:
+        return bool(self.meta_queues_to_update)
+
+    @property
+    def ordering(self) -> str:
+        return ordering_contract(self.shards)
+
+
+def _needs_sequence_repair(lane: LaneState) -> bool:
+    """An existing head row whose sequence is missing, or whose seq_name is wrong."""
+    return ((lane.has_enqueue_head and not lane.has_enqueue_seq)
+            or (lane.has_claim_head and not lane.has_claim_seq)
+            or not lane.head_names_ok)
+
+
+def _missing_pairs(lane: LaneState) -> set[tuple[str, str]]:
+    return {(role, sequence) for role, dummy, sequence in lane.missing_privileges}
+
+
+def queue_summary(state: QueueState, queue: str, shards: int) -> PhysicalQueueSide:
+    """One physical queue as the diff shows it, with ``shards`` as its count.
+
+    The plan's ``before`` and the verification after provisioning both use it,
+    so the verification compares like with like.
+    """
+    lanes = state.lanes_of(queue)
+    return {
+        "enqueue_shards": shards,
+        "lanes": sum(1 for lane in lanes if lane.complete),
+        "lanes_missing": sum(1 for lane in lanes if lane.shard < shards and not lane.complete),
+        "missing_grants": sum(len(lane.missing_privileges) for lane in lanes),
+    }
+
+
+def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: QueueState,
+                        installation: Installation) -> Plan:
+    """Lanes to create or repair, grants to add and queue_meta rows to switch.
+
+    ``state`` must hold every lane 1..4 x [0, request.shards) of every physical
+    queue (missing ones flagged) plus every existing lane of those queues.
+    """
+    wanted = {(queue, priority, shard) for queue in layout.physical_queues
+              for priority in PRIORITIES for shard in range(request.shards)}
+    by_key = {lane.key: lane for lane in state.lanes}
+    absent = wanted - by_key.keys()
+    if absent:
+        raise AssertionError(f"lane state lacks wanted lanes, e.g. {sorted(absent)[:3]}")
+
+    # Lanes whose head rows are missing are created (head triggers make their
+    # sequences); lanes whose heads exist but whose sequences or names do not
+    # are repaired with Awa's own ensure_lane_sequences.
+    incomplete = sorted(key for key in wanted if not by_key[key].complete)
+    lanes_to_create = [key for key in incomplete if not by_key[key].heads_exist]
+    lanes_to_repair = [key for key in incomplete if _needs_sequence_repair(by_key[key])]
+    lane_rows = sorted({key[:2] for key in incomplete if not by_key[key].has_lane_row})
+    enqueue_heads = [key for key in incomplete if not by_key[key].has_enqueue_head]
+    claim_heads = [key for key in incomplete if not by_key[key].has_claim_head]
+
+    # Grants: every lane sequence of the queue, existing ones as observed,
+    # new ones for every runtime role that cannot already use our objects.
+    grants = GrantSet()
+    pairs: set[tuple[str, str]] = set()
+    refused: dict[str, int] = {}
+    for lane in state.lanes:
+        lane_pairs = _missing_pairs(lane)
+        if lane.key in wanted and not (lane.has_enqueue_seq and lane.has_claim_seq):
+            creator_privileged = set(installation.roles_with_creator_privileges)
+            for role in request.runtime_roles:
+                if role not in creator_privileged:
+                    if not lane.has_enqueue_seq:
+                        lane_pairs.add((role, lane.enqueue_seq))
+                    if not lane.has_claim_seq:
+                        lane_pairs.add((role, lane.claim_seq))
+        if lane_pairs and not lane.grantable:
+            for owner in {owner for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner is not None}:
+                refused[owner] = refused.get(owner, 0) + 1
+        pairs |= lane_pairs
+    if refused:
+        owners = ", ".join(f"{owner} ({count} lanes)" for owner, count in sorted(refused.items()))
+        raise PreconditionFailed(
+            f"Runtime roles lack privileges on lane sequences of queue {request.queue!r} that "
+            f"{installation.current_user!r} cannot grant, because other roles own them: {owners}. "
+            f"Run the module as a superuser or as a member of those roles (GRANT <owner> TO "
+            f"{installation.current_user}), then retry. Nothing was changed.")
+    grants.pairs = len(pairs)
+    grants.sequences = sorted({sequence for dummy, sequence in pairs})
+    grants.roles = sorted({role for role, dummy in pairs})
+
+    previous = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
+    meta_updates = [queue for queue in layout.physical_queues if previous[queue] != request.shards]
+
+    before = {queue: queue_summary(state, queue, previous[queue]) for queue in layout.physical_queues}
+    created_by_queue = {queue: sum(1 for key in incomplete if key[0] == queue) for queue in layout.physical_queues}
+    after: dict[str, PhysicalQueueSide] = {}
+    for queue in layout.physical_queues:
+        complete_after = before[queue]["lanes"] + created_by_queue[queue]
+        # Only the requested runtime_roles are checked, and all of their gaps are granted.
+        after[queue] = {"enqueue_shards": request.shards, "lanes": complete_after,
+                        "lanes_missing": 0, "missing_grants": 0}
+
+    plan = Plan(
+        queue=request.queue, shards=request.shards, stripes=layout.stripes,
+        physical_queues=list(layout.physical_queues), previous_shards=previous,
+        lanes_to_create=lanes_to_create, lane_rows_to_create=lane_rows,
+        enqueue_heads_to_create=enqueue_heads, claim_heads_to_create=claim_heads,
+        lanes_to_repair=lanes_to_repair, grants=grants, meta_queues_to_update=meta_updates,
+        before=before, after=after, warnings=list(layout.warnings),
+    )
+    switch = Switch.of(plan.queue, previous, plan.shards)
+    plan.warnings.extend(change_warnings([switch]) if switch else [])
+    return plan
+
+
+@dataclass(frozen=True)
+class LedgerPlan:
+    """How a change writes its ledger row."""
+
+    create: bool  # the ledger does not exist yet: create it
+    add_change_id: bool  # a ledger of awa.operations 0.1.0, run by its owner: add the change_id column
+    records_change_id: bool  # the row carries the change id (else a lost commit is looked up by transaction id)
+    warnings: list[str]
+
+
+def check_ledger(installation: Installation, ledger_schema: str, ledger_table: str) -> LedgerPlan:
+    """Refuse a change whose ledger row could not be written (before writing anything); else say how to write it.
+
+    A ledger created by awa.operations 0.1.0 lacks the change_id column. Its
+    owner (or a member of the owning role) adds it in the change's own
+    transaction; any other role cannot, so its rows carry no change id and it
+    is told what the owner should run.
+    """
+    name = f"{ledger_schema}.{ledger_table}"
+    who = installation.current_user
+    if installation.ledger_exists and not installation.can_write_ledger:
+        raise PreconditionFailed(
+            f"The change ledger {name} exists but {who!r} cannot INSERT into it. "
+            f"GRANT USAGE ON SCHEMA {ledger_schema} TO {who}; GRANT INSERT, SELECT ON {name} TO {who}; "
+            "or set ledger: false to change without a record "
+            "(convergence can then not be judged). Nothing was changed.")
+    if not installation.ledger_exists and not installation.can_create_ledger:
+        raise PreconditionFailed(
+            f"The change ledger {name} does not exist and {who!r} may not create it. Either let an "
+            f"administrator run this module once, or GRANT CREATE ON DATABASE {installation.database} TO {who} "
+            f"(or CREATE ON SCHEMA {ledger_schema} if it exists); or set ledger: false to change without a "
+            "record (convergence can then not be judged). Nothing was changed.")
+    if not installation.ledger_exists:
+        return LedgerPlan(create=True, add_change_id=False, records_change_id=True, warnings=[])
+    if installation.ledger_has_change_id or installation.can_alter_ledger:
+        return LedgerPlan(create=False, add_change_id=not installation.ledger_has_change_id, records_change_id=True,
+                          warnings=[])
+    owner = installation.ledger_owner
+    return LedgerPlan(create=False, add_change_id=False, records_change_id=False, warnings=[
+        f"The change ledger {name} predates change ids (awa.operations 0.1.0) and {who!r} cannot add the column: "
+        f"only its owner {owner!r} can. This change's row carries no change id, so a commit whose connection is "
+        "lost is looked up by its transaction id, which is lost with a failover. Run the module once as "
+        f"{owner!r} (it adds the column), or as {owner!r}: ALTER TABLE {name} ADD COLUMN change_id uuid; "
+        f"CREATE UNIQUE INDEX {CHANGE_ID_INDEX} ON {name} (change_id);"])
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A queue's count switch as its warnings tell it: the counts its physical queues leave, and the new one."""
+
+    queue: str
+    old: tuple[int, ...]
+    shards: int
+
+    @classmethod
+    def of(cls, queue: str, previous_shards: dict[str, int], shards: int) -> Switch | None:
+        """The switch of a change from ``previous_shards`` (per physical queue) to ``shards``; None without one."""
+        old = tuple(sorted({count for count in previous_shards.values() if count != shards}))
+        return cls(queue, old, shards) if old else None
+
+
+def _queues_text(queues: list[str]) -> str:
+    return f"queue {queues[0]!r}" if len(queues) == 1 else named_queues(queues)
+
+
+def change_warnings(switches: list[Switch]) -> list[str]:
+    """What an operator must know about the switches: each warning once, naming every queue it concerns, so that a
+    list of a hundred queues warns in a few lines."""
+    by_counts: dict[tuple[tuple[int, ...], int], list[str]] = {}
+    for switch in switches:
+        by_counts.setdefault((switch.old, switch.shards), []).append(switch.queue)
+    warnings = []
+    for (old, shards), queues in by_counts.items():
+        old_text = "/".join(map(str, old))
+        warnings.append(
+            f"Running Awa 0.6 runtimes keep enqueue_shards={old_text} for promotion and re-enqueue of "
+            f"{_queues_text(queues)} until they restart: restart them, then wait with "
+            "awa.operations.awa_enqueue_shards_info (wait: converged).")
+        if max(old) > shards:
+            lowered = repr(queues[0]) if len(queues) == 1 else named_queues(queues)
+            warnings.append(
+                f"Lowering {lowered} from {old_text} to {shards}: jobs already on shards >= {shards} "
+                "keep draining (lanes are never deleted); wait with awa_enqueue_shards_info (wait: drained).")
+    if any(max(switch.old) > 1 or switch.shards > 1 for switch in switches):
+        warnings.append(
+            "ordering_key -> shard mapping changes (hash % enqueue_shards): per-key FIFO does not hold "
+            "between jobs enqueued before and after the change while the older ones remain.")
+    return warnings

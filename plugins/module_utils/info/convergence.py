@@ -1,0 +1,109 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Has a shard-count change taken effect, and have the old shards drained? Pure functions.
+
+Awa 0.6 runtimes cache the count per process and publish no shard count
+(docs/awa-internals.md §2, §5), so a runtime runs with the current count when:
+
+* its snapshot reports a count for the queue (no released Awa does yet; a
+  future one may): the report decides; otherwise
+* it is a new process since the recorded change: its instance id is not one
+  of those live when the change committed (the ledger records them), and it
+  started no earlier than ``margin`` before the change. ``started_at`` comes
+  from the runtime host's clock, the change time from the database's; the
+  margin absorbs the skew between them.
+
+Only live runtimes count (Awa's own staleness rule, evaluated by the database).
+Drained means: converged, and no ready job left on any shard >= the count.
+"""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass
+
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.info.result import LaneView
+
+DEFAULT_MARGIN_SECONDS = 5.0
+
+# Why a verdict was reached: what code may test (the reason text is for people and may be reworded).
+REPORTED_BY_SNAPSHOT = "reported_by_snapshot"
+NO_RECORDED_CHANGE = "no_recorded_change"
+CHANGED_OUTSIDE_MODULE = "changed_outside_module"
+RUNNING_AT_CHANGE = "running_at_change"
+STARTED_BEFORE_CHANGE = "started_before_change"
+STARTED_AFTER_CHANGE = "started_after_change"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    converged: bool
+    code: str
+    reason: str
+
+
+def judge(runtime: Runtime, physical_queue: str, current_shards: int, change: RecordedChange | None,
+          margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> Verdict:
+    """Does ``runtime`` run with ``current_shards`` for ``physical_queue``?"""
+    reported = runtime.reported_shards.get(physical_queue)
+    if reported is not None:
+        return Verdict(reported == current_shards, REPORTED_BY_SNAPSHOT,
+                       f"its snapshot reports enqueue_shards={reported}")
+    if change is None:
+        return Verdict(True, NO_RECORDED_CHANGE, "no recorded change of this queue")
+    if change.to_shards != current_shards:
+        return Verdict(False, CHANGED_OUTSIDE_MODULE, f"enqueue_shards is {current_shards} but the last recorded "
+                       f"change set {change.to_shards}: it was changed outside awa_enqueue_shards")
+    if runtime.instance_id in change.live_runtime_ids:
+        return Verdict(False, RUNNING_AT_CHANGE, f"it was already running when the count changed (change #{change.id})")
+    if runtime.started_at < change.changed_at - datetime.timedelta(seconds=margin_seconds):
+        return Verdict(False, STARTED_BEFORE_CHANGE, f"it started before the change #{change.id} (its clock says "
+                       f"{runtime.started_at.isoformat()}, the change was {change.changed_at.isoformat()})")
+    return Verdict(True, STARTED_AFTER_CHANGE, "it started after the change")
+
+
+@dataclass(frozen=True)
+class Straggler:
+    runtime: Runtime
+    physical_queue: str
+    verdict: Verdict
+
+
+@dataclass(frozen=True)
+class QueueConvergence:
+    live: int
+    converged: int
+    stragglers: list
+
+    @property
+    def complete(self) -> bool:
+        return self.converged == self.live
+
+
+def queue_convergence(runtimes: list[Runtime], current: dict[str, int], changes: dict[str, RecordedChange],
+                      margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> QueueConvergence:
+    """N of M live runtimes run with the current count of every physical queue in ``current``."""
+    live = [runtime for runtime in runtimes if runtime.live]
+    stragglers = []
+    converged = 0
+    for runtime in live:
+        pending = [Straggler(runtime, queue, verdict)
+                   for queue, shards in sorted(current.items())
+                   for verdict in [judge(runtime, queue, shards, changes.get(queue), margin_seconds)]
+                   if not verdict.converged]
+        stragglers.extend(pending)
+        converged += not pending
+    return QueueConvergence(live=len(live), converged=converged, stragglers=stragglers)
+
+
+def depth_beyond_count(lanes: list[LaneView]) -> int | None:
+    """Ready jobs on shards at or above the count; None when some such lane could not be read."""
+    depths = [lane["ready_depth"] for lane in lanes if lane["beyond_count"]]
+    return None if None in depths else sum(depth or 0 for depth in depths)
+
+
+def is_drained(convergence: QueueConvergence, beyond: int | None) -> bool:
+    """Drained is only meaningful once every runtime has converged (a stale one refills old shards)."""
+    return convergence.complete and beyond == 0

@@ -1,0 +1,210 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The lanes of physical queues: which queues exist, their counts, and the health of every lane's objects.
+
+Part of the introspect package, the reads more than one step makes (installation.py says how they behave).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
+
+# awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
+# queue-storage schema (docs/awa-internals.md §2).
+LANE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
+
+QUEUE_NAMES_SQL = """
+SELECT DISTINCT queue FROM (
+    SELECT queue FROM {lanes} UNION ALL SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+) AS known
+WHERE queue = %(queue)s OR left(queue, %(prefix_length)s) = %(prefix)s
+"""
+
+
+def fetch_known_queue_names(conn, schema: str, logical: str) -> list[str]:
+    """Every stored queue name that is ``logical`` or starts with ``logical#``."""
+    prefix = logical + STRIPE_DELIMITER
+    rows = conn.execute(sql.SQL(QUEUE_NAMES_SQL).format(
+        lanes=sql.Identifier(schema, "queue_lanes"), heads=sql.Identifier(schema, "queue_enqueue_heads")),
+        {"queue": logical, "prefix": prefix, "prefix_length": len(prefix)}).fetchall()
+    return sorted(row[0] for row in rows)
+
+
+@dataclass
+class LaneState:
+    """One lane (queue, priority, shard) and the health of its objects."""
+
+    queue: str
+    priority: int
+    shard: int
+    has_lane_row: bool
+    has_enqueue_head: bool
+    has_claim_head: bool
+    enqueue_seq: str
+    claim_seq: str
+    has_enqueue_seq: bool
+    has_claim_seq: bool
+    head_names_ok: bool
+    enqueue_seq_owner: str | None
+    claim_seq_owner: str | None
+    # (role, privilege, sequence) the runtime roles lack.
+    missing_privileges: list[tuple[str, str, str]]
+    # Whether the connected role may GRANT on both sequences (owner or member of the owner).
+    grantable: bool
+
+    @property
+    def key(self) -> tuple[str, int, int]:
+        return (self.queue, self.priority, self.shard)
+
+    @property
+    def complete(self) -> bool:
+        return (self.has_lane_row and self.has_enqueue_head and self.has_claim_head
+                and self.has_enqueue_seq and self.has_claim_seq and self.head_names_ok)
+
+    @property
+    def heads_exist(self) -> bool:
+        return self.has_enqueue_head and self.has_claim_head
+
+
+@dataclass
+class QueueState:
+    """Shard counts (queue_meta) and every relevant lane of some physical queues."""
+
+    enqueue_shards: dict[str, int]
+    lanes: list[LaneState]
+    # Physical queues paused with `awa queue pause` (their workers claim nothing).
+    paused: frozenset = frozenset()
+
+    def lanes_of(self, queue: str) -> list[LaneState]:
+        return self._lanes_by_queue.get(queue, [])
+
+    @cached_property
+    def _lanes_by_queue(self) -> dict[str, list[LaneState]]:
+        # Grouped once: a read of a hundred queues looks up each queue's lanes, not every lane for each queue.
+        grouped: dict[str, list[LaneState]] = {}
+        for lane in self.lanes:
+            grouped.setdefault(lane.queue, []).append(lane)
+        return grouped
+
+
+LANE_STATE_SQL = """
+WITH schema_oid AS (
+    SELECT oid FROM pg_namespace WHERE nspname = %(schema)s
+), enqueue_heads AS MATERIALIZED (
+    SELECT queue, priority, enqueue_shard, seq_name FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
+), claim_heads AS MATERIALIZED (
+    SELECT queue, priority, enqueue_shard, seq_name FROM {claim_heads} WHERE queue = ANY(%(queues)s)
+), lanes AS (
+    SELECT q.queue, p::smallint AS priority, s::smallint AS enqueue_shard
+    FROM unnest(%(queues)s::text[], %(shards)s::int[]) AS q(queue, shards), unnest(%(priorities)s::int[]) AS p,
+         generate_series(0, q.shards - 1) AS s
+    UNION SELECT queue, priority, enqueue_shard FROM enqueue_heads
+    UNION SELECT queue, priority, enqueue_shard FROM claim_heads
+), named AS MATERIALIZED (
+    -- Awa's own name function, called once per lane and sequence.
+    SELECT l.*,
+           {name_fn}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
+           {name_fn}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
+    FROM lanes AS l
+), resolved AS (
+    SELECT n.*,
+           (ql.queue IS NOT NULL) AS has_lane_row,
+           (eh.queue IS NOT NULL) AS has_enqueue_head,
+           (ch.queue IS NOT NULL) AS has_claim_head,
+           (eh.seq_name IS NOT DISTINCT FROM n.enqueue_seq OR eh.queue IS NULL)
+             AND (ch.seq_name IS NOT DISTINCT FROM n.claim_seq OR ch.queue IS NULL) AS head_names_ok,
+           es.oid AS enqueue_oid, cs.oid AS claim_oid, es.relowner AS enqueue_owner, cs.relowner AS claim_owner
+    FROM named AS n
+    LEFT JOIN (SELECT queue, priority FROM {lane_rows} WHERE queue = ANY(%(queues)s)) AS ql
+           ON ql.queue = n.queue AND ql.priority = n.priority
+    LEFT JOIN enqueue_heads AS eh
+           ON eh.queue = n.queue AND eh.priority = n.priority AND eh.enqueue_shard = n.enqueue_shard
+    LEFT JOIN claim_heads AS ch
+           ON ch.queue = n.queue AND ch.priority = n.priority AND ch.enqueue_shard = n.enqueue_shard
+    -- One index lookup per sequence (OFFSET 0 keeps it a lookup): never a scan of every sequence in the schema.
+    LEFT JOIN LATERAL (SELECT c.oid, c.relowner FROM pg_class AS c
+                       WHERE c.relname = n.enqueue_seq AND c.relnamespace = (SELECT oid FROM schema_oid)
+                       OFFSET 0) AS es ON true
+    LEFT JOIN LATERAL (SELECT c.oid, c.relowner FROM pg_class AS c
+                       WHERE c.relname = n.claim_seq AND c.relnamespace = (SELECT oid FROM schema_oid)
+                       OFFSET 0) AS cs ON true
+)
+SELECT queue, priority, enqueue_shard, has_lane_row, has_enqueue_head, has_claim_head,
+       enqueue_seq, claim_seq, enqueue_oid IS NOT NULL, claim_oid IS NOT NULL, head_names_ok,
+       pg_get_userbyid(enqueue_owner), pg_get_userbyid(claim_owner),
+       ARRAY(SELECT ARRAY[r, priv, seq.name]
+             FROM unnest(%(roles)s::text[]) AS r, unnest(%(privileges)s::text[]) AS priv,
+                  (VALUES (enqueue_oid, enqueue_seq), (claim_oid, claim_seq)) AS seq(oid, name)
+             WHERE seq.oid IS NOT NULL AND NOT has_sequence_privilege(r, seq.oid, priv)
+             ORDER BY r, seq.name, priv),
+       (enqueue_oid IS NULL OR pg_has_role(enqueue_owner, 'USAGE'))
+         AND (claim_oid IS NULL OR pg_has_role(claim_owner, 'USAGE'))
+FROM resolved
+ORDER BY queue, priority, enqueue_shard
+"""
+
+META_SQL = """
+SELECT q, m.enqueue_shards, COALESCE(m.paused, false)
+FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = q
+"""
+
+
+def _lane_state(row: tuple) -> LaneState:
+    """A row of LANE_STATE_SQL, in its column order."""
+    (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
+     has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
+    return LaneState(queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq,
+                     has_enqueue_seq, has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner,
+                     missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
+
+
+def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
+    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
+
+    One statement, whatever the number of queues.
+    """
+    meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
+    # No row means 1 (Awa's readers COALESCE it).
+    return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
+                      paused=frozenset(queue for queue, dummy, paused in meta if paused))
+
+
+def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
+                      shards: int | None = None) -> QueueState:
+    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane.
+
+    S is ``shards`` when given (a planned count), else each queue's current
+    count. Two statements, whatever the number of queues and lanes.
+    """
+    counts = fetch_queue_counts(conn, queues)
+    current = counts.enqueue_shards
+    rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
+        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
+        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
+        lane_rows=sql.Identifier(schema, "queue_lanes"),
+        name_fn=sql.Identifier(schema, "queue_lane_sequence_name"),
+    ), {"queues": list(queues), "shards": [shards or current[queue] for queue in queues],
+        "priorities": list(PRIORITIES), "schema": schema, "roles": list(roles),
+        "privileges": list(LANE_PRIVILEGES)}).fetchall()
+    return QueueState(
+        enqueue_shards=current,
+        paused=counts.paused,
+        lanes=[_lane_state(row) for row in rows],
+    )
+
+
+ALL_QUEUE_NAMES_SQL = """
+SELECT DISTINCT queue FROM (
+    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+) AS known ORDER BY queue
+"""
+
+
+def fetch_all_queue_names(conn, schema: str) -> list[str]:
+    """Every queue name with lanes or a queue_meta row (physical names, q#n included)."""
+    rows = conn.execute(sql.SQL(ALL_QUEUE_NAMES_SQL).format(heads=sql.Identifier(schema, "queue_enqueue_heads")))
+    return [row[0] for row in rows.fetchall()]

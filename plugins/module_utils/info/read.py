@@ -1,0 +1,153 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read the shard state of one, some or all queues: the read of awa_enqueue_shards_info. Read-only.
+
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
+    from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
+
+    with open_connection({"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}) as conn:
+        info = read_shards_info(conn, queue="orders")
+        print("\\n".join(info["summary_lines"]))
+
+Each read takes the state (counts, lanes, grants, runtimes, the ledger, and
+the depths of the first thousand lanes) in one REPEATABLE READ, READ ONLY
+transaction of a fixed number of statements (without ``lanes``: the counts,
+runtimes and ledger only, in fewer). The depths of further lanes are
+read in further READ ONLY transactions of at most a thousand lanes each,
+because reading a lane's cursors locks its two sequences until the
+transaction ends. Every transaction sets ``lock_timeout``: reads take only
+ACCESS SHARE locks, so they wait only behind DDL (for example an ``awa
+migrate`` holding ACCESS EXCLUSIVE), and fail with ``LockTimeout`` naming the
+holder rather than wait for it. Waiting is wait.py's, advice
+advice/on_read.py's; the result is declared in result.py.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import ContextManager
+
+from ansible_collections.awa.operations.plugins.module_utils import ledger
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
+from ansible_collections.awa.operations.plugins.module_utils.info import views
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, depths, installation, lanes
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import fetch_runtimes
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import describe_lock_holders
+from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
+from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue, resolve_stripes
+
+
+def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int | None) -> tuple[dict, list[str]]:
+    """logical queue -> StripeLayout, for the selected queues or (None) every stored queue.
+
+    A stripe layout that cannot be resolved is an error for a queue asked for
+    by name, and a finding when every queue is scanned.
+    """
+    if selected == ():
+        return {}, []
+    if selected is not None and len(selected) == 1:
+        known = lanes.fetch_known_queue_names(conn, schema, selected[0])
+        return {selected[0]: resolve_stripes(selected[0], stripes, known)}, []
+    grouped: dict[str, list[str]] = defaultdict(list)
+    for name in lanes.fetch_all_queue_names(conn, schema):
+        grouped[logical_queue(name)].append(name)
+    layouts, findings = {}, []
+    for logical in sorted(grouped) if selected is None else selected:
+        try:
+            layouts[logical] = resolve_stripes(logical, None, grouped.get(logical, []))
+        except PreconditionFailed as exc:
+            if selected is not None:
+                raise
+            findings.append(exc.message)
+    return layouts, findings
+
+
+# Lanes whose depth is read in one transaction (two sequence locks each).
+DEPTH_LANES_PER_TRANSACTION = 1000
+
+
+def depth_chunks(physical: list[str], state: lanes.QueueState) -> list[list[str]]:
+    """Physical queues grouped so each group has at most DEPTH_LANES_PER_TRANSACTION lanes (unless one alone has more)."""
+    counted = Counter(lane.queue for lane in state.lanes)
+    chunks: list[list[str]] = []
+    size = 0
+    for queue in physical:
+        if not chunks or size + counted[queue] > DEPTH_LANES_PER_TRANSACTION:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(queue)
+        size += counted[queue]
+    return chunks
+
+
+def _read_only_transaction(conn, selected: tuple[str, ...] | None, ledger_schema: str,
+                           lock_timeout: float) -> ContextManager[None]:
+    what = ", ".join(map(repr, selected)) if selected else "the runtimes" if selected == () else "every queue"
+    return transaction(conn, f"reading the shard state of {what}", lock_timeout=lock_timeout, read_only=True,
+                       repeatable_read=True, on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema]))
+
+
+def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
+          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int, lock_timeout: float,
+          read_lanes: bool, untouched_runtimes: frozenset) -> ShardsRead:
+    with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
+        found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
+        read_at = installation.fetch_database_clock(conn)
+        warnings = installation.check_installation(found, runtime_roles)
+        schema = installation.storage_schema(found)
+        layouts, findings = _layouts(conn, schema, selected, stripes)
+        physical = [name for layout in layouts.values() for name in layout.physical_queues]
+        state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes
+                 else lanes.fetch_queue_counts(conn, physical))
+        runtimes = fetch_runtimes(conn)
+        latest = changes.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
+        chunks = depth_chunks(physical, state) if read_lanes else []
+        observed = depths.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
+    # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
+    # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
+    for chunk in chunks[1:]:
+        with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
+            observed += depths.fetch_lane_depths(conn, schema, chunk)
+    if not found.ledger_exists:
+        warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
+                        "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
+    # A runtime the change does not concern keeps the old count by design: convergence does not wait for it.
+    concerned = [runtime for runtime in runtimes if runtime.instance_id not in untouched_runtimes]
+    depths_by_queue: dict[str, list[depths.LaneDepth]] = {}
+    for depth in observed:
+        depths_by_queue.setdefault(depth.queue, []).append(depth)
+    queues = {logical: views.queue_view(layout, logical, state,
+                                        [depth for queue in layout.physical_queues
+                                         for depth in depths_by_queue.get(queue, [])],
+                                        concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes)
+              for logical, layout in layouts.items()}
+    return views.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
+                             known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,
+                             lanes=read_lanes)
+
+
+def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
+                     runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
+                     margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
+                     expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
+                     lanes: bool = True, untouched_runtimes: tuple[str, ...] = ()) -> ShardsRead:
+    """A read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
+
+    ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
+    (instance ids seen before a restart), for ``wait: restarted``. Without
+    ``lanes``, the lanes are not read (nor their grants and depths): a queue's
+    view then has its count, its convergence and its last change only
+    (views.LANE_KEYS are absent, and so is ``drained``), in a fixed number of
+    statements whatever the number of lanes - what a wait for restarted
+    runtimes needs. Runtimes in ``untouched_runtimes`` (producers a rollout
+    did not restart because the change does not concern them) are left out
+    of each queue's convergence; the result still lists them in ``runtimes``. Raises ``LockTimeout`` when a lock is not granted within
+    ``lock_timeout`` seconds.
+    """
+    selected = selected_queues(queue, queues, stripes)
+    return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
+                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes, frozenset(untouched_runtimes))

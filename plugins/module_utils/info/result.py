@@ -1,0 +1,272 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The result of awa_enqueue_shards_info, declared once: what ``views`` builds and every reader imports.
+
+The role's filters (plugins/plugin_utils), the info module's action plugin and
+the shard_advice event source read this result by key; these TypedDicts (PEP
+589) name every key and its type. tests/unit/plugins/module_utils/info/test_result.py
+holds them against the module's RETURN documentation, the recorded results the
+unit tests use, and results read from live databases (PostgreSQL 17 and 18).
+
+Modules run on Python 3.10, where ``typing.NotRequired`` does not exist yet
+(3.11), and module_utils may not depend on typing_extensions: a key that is
+not always returned is declared in a subclass with ``total=False``.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class RuntimeView(TypedDict):
+    """One ``awa.runtime_instances`` row, judged by the database's clock."""
+
+    instance_id: str
+    hostname: str | None
+    pid: int
+    version: str
+    started_at: str
+    last_seen_at: str
+    live: bool
+    stale: bool
+    shutting_down: bool
+    healthy: bool
+    leader: bool
+    seconds_since_start: float
+    seconds_since_seen: float
+    # physical queue -> the count its snapshot reports (no released Awa reports one yet).
+    reported_shards: dict[str, int]
+    # Logical queues whose current count this runtime does not run with yet.
+    pending_queues: list[str]
+    converged: bool
+
+
+class StragglerView(TypedDict):
+    """A live runtime not yet on the current count of one physical queue, and why."""
+
+    instance_id: str
+    hostname: str | None
+    pid: int
+    version: str
+    started_at: str
+    seconds_since_start: float
+    seconds_since_seen: float
+    physical_queue: str
+    reason: str
+
+
+class ChangeView(TypedDict):
+    """The last recorded switch of one physical queue's count (the change ledger)."""
+
+    id: int
+    changed_at: str
+    from_shards: int
+    to_shards: int
+    changed_by: str
+    reason: str | None
+
+
+class LaneRef(TypedDict):
+    """A lane named by its key."""
+
+    queue: str
+    priority: int
+    shard: int
+
+
+class ShardRef(TypedDict):
+    """A shard of a physical queue."""
+
+    queue: str
+    shard: int
+
+
+class LaneView(LaneRef):
+    """One lane: whether it is whole, and its exact ready depth (None when its sequences are unreadable)."""
+
+    beyond_count: bool
+    complete: bool
+    readable: bool
+    ready_depth: int | None
+    seq_lag: int | None
+    oldest_ready_age_seconds: float | None
+    enqueue_cursor: int | None
+
+
+class ShardView(TypedDict):
+    """The lanes of one (physical queue, shard), summed over priorities."""
+
+    queue: str
+    shard: int
+    beyond_count: bool
+    ready_depth: int | None
+    seq_lag: int | None
+    oldest_ready_age_seconds: float | None
+
+
+class MissingGrant(TypedDict):
+    """Privileges a runtime role lacks on lane sequences of the queue."""
+
+    role: str
+    privileges: list[str]
+    sequences: int
+    examples: list[str]
+
+
+class Grants(TypedDict):
+    missing: list[MissingGrant]
+    # role -> how many of the queue's lane sequences it owns.
+    sequence_owners: dict[str, int]
+
+
+class QueueConvergenceView(TypedDict):
+    """What every read says about one logical queue: its count, its runtimes on it, its last change."""
+
+    queue: str
+    stripes: int
+    physical_queues: list[str]
+    enqueue_shards: dict[str, int]
+    paused: bool
+    ordering: str
+    converged: bool
+    runtimes_live: int
+    runtimes_converged: int
+    stragglers: list[StragglerView]
+    last_change: dict[str, ChangeView]
+    findings: list[str]
+    summary_lines: list[str]
+
+
+class QueueView(QueueConvergenceView, total=False):
+    """Everything the module says about one logical queue. The keys below come from its lanes: every read has them
+    but one with ``lanes: false`` (views.LANE_KEYS)."""
+
+    drained: bool
+    ready_depth: int | None
+    depth_beyond_count: int | None
+    lanes_complete: int
+    lanes_missing: list[LaneRef]
+    lanes: list[LaneView]
+    shards: list[ShardView]
+    grants: Grants
+    # Only in a wait until drained (wait.noting_new_jobs).
+    new_jobs_beyond_count: list[ShardRef]
+
+
+class MeasuredRow(TypedDict):
+    """The row of the gains table a verdict was judged by: producers, and shard count -> measured gain."""
+
+    producers: int
+    gains: dict[str, float]
+
+
+class AdviceEvidence(TypedDict):
+    """What one window of load showed, as the advice used it."""
+
+    window_seconds: float
+    samples: int
+    enqueued_per_s: float
+    claimed_per_s: float
+    enqueued_by_shard: dict[str, int]
+    busiest_shard_share: float | None
+    lag_growth: int | None
+    lane_lock_waiters: float
+    notify_lock_waiters: float
+    wal_waiters: float
+    enqueuers_on_cpu_share: float
+    concurrent_enqueuers: int
+    path: str
+    measured_row: MeasuredRow | None
+    hidden_backend_samples: int
+
+
+class Advice(TypedDict):
+    """A shard count advised for one logical queue (``advise: true``)."""
+
+    verdict: str  # raise, keep, lower or will_not_help
+    shards: int
+    to: int
+    limit: str | None
+    message: str
+    ordering: str
+    evidence: AdviceEvidence
+    findings: list[str]
+
+
+class QueueHealth(TypedDict):
+    """One queue's failed and retried jobs since its last recorded change (None: no change recorded)."""
+
+    since: str | None
+    failed_jobs: int | None
+    retried_jobs: int | None
+
+
+class HealthView(TypedDict):
+    """What a bad change shows on the database side (``health: true``; health.py)."""
+
+    read_at: str
+    deadlocks: int
+    stats_reset: str | None
+    queues: dict[str, QueueHealth]
+
+
+class _StateReadAlways(TypedDict):
+    read_at: str
+    new_runtimes: list[RuntimeView]
+    expected_new_runtimes: int
+    converged: bool
+    queues: dict[str, QueueView]
+    runtimes: list[RuntimeView]
+    findings: list[str]
+    summary: str
+    summary_lines: list[str]
+
+
+class StateRead(_StateReadAlways, total=False):
+    """What one read of the state says: the info module's result, and the change module's ``observed``.
+
+    The readers of either (the role's restart plan and verdicts) take this type.
+    """
+
+    # Every read but one with lanes: false.
+    drained: bool
+
+
+class ShardsRead(StateRead):
+    """One read of the state (``read.read_shards_info``)."""
+
+    changed: bool
+    # Handed to Ansible's warnings by the module.
+    warnings: list[str]
+
+
+class ObservedRead(StateRead):
+    """The change module's ``observed``: the read right after the change, on the change's connection."""
+
+    # host:port of the server read.
+    server: str
+
+
+class _ServerRead(ShardsRead):
+    # host:port of the server read (after a failover, the one the wait reconnected to); added by the wait.
+    server: str
+
+
+class PolledRead(_ServerRead, total=False):
+    """One poll of a wait: a read, the server it read, and (``health: true``) what the change shows, read with it."""
+
+    health: HealthView
+
+
+class _WaitedRead(PolledRead):
+    waited: bool
+    polls: int
+    duration: float
+
+
+class ShardsInfo(_WaitedRead, total=False):
+    """The module's result: the last read, how the wait went, and (``advise: true``) the advice."""
+
+    advice: dict[str, Advice]
+    # On a failure only: no server accepted the connection, or it was lost; a later attempt may succeed.
+    disconnected: bool

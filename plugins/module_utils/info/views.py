@@ -1,0 +1,316 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A read's views: the result of awa_enqueue_shards_info (info.result), built from observed data. Pure functions."""
+
+from __future__ import annotations
+
+import datetime
+from collections import defaultdict
+
+from ansible_collections.awa.operations.plugins.module_utils.info import convergence
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.info.result import (
+    ChangeView,
+    Grants,
+    LaneRef,
+    LaneView,
+    ObservedRead,
+    QueueView,
+    RuntimeView,
+    ShardsRead,
+    ShardView,
+    StragglerView,
+)
+
+EXAMPLES_SHOWN = 3
+
+# "Converged" counts live runtimes; with none live it holds because nothing runs, which an operator must be told.
+NO_LIVE_RUNTIME = ("no Awa runtime is live on this database, so converged holds only because nothing runs: "
+                   "runtimes started from now on read the current count. If workers or producers should be "
+                   "running, start them and read again.")
+
+
+def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
+    """A runtime, and the logical queues whose current count it does not run with yet."""
+    return {
+        "instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
+        "version": runtime.version, "started_at": runtime.started_at.isoformat(),
+        "last_seen_at": runtime.last_seen_at.isoformat(), "live": runtime.live, "stale": not runtime.live
+        and not runtime.shutting_down, "shutting_down": runtime.shutting_down, "healthy": runtime.healthy,
+        "leader": runtime.leader, "seconds_since_start": round(runtime.seconds_since_start, 1),
+        "seconds_since_seen": round(runtime.seconds_since_seen, 1), "reported_shards": runtime.reported_shards,
+        "pending_queues": pending_queues, "converged": runtime.live and not pending_queues,
+    }
+
+
+def straggler_view(straggler: convergence.Straggler) -> StragglerView:
+    runtime = straggler.runtime
+    return {"instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
+            "version": runtime.version, "started_at": runtime.started_at.isoformat(),
+            "seconds_since_start": round(runtime.seconds_since_start, 1),
+            "seconds_since_seen": round(runtime.seconds_since_seen, 1),
+            "physical_queue": straggler.physical_queue, "reason": straggler.verdict.reason}
+
+
+def describe_runtime(view: RuntimeView | StragglerView) -> str:
+    return (f"pid {view['pid']} on host {view['hostname'] or '(unreported)'} "
+            f"(instance {view['instance_id']}, up {view['seconds_since_start']:.0f}s)")
+
+
+def change_view(change: RecordedChange) -> ChangeView:
+    return {"id": change.id, "changed_at": change.changed_at.isoformat(), "from_shards": change.from_shards,
+            "to_shards": change.to_shards, "changed_by": change.changed_by, "reason": change.reason}
+
+
+def _lane_views(depths: list[LaneDepth], lanes: list[LaneState], counts: dict[str, int]) -> list[LaneView]:
+    """One queue's lanes as read (``depths``), with whether each is complete (``lanes``) and beyond its count."""
+    complete = {lane.key: lane.complete for lane in lanes}
+    return [{
+        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
+        "beyond_count": depth.shard >= counts[depth.queue],
+        "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
+        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
+        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
+        else round(depth.oldest_ready_age_seconds, 1),
+        "enqueue_cursor": depth.enqueue_cursor,
+    } for depth in depths]
+
+
+def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
+    """Lanes summed over priorities: one row per (physical queue, shard)."""
+    grouped: dict[tuple, list[LaneView]] = defaultdict(list)
+    for lane in lanes:
+        grouped[(lane["queue"], lane["shard"])].append(lane)
+    views: list[ShardView] = []
+    for (queue, shard), members in sorted(grouped.items()):
+        readable = all(lane["readable"] for lane in members)
+        ages = [age for lane in members if (age := lane["oldest_ready_age_seconds"]) is not None]
+        views.append({
+            "queue": queue, "shard": shard, "beyond_count": members[0]["beyond_count"],
+            "ready_depth": sum(lane["ready_depth"] or 0 for lane in members) if readable else None,
+            "seq_lag": sum(lane["seq_lag"] or 0 for lane in members) if readable else None,
+            "oldest_ready_age_seconds": max(ages) if ages else None,
+        })
+    return views
+
+
+def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str, ...]) -> tuple[Grants, list[str]]:
+    missing: dict[str, dict] = {}
+    owners: dict[str, int] = defaultdict(int)
+    for lane in lanes:
+        for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner):
+            if owner:
+                owners[owner] += 1
+        for role, privilege, sequence in lane.missing_privileges:
+            entry = missing.setdefault(role, {"role": role, "privileges": set(), "sequences": set()})
+            entry["privileges"].add(privilege)
+            entry["sequences"].add(sequence)
+    findings = []
+    for role, entry in sorted(missing.items()):
+        findings.append(
+            f"{queue}: role {role} lacks {'/'.join(sorted(entry['privileges']))} on {len(entry['sequences'])} lane "
+            f"sequences (e.g. {', '.join(sorted(entry['sequences'])[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
+            f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
+            f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {role}.")
+    # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
+    # granting them needs their owner (or a member). Once granted, the ownership is no longer a finding.
+    for owner, count in sorted(owners.items()) if missing else []:
+        if owner in runtime_roles:
+            findings.append(
+                f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
+                "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
+                f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
+    grants: Grants = {"missing": [{"role": entry["role"], "privileges": sorted(entry["privileges"]),
+                                   "sequences": len(entry["sequences"]),
+                                   "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
+                                  for dummy, entry in sorted(missing.items())],
+                      "sequence_owners": dict(sorted(owners.items()))}
+    return grants, findings
+
+
+# The keys of a queue's view that come from its lanes, absent from a read without them (``lanes: false``).
+LANE_KEYS = ("drained", "ready_depth", "depth_beyond_count", "lanes_complete", "lanes_missing", "lanes", "shards",
+             "grants")
+
+
+def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
+                    verdict: convergence.QueueConvergence,
+                    runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
+    queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
+    current = view["enqueue_shards"]
+    own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
+    lanes = _lane_views(depths, own_lanes, current)
+    beyond = convergence.depth_beyond_count(lanes)
+    missing_lanes: list[LaneRef] = [
+        {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
+        for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
+    grants, findings = _grant_findings(logical, own_lanes, runtime_roles)
+    first = []
+    if missing_lanes:
+        example = missing_lanes[0]
+        first.append(
+            f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
+            f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
+            "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue.")
+    unreadable = sum(1 for lane in lanes if not lane["readable"])
+    if unreadable:
+        findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
+                        "so their depth is unknown. Connect as their owner or a member of it.")
+    depth_values = [lane["ready_depth"] for lane in lanes]
+    view["drained"] = convergence.is_drained(verdict, beyond)
+    view["ready_depth"] = None if None in depth_values else sum(value or 0 for value in depth_values)
+    view["depth_beyond_count"] = beyond
+    view["lanes_complete"] = sum(1 for lane in lanes if lane["complete"])
+    view["lanes_missing"] = missing_lanes
+    view["lanes"] = lanes
+    view["shards"] = _shard_views(lanes)
+    view["grants"] = grants
+    return first, findings
+
+
+def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
+               runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
+               margin_seconds: float, *, lanes: bool = True) -> QueueView:
+    """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
+
+    ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too.
+    """
+    current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
+    verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
+    shard_counts = sorted(set(current.values()))
+    view: QueueView = {
+        "queue": logical,
+        "stripes": layout.stripes,
+        "physical_queues": list(layout.physical_queues),
+        "enqueue_shards": current,
+        "paused": any(queue in state.paused for queue in layout.physical_queues),
+        "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
+        f"mixed: the physical queues have different counts {current}",
+        "converged": verdict.complete,
+        "runtimes_live": verdict.live,
+        "runtimes_converged": verdict.converged,
+        "stragglers": [straggler_view(s) for s in verdict.stragglers],
+        "last_change": {queue: change_view(changes[queue]) for queue in sorted(current) if queue in changes},
+        "findings": [],
+        "summary_lines": [],
+    }
+    first, after = _add_lane_views(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
+    findings = first + list(layout.warnings) + after
+    for straggler in verdict.stragglers:
+        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
+            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
+                            "awa.operations.awa_enqueue_shards so the change is recorded.")
+            break
+    view["findings"] = findings
+    view["summary_lines"] = summary_lines(view)
+    return view
+
+
+def ready_by_shard(shards: list[ShardView], queue: str, listed: int | None = None) -> str:
+    """The ready jobs of each shard of ``queue`` below its count, as ``shard:jobs`` (``?`` where unreadable); past
+    ``listed`` shards, their sum instead (``1234 over 32 shards``). Empty when the queue has no such shard read."""
+    within = [row for row in shards if row["queue"] == queue and not row["beyond_count"]]
+    if listed is not None and len(within) > listed:
+        total = sum(row["ready_depth"] for row in within if row["ready_depth"] is not None)
+        return f"{total} over {len(within)} shards"
+    return " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}" for row in within)
+
+
+def _depth_text(shards: list[ShardView], queue: str) -> str:
+    within = ready_by_shard(shards, queue)
+    beyond = [row for row in shards if row["queue"] == queue and row["beyond_count"]]
+    if not beyond:
+        tail = "no lanes beyond the count"
+    elif any(row["ready_depth"] is None for row in beyond):
+        tail = "beyond the count: unknown (unreadable)"
+    else:
+        total = sum(row["ready_depth"] or 0 for row in beyond)
+        first, last = beyond[0]["shard"], beyond[-1]["shard"]
+        tail = f"beyond the count (shards {first}..{last}): {total or 'none'} ready"
+    return f"ready by shard {within or '-'} | {tail}"
+
+
+def summary_lines(view: QueueView) -> list[str]:
+    """A few lines a playbook can print as is."""
+    counts = sorted(set(view["enqueue_shards"].values()))
+    changes = list(view["last_change"].values())
+    was = ""
+    if changes:
+        change = changes[0]
+        was = f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by {change['changed_by']})"
+    lines = [f"{view['queue']}: enqueue_shards {'/'.join(map(str, counts))}{was}; {view['ordering']}"]
+    waiting = ""
+    if view["stragglers"]:
+        first = view["stragglers"][0]
+        others = len({s["instance_id"] for s in view["stragglers"]}) - 1
+        waiting = (f"; waiting for {describe_runtime(first)}: {first['reason']}"
+                   + (f" (and {others} more)" if others > 0 else ""))
+    lines.append(f"  runtimes: {view['runtimes_converged']} of {view['runtimes_live']} live runtimes on the "
+                 f"current count{waiting}")
+    for queue in view["physical_queues"] if "shards" in view else []:
+        prefix = f"  {queue}: " if len(view["physical_queues"]) > 1 else "  "
+        lines.append(prefix + _depth_text(view["shards"], queue))
+    if view["paused"]:
+        lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {view['queue']})")
+    drained = f"; drained: {'yes' if view['drained'] else 'no'}" if "drained" in view else ""
+    lines.append(f"  converged: {'yes' if view['converged'] else 'no'}{drained}"
+                 + (f"; {len(view['findings'])} finding(s)" if view["findings"] else ""))
+    return lines
+
+
+def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_at: datetime.datetime,
+                findings: list[str], warnings: list[str], known_runtimes: frozenset,
+                expected_new_runtimes: int, lanes: bool = True) -> ShardsRead:
+    """One read's result: the queues' views, every runtime (with the queues it is pending on), and the totals.
+
+    ``new_runtimes`` are the live, healthy runtimes not in ``known_runtimes``
+    (instance ids seen before a restart); ``findings`` are those of no queue
+    (stripe layouts that could not be resolved), and NO_LIVE_RUNTIME when no
+    runtime is live.
+    """
+    pending: dict[str, list[str]] = defaultdict(list)
+    for logical, queue_view in queues.items():
+        for straggler in queue_view["stragglers"]:
+            if logical not in pending[straggler["instance_id"]]:
+                pending[straggler["instance_id"]].append(logical)
+    runtime_views = [runtime_view(runtime, pending.get(runtime.instance_id, [])) for runtime in runtimes]
+    lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
+    read: ShardsRead = {
+        "changed": False,
+        "read_at": read_at.isoformat(),
+        "new_runtimes": [view for view in runtime_views
+                         if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes],
+        "expected_new_runtimes": expected_new_runtimes,
+        "converged": all(q["converged"] for q in queues.values()),
+        "queues": queues,
+        "runtimes": runtime_views,
+        "findings": findings + ([] if any(runtime.live for runtime in runtimes) else [NO_LIVE_RUNTIME])
+        + [finding for q in queues.values() for finding in q["findings"]],
+        "summary": "\n".join(lines),
+        "summary_lines": lines,
+        "warnings": warnings,
+    }
+    # Drained is known only where the lanes were read.
+    if lanes:
+        read["drained"] = all(view.get("drained", False) for view in queues.values())
+    return read
+
+
+def observed_read(read: ShardsRead, server: str) -> ObservedRead:
+    """A read as the change module returns it (``observed``): its state, and the server it was read on.
+
+    Its ``changed`` (always false) and ``warnings`` (the change's own) are the change's to report.
+    """
+    observed: ObservedRead = {
+        "read_at": read["read_at"], "new_runtimes": read["new_runtimes"],
+        "expected_new_runtimes": read["expected_new_runtimes"], "converged": read["converged"],
+        "queues": read["queues"], "runtimes": read["runtimes"], "findings": read["findings"],
+        "summary": read["summary"], "summary_lines": read["summary_lines"], "server": server}
+    if "drained" in read:
+        observed["drained"] = read["drained"]
+    return observed

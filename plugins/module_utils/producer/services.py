@@ -1,0 +1,322 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The producer services of one host: restart them, then say how each runs and what the host's clock reads.
+
+Runs on the producer host (the module awa_producer_services). systemd
+reports each unit's state, main pid and when it entered it (``systemctl
+show``); hosts without systemd answer through the restart contract: a restart
+command run once per service, and an optional status command that prints the
+start of the service's process as unix seconds and, optionally, the pid of
+the process that runs its Awa runtime. The host's clock is read last, after
+every state, so a start it reports is never later than the clock.
+
+Before a restart (and in its check mode) the programs of the restart and
+status commands are looked up as they would run; a program that is not there
+restarts nothing. A service whose state cannot be read as configured - the
+status command cannot run (exit 126 or 127) or prints something else than
+its contract, systemd does not know the unit - carries a ``problem``; a
+status command that runs and exits non-zero (a stopped service) only leaves
+its state unknown.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from ansible_collections.awa.operations.plugins.module_utils.producer.commands import (
+    Runner,
+    argv,
+    cannot_run,
+    current_user,
+    expanded,
+    find_program,
+    for_service,
+    outcome_text,
+    program_problem,
+    run_argv,
+    search_path,
+)
+
+RUNNING, FAILED, STOPPED, STARTING, MISSING, UNKNOWN, UNREACHABLE = (
+    "running", "failed", "stopped", "starting", "missing", "unknown", "unreachable")
+
+METHODS = ("auto", "systemd", "command")
+SYSTEMCTL_PROPERTIES = "Id,LoadState,ActiveState,SubState,Result,MainPID,ActiveEnterTimestamp"
+STATUS_CONTRACT = "exit 0 and print START or START PID (the start in unix seconds, then optionally the pid)"
+
+
+@dataclass(frozen=True)
+class ServiceState:
+    """One producer service, as its service manager (or status command) reports it."""
+
+    service: str
+    state: str
+    started_at: float | None = None  # unix time on the host's clock
+    main_pid: int | None = None
+    detail: str = ""
+    restarted: bool = False
+    restart_error: str | None = None
+    # Why its state cannot be read as configured (the status command cannot run, or breaks its contract).
+    problem: str | None = None
+
+
+@dataclass
+class HostServices:
+    """What one run found on the host: how it restarts, its services, its clock."""
+
+    service_manager: str
+    method: str
+    services: list[ServiceState] = field(default_factory=list)
+    clock: float = 0.0
+    hostname: str = ""
+    problems: list[str] = field(default_factory=list)
+    # The programs looked up before a restart: {"command": restart | status, "program": ..., "path": ...}.
+    programs: list[dict[str, str]] = field(default_factory=list)
+
+    def restarted_services(self) -> list[str]:
+        return [state.service for state in self.services if state.restarted]
+
+    def result(self) -> dict:
+        """The module's result (RETURN): ``restart_failures``, since ``failed`` is Ansible's own key."""
+        failures = [{"service": state.service, "message": state.restart_error}
+                    for state in self.services if state.restart_error is not None]
+        return {"service_manager": self.service_manager, "method": self.method, "clock": self.clock,
+                "hostname": self.hostname, "services": [asdict(state) for state in self.services],
+                "restarted": self.restarted_services(), "restart_failures": failures,
+                "problems": list(self.problems), "programs": [dict(program) for program in self.programs]}
+
+    def restart_failure(self, asked: list[str], check_mode: bool) -> str | None:
+        """Why a run asked to restart ``asked`` fails, if it does: a problem restarted nothing; a restart failed; or
+        a service's state cannot be read as configured, so no restart of it can be followed."""
+        if not asked:
+            return None
+        if self.problems:
+            return "Nothing was restarted: " + "; ".join(self.problems)
+        failed = [f"{state.service}: {state.restart_error}" for state in self.services if state.restart_error]
+        unreadable = [f"{state.service}: {state.problem}" for state in self.services if state.problem]
+        parts = [f"The restart of {len(failed)} of {len(asked)} service(s) failed: {'; '.join(failed)}"] if failed else []
+        if unreadable:
+            after = "in check mode, nothing was restarted" if check_mode else "after the restarts"
+            parts.append(f"How {len(unreadable)} of {len(self.services)} service(s) run cannot be read ({after}): "
+                         + "; ".join(unreadable))
+        return ". ".join(parts) or None
+
+
+def service_manager(root: str = "/") -> str:
+    """``systemd`` when systemd runs this host (as sd_booted() tells), else the name of process 1."""
+    if os.path.isdir(os.path.join(root, "run/systemd/system")):
+        return "systemd"
+    try:
+        with open(os.path.join(root, "proc/1/comm"), encoding="utf-8") as comm:
+            return comm.read().strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def restart_via(method: str, manager: str | None) -> str:
+    """systemd or command: how a host whose service manager is ``manager`` restarts its services."""
+    if method == "systemd" or (method == "auto" and manager == "systemd"):
+        return "systemd"
+    return "command"
+
+
+def configuration_problems(method: str, manager: str, restart_command: str, restarts: bool) -> list[str]:
+    """Why this host cannot restart its services as configured (nothing when it can, or restarts nothing)."""
+    if not restarts:
+        return []
+    if method == "systemd" and manager != "systemd":
+        return [f"enqueue_shards_restart_method is systemd but this host runs {manager}: use "
+                "enqueue_shards_restart_method: command with enqueue_shards_restart_command"]
+    if restart_via(method, manager) == "command" and not restart_command.strip():
+        return [f"this host does not run systemd (service manager: {manager}) and enqueue_shards_restart_command "
+                'is empty: give the command that restarts one service, e.g. "supervisorctl restart {service}"']
+    return []
+
+
+def _unix_time(text: str) -> float | None:
+    """systemd's --timestamp=unix value (``@1764520916``) or plain seconds; None when unset."""
+    text = text.strip().lstrip("@")
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
+def parse_systemctl_show(output: str) -> list[dict[str, str]]:
+    """``systemctl show`` of several units: one property dict per unit (blocks separated by blank lines)."""
+    units: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in output.splitlines() + [""]:
+        if not line.strip():
+            if current:
+                units.append(current)
+                current = {}
+            continue
+        key, dummy, value = line.partition("=")
+        current[key] = value
+    return units
+
+
+def systemd_state(service: str, properties: dict[str, str]) -> ServiceState:
+    if not properties:
+        return ServiceState(service, UNKNOWN, detail="systemctl show did not report it")
+    active, sub = properties.get("ActiveState", ""), properties.get("SubState", "")
+    pid = int(properties.get("MainPID") or 0) or None
+    result = properties.get("Result")
+    detail = f"{active}/{sub}" + (f", result {result}" if result not in (None, "", "success") else "")
+    if properties.get("LoadState") == "not-found":
+        missing = "systemd does not know this unit (LoadState=not-found)"
+        return ServiceState(service, MISSING, detail=missing, problem=missing)
+    if active == "active":
+        state = RUNNING
+    elif active == "failed" or sub == "auto-restart":
+        state = FAILED
+    elif active in ("activating", "reloading"):
+        state = STARTING
+    elif active == "inactive":
+        state = STOPPED
+    else:
+        state = UNKNOWN
+    return ServiceState(service, state, _unix_time(properties.get("ActiveEnterTimestamp", "")), pid, detail)
+
+
+def status_command_state(service: str, command: str, rc: int, stdout: str, stderr: str) -> ServiceState:
+    """The restart contract's status command: exit 0 and ``START [PID]`` on stdout (START in unix seconds).
+
+    ``command`` is the status command of this service, as it ran. It exiting
+    126 or 127 (it, or a program it runs, cannot run), or exiting 0 with other
+    output, is a problem; another non-zero exit (a stopped service) is not.
+    """
+    if rc != 0:
+        error = (stderr or stdout or "").strip().splitlines()
+        detail = f"status command exited {rc}" + (f": {error[-1].strip()}" if error else "")
+        problem = (f"the status command {command} cannot run here ({outcome_text(rc, stdout, stderr)})"
+                   if cannot_run(rc) else None)
+        return ServiceState(service, UNKNOWN, detail=detail, problem=problem)
+    words = stdout.split()
+    started = _unix_time(words[0]) if len(words) in (1, 2) else None
+    pid = int(words[1]) if started is not None and len(words) == 2 and words[1].isdigit() else None
+    if started is None or (len(words) == 2 and pid is None):
+        printed = _printed(stdout)
+        return ServiceState(service, UNKNOWN, detail=f"status command printed {printed}, not unix seconds "
+                                                     "(and optionally a pid)",
+                            problem=f"the status command {command} printed {printed}, not its contract: it must "
+                                    f"{STATUS_CONTRACT}")
+    return ServiceState(service, RUNNING, started, pid)
+
+
+def _printed(stdout: str) -> str:
+    """What a command printed, for a message: quoted, cut after 200 characters."""
+    text = stdout.strip()
+    return repr(text if len(text) <= 200 else text[:200] + "...") if text else "nothing"
+
+
+def restart(run: Runner, method: str, service: str, restart_command: str) -> str | None:
+    """Restart one service; its exit status and last lines of error output when it failed, else None."""
+    words = (["systemctl", "restart", "--", service] if method == "systemd"
+             else argv(for_service(restart_command, service)))
+    rc, stdout, stderr = run_argv(run, words)
+    return None if rc == 0 else outcome_text(rc, stdout, stderr)
+
+
+def _status_state(run: Runner, service: str, status_command: str) -> ServiceState:
+    command = for_service(status_command, service)
+    try:
+        words = argv(command)
+    except ValueError as error:
+        return ServiceState(service, UNKNOWN, detail=f"status command cannot be split: {error}",
+                            problem=f"the status command {command} cannot be split into words: {error}")
+    return status_command_state(service, command, *run_argv(run, words))
+
+
+def read_states(run: Runner, method: str, services: list[str], status_command: str) -> list[ServiceState]:
+    """Every service's state, in one ``systemctl show`` or one status command per service."""
+    if not services:
+        return []
+    if method == "systemd":
+        rc, stdout, stderr = run_argv(run, ["systemctl", "show", "--timestamp=unix",
+                                            f"--property={SYSTEMCTL_PROPERTIES}", "--", *services])
+        if rc != 0:
+            detail = f"systemctl show failed: {outcome_text(rc, stdout, stderr)}"
+            return [ServiceState(service, UNKNOWN, detail=detail, problem=detail) for service in services]
+        units = {unit.get("Id", ""): unit for unit in parse_systemctl_show(stdout)}
+        return [systemd_state(service, units.get(service) or units.get(f"{service}.service") or {})
+                for service in services]
+    if not status_command.strip():
+        return [ServiceState(service, UNKNOWN, detail="no enqueue_shards_status_command") for service in services]
+    return [_status_state(run, service, status_command) for service in services]
+
+
+def program_checks(what: str, command: str, services: list[str], *, path: str,
+                   user: str) -> tuple[list[str], list[dict[str, str]]]:
+    """Whether the program of ``command`` (the ``what`` command: restart or status) can run for each service, as
+    run_command would run it: the problems (each once), and the programs found."""
+    problems: list[str] = []
+    found: list[dict[str, str]] = []
+    for service in services:
+        try:
+            program = argv(for_service(command, service))[0]
+        except ValueError as error:
+            problem = f"the {what} command {command} cannot be split into words: {error}"
+            problems += [] if problem in problems else [problem]
+            continue
+        located = find_program(program, path)
+        if located is None:
+            problem = f"the {what} command {command} cannot run here: {program_problem(program, path, user)}"
+            problems += [] if problem in problems else [problem]
+        elif not any(entry["path"] == located for entry in found):
+            found.append({"command": what, "program": expanded(program), "path": located})
+    return problems, found
+
+
+def operate(run: Runner, services: list[str], to_restart: list[str], *, method: str, restart_command: str = "",
+            status_command: str = "", check_mode: bool = False, manager: str | None = None,
+            clock: Callable[[], float] = time.time, hostname: str = "", path: str | None = None,
+            user: str | None = None) -> HostServices:
+    """Restart ``to_restart`` (one after the other; none in check mode), then read every service and the clock.
+
+    A restart that fails does not stop the others: each service reports its
+    own outcome. Configuration problems (no systemd where it is asked for, no
+    restart command where one is needed) and programs that cannot run (looked
+    up on ``path``, the module's PATH, for ``user``) restart nothing and are
+    reported - in check mode too, which proves that the real run can restart.
+    """
+    manager = manager or service_manager()
+    via = restart_via(method, manager)
+    found = HostServices(manager, via, hostname=hostname,
+                         problems=configuration_problems(method, manager, restart_command, bool(to_restart)))
+    status_problems: list[str] = []
+    if to_restart and via == "command" and not found.problems:
+        where = {"path": search_path() if path is None else path, "user": user or current_user()}
+        found.problems, found.programs = program_checks("restart", restart_command, to_restart, **where)
+        if status_command.strip():
+            status_problems, status_programs = program_checks("status", status_command, services, **where)
+            found.problems += status_problems
+            found.programs += status_programs
+    outcomes: dict[str, str | None] = {}
+    if not found.problems and not check_mode:
+        outcomes = {service: restart(run, via, service, restart_command) for service in to_restart}
+    if via == "systemd" and manager != "systemd":
+        states = _unread(services, f"this host does not run systemd (service manager: {manager})")
+    elif status_problems:
+        # Its program cannot run (a problem of the host, above): running it for every service would only say so again.
+        states = _unread(services, "the status command cannot run here")
+    else:
+        states = read_states(run, via, services, status_command)
+    found.services = [ServiceState(**{**asdict(state), "restarted": service_restarted(state.service, outcomes),
+                                      "restart_error": outcomes.get(state.service)})
+                      for state in states]
+    found.clock = clock()
+    return found
+
+
+def _unread(services: list[str], why: str) -> list[ServiceState]:
+    return [ServiceState(service, UNKNOWN, detail=why) for service in services]
+
+
+def service_restarted(service: str, outcomes: dict[str, str | None]) -> bool:
+    return service in outcomes and outcomes[service] is None

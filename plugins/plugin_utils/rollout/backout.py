@@ -1,0 +1,103 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The command that backs a change out: the same playbook, the same options, the previous counts.
+
+The previous count of each queue is the one its last recorded change
+(the ledger, as the info module reports it) switched from, so a re-run that
+changed nothing still backs out the change before it. The command line is
+rebuilt from the options ansible-playbook was started with (inventory,
+limit, extra variables, become, vault): the queues with their previous
+counts come last, as an extra variable that overrides the run's own. A
+secret given in an inline extra variable (a password of
+enqueue_shards_connection, a value of enqueue_shards_environment) is masked:
+the operator gives it again.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from ansible.errors import AnsibleParserError
+from ansible.parsing.utils.yaml import from_yaml
+
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_secrets
+from ansible_collections.awa.operations.plugins.module_utils.masking import MASK, masked
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.environment_file import hidden_values, shown_variables
+
+# ansible-playbook options that say where and as whom a run works, as (CLI argument name, flag).
+REPEATED_OPTIONS = (("inventory", "-i"), ("extra_vars", "-e"), ("vault_ids", "--vault-id"),
+                    ("vault_password_files", "--vault-password-file"))
+VALUE_OPTIONS = (("subset", "--limit"), ("remote_user", "--user"), ("private_key_file", "--private-key"),
+                 ("become_user", "--become-user"))
+SWITCHES = (("become", "--become"), ("become_ask_pass", "--ask-become-pass"), ("ask_vault_pass", "--ask-vault-pass"))
+
+
+def previous_counts(queues: list[dict], read: dict) -> tuple[list[dict], list[str]]:
+    """The run's queue entries with the count before their last recorded change, and what cannot be backed out."""
+    entries, problems = [], []
+    for entry in queues:
+        view = read.get("queues", {}).get(entry["queue"], {})
+        before = sorted({change["from_shards"] for change in view.get("last_change", {}).values()})
+        if not before:
+            problems.append(f"{entry['queue']}: no change of its count is recorded, so there is nothing to back out")
+            continue
+        if len(before) > 1:
+            problems.append(f"{entry['queue']}: its physical queues had different counts before ({before}); the "
+                            f"command sets {before[-1]} on all of them")
+        entries.append({key: value for key, value in {**entry, "shards": before[-1]}.items()
+                        if key in ("queue", "shards", "stripes") and value not in (None, "")})
+    return entries, problems
+
+
+def inline_secrets(text: str) -> list[str]:
+    """The secrets an inline extra variable gives (YAML or JSON; a file, ``@FILE``, or ``key=value`` gives no
+    dict): the passwords of enqueue_shards_connection, the values of enqueue_shards_environment the diff hides."""
+    if not text.lstrip().startswith("{"):
+        return []
+    try:
+        # As ansible-playbook reads it (YAML, JSON among it).
+        given = from_yaml(text, show_content=False)
+    except AnsibleParserError:
+        return []
+    connection, environment = (given.get(f"enqueue_shards_{name}") if isinstance(given, dict) else None
+                               for name in ("connection", "environment"))
+    show = given.get("enqueue_shards_env_file_show") if isinstance(given, dict) else None
+    return [*(connection_secrets(connection) if isinstance(connection, dict) else []),
+            *(hidden_values(environment, shown_variables(show if isinstance(show, list) else []))
+              if isinstance(environment, dict) else [])]
+
+
+def command_line(cli_args: dict, extra: dict) -> str:
+    """ansible-playbook with the run's own options and playbooks, then ``extra`` as the last extra variable.
+
+    The secrets of the run's inline extra variables are masked in each (inline_secrets).
+    """
+    words = ["ansible-playbook"]
+    for name, flag in REPEATED_OPTIONS:
+        for value in cli_args.get(name) or ():
+            words += [flag, masked(str(value), inline_secrets(str(value))) if name == "extra_vars" else str(value)]
+    for name, flag in VALUE_OPTIONS:
+        if cli_args.get(name):
+            words += [flag, str(cli_args[name])]
+    words += [flag for name, flag in SWITCHES if cli_args.get(name)]
+    words += [str(playbook) for playbook in cli_args.get("args") or ()]
+    words += ["-e", json.dumps(extra, separators=(", ", ": "))]
+    return " ".join(shlex.quote(word) for word in words)
+
+
+def backout_command(queues: list[dict], read: dict, cli_args: dict | None) -> str:
+    """What to run to put the previous counts back, as one sentence for a stop message (no secret of the run's
+    inline extra variables)."""
+    entries, problems = previous_counts(queues, read)
+    if not entries:
+        return "Nothing to back out: " + "; ".join(problems) + "."
+    extra = {"enqueue_shards_queues": entries}
+    notes = (" (" + "; ".join(problems) + ")") if problems else ""
+    if not cli_args or not cli_args.get("args"):
+        return (f"To back out, run your change-window playbook again with enqueue_shards_queues: "
+                f"{json.dumps(entries)}{notes}.")
+    command = command_line(cli_args, extra)
+    if any(inline_secrets(str(value)) for value in cli_args.get("extra_vars") or ()):
+        notes += f" ({MASK} is a secret this run was given in an extra variable: give it again)"
+    return f"To back out (the previous counts, the same options): {command}{notes}"

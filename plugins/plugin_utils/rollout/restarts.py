@@ -1,0 +1,301 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which producer services the role enqueue_shards restarts, in which batches, and whether a batch came back.
+
+Awa 0.6 runtimes read a queue's shard count when they start and keep it. A
+service is done when its runtimes are live on the count: where a runtime can
+be matched to its service (rollout.match), the match decides - a service
+whose runtime runs an older count, or that runs but has no live runtime at
+all (hung before registering, crash-looping), is restarted. Where it cannot,
+a service whose current process started after the change committed is taken
+to run the new count: its start comes from its host's clock (systemd's
+ActiveEnterTimestamp, or the status command), the commit from the database's
+(the change ledger), related through one pair of readings - the database's
+clock read before the host's - which bounds the skew from the safe side; and
+if the inventory's count of runtimes falls short, those services cannot be
+told apart and are restarted.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import re
+
+from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.change.result import (
+    EnqueueShardsResult,
+    queue_changes,
+)
+from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead, StragglerView
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, serial, summary
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
+    FAILED,
+    STARTING,
+    STOPPED,
+    UNKNOWN,
+    service_problem,
+)
+
+
+# systemd timestamps are whole seconds.
+CLOCK_RESOLUTION = 1.0
+# A pid in a plan line: services whose lines differ only in it have the same reason.
+PID = re.compile(r" \(pid \d+\)")
+
+
+def _db_time(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_mode: bool) -> dict[str, float]:
+    """Queue -> the database time a service must have started after to run its count.
+
+    Only queues some live runtime does not yet run the count of (or, in check
+    mode, whose count would switch) need one; ``inf`` means every service.
+    """
+    deadlines = {}
+    changed = queue_changes(change)
+    for name, view in read["queues"].items():
+        result = changed.get(name)
+        would_switch = check_mode and result is not None and any(
+            previous != result["shards"] for previous in result["previous_shards"].values())
+        if would_switch:
+            deadlines[name] = math.inf
+        elif not view["converged"]:
+            changes = [_db_time(entry["changed_at"]) for entry in view["last_change"].values()]
+            deadlines[name] = max(changes) if changes else math.inf
+    return deadlines
+
+
+def lowered_queues(read: StateRead, change: EnqueueShardsResult | None, queues: list[str]) -> list[str]:
+    """Those of ``queues`` that the change lowers (in check mode: would lower), or whose last change lowered."""
+    recorded = set(summary.lowered_queues(read))
+    changed = queue_changes(change)
+    return [name for name in queues if name in recorded or name in changed and any(
+        previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
+
+
+def started_after(service: dict, clock: float | None, read_at: float, deadline: float) -> bool:
+    """Whether the service's current process certainly started after ``deadline`` (database clock).
+
+    The host's clock was read after the database's (``read_at``), so
+    host - read_at bounds the skew from above; the bound errs towards a restart.
+    """
+    if service["started_at"] is None or clock is None or math.isinf(deadline):
+        return False
+    skew_bound = clock + CLOCK_RESOLUTION - read_at
+    return service["started_at"] - skew_bound > deadline
+
+
+def _matched_reason(status: str, service: dict, runtimes_per_service: int) -> str | None:
+    """Why a service matched to its runtimes by pid must restart, if it must."""
+    pid = service["main_pid"]
+    if status == match.NO_RUNTIME:
+        return (f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime registers, "
+                "or it is in a restart loop")
+    if status == match.STALE_RUNTIMES:
+        if runtimes_per_service == 1:
+            return f"its runtime (pid {pid}) runs an older count"
+        return f"fewer than {runtimes_per_service} of its runtimes (pid {pid}) run the count"
+    return None
+
+
+def _reasons_to_restart(service: dict, status: str, host: dict, deadlines: dict[str, float], read_at: float,
+                        counted: dict) -> list[str]:
+    """Why this service must restart (nothing when it runs the count and its environment is unchanged)."""
+    state = service["state"]
+    if state == STOPPED:
+        return []
+    reasons = ["its environment file changed"] if host["environment_changed"] else []
+    short = (f"the inventory runs {counted['on_count']} of {counted['expected']} runtimes on the count and its "
+             "runtimes cannot be told apart from the others by pid")
+    if state == FAILED:
+        return reasons + [f"it is not running ({service['detail']})"]
+    if state == STARTING:
+        return reasons + [f"it is stuck in start ({service['detail']})"]
+    if state == UNKNOWN:
+        if deadlines:
+            return reasons + [f"its start time is unknown ({service['detail']})"]
+        return reasons + ([short] if status == match.SHORT_BY_COUNT else [])
+    switching = any(math.isinf(deadline) for deadline in deadlines.values())
+    matched = None if switching else _matched_reason(status, service, counted["runtimes_per_service"])
+    if matched or (status == match.HAS_RUNTIMES and not switching):
+        return reasons + ([matched] if matched else [])
+    late = [queue for queue, deadline in deadlines.items()
+            if not started_after(service, host["clock"], read_at, deadline)]
+    if late:
+        return reasons + [f"it started before the change of {names_text(sorted(late), 3)}"]
+    return reasons + ([short] if status == match.SHORT_BY_COUNT else [])
+
+
+def _stragglers(read: StateRead, deadlines: dict[str, float]) -> dict[str, StragglerView]:
+    return {straggler["instance_id"]: straggler for name in deadlines
+            for straggler in read["queues"][name]["stragglers"]}
+
+
+def _unreachable_problem(hosts: list[dict], max_fail_percentage: float) -> str | None:
+    gone = [host for host in hosts if not host["reachable"]]
+    if not gone or len(gone) * 100 <= max_fail_percentage * len(hosts):
+        return None
+    return unreachable_message(gone, len(hosts), max_fail_percentage)
+
+
+def unreachable_message(gone: list[dict], total: int, max_fail_percentage: float) -> str:
+    """Which hosts could not be reached and which of their services were not checked or restarted."""
+    listed = "; ".join(f"{host['host']} ({host['services'][0]['detail'] if host['services'] else 'unreachable'}): "
+                       f"{', '.join(service['service'] for service in host['services']) or 'no service'} "
+                       "not checked or restarted" for host in gone)
+    share = 100 * len(gone) / total if total else 100
+    return (f"{len(gone)} of {total} producer host(s) unreachable ({share:.0f}%, over "
+            f"enqueue_shards_max_fail_percentage {max_fail_percentage:g}): {listed}. Bring them back and run the "
+            "playbook again (it restarts only what is still stale), or raise enqueue_shards_max_fail_percentage to "
+            "go on without them")
+
+
+def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
+                 runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0,
+                 settings: list[dict] | None = None) -> dict:
+    """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
+
+    Services of hosts that could not be reached are listed in ``skipped``;
+    more of them than ``max_fail_percentage`` of the hosts is a problem. The
+    plan is also the rollout's state, which each batch carries on
+    (batch.after_batch): the host states, each host's restart
+    contract (from ``settings``, input_rules.host_settings), the runtimes
+    known so far and the hosts gone.
+    """
+    deadlines = pickup_deadlines(read, change, check_mode)
+    read_at = _db_time(read["read_at"])
+    # The change concerns the services that enqueue into a queue it changes, or declare no queues. A lowering
+    # concerns every service: one that still enqueues with the old count would refill the old shards, and a
+    # declaration cannot be checked.
+    concerned = sorted(deadlines)
+    lowered = lowered_queues(read, change, concerned)
+    matched = match.match(hosts, read.get("runtimes", []), runtimes_per_service,
+                          queues=None if lowered else concerned)
+    status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
+    counted = {**matched, "runtimes_per_service": runtimes_per_service}
+    problems, lines, members, skipped = [], [], [], []
+    for host in hosts:
+        chosen = []
+        for service in host["services"]:
+            name = f"{service['host']}/{service['service']}"
+            if name in matched["untouched"]:
+                lines.append(f"{name}: untouched - it enqueues only into {names_text(service['queues'], 3)}, which "
+                             "this change does not concern (enqueue_shards_service_queues)")
+                if host["environment_changed"] and host["reachable"]:
+                    chosen.append((service["host"], service["service"]))
+                    lines[-1] += "; restarted all the same: its environment file changed"
+                continue
+            if not host["reachable"]:
+                skipped.append(name)
+                lines.append(f"{name}: not checked or restarted - its host is unreachable ({service['detail']})")
+                continue
+            problem = service_problem(service["host"], service, host["method"])
+            if problem:
+                problems.append(problem)
+                continue
+            status = status_of[(service["host"], service["service"])]
+            own = {queue: deadline for queue, deadline in deadlines.items()
+                   if lowered or service.get("queues") is None or queue in service["queues"]}
+            reasons = _reasons_to_restart(service, status, host, own, read_at, counted)
+            if reasons:
+                chosen.append((service["host"], service["service"]))
+                lines.append(f"{name}: restart - {'; '.join(reasons)}")
+            elif service["state"] == STOPPED:
+                lines.append(f"{name}: left alone - it is stopped ({service['detail']}) and starts with the "
+                             "current count whenever it is started")
+            elif status == match.HAS_RUNTIMES:
+                lines.append(f"{name}: left alone - its runtime (pid {service['main_pid']}) runs the count")
+            elif deadlines:
+                lines.append(f"{name}: left alone - it started after the change, so it runs the count")
+            else:
+                lines.append(f"{name}: left alone - the live runtimes on the count cover the inventory (judged "
+                             "by count)")
+        members.append(chosen)
+    unreachable = _unreachable_problem(hosts, max_fail_percentage)
+    if unreachable:
+        problems.append(unreachable)
+    batches = serial.split(serial.interleave(members), batch_size)
+    order = [member for batch in batches for member in batch]
+    stragglers = _stragglers(read, deadlines) if not check_mode else {}
+    outside = len(stragglers) - len(order) * runtimes_per_service
+    if stragglers and outside > 0:
+        listed = ", ".join(f"pid {s['pid']} (instance {s['instance_id']}, up {s['seconds_since_start']:.0f}s)"
+                           for s in list(stragglers.values())[:5])
+        lines.append(f"{len(stragglers)} live runtime(s) run an older count but only {len(order)} service(s) of "
+                     f"the inventory are restarted: at least {outside} runtime(s) run outside the inventory. "
+                     f"On an older count: {listed}. Restart those outside yourselves, or add their hosts to "
+                     "awa_producers; the wait names them until they run the count.")
+    if lowered and any(service.get("queues") is not None for host in hosts for service in host["services"]):
+        lines.append(f"enqueue_shards_service_queues is not applied: the change lowers {names_text(lowered, 3)}, "
+                     "so every producer service is concerned (one that kept the old count would refill the old "
+                     "shards).")
+    if matched["by_count_hosts"]:
+        lines.append("How the runtimes were counted: " + match.how_judged(matched) + ".")
+    return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,
+            "lines": _batch_lines(batches) + _services_by_reason(lines, sum(len(host["services"]) for host in hosts)),
+            "problems": problems, "restarts": len(order), "skipped": skipped,
+            "pid_hosts": sorted({entry["host"] for entry in matched["services"]
+                                 if entry["judged_by"] == match.BY_PID}),
+            "headline": _headline(batches, batch_size, check_mode),
+            "hosts": hosts, "contracts": {entry["host"]: _contract(entry) for entry in settings or []},
+            "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
+            "gone": sorted(host["host"] for host in hosts if not host["reachable"]),
+            "runtimes_per_service": runtimes_per_service, "max_fail_percentage": max_fail_percentage,
+            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"],
+            "untouched_runtimes": _untouched_runtimes(hosts, read, runtimes_per_service, matched["untouched"])}
+
+
+def _untouched_runtimes(hosts: list[dict], read: StateRead, runtimes_per_service: int, untouched: list[str]) -> list[str]:
+    """The runtimes tied by pid to the services the change leaves untouched: the waits leave them out."""
+    if not untouched:
+        return []
+    everyone = match.match(hosts, read.get("runtimes", []), runtimes_per_service)
+    return sorted(runtime for entry in everyone["services"] if f"{entry['host']}/{entry['service']}" in untouched
+                  for runtime in entry["runtimes"])
+
+
+def _contract(settings: dict) -> dict:
+    """How a host restarts and reads its services (the module's options)."""
+    return {"method": settings["restart_method"], "restart_command": settings["restart_command"],
+            "status_command": settings["status_command"]}
+
+
+def _members_text(batch: list[tuple[str, str]]) -> str:
+    return names_text(f"{host}/{service}" for host, service in batch)
+
+
+def _batch_lines(batches: list[list[tuple[str, str]]]) -> list[str]:
+    """A line per batch, when the headline cannot name them all."""
+    if sum(len(batch) for batch in batches) <= LISTED:
+        return []
+    return [f"  batch {index + 1}: {_members_text(batch)}" for index, batch in enumerate(batches)]
+
+
+def _services_by_reason(lines: list[str], services: int) -> list[str]:
+    """The plan's lines as printed: every service's own line for a few services; past LISTED, the services with
+    the same reason counted on one line (pids left out), and the lines about the inventory as they are."""
+    if services <= LISTED:
+        return lines
+    about_services = [line for line in lines if re.match(r"^\S+/\S+: ", line)]
+    grouped: dict[str, list[str]] = {}
+    for line in about_services:
+        name, dummy, reason = line.partition(": ")
+        grouped.setdefault(PID.sub("", reason), []).append(name)
+    return [f"{counted(len(names), 'service')}: {reason} ({names_text(names, 3)})" for reason, names in grouped.items()] \
+        + [line for line in lines if line not in about_services] \
+        + ["Every service's own line: -v, or the run's report file."]
+
+
+def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> str:
+    if not batches:
+        return "No producer service to restart."
+    listed = ("one line each below" if sum(len(batch) for batch in batches) > LISTED
+              else " then ".join(f"[{_members_text(batch)}]" for batch in batches))
+    count = sum(len(batch) for batch in batches)
+    verb = "Check mode: would restart" if check_mode else "Restarting"
+    sizes = serial.describe(batch_size, [len(batch) for batch in batches])
+    return (f"{verb} {count} producer service(s) in {len(batches)} batch(es) {sizes}: {listed}"
+            + (". Nothing is restarted in check mode." if check_mode else ""))

@@ -1,0 +1,93 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How the producer services of one host are, as the role enqueue_shards learns it from awa_producer_services.
+
+A host's state is what the module read on the host (each service's state,
+main pid and start, the host's clock, whether the environment file it wrote
+in the same run changed), with the host's names (those a runtime may report
+as its host name). A host the module could not reach, or whose run failed
+without a read, is reported as unreachable, with every service unread.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
+    FAILED,
+    MISSING,
+    RUNNING,
+    STARTING,
+    STOPPED,
+    UNKNOWN,
+    UNREACHABLE,
+)
+
+__all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "host_state",
+           "read_error", "service_problem", "unreachable_state"]
+
+# The keys of a service in a host report (the module's own, plus its host).
+SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem")
+
+# What to fix when a service's state cannot be read as configured, by why: the unit, systemd, the status command.
+FIXES = {
+    MISSING: "correct enqueue_shards_services for this host, or install the unit there",
+    "systemd": "check systemd on this host (systemctl show SERVICE, as the user the play becomes there)",
+    "command": "correct enqueue_shards_status_command for this host, or install what it runs there",
+}
+
+
+def read_error(result: dict | None) -> str | None:
+    """Why a run of awa_producer_services gave no read of the host (unreachable, or failed before reading)."""
+    if not result:
+        # No result at all: the task did not run (--skip-tags, or --start-at-task past it).
+        return ("its services were not read after the change (the task that writes the environment file and reads "
+                "them, tag enqueue_shards_producer_config, was skipped: run it)")
+    if result.get("unreachable"):
+        return str(result.get("msg") or "unreachable").strip()
+    if result.get("skipped") or "services" not in result:
+        if result.get("failed") or result.get("msg"):
+            return str(result.get("msg") or "the read failed").strip()
+        return "not read"
+    return None
+
+
+def _names(settings: dict, result: dict) -> list[str]:
+    host = settings["host"]
+    return sorted({host, host.split(".")[0], *(name for name in settings.get("names") or [] if name),
+                   *([result["hostname"], result["hostname"].split(".")[0]] if result.get("hostname") else [])})
+
+
+def _declared(settings: dict, service: str) -> list[str] | None:
+    """The queues the service declares it enqueues into (enqueue_shards_service_queues); None: every queue."""
+    declared = (settings.get("service_queues") or {}).get(service)
+    return None if declared is None else list(declared)
+
+
+def unreachable_state(settings: dict, error: str) -> dict:
+    """A host that could not be read: every one of its services is unreachable, with the connection error."""
+    return {"host": settings["host"], "method": None, "clock": None, "environment_changed": False,
+            "reachable": False, "names": _names(settings, {}),
+            "services": [{"host": settings["host"], "service": service, "state": UNREACHABLE, "started_at": None,
+                          "main_pid": None, "detail": error, "queues": _declared(settings, service)}
+                         for service in settings["services"]]}
+
+
+def host_state(settings: dict, result: dict | None) -> dict:
+    """One host's state from its settings (validation) and its awa_producer_services result."""
+    error = read_error(result)
+    if error is not None or result is None:
+        return unreachable_state(settings, error or "not read")
+    services = [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
+                 "queues": _declared(settings, service["service"])} for service in result["services"]]
+    written = result.get("env_file") or {}
+    return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
+            "environment_changed": bool(written.get("changed")), "reachable": True,
+            "names": _names(settings, result), "services": services}
+
+
+def service_problem(host: str, service: dict, method: str | None) -> str | None:
+    """Why a service of ``host`` cannot be restarted as configured - its state cannot be read (the module's
+    ``problem``) - with what to fix; None when it can. ``method`` is how the host restarts (systemd, command)."""
+    if not service.get("problem"):
+        return None
+    fix = FIXES[MISSING if service["state"] == MISSING else method or "command"]
+    return f"{host}/{service['service']}: {service['problem']}; {fix}"

@@ -1,0 +1,253 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Whether the rollout of the role enqueue_shards may go on: hosts at the start, each batch, the inventory at the end.
+
+Every verdict is ``ok`` and one ``message``. A stop names what stopped it
+(the hosts and services, the gate with its reading and limit) and, once the
+change is committed, ends with the command that backs it out.
+"""
+
+from __future__ import annotations
+
+from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import unreachable_message
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import configuration_problems
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
+    MISSING,
+    RUNNING,
+    UNKNOWN,
+    read_error,
+    service_problem,
+    unreachable_state,
+)
+
+COMMITTED = ("The new count is committed: the runtimes restarted so far use it, the others keep the old count until "
+             "they restart.")
+RE_RUN = ("run the playbook again: it changes nothing more and restarts only the services that do not run the count "
+          "yet")
+
+
+PROGRAM_FIX = ("correct enqueue_shards_restart_command or enqueue_shards_status_command for this host, or install "
+               "the program there (one named without a folder is looked up on the PATH shown)")
+
+
+def _host_refusals(settings: dict, probe: dict, restarts: bool) -> list[str]:
+    """Why this host's services cannot be restarted as configured, from what the host answered (nothing when they
+    can): the input (no way to restart, a unit systemd does not know), then what the host could not run."""
+    host, method = settings["host"], probe.get("method")
+    configured = configuration_problems(settings["restart_method"], probe.get("service_manager") or "unknown",
+                                        settings["restart_command"], restarts and bool(settings["services"]))
+    unknown_units = [text for service in probe.get("services", []) if service["state"] == MISSING
+                     for text in [service_problem(host, service, method)] if text]
+    refusals = ([f"Invalid input for {host}, nothing was changed: {' | '.join(configured + unknown_units)}"]
+                if configured or unknown_units else [])
+    if not restarts or configured:
+        return refusals
+    # The programs the module looked up before the restart it was asked to check, then each service it could not read.
+    cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
+                  for problem in probe.get("problems", []) if problem not in configured]
+    unreadable = [text for service in probe.get("services", []) if service["state"] != MISSING
+                  for text in [service_problem(host, service, method)] if text]
+    if cannot_run or unreadable:
+        refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
+                        + " | ".join(cannot_run + unreadable))
+    return refusals
+
+
+def _module_failure(settings: dict, probe: dict) -> str | None:
+    """The host answered, but the module failed there before it read anything (no Python, say): not unreachable."""
+    if not probe or probe.get("unreachable") or "services" in probe or not probe.get("failed"):
+        return None
+    return (f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before it read its "
+            f"services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. Make the module run "
+            "there (the message says what is missing), then run the playbook again")
+
+
+def _checked(hosts: list[dict], probes: list[dict]) -> str:
+    """What the reach proved on the hosts that answered: how each restarts and reads its services."""
+    by_way: dict[str, list[str]] = {}
+    for settings, probe in zip(hosts, probes):
+        if read_error(probe) is not None or not settings["services"]:
+            continue
+        if probe["method"] == "systemd":
+            way = "systemd knows every unit"
+        elif settings["status_command"].strip():
+            way = "the restart command's program is found and the status command reads every service"
+        else:
+            way = "the restart command's program is found"
+        by_way.setdefault(way, []).append(settings["host"])
+    return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
+
+
+def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: object, restarts: bool) -> dict:
+    """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
+    can every host that answered restart its services as configured, and could its environment file be written?
+
+    ``hosts`` are the hosts' settings (input_rules.host_settings), ``probes``
+    their awa_producer_services results, in the same order: a check-mode run
+    asked to restart every service when ``restarts`` (pickup restart), which
+    looks up the programs of the restart and status commands and reads every
+    service with them.
+    """
+    share = max_fail_percentage_problem(max_fail_percentage)
+    if isinstance(share, str):
+        return {"ok": False, "message": f"Invalid input, nothing was changed: {share}"}
+    max_fail_percentage = share
+    gone, invalid = [], []
+    for settings, probe in zip(hosts, probes):
+        unwritable = ((probe or {}).get("env_file") or {}).get("error")
+        if unwritable:
+            # The reach checks the environment file in check mode: it would fail after the change, so it stops here.
+            invalid.append(f"Invalid input for {settings['host']}, nothing was changed: its environment file "
+                           f"{unwritable}; correct enqueue_shards_env_file, enqueue_shards_env_file_owner or "
+                           "enqueue_shards_env_file_group for this host, or prepare the host")
+            continue
+        failed = _module_failure(settings, probe)
+        if failed:
+            invalid.append(failed)
+            continue
+        error = read_error(probe)
+        if error is not None:
+            gone.append(unreachable_state(settings, error))
+            continue
+        invalid += _host_refusals(settings, probe, restarts)
+    if invalid:
+        return {"ok": False, "message": " || ".join(invalid)}
+    if not gone:
+        proved = _checked(hosts, probes) if restarts else ""
+        checked = f" and can restart their services: {proved}" if proved else ""
+        return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered{checked}."}
+    if len(gone) * 100 > max_fail_percentage * len(hosts):
+        gone_message = unreachable_message(gone, len(hosts), max_fail_percentage)
+        return {"ok": False, "message": f"Nothing was changed: {gone_message}."}
+    listed = "; ".join(f"{state['host']}: {', '.join(s['service'] for s in state['services']) or 'no service'}"
+                       for state in gone)
+    return {"ok": True, "message": f"Going on without {len(gone)} of {len(hosts)} producer host(s) "
+                                   f"(within enqueue_shards_max_fail_percentage {max_fail_percentage:g}); their "
+                                   f"services are not checked or restarted, and the change window cannot be "
+                                   f"converged for the inventory: {listed}."}
+
+
+def max_fail_percentage_problem(value: object) -> float | str:
+    """The percentage as a number, or why it is not one."""
+    try:
+        share = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        share = -1.0
+    if isinstance(value, bool) or not 0 <= share <= 100:
+        return ("enqueue_shards_max_fail_percentage must be a percentage of the producer hosts from 0 to 100, got "
+                f"{value!r}")
+    return share
+
+
+def _service_problem(name: str, failure: str | None, state: dict | None, status: str | None,
+                     wait_failed: bool) -> str | None:
+    """Why one service of a batch did not come back, if its own evidence says so."""
+    if failure is not None:
+        return f"{name} did not come back: the restart failed: {failure}"
+    if state is not None and state["state"] not in (RUNNING, UNKNOWN):
+        return f"{name} did not come back: it is {state['state']} ({state['detail']}) after its restart"
+    if state is not None and state["state"] == UNKNOWN and wait_failed:
+        return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
+    pid = (state or {}).get("main_pid")
+    if status == match.NO_RUNTIME:
+        return (f"{name} did not come back: it runs (pid {pid}) but no live Awa runtime has its pid - "
+                "it hangs before its runtime registers, or it is in a restart loop")
+    if status == match.STALE_RUNTIMES:
+        return f"{name} did not come back: its runtime (pid {pid}) does not run the count"
+    return None
+
+
+def _wait_problem(read: dict | None, expected: int) -> tuple[str | None, int]:
+    """The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each."""
+    if read is None:
+        return None, 0
+    new = read.get("new_runtimes")
+    if new is None:
+        return f"the wait for the new runtimes failed: {read.get('msg', 'no result')}", 0
+    if len(new) < expected:
+        return (f"{len(new)} of {expected} restarted runtimes are live and healthy in Awa within "
+                "enqueue_shards_restart_timeout (and any batch pause)"), len(new)
+    return None, len(new)
+
+
+def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict], states: list[dict],
+                  read: dict | None, gates: dict, runtimes_per_service: int, pid_hosts: list[str],
+                  later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
+                  backout: str) -> dict:
+    """Did every service of the batch come back, and do the health gates allow the next one?
+
+    ``outcomes`` and ``states`` hold one entry per play host (restart outcome
+    and host state read after the batch), ``read`` the info module's last
+    read of the batch (its wait, or the read after the pause), ``gates`` the
+    evaluated health gates, ``later`` the members of the batches still to
+    come, ``gone`` every host left out so far (unreachable now or before).
+    """
+    failures = {(host["host"], failure["service"]): failure["message"]
+                for host in outcomes for failure in host["failed"]}
+    gone = sorted(set(gone) | {host["host"] for host in outcomes if host.get("unreachable")})
+    state_of = {(service["host"], service["service"]): service for host in states for service in host["services"]}
+    matched = match.match([host for host in states if host["reachable"]], (read or {}).get("runtimes", []),
+                          runtimes_per_service, pid_hosts=pid_hosts)
+    status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]
+                 if entry["judged_by"] == match.BY_PID}
+    expected = sum(len(host["restarted"]) for host in outcomes) * runtimes_per_service
+    wait_problem, healthy = _wait_problem(read, expected)
+    problems = [problem for host, service in batch if host not in gone
+                for problem in [_service_problem(f"{host}/{service}", failures.get((host, service)),
+                                                 state_of.get((host, service)), status_of.get((host, service)),
+                                                 wait_problem is not None)]
+                if problem]
+    if wait_problem:
+        problems.append(wait_problem)
+    problems += gates["crossed"]
+    readings = gates["text"]
+    left_out = [f"{host}/{service}" for host, service in batch + [m for b in later for m in b] if host in gone]
+    if left_out:
+        text = (f"{len(gone)} of {hosts_total} producer host(s) unreachable ({', '.join(gone)}): "
+                f"{', '.join(left_out)} not checked or restarted")
+        if len(gone) * 100 > max_fail_percentage * hosts_total:
+            problems.append(text + f", over enqueue_shards_max_fail_percentage {max_fail_percentage:g}")
+        else:
+            readings += f"; going on without them ({text}, within enqueue_shards_max_fail_percentage " \
+                        f"{max_fail_percentage:g})"
+    if not problems:
+        return {"ok": True, "message": f"Batch {index + 1} of {count} is back: {healthy} of {expected} restarted "
+                                       f"runtimes live and healthy; {readings}."}
+    members = ", ".join(f"{host}/{service}" for host, service in batch)
+    advice = ("Fix the services named (systemctl status and journalctl -u on their hosts, or your service "
+              "manager's logs), or bring the hosts back, then " + RE_RUN)
+    if gates["crossed"]:
+        advice = ("The database shows what the change may be doing: look at the producers' logs and the failed "
+                  f"jobs, then back out, or once it is understood {RE_RUN}")
+    message = (f"Rollout stopped at batch {index + 1} of {count} ({members}): " + "; ".join(problems) + ". "
+               f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {backout}")
+    return {"ok": False, "message": message}
+
+
+def inventory_verdict(hosts: list[dict], *, read: dict, runtimes_per_service: int, pid_hosts: list[str],
+                      backout: str, queues: list[str] | None = None) -> dict:
+    """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
+    runtimes live on the count?"""
+    matched = match.match(hosts, read.get("runtimes", []), runtimes_per_service, pid_hosts=pid_hosts,
+                          queues=queues)
+    missing = [f"{entry['host']}/{entry['service']} ({_missing_text(entry)})" for entry in matched["services"]
+               if entry["status"] not in (match.HAS_RUNTIMES, match.COVERED_BY_COUNT)
+               and entry["state"] != "stopped"]
+    text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
+    if not missing and matched["on_count"] >= matched["expected"]:
+        return {"ok": True, "matched": matched, "message": f"Every service of the inventory is done: {text}; "
+                                                           f"{match.how_judged(matched, brief=True)}."}
+    return {"ok": False, "matched": matched, "message": (
+        f"The change window is not done for the inventory: {text}; not done: {', '.join(missing) or 'unknown'}; "
+        f"{match.how_judged(matched)}. Bring back the hosts and services named, then {RE_RUN}. {backout}")}
+
+
+def _missing_text(entry: dict) -> str:
+    return {match.NOT_READ: "its host is unreachable",
+            match.NOT_RUNNING: f"it is {entry['state']}",
+            match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
+            match.STALE_RUNTIMES: "its runtime does not run the count",
+            match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it",
+            }.get(entry["status"], entry["status"])

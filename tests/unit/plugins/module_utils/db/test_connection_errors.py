@@ -1,0 +1,77 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How a refused connection is reported: libpq's reason, without secrets, with what to do for TLS or a pooler."""
+from __future__ import annotations
+
+import psycopg
+import pytest
+from psycopg import errors as pg_errors
+
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import _connect_error, _report_pooler_refusal
+from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
+
+PREFIX = 'connection failed: connection to server at "10.0.0.5", port 5432 failed: '
+OPTIONS = {"login_host": "db1", "login_user": "awa_migrator", "login_password": "s3cr3t-pw",
+           "ssl_mode": "verify-full", "ca_cert": "/etc/awa/ca.crt", "ssl_cert": "/etc/awa/client.crt",
+           "ssl_key": "/etc/awa/private/client.key"}
+
+
+def reported(libpq_message: str, options: dict | None = None) -> str:
+    return _connect_error(psycopg.OperationalError(PREFIX + libpq_message), options or OPTIONS)
+
+
+@pytest.mark.parametrize("libpq_message, hint", [
+    ("SSL error: certificate verify failed", "set ca_cert to the CA that issued it"),
+    ('server certificate for "db1.example.com" does not match host name "db1"',
+     "Set login_host to a host name the server's certificate lists"),
+    ("FATAL:  connection requires a valid client certificate", "set ssl_cert and ssl_key"),
+    ('FATAL:  certificate authentication failed for user "awa_migrator"', "common name (CN) must be login_user"),
+    ('could not open private key file "/etc/awa/private/client.key": Permission denied',
+     "Set ssl_key to the client certificate's private key"),
+])
+def test_a_tls_refusal_says_which_option_to_fix(libpq_message, hint):
+    message = reported(libpq_message)
+    assert message.startswith(PREFIX) and message.endswith(".")
+    assert hint in message
+
+
+def test_the_key_path_and_the_password_are_replaced_by_the_option_names():
+    message = reported('certificate present, but not private key file "/etc/awa/private/client.key" '
+                       '(password was s3cr3t-pw)')
+    assert "/etc/awa/private/client.key" not in message and "s3cr3t-pw" not in message
+    assert 'private key file "(ssl_key)"' in message and "(login_password)" in message
+
+
+def test_a_password_given_in_connect_params_is_hidden_too():
+    options = {**OPTIONS, "login_password": "", "connect_params": {"password": "from-params"}}
+    assert "from-params" not in reported("FATAL:  password from-params rejected", options)
+
+
+def test_a_password_written_into_a_connection_string_is_hidden_too():
+    options = {**OPTIONS, "login_password": "", "login_db": "postgresql://awa:uri-pw@db1/app",
+               "connect_params": {"dbname": "host=db1 password=kv-pw"}}
+    message = reported('could not translate host name "postgresql://awa:uri-pw@db1" to address (kv-pw)', options)
+    assert "uri-pw" not in message and "kv-pw" not in message and "postgresql://awa:********@db1" in message
+
+
+def test_other_failures_are_reported_as_libpq_gives_them():
+    libpq_message = 'FATAL:  password authentication failed for user "awa_migrator"'
+    assert reported(libpq_message) == PREFIX + libpq_message
+
+
+@pytest.mark.parametrize("pooler_message, hint", [
+    ("transaction blocks not allowed in statement pooling mode",
+     "Point login_host and login_port at a pool in transaction or session mode (PgBouncer: pool_mode = transaction)"),
+    ("query_wait_timeout", "Re-run when they are done, or give the pool more server connections"),
+], ids=["statement-pooling", "pool-busy"])
+def test_a_pooler_refusing_the_transaction_is_not_reported_as_a_lost_connection(pooler_message, hint):
+    # PgBouncer sends these with SQLSTATE 08P01 (class 08: "connection lost") and closes the connection.
+    with pytest.raises(ConnectionFailed) as refused:
+        _report_pooler_refusal(pg_errors.ProtocolViolation(pooler_message), "reading the shard state of 'q':")
+    message = refused.value.message
+    assert message.startswith(
+        f"reading the shard state of 'q': the pooler refused the transaction ({pooler_message}): ")
+    assert hint in message and message.endswith("Nothing was changed.")
+
+
+def test_other_protocol_errors_keep_their_own_messages():
+    assert _report_pooler_refusal(pg_errors.ProtocolViolation("unexpected message type 0x50"), "x:") is None

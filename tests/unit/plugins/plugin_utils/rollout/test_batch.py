@@ -1,0 +1,87 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One batch of the rolling restart: whom it restarts, what its restarts reported, and the state it leaves."""
+
+from __future__ import annotations
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.batch import (
+    after_batch,
+    batch_members,
+    expected_new_runtimes,
+    pause_seconds,
+    restart_outcomes,
+)
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
+    runtime,
+    systemd_host,
+    systemd_result,
+    unit,
+)
+
+T = 1764520000.0
+NO_GATES = {"baseline": None, "queues": ["demo"], "limits": {}}
+SYSTEMD = {"method": "auto", "restart_command": "", "status_command": ""}
+
+
+def rollout(**overrides) -> dict:
+    """Three hosts, two batches: [app1/a, app2/a] then [app1/b, app3/a]."""
+    hosts = [systemd_host("app1", {"a": unit("a", pid=1), "b": unit("b", pid=2)}, T),
+             systemd_host("app2", {"a": unit("a", pid=3)}, T), systemd_host("app3", {"a": unit("a", pid=4)}, T)]
+    state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
+             "contracts": {host["host"]: SYSTEMD for host in hosts}, "gone": [], "known_runtimes": ["old-1"],
+             "pid_hosts": [], "runtimes_per_service": 1, "max_fail_percentage": 0, "verdicts": []}
+    return {**state, **overrides}
+
+
+def restarted_on(host: str, services: dict[str, str], **failing) -> dict:
+    """One item of the registered loop: awa_producer_services restarted ``services`` on ``host``."""
+    return dict(systemd_result(services, T + 5, restart=tuple(services), failing=failing),
+                item={"host": host, "services": list(services), **SYSTEMD})
+
+
+def test_a_batch_runs_only_on_its_hosts_each_with_its_services_and_restart_contract():
+    assert batch_members(rollout(), 1) == [{"host": "app1", "services": ["b"], **SYSTEMD},
+                                           {"host": "app3", "services": ["a"], **SYSTEMD}]
+    assert batch_members(rollout(gone=["app3"]), 1) == [{"host": "app1", "services": ["b"], **SYSTEMD}]
+
+
+def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
+    restarts = {"results": [
+        restarted_on("app1", {"a": unit("a", pid=11)}),
+        restarted_on("app2", {"a": unit("a", pid=12)}, a="Job for a.service failed."),
+        {"item": {"host": "app3", "services": ["a"]}, "unreachable": True, "msg": "ssh: connect to host app3 port 22"},
+        {"item": {"host": "app4", "services": ["a", "b"]}, "failed": True, "msg": "/usr/bin/python3: not found"}]}
+    assert restart_outcomes(restarts) == [
+        {"host": "app1", "restarted": ["a"], "failed": [], "unreachable": None},
+        {"host": "app2", "restarted": [], "failed": [{"service": "a", "message": "exit status 1: Job for a.service failed."}],
+         "unreachable": None},
+        {"host": "app3", "restarted": [], "failed": [], "unreachable": "ssh: connect to host app3 port 22"},
+        {"host": "app4", "restarted": [], "unreachable": None,
+         "failed": [{"service": "a", "message": "/usr/bin/python3: not found"},
+                    {"service": "b", "message": "/usr/bin/python3: not found"}]}]
+    assert expected_new_runtimes(restarts, 2) == 2
+
+
+def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_is_gone():
+    restarts = {"results": [restarted_on("app1", {"a": unit("a", pid=11, started=T + 4)}),
+                            {"item": {"host": "app2", "services": ["a"]}, "unreachable": True, "msg": "no route"}]}
+    read = {"runtimes": [runtime(11, T + 4.5)], "new_runtimes": [runtime(11, T + 4.5)], "expected_new_runtimes": 1}
+    state = after_batch(rollout(max_fail_percentage=50), index=0, restarts=restarts, read=read, gates=NO_GATES,
+                        backout="To back out: ...")
+    app1 = {service["service"]: service for service in state["hosts"][0]["services"]}
+    assert (app1["a"]["main_pid"], app1["a"]["started_at"], app1["b"]["main_pid"]) == (11, T + 4, 2)
+    assert not state["hosts"][1]["reachable"] and state["gone"] == ["app2"]
+    assert state["known_runtimes"] == ["old-1", runtime(11, T + 4.5)["instance_id"]]
+    assert state["verdict"]["ok"], state["verdict"]["message"]
+    assert "going on without them (1 of 3 producer host(s) unreachable (app2)" in state["verdict"]["message"]
+    assert batch_members(state, 1) == [{"host": "app1", "services": ["b"], **SYSTEMD},
+                                       {"host": "app3", "services": ["a"], **SYSTEMD}]
+
+
+def test_a_batch_is_watched_only_when_it_came_back_within_its_gates_and_another_follows():
+    back = {"new_runtimes": [runtime(11, T)], "expected_new_runtimes": 1, "health": {"deadlocks": 3}}
+    assert pause_seconds(rollout(), 0, back, NO_GATES, 2.5, 60) == 3, "the canary's own pause, rounded up"
+    assert pause_seconds(rollout(), 0, back, NO_GATES, None, 60) == 60
+    assert pause_seconds(rollout(), 1, back, NO_GATES, None, 60) == 0, "no watch after the last batch"
+    assert pause_seconds(rollout(), 0, dict(back, new_runtimes=[]), NO_GATES, 5, 5) == 0
+    crossed = {"baseline": {"deadlocks": 0, "stats_reset": None}, "queues": ["demo"], "limits": {"deadlocks": 0}}
+    assert pause_seconds(rollout(), 0, dict(back, health={"deadlocks": 3, "stats_reset": None}), crossed, 5, 5) == 0

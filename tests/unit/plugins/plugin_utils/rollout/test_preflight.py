@@ -1,0 +1,78 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Preflight: every refusal is a whole message that says nothing was changed and what to do."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.preflight import preflight
+
+READ = json.loads((Path(__file__).parents[1] / "fixtures" / "info-converged.json").read_text(encoding="utf-8"))
+DEMO = [{"queue": "demo", "shards": 8}]
+
+
+def with_view(**changes) -> dict:
+    read = copy.deepcopy(READ)
+    read["queues"]["demo"].update(changes)
+    return read
+
+
+@pytest.mark.parametrize("message", [
+    "could not connect to database 'awa' on 127.0.0.1:5999 as 'awa_migrator': connection refused",
+    "The queue-storage engine is not active in database 'app' (state=canonical, engine=canonical)",
+    "runtime_roles do not exist in database 'app''s cluster: awa_runtme. Create them (CREATE ROLE ... LOGIN) or "
+    "correct the names.",
+])
+def test_a_failed_read_is_refused_with_the_modules_own_message(message):
+    # What ansible registers for a failed module run with failed_when: false.
+    verdict = preflight({"failed": False, "msg": message, "changed": False}, DEMO, True)
+    assert verdict == {"lines": [], "refusals": [f"Preflight refused, nothing was changed: {message}"]}
+
+
+def test_a_healthy_queue_prints_its_summary_and_findings_and_is_not_refused():
+    verdict = preflight(READ, DEMO, True)
+    assert verdict["refusals"] == []
+    assert verdict["lines"][:len(READ["summary_lines"])] == READ["summary_lines"]
+    assert f"finding: {READ['findings'][0]}" in verdict["lines"]
+
+
+def test_stripes_that_do_not_match_the_stored_layout_are_refused():
+    verdict = preflight(READ, [{"queue": "demo", "shards": 8, "stripes": 2}], True)
+    assert verdict["refusals"] == [
+        "Preflight refused queue demo, nothing was changed: enqueue_shards_queues sets stripes: 2, but the queue is "
+        "stored with 1 stripe(s) (demo). Set stripes to the runtimes' queue_storage_queue_stripe_count, or leave it "
+        "out to use the stored layout."]
+
+
+def test_missing_lanes_are_refused_without_repair_and_announced_with_it():
+    read = with_view(lanes_missing=[{"queue": "demo", "priority": 1, "shard": 0}], findings=["demo: 1 lanes ..."])
+    refused = preflight(read, DEMO, False)["refusals"]
+    assert len(refused) == 1 and refused[0].startswith(
+        "Preflight refused queue demo, nothing was changed: lanes or runtime-role grants are missing and "
+        "enqueue_shards_repair is false. demo: 1 lanes ...")
+    repaired = preflight(read, DEMO, True)
+    assert repaired["refusals"] == []
+    assert "note: demo: the change provisions the missing lanes and grants found (enqueue_shards_repair)" \
+        in repaired["lines"]
+
+
+def test_a_lowering_whose_old_shards_cannot_be_read_is_refused():
+    # The recorded queue has 4 shards: make shard 3's lanes unreadable and lower to 2.
+    read = copy.deepcopy(READ)
+    for lane in read["queues"]["demo"]["lanes"]:
+        lane["readable"] = lane["shard"] != 3
+    refused = preflight(read, [{"queue": "demo", "shards": 2}], True)["refusals"]
+    assert len(refused) == 1 and "lowering to 2 needs the ready depth of shards 2 and above" in refused[0]
+    assert "4 of those lanes have sequences the connected role cannot read" in refused[0]
+
+
+def test_a_paused_queue_is_reported_and_a_lowering_of_it_warned():
+    read = with_view(paused=True)
+    raise_lines = preflight(read, DEMO, True)["lines"]
+    assert "note: demo is paused: its workers claim nothing until it is resumed (awa queue resume demo)" in raise_lines
+    lower_lines = preflight(read, [{"queue": "demo", "shards": 2}], True)["lines"]
+    assert any("so after this lowering its old shards cannot drain" in line for line in lower_lines)

@@ -1,0 +1,35 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""How the role learns a host's producer services from awa_producer_services, and hosts it cannot reach."""
+
+from __future__ import annotations
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import settings, systemd_result, unit
+
+
+def test_a_hosts_state_carries_each_service_its_clock_and_the_names_a_runtime_may_report():
+    host = dict(settings("app1.example.com", ["a", "b"]), names=["10.0.0.5", None])
+    result = dict(systemd_result({"a": unit("a", started=1764520916), "b": unit("b", state="failed", sub="failed")},
+                                 clock=1764520999), hostname="ip-10-0-0-5.internal",
+                  env_file={"path": "/etc/awa/producer.env", "changed": True})
+    state = host_state(host, result)
+    assert state["reachable"] and state["environment_changed"] and state["clock"] == 1764520999
+    assert [(s["host"], s["service"], s["state"]) for s in state["services"]] == [
+        ("app1.example.com", "a", "running"), ("app1.example.com", "b", "failed")]
+    assert state["names"] == ["10.0.0.5", "app1", "app1.example.com", "ip-10-0-0-5", "ip-10-0-0-5.internal"]
+
+
+def test_a_host_the_module_could_not_reach_or_read_reports_every_service_unreachable():
+    host = settings("app1", ["a", "b"])
+    state = host_state(host, {"unreachable": True, "msg": "Failed to connect to the host via ssh: Connection refused"})
+    assert not state["reachable"]
+    assert [(s["state"], s["detail"]) for s in state["services"]] == [
+        ("unreachable", "Failed to connect to the host via ssh: Connection refused")] * 2
+    no_python = host_state(host, {"failed": True, "msg": "/usr/bin/python3: not found"})
+    assert not no_python["reachable"] and no_python["services"][0]["detail"] == "/usr/bin/python3: not found"
+
+
+def test_a_host_whose_read_after_the_change_was_skipped_says_which_task_to_run():
+    state = host_state(settings("app1", ["a"]), {})
+    assert not state["reachable"]
+    assert "tag enqueue_shards_producer_config, was skipped" in state["services"][0]["detail"]

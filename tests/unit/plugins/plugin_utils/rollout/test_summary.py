@@ -1,0 +1,97 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the role prints: the change, the queues to drain, and a summary that never passes a plan off as done."""
+
+from __future__ import annotations
+
+import copy
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import (
+    change_lines,
+    lowered_queues,
+    summary,
+    table,
+)
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
+
+
+CONVERGED, UNCONVERGED = load("info-converged"), load("info-unconverged")
+CHECK, REAL = load("change-check"), load("change-real")
+DEMO_TO_6 = [{"queue": "demo", "shards": 6}]
+
+
+def test_change_lines_say_what_was_done_or_would_be():
+    assert change_lines(CHECK, DEMO_TO_6, True)[0] == (
+        "demo: enqueue_shards 4 -> 6 on demo - check mode, would create 8 lanes and add 16 grants in one transaction")
+    real = change_lines(REAL, DEMO_TO_6, False)
+    assert real[0] == ("demo: enqueue_shards 4 -> 6 on demo - changed in one transaction: 8 lanes created, "
+                       "16 grants added, recorded as change #2")
+    assert real[1].startswith("  ordering: partitioned FIFO")
+    unchanged = copy.deepcopy(REAL)
+    unchanged["queues"]["demo"].update(changed=False, previous_shards={"demo": 6})
+    assert change_lines(unchanged, DEMO_TO_6, False)[0] == "demo: enqueue_shards 6 -> 6 on demo - already so, nothing written"
+
+
+def test_lowered_queues_are_those_whose_last_change_lowered_the_count():
+    assert lowered_queues(UNCONVERGED) == []
+    lowered = copy.deepcopy(UNCONVERGED)
+    lowered["queues"]["demo"]["last_change"]["demo"].update(from_shards=8, to_shards=2)
+    assert lowered_queues(lowered) == ["demo"]
+    assert lowered_queues({"skipped": True}) == []
+
+
+def test_the_summary_after_a_real_change_shows_before_and_after_and_n_of_m():
+    lines = summary(DEMO_TO_6, views=UNCONVERGED["queues"], change=REAL, check_mode=False)
+    header = [cell.strip() for cell in lines[0].split(" | ")]
+    assert header == ["queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
+                      "converged / drained"]
+    row = [cell.strip() for cell in lines[2].split(" | ")]
+    assert row == ["demo", "4 -> 6", "0 of 3", "0:? 1:0 2:0 3:0 4:0 5:0", "0", "no / no"]
+    assert lines[4:] == UNCONVERGED["queues"]["demo"]["summary_lines"]
+
+
+def test_the_check_mode_summary_says_what_is_planned_and_what_is_true_now():
+    # Check mode: the read is of the running system (4 shards, every runtime on it), the change only planned.
+    lines = summary(DEMO_TO_6, views=CONVERGED["queues"], change=CHECK, check_mode=True)
+    assert lines[0].split(" | ")[1:3] == ["S now -> planned", "runtimes on planned S"]
+    row = [cell.strip() for cell in lines[2].split(" | ")]
+    assert row[1:3] == ["4 -> 6", "0 of 2 (they restart)"] and row[5] == "not yet (check mode)"
+    assert "yes / yes" not in lines[2]
+    assert lines[-1].startswith("Check mode: nothing was changed, restarted or waited for.")
+
+
+def test_the_wait_entry_point_takes_the_count_before_from_the_ledger():
+    row = [cell.strip() for cell in summary(DEMO_TO_6, views=UNCONVERGED["queues"], change=None, check_mode=False)[2].split(" | ")]
+    assert row[1] == "4 -> 6"
+
+
+def test_over_sixteen_shards_the_total_is_shown():
+    view = copy.deepcopy(UNCONVERGED["queues"]["demo"])
+    view["shards"] = [{"queue": "demo", "shard": shard, "beyond_count": False, "ready_depth": 2}
+                      for shard in range(20)]
+    row = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False)[2]
+    assert "40 over 20 shards" in row
+
+
+def test_table_aligns_columns_under_a_rule():
+    assert table(("a", "bb"), [["xxx", "y"]]) == ["a   | bb", "--------", "xxx | y"]
+
+
+def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_said_while_one_is_missing():
+    # The reported bug: 3 runtimes on the count, all converged by Awa's view, but the inventory has 4 services.
+    started = 1764520000.0
+    units = {f"p{index}": unit(f"p{index}", started=started, pid=10 + index) for index in range(4)}
+    hosts = [systemd_host("app1", units)]
+    runtimes = [runtime(10 + index, started + 1) for index in range(3)] + [runtime(99, started + 1)]
+    view = copy.deepcopy(CONVERGED["queues"]["demo"])
+    lines = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
+                    inventory={"hosts": hosts, "runtimes": runtimes, "runtimes_per_service": 1, "pid_hosts": []})
+    row = [cell.strip() for cell in lines[2].split(" | ")]
+    assert row[2] == "3 of 4, 1 outside" and row[5] == "no / no"
+    assert lines[4].startswith("inventory: 3 of 4, 1 outside runtimes of the producer services live on the count; "
+                               "runtimes matched to services by pid")
+    assert lines[5] == "  without a live runtime on the count: app1/p3"
+    done = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
+                   inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
+                              "runtimes_per_service": 1, "pid_hosts": []})
+    assert [cell.strip() for cell in done[2].split(" | ")][2:][::3] == ["4 of 4", "yes / yes"]
