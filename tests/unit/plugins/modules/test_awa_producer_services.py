@@ -159,7 +159,8 @@ def test_check_mode_fails_where_the_restart_could_not_be_followed(capsys, tmp_pa
 def test_the_result_is_the_one_return_documents(capsys, tmp_path):
     documented = yaml.safe_load(awa_producer_services.RETURN)
     result = run(capsys, services=["a"], restart=["a"], method="command", restart_command="true {service}",
-                 env_file={"path": str(tmp_path / "producer.env"), "content": "A=1\n"}, _ansible_check_mode=True)
+                 env_file={"path": str(tmp_path / "producer.env"), "content": "A=1\n"}, _ansible_check_mode=True,
+                 _ansible_diff=True)
     assert set(result) - {"changed", "invocation"} == set(documented)
     assert set(result["services"][0]) == set(documented["services"]["contains"])
     assert set(result["programs"][0]) == set(documented["programs"]["contains"])

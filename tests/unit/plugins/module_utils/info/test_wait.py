@@ -140,7 +140,7 @@ class EndedAfterRead(Failover):  # pylint: disable=too-few-public-methods
 def test_a_session_that_ended_after_a_read_is_a_lost_connection_the_wait_reports(monkeypatch):
     bed = EndedAfterRead(monkeypatch)
 
-    info = shards_info_wait.wait_for_shards_info(bed.primary, "converged", 30, 0.0, reconnect=bed.reopen)
+    info = wait.wait_for_shards_info(bed.primary, "converged", 30, 0.0, reconnect=bed.reopen)
 
     assert_reconnected(info)
     [warning] = [text for text in info["warnings"] if "reconnected" in text]
