@@ -2,10 +2,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Building a module object that turns every bad option value into a clear failure.
 
-ansible-core's int check raises ``OverflowError`` on an infinite float (YAML
-``.inf``) instead of reporting a type error, which would end the module with a
-traceback. ``build_module`` catches that case and fails with a message naming
-the option. The module class is passed in, so this file needs no Ansible import.
+ansible-core's int check (up to 2.21) raises ``OverflowError`` on an infinite
+float (YAML ``.inf``) instead of reporting a type error, which would end the
+module with a traceback. ``build_module`` catches that case and fails with a
+message naming the option. From 2.22 the check reports the type error itself. The module class is passed in, so this file needs no Ansible import.
 """
 
 from __future__ import annotations
