@@ -28,6 +28,6 @@ def infinite_int_refusal(path: str) -> str:
     """What the failure message for an infinite ``path`` (``shards``, ``queues[1].shards``) contains."""
     if not core_refuses_infinity():
         return f"{path} must be a finite integer, got an infinite value"
-    holder, _, option = path.rpartition(".")
-    found_in = f" found in '{holder.partition('[')[0]}'." if holder else ""
+    holder, dot, option = path.rpartition(".")
+    found_in = f" found in '{holder.partition('[')[0]}'." if dot else ""
     return f"argument '{option}' is of type float{found_in} and we were unable to convert to int: \"inf\""
