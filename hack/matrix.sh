@@ -2,24 +2,38 @@
 # "Supported versions" table says the same; change both together).
 # shellcheck shell=bash disable=SC2034
 
-# ansible-core releases, newest first, with the Python each runs on here and
-# the requirements of its venv. The newest is the project venv's (.venv: the
-# demo, molecule, the functional tests and every tool); the others live in
-# .venvs/core-X.Y. Exact versions are pinned in the requirements files.
+# ansible-core releases, newest first. The newest is the project venv's
+# (.venv: the demo, molecule, the functional tests and every tool); the others
+# live in .venvs/core-X.Y.
 matrix_cores=(2.21 2.20 2.19)
-declare -A matrix_core_python=([2.21]=3.13 [2.20]=3.12 [2.19]=3.11)
+
+# The next ansible-core, on its newest pre-release: ansible-test (sanity,
+# units, integration) runs on it beside the cores above, so a release can say
+# it is tested on it the day it ships. Its venv is .venvs/core-X.Y; the
+# project venv, the demo, molecule and the functional tests stay on released
+# cores. Empty between a release and the next one's first candidate; when it
+# is released, it moves to the front of matrix_cores.
+matrix_prerelease_cores=(2.22)
+
+# The cores ansible-test runs on, newest first.
+matrix_test_cores=("${matrix_prerelease_cores[@]}" "${matrix_cores[@]}")
+
+# The Python each core runs on here and the requirements of its venv (exact
+# versions are pinned in the requirements files).
+declare -A matrix_core_python=([2.22]=3.13 [2.21]=3.13 [2.20]=3.12 [2.19]=3.11)
 declare -A matrix_core_requirements=(
+    [2.22]=requirements/core-2.22.txt
     [2.21]=requirements/test.txt
     [2.20]=requirements/core-2.20.txt
     [2.19]=requirements/core-2.19.txt
 )
 
 # The oldest Python each of those releases runs on (its Requires-Python). The
-# demo runs the newest core that the Python it finds runs (hack/demo.sh;
+# demo runs the newest released core that the Python it finds runs (hack/demo.sh;
 # tests/functional/test_demo_choice.py holds this table against the releases).
-declare -A matrix_core_min_python=([2.21]=3.12 [2.20]=3.12 [2.19]=3.11)
+declare -A matrix_core_min_python=([2.22]=3.13 [2.21]=3.12 [2.20]=3.12 [2.19]=3.11)
 
-# matrix_core_for_python X.Y: the newest core of the matrix that runs on Python
+# matrix_core_for_python X.Y: the newest released core of the matrix that runs on Python
 # X.Y; fails (printing nothing) when none does.
 matrix_core_for_python() {
     local core
@@ -57,4 +71,10 @@ venvs=${AWA_OPS_VENVS:-$root/.venvs}
 # The venv of an ansible-core release of the matrix.
 matrix_venv() {
     if [ "$1" = "${matrix_cores[0]}" ]; then echo "$venv"; else echo "$venvs/core-$1"; fi
+}
+
+# The folder of ansible-test's pinned sanity requirements (sanity.TEST.txt) in a core's venv.
+matrix_sanity_requirements() {
+    "$(matrix_venv "$1")/bin/python" -c \
+        'import ansible_test, pathlib; print(pathlib.Path(ansible_test.__file__).parent / "_data" / "requirements")'
 }

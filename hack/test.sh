@@ -11,8 +11,9 @@
 #
 # Steps: changelog sanity units lint types docs importer ee integration molecule functional.
 # sanity, units and integration run on every ansible-core of the matrix
-# (hack/matrix.sh; units and integration every core at once), molecule on
-# the newest. Sanity runs every test on the newest core and, on the others,
+# and on the next one's pre-release (hack/matrix.sh; units and integration
+# every core at once), molecule on the newest. Sanity runs every test on the
+# newest core and on the pre-release and, on the others,
 # the tests whose verdict depends on the core
 # (step_sanity says which and why). quick: sanity, units and types on the newest core,
 # the modules' functional tests on PostgreSQL 18.
@@ -69,7 +70,7 @@ cores_of() {
     done
 }
 for core in "${only_cores[@]}"; do
-    [ -n "${matrix_core_python[$core]:-}" ] || { echo "unknown core $core (matrix: ${matrix_cores[*]})" >&2; exit 2; }
+    [ -n "${matrix_core_python[$core]:-}" ] || { echo "unknown core $core (matrix: ${matrix_test_cores[*]})" >&2; exit 2; }
 done
 
 # run_step NAME COMMAND...: one step, headed by its name; its time goes to $timings.
@@ -117,10 +118,13 @@ step_changelog() { antsibull-changelog lint; }
 # its schema of meta/runtime.yml (runtime-metadata), its rule for action
 # plugins (action-plugin-docs) and its own ignore file (ignores). The others
 # (pylint, pep8, yamllint, shellcheck, changelog and the code-smell scripts)
-# read the same source with tools ansible-test pins: they run once, on the
-# newest core with the newest pins; an older core's run would only add an
-# older linter's opinion of the same files, nothing about that core.
+# read the same source with tools ansible-test pins: they run on the newest
+# core with the newest pins, and on the next core's pre-release, whose pins are
+# newer still (what the newest core runs the day it is released); an older
+# core's run would only add an older linter's opinion of the same files,
+# nothing about that core.
 sanity_on_every_core=(action-plugin-docs ansible-doc compile ignores import runtime-metadata validate-modules)
+sanity_every_test_on=("${matrix_cores[0]}" "${matrix_prerelease_cores[@]}")
 # Without --python: compile and import run on every interpreter of the matrix
 # (.venvs/interpreters is on PATH), the other tests on the core's own Python.
 # --local: the core's venv runs ansible-test itself (--venv would build a new
@@ -133,9 +137,11 @@ step_sanity() {
     if compgen -G "$stage/tests/sanity/ignore-*.txt" >/dev/null; then
         echo "tests/sanity/ has ignore files: fix what they ignore instead"; return 1
     fi
-    if [ "$core" != "${matrix_cores[0]}" ]; then
+    if [[ " ${sanity_every_test_on[*]} " != *" $core "* ]]; then
         for test in "${sanity_on_every_core[@]}"; do selected+=(--test "$test"); done
     fi
+    # The PyPI releases that stand in for archives this network cannot reach (hack/bootstrap.sh: sanity_from_pypi).
+    (cd "$(matrix_sanity_requirements "$core")" && grep -H 'awa.operations hack/bootstrap.sh:' sanity.*.txt) || true
     (cd "$stage" && with_core "$core" ansible-test sanity --local "${selected[@]}" --color no 2>&1) | without_pip_noise
 }
 
@@ -209,7 +215,7 @@ step_ee() {
 
 step_integration() {
     local cores
-    mapfile -t cores < <(cores_of "${matrix_cores[@]}")
+    mapfile -t cores < <(cores_of "${matrix_test_cores[@]}")
     bash hack/integration.sh "${cores[@]}"
 }
 
@@ -318,8 +324,8 @@ if [ "$serial" = 0 ] && [ ${#steps[@]} -gt 1 ] && [[ " ${steps[*]} " == *" molec
 fi
 for step in "${steps[@]}"; do
     case "$step" in
-        sanity) run_matrix_step "$step" "${matrix_cores[@]}" ;;
-        units) run_matrix_side_by_side "$step" "${matrix_cores[@]}" ;;
+        sanity) run_matrix_step "$step" "${matrix_test_cores[@]}" ;;
+        units) run_matrix_side_by_side "$step" "${matrix_test_cores[@]}" ;;
         molecule) run_matrix_step "$step" "${matrix_molecule_cores[@]}" ;;
         quick) step_quick ;;
         *) run_step "$step" "step_$step" ;;

@@ -1,10 +1,11 @@
 """The demo's choice of ansible-core for the Python it runs on, held against the releases themselves.
 
 hack/matrix.sh says which Python each ansible-core of the matrix needs
-(matrix_core_min_python) and picks, for the demo, the newest core a Python
-runs (matrix_core_for_python). The releases say it too: the Requires-Python
-of each pinned ansible-core, read here from the venv hack/bootstrap.sh made
-for that core. No database, no demo run.
+(matrix_core_min_python) and picks, for the demo, the newest released core a
+Python runs (matrix_core_for_python): never the next core's pre-release
+(matrix_prerelease_cores), which only ansible-test runs. The releases say it
+too: the Requires-Python of each pinned ansible-core, read here from the venv
+hack/bootstrap.sh made for that core. No database, no demo run.
 """
 
 from __future__ import annotations
@@ -21,21 +22,30 @@ PYTHONS = ("3.10", "3.11", "3.12", "3.13")
 
 
 def matrix() -> dict:
-    """The matrix as hack/matrix.sh states it, and the demo's choice for each of PYTHONS ('' for none)."""
+    """The matrix as hack/matrix.sh states it (released cores, then pre-releases), and the demo's choice
+    for each of PYTHONS ('' for none)."""
     script = f"""
         root={REPO}; source "$root/hack/matrix.sh"
         for core in "${{matrix_cores[@]}}"; do
+            printf '%s %s %s\\n' "$core" "${{matrix_core_min_python[$core]}}" "$(matrix_venv "$core")"
+        done
+        echo prereleases
+        for core in "${{matrix_prerelease_cores[@]}}"; do
             printf '%s %s %s\\n' "$core" "${{matrix_core_min_python[$core]}}" "$(matrix_venv "$core")"
         done
         echo choices
         for python in {' '.join(PYTHONS)}; do printf '%s %s\\n' "$python" "$(matrix_core_for_python "$python")"; done
     """
     lines = subprocess.run(["bash", "-c", script], check=True, capture_output=True, text=True).stdout.splitlines()
-    split = lines.index("choices")
-    cores = {core: {"min_python": minimum, "venv": Path(venv)}
-             for core, minimum, venv in (line.split() for line in lines[:split])}
-    choices = {fields[0]: fields[1] if len(fields) > 1 else "" for fields in (line.split() for line in lines[split + 1:])}
-    return {"cores": cores, "choices": choices}
+    prereleases, choices = lines.index("prereleases"), lines.index("choices")
+
+    def cores(entries: list[str]) -> dict:
+        return {core: {"min_python": minimum, "venv": Path(venv)}
+                for core, minimum, venv in (line.split() for line in entries)}
+
+    return {"cores": cores(lines[:prereleases]), "prereleases": cores(lines[prereleases + 1:choices]),
+            "choices": {fields[0]: fields[1] if len(fields) > 1 else ""
+                        for fields in (line.split() for line in lines[choices + 1:])}}
 
 
 def requires_python(venv: Path) -> str:
@@ -47,7 +57,8 @@ def requires_python(venv: Path) -> str:
 
 
 def test_each_core_needs_the_python_its_release_says():
-    for core, stated in matrix()["cores"].items():
+    stated_matrix = matrix()
+    for core, stated in {**stated_matrix["cores"], **stated_matrix["prereleases"]}.items():
         release = requires_python(stated["venv"])
         assert SpecifierSet(release).contains(stated["min_python"]), (core, release)
         older = f"3.{int(stated['min_python'].split('.')[1]) - 1}"
