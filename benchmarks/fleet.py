@@ -23,8 +23,8 @@ For each host count N, queue count Q and Ansible configuration, two runs:
 * the floor (playbooks/fleet_floor.yml): the same change in one SQL
   transaction (psql), the producers' environment file written with the
   role's template (the same essential work), then the same units restarted
-  in the same batches, each batch followed by one poll task until its new
-  runtimes are live.
+  (``systemctl restart``) in the same batches, each batch followed by one
+  poll task until its new runtimes are live.
 
 Each run's tasks are timed, and its task x host runs counted, by the callback
 benchmarks/callback_plugins/bench_timer.py and split into phases and batches
@@ -35,7 +35,11 @@ control path folder, so each pays its SSH connections as an operator's
 first run does. The machine's busy share (every process on it, other
 users' too) is read over each run; the tables (benchmarks/fleet_report.py)
 leave out of the fit a cell at 0.8 or more. The restarts' own time is the floor's restart and wait tasks: what
-restarting these batches costs whatever runs them.
+restarting these batches costs whatever runs them. The database server's
+CPU is read over each run (by phase, through the callback), and over the
+quiet seconds before it with the producers running: what the batches cost
+the database beyond that. benchmarks/fleet_scale.py projects the window to
+more hosts than were measured (benchmarks/fleet_model.py).
 """
 
 from __future__ import annotations

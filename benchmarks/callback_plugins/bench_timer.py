@@ -52,7 +52,8 @@ DOCUMENTATION = """
 
 def _load_server_cpu():
     """benchmarks/server_cpu.py, loaded by its path: ansible-playbook does not import the benchmarks package."""
-    spec = importlib.util.spec_from_file_location("bench_server_cpu", Path(__file__).resolve().parents[1] / "server_cpu.py")
+    spec = importlib.util.spec_from_file_location("bench_server_cpu",
+                                                  Path(__file__).resolve().parents[1] / "server_cpu.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
