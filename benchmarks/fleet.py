@@ -23,8 +23,8 @@ For each host count N, queue count Q and Ansible configuration, two runs:
 * the floor (playbooks/fleet_floor.yml): the same change in one SQL
   transaction (psql), the producers' environment file written with the
   role's template (the same essential work), then the same units restarted
-  in the same batches, each batch followed by one poll task until its new
-  runtimes are live.
+  (``systemctl restart``) in the same batches, each batch followed by one
+  poll task until its new runtimes are live.
 
 Each run's tasks are timed, and its task x host runs counted, by the callback
 benchmarks/callback_plugins/bench_timer.py and split into phases and batches
@@ -35,7 +35,11 @@ control path folder, so each pays its SSH connections as an operator's
 first run does. The machine's busy share (every process on it, other
 users' too) is read over each run; the tables (benchmarks/fleet_report.py)
 leave out of the fit a cell at 0.8 or more. The restarts' own time is the floor's restart and wait tasks: what
-restarting these batches costs whatever runs them.
+restarting these batches costs whatever runs them. The database server's
+CPU is read over each run (by phase, through the callback), and over the
+quiet seconds before it with the producers running: what the batches cost
+the database beyond that. benchmarks/fleet_scale.py projects the window to
+more hosts than were measured (benchmarks/fleet_model.py).
 """
 
 from __future__ import annotations
@@ -58,7 +62,7 @@ import psycopg
 from awa_testbed import hosts as fleet_hosts
 from awa_testbed.awadb import AwaDatabase
 
-from . import environment, fleet_report, fleet_timing
+from . import environment, fleet_scale, fleet_timing, server_cpu
 from .change_cost import BY_HAND_SQL
 from .environment import BenchServer
 from .fleet_report import CONTROLLER, cell_line
@@ -79,11 +83,15 @@ CONNECTIONS_PER_UNIT = 16
 SPARE_CONNECTIONS = 100
 RUN_TIMEOUT = 1800
 
-# Ansible configurations measured (ansible.cfg sections); every one also gets BASE_CONFIG.
+# Ansible configurations measured (ansible.cfg sections); every one also gets BASE_CONFIG. "+quiet" is the default
+# callback without a line per host for ok and skipped results (docs/runbook.md, large fleets): what it prints.
 CONFIGS = {
     "defaults": {},
     "pipelining": {"ssh_connection": {"pipelining": "True"}},
     "pipelining+forks": {"defaults": {"forks": "50"}, "ssh_connection": {"pipelining": "True"}},
+    "pipelining+forks+quiet": {"defaults": {"forks": "50", "display_ok_hosts": "False",
+                                            "display_skipped_hosts": "False"},
+                               "ssh_connection": {"pipelining": "True"}},
 }
 # Ansible's own default, where a configuration does not set forks.
 DEFAULT_FORKS = 5
@@ -101,8 +109,8 @@ class FleetMatrix:
     # Measured on every host count: the fit over hosts, and what a 100-queue run prints on many hosts.
     host_queues: tuple[int, ...] = (1, 100)
     configs: tuple[str, ...] = ("pipelining+forks",)
-    # Also measured, on the largest cell only: how much each setting gives.
-    compare: tuple[str, ...] = ()
+    # Also measured, on the largest cell only: how much each setting gives, and what the quiet output prints.
+    compare: tuple[str, ...] = ("pipelining+forks+quiet",)
     repeats: int = 1
     # Each host's producer units, and what each unit's runtime does (light hosts: see the module's docstring).
     units_per_host: int = 1
@@ -146,7 +154,7 @@ class FleetMatrix:
         return self.batch_size or math.ceil(host_count * self.units_per_host / 2)
 
 
-QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), host_queues=(1,))
+QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), host_queues=(1,), compare=())
 
 
 @dataclass
@@ -159,6 +167,12 @@ class Fleet:
     names: list[str]
     ssh_config: Path
     runs: int = 0
+    # The database server's CPU seconds a second with the producers running and no playbook (the last settle).
+    db_idle_cpu_per_s: float | None = None
+
+    def db_cpu(self) -> float:
+        """The database server's CPU seconds so far (benchmarks/server_cpu.py)."""
+        return server_cpu.tree_cpu_seconds(self.bench.server.postmaster_pid())
 
     def inventory(self, host_count: int, matrix: FleetMatrix) -> Path:
         """The operator's inventory for the first ``host_count`` hosts (JSON is YAML)."""
@@ -217,24 +231,30 @@ class Fleet:
         control_dir = tempfile.mkdtemp(prefix="awa-cp-")
         env = {**os.environ, "ANSIBLE_CONFIG": str(self.config(config)), "AWA_BENCH_TIMINGS": str(timings),
                "ANSIBLE_SSH_COMMON_ARGS": f"-F {self.ssh_config}",
-               "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir}
+               "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir,
+               # The callback reads the database server's CPU at every task start.
+               "AWA_BENCH_DB_PID": str(self.bench.server.postmaster_pid())}
         command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook,
                    "-e", f"@{run_dir / 'vars.json'}", *options]
         machine_before, cpu_before, load_before = machine_cpu(), children_cpu(), environment.load_average()
+        db_cpu_before = self.db_cpu()
         started = time.time()
         result = subprocess.run(command, capture_output=True, text=True, check=False, cwd=run_dir, env=env,
                                 timeout=RUN_TIMEOUT)
         ended = time.time()
+        db_cpu = self.db_cpu() - db_cpu_before
         shutil.rmtree(control_dir, ignore_errors=True)
         machine_after = machine_cpu()
         (run_dir / "output.log").write_text(result.stdout + result.stderr, encoding="utf-8")
         measured = {"rc": result.returncode, "wall_s": round(ended - started, 3),
                     # What the operator's terminal shows at default verbosity: stdout, and the warnings on stderr.
-                    "lines": len(result.stdout.splitlines()) + len(result.stderr.splitlines()),
+                    "lines": printed_lines(result.stdout, result.stderr),
                     # The rows those lines fill on an 80-column terminal, which wraps a long line.
                     "rows_80": terminal_rows(result.stdout + result.stderr, TERMINAL_COLUMNS),
                     # CPU seconds of ansible-playbook, its forks and the modules they ran on this machine.
                     "controller_cpu_s": round(children_cpu() - cpu_before, 2),
+                    # The database server's CPU seconds over the run, and its rate with no playbook running.
+                    "db_cpu_s": round(db_cpu, 2), "db_idle_cpu_per_s": self.db_idle_cpu_per_s,
                     "machine_busy": round((machine_after[0] - machine_before[0])
                                           / max(1, machine_after[1] - machine_before[1]), 2),
                     "load": [load_before, environment.load_average()]}
@@ -257,7 +277,9 @@ class Fleet:
         while time.monotonic() < deadline:
             live = live_runtimes(self.db)
             if live == count:
+                db_cpu_before = self.db_cpu()
                 time.sleep(SETTLE_SECONDS)
+                self.db_idle_cpu_per_s = round((self.db_cpu() - db_cpu_before) / SETTLE_SECONDS, 4)
                 return round(time.monotonic() - started, 1)
             time.sleep(0.5)
         raise RuntimeError(f"{live} live runtimes, expected {count}, after {timeout}s")
@@ -294,6 +316,12 @@ def runtimes_since(db: AwaDatabase, since: float) -> tuple[int, int]:
     return int(new), int(live)
 
 
+def printed_lines(stdout: str, stderr: str) -> int:
+    """What the operator's terminal shows at default verbosity: standard output, and the warnings on standard
+    error."""
+    return len(stdout.splitlines()) + len(stderr.splitlines())
+
+
 def terminal_rows(text: str, columns: int) -> int:
     """The rows ``text`` fills on a terminal ``columns`` wide (a longer line wraps)."""
     return sum(max(1, math.ceil(len(line) / columns)) for line in text.splitlines())
@@ -305,10 +333,10 @@ def interleaved_batches(names: list[str], batch_size: int, services: tuple[str, 
     return [sorted(order[start:start + batch_size]) for start in range(0, len(order), batch_size)]
 
 
-def floor_sql(db: AwaDatabase, queues: list[str], shards: int) -> str:
-    """The floor's transaction as a psql script: lanes, grants on their sequences, counts."""
+def floor_sql(dsn: str, queues: list[str], shards: int, runtime_roles: list[str]) -> str:
+    """The floor's transaction as a psql script: lanes, grants on their sequences, counts (rendered on ``dsn``)."""
     params = {"queues": queues, "shards": shards}
-    with psycopg.connect(db.dsn()) as conn:
+    with psycopg.connect(dsn) as conn:
         cursor = psycopg.ClientCursor(conn)
         statements = [cursor.mogrify(statement, params) for statement in BY_HAND_SQL]
         grant = cursor.mogrify(
@@ -317,8 +345,19 @@ def floor_sql(db: AwaDatabase, queues: list[str], shards: int) -> str:
             "FROM (SELECT seq_name FROM awa.queue_enqueue_heads WHERE queue = ANY(%(queues)s) "
             "UNION SELECT seq_name FROM awa.queue_claim_heads WHERE queue = ANY(%(queues)s)) AS lanes, "
             "unnest(%(roles)s::text[]) AS role GROUP BY role",
-            {**params, "roles": [db.roles["runtime1"].name]})
+            {**params, "roles": runtime_roles})
     return ";\n".join(statements[:-1]) + ";\n" + grant + " \\gexec\n" + statements[-1] + ";\n"
+
+
+def floor_vars(psql: Path, login: dict, sql_file: Path, batches: list, started: float, wait_sleep: float) -> dict:
+    """The floor playbook's variables: its psql and the migrator's login, its SQL, the role's batches."""
+    return {"bench_psql": str(psql),
+            "bench_pg_env": {"PGHOST": login["login_host"], "PGPORT": str(login["login_port"]),
+                             "PGDATABASE": login["login_db"], "PGUSER": login["login_user"],
+                             "PGPASSWORD": login["login_password"]},
+            "bench_sql_file": str(sql_file), "bench_env_template": str(ENV_TEMPLATE),
+            "bench_batches": batches, "bench_started": started,
+            "bench_wait_sleep": wait_sleep, "bench_restart_timeout": 120}
 
 
 @contextlib.contextmanager
@@ -404,19 +443,14 @@ def measure_role(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: lis
 
 def measure_floor(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: list[str], config: str) -> dict:
     sql_file = fleet.work_dir / f"floor-{fleet.runs + 1:03d}.sql"
-    sql_file.write_text(floor_sql(fleet.db, queues, matrix.shards), encoding="utf-8")
-    login = fleet.db.login_args("migrator")
+    sql_file.write_text(floor_sql(fleet.db.dsn(), queues, matrix.shards, [fleet.db.roles["runtime1"].name]),
+                        encoding="utf-8")
     started = time.time()
     batches = interleaved_batches(fleet.names[:host_count], matrix.batch_units(host_count), matrix.services)
-    measured = fleet.playbook(str(PLAYBOOKS / "fleet_floor.yml"), fleet.inventory(host_count, matrix), {
-        "bench_psql": str(fleet.bench.server.bin_dir / "psql"),
-        "bench_pg_env": {"PGHOST": login["login_host"], "PGPORT": str(login["login_port"]),
-                         "PGDATABASE": login["login_db"], "PGUSER": login["login_user"],
-                         "PGPASSWORD": login["login_password"]},
-        "bench_sql_file": str(sql_file), "bench_env_template": str(ENV_TEMPLATE),
-        "bench_batches": batches, "bench_started": started,
-        "bench_wait_sleep": matrix.wait_sleep, "bench_restart_timeout": 120,
-    }, config, f"floor-{host_count}h-{len(queues)}q-{config}")
+    measured = fleet.playbook(str(PLAYBOOKS / "fleet_floor.yml"), fleet.inventory(host_count, matrix),
+                              floor_vars(fleet.bench.server.bin_dir / "psql", fleet.db.login_args("migrator"),
+                                         sql_file, batches, started, matrix.wait_sleep),
+                              config, f"floor-{host_count}h-{len(queues)}q-{config}")
     measured["planned_batches"] = batches
     return checked(fleet, measured, queues, matrix.shards, started, host_count * matrix.units_per_host)
 
@@ -444,7 +478,9 @@ def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
         db.setup_least_privilege(runtime_count=1, migrator_in_runtime_roles=True)
         try:
             forks = {name: int(config.get("defaults", {}).get("forks", DEFAULT_FORKS)) for name, config in CONFIGS.items()}
-            return {"max_connections": connections, "forks": forks, **measure_fleet(bench, db, matrix, work_dir)}
+            # The model (benchmarks/fleet_model.py) is checked on this machine's cores.
+            return {"max_connections": connections, "forks": forks, "controller_cores": os.cpu_count(),
+                    **measure_fleet(bench, db, matrix, work_dir)}
         finally:
             db.drop()
 
@@ -482,4 +518,4 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
 
 
 # The suite's tables (benchmarks/__main__.py asks this module for them).
-table = fleet_report.table
+table = fleet_scale.table

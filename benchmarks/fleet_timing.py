@@ -12,8 +12,8 @@ phase (``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
 ``bench_change``, ``bench_producer_config``, ``bench_pickup`` and
 ``bench_wait``). Within the pickup phase, tasks loaded by a looped include
 (one iteration per batch) are the batches: the restarts (the service
-manager's tasks, or the role's ``awa_producer_services`` run on the batch's
-hosts), the waits for the restarted runtimes (an ``awa_enqueue_shards_info``
+manager's tasks, the floor's restart command tagged ``bench_restart``, or the
+role's ``awa_producer_services`` run on the batch's hosts), the waits for the restarted runtimes (an ``awa_enqueue_shards_info``
 task with ``wait``, or the floor's ``bench_wait``), and the batch's other
 tasks (reads, state, verdict); the
 pickup tasks before the batches are the restart plan.
@@ -51,6 +51,8 @@ RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin
 CONTROLLER_ACTIONS = frozenset(prefix + name for prefix in ("", "ansible.builtin.") for name in (
     "set_fact", "assert", "debug", "include_tasks", "import_tasks", "include_role", "meta", "fail", "pause",
     "validate_argument_spec", "add_host", "group_by", "set_stats", "include_vars"))
+# The floor's restart: a command (systemctl, or the inventory's restart command), told apart by its tag.
+RESTART_TAG = "bench_restart"
 BATCH_PHASES = ("restarts", "batch waits", "batch checks")
 SKIPPED = "skipped"
 # Ansible's implicit host, the machine ansible-playbook runs on (the role writes its report there).
@@ -73,19 +75,34 @@ def phase_of(task: dict) -> str:
         return "restart plan"
     if is_wait(task):
         return "batch waits"
-    if task["action"] in RESTART_ACTIONS:
+    if task["action"] in RESTART_ACTIONS or RESTART_TAG in task["tags"]:
         return "restarts"
     return "batch checks"
 
 
+# The CPU counters the callback reads at each task start (and at the end): all of ansible-playbook with the
+# processes it reaped, its own process alone, the database server (benchmarks/callback_plugins/bench_timer.py).
+COUNTERS = ("cpu", "cpu_main", "db_cpu")
+
+
+def _counter_spans(record: dict, counter: str) -> list[float | None]:
+    """Each task's growth of ``counter`` until the next task starts (the last one until the end); None unread."""
+    tasks = record["tasks"]
+    ends = [following.get(counter) for following in tasks[1:]] + [record.get(f"{counter}_ended")]
+    return [end - task[counter] if end is not None and task.get(counter) is not None else None
+            for task, end in zip(tasks, ends)]
+
+
 def task_spans(record: dict) -> list[dict]:
-    """Each task with its span (until the next task starts), its CPU seconds over that span, and its phase."""
+    """Each task with its span (until the next task starts), the CPU seconds of each counter over that span
+    (``cpu_span``, ``cpu_main_span``, ``db_cpu_span``; None where the record has no such readings), and its
+    phase."""
     tasks = record["tasks"]
     ends = [following["start"] for following in tasks[1:]] + [record.get("ended", tasks[-1]["start"] if tasks else 0)]
-    cpu_ends = [following.get("cpu") for following in tasks[1:]] + [record.get("cpu_ended")]
-    return [{**task, "span": max(0.0, end - task["start"]), "phase": phase_of(task),
-             "cpu_span": cpu_end - task["cpu"] if cpu_end is not None and task.get("cpu") is not None else None}
-            for task, end, cpu_end in zip(tasks, ends, cpu_ends)]
+    counters = [dict(zip((f"{counter}_span" for counter in COUNTERS), spans))
+                for spans in zip(*(_counter_spans(record, counter) for counter in COUNTERS))]
+    return [{**task, **spans, "span": max(0.0, end - task["start"]), "phase": phase_of(task)}
+            for task, end, spans in zip(tasks, ends, counters)]
 
 
 def runs_of(task: dict, controller: str) -> list[tuple[str, str, object, float]]:
@@ -123,19 +140,21 @@ def task_label(task: dict) -> str:
     return BATCH_SUFFIX.sub("", task["name"].split(" : ", 1)[-1])
 
 
-def phase_cpu(spans: list[dict], process_cpu: float | None) -> dict | None:
-    """CPU seconds of ansible-playbook and its reaped children per phase (None: the record has no CPU readings).
+def phase_cpu(spans: list[dict], process_cpu: float | None, counter: str = "cpu") -> dict | None:
+    """CPU seconds of ansible-playbook and its reaped children per phase (None: the record has no CPU readings);
+    with ``counter`` "db_cpu", the database server's over the same spans.
 
     A fork's CPU counts when the strategy reaps it, a moment after its task.
-    Start-up is the CPU used before the first task; exit the rest of the
-    process's total (``process_cpu``, measured by the caller), when given.
+    Start-up is the CPU used before the first task (ansible-playbook's; the
+    server's is not read before it); exit the rest of the process's total
+    (``process_cpu``, measured by the caller), when given.
     """
-    if not spans or any(task["cpu_span"] is None for task in spans):
+    if not spans or any(task[f"{counter}_span"] is None for task in spans):
         return None
     cpu = dict.fromkeys(PHASES, 0.0)
-    cpu["start-up"] = spans[0]["cpu"]
+    cpu["start-up"] = spans[0]["cpu"] if counter == "cpu" else 0.0
     for task in spans:
-        cpu[task["phase"]] += task["cpu_span"]
+        cpu[task["phase"]] += task[f"{counter}_span"]
     if process_cpu is not None:
         cpu["exit"] = max(0.0, process_cpu - sum(cpu.values()))
     return {name: round(seconds, 3) for name, seconds in cpu.items()}
@@ -188,6 +207,8 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
         "total_s": round(process_ended - process_started, 3),
         "phases": {name: round(seconds, 3) for name, seconds in phases.items()},
         "phase_cpu": phase_cpu(spans, process_cpu),
+        # The database server's CPU seconds per phase (records with its readings: AWA_BENCH_DB_PID).
+        "phase_db_cpu": phase_cpu(spans, None, "db_cpu"),
         # Hosts handed to a worker process, skipped ones included: each is a fork of ansible-playbook.
         "phase_dispatches": dispatches,
         # Task x host runs (see the module's docstring), in all, by phase, by outcome, and each batch's by host.

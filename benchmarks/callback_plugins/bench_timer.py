@@ -11,6 +11,12 @@ have used so far, at each task start): a task starts when the strategy announces
 part of it when the host is handed to a worker and ends when its result is
 processed. benchmarks/fleet_timing.py turns the records into phases.
 
+Each task start also reads the CPU seconds of ansible-playbook's own
+process (``cpu_main``: the strategy, templating and results, which one core
+runs however many forks there are) and, when ``AWA_BENCH_DB_PID`` names the
+database server's postmaster, the server's (``db_cpu``,
+benchmarks/server_cpu.py); the end of the playbook reads all three again.
+
 Each host's part also lists its runs, ``[host it ran on, outcome, item]``:
 the host a result was delegated to (per loop item, too), else the host
 itself; the outcome ok, changed, skipped, failed or unreachable. A looped
@@ -22,10 +28,12 @@ counts.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import resource
 import time
+from pathlib import Path
 
 from ansible.plugins.callback import CallbackBase
 
@@ -42,10 +50,39 @@ DOCUMENTATION = """
 """
 
 
+def _load_server_cpu():
+    """benchmarks/server_cpu.py, loaded by its path: ansible-playbook does not import the benchmarks package."""
+    spec = importlib.util.spec_from_file_location("bench_server_cpu",
+                                                  Path(__file__).resolve().parents[1] / "server_cpu.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_SERVER_CPU = _load_server_cpu()
+
+
 def _cpu_seconds() -> float:
     """CPU time of ansible-playbook and of every process it has reaped: its forks, their SSH clients and modules."""
     own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+def _main_cpu_seconds() -> float:
+    """CPU time of ansible-playbook's own process: the strategy, not its forks."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return own.ru_utime + own.ru_stime
+
+
+def _db_cpu_seconds() -> float | None:
+    """CPU time of the database server named by AWA_BENCH_DB_PID so far; None without it."""
+    pid = os.environ.get("AWA_BENCH_DB_PID")
+    return _SERVER_CPU.tree_cpu_seconds(int(pid)) if pid else None
+
+
+def _readings() -> dict:
+    """The CPU counters read at each task start and at the end."""
+    return {"cpu": _cpu_seconds(), "cpu_main": _main_cpu_seconds(), "db_cpu": _db_cpu_seconds()}
 
 
 def _ran_on(result) -> str:
@@ -102,7 +139,7 @@ class CallbackModule(CallbackBase):
             "path": task.get_path() or "", "play": len(self._record["plays"]) - 1, "handler": handler,
             "run_once": bool(task.run_once), "delegated": bool(task.delegate_to), "loop": _loop_iteration(task),
             "wait": task.args.get("wait") if isinstance(task.args.get("wait"), str) else None,
-            "start": time.time(), "cpu": _cpu_seconds(), "hosts": {}, "retries": 0,
+            "start": time.time(), **_readings(), "hosts": {}, "retries": 0,
         }
         self._record["tasks"].append(entry)
         self._open[task._uuid] = entry  # pylint: disable=protected-access
@@ -169,7 +206,8 @@ class CallbackModule(CallbackBase):
             entry["retries"] += 1
 
     def v2_playbook_on_stats(self, stats) -> None:
-        self._record["ended"], self._record["cpu_ended"] = time.time(), _cpu_seconds()
+        self._record["ended"] = time.time()
+        self._record.update({f"{name}_ended": value for name, value in _readings().items()})
         path = os.environ.get("AWA_BENCH_TIMINGS")
         if path:
             with open(path, "w", encoding="utf-8") as output:

@@ -1,29 +1,41 @@
 """The fleet benchmark's own accounting (benchmarks/fleet_timing.py, benchmarks/callback_plugins/bench_timer.py),
-and what it counts of the role: a batch runs on its own hosts only.
+its model (benchmarks/fleet_model.py), and what it counts of the role: a batch runs on its own hosts only, a
+producer host costs the role as many task x host runs as it costs the floor, and a window's output does not grow
+with its queues.
 
-The accounting needs no database and no hosts: a real ansible-playbook run
-on localhost with the callback enabled, shaped like the role (tagged phases,
-batches as a looped include with a restart and a wait per batch), and the
-arithmetic on its record. No timing is asserted: only that every second
-lands in one phase, that batches and their restarts are told apart, and
-what runs where. The role's own count runs the change-window playbook on the
-test bed with two inventory hosts (both this machine, one service each).
+The accounting and the model need no database and no hosts: a real
+ansible-playbook run on localhost with the callback enabled, shaped like the
+role (tagged phases, batches as a looped include with a restart and a wait
+per batch), the arithmetic on its record, and the model on numbers written
+here. No timing is asserted: only that every second lands in one phase, that
+batches and their restarts are told apart, and what runs where. The role's
+own counts run the change-window playbook, and the benchmark's floor
+(benchmarks/playbooks/fleet_floor.yml), on the test bed with two and with
+three inventory hosts (all this machine, one test bed program each), in two
+batches each as the fleet benchmark restarts them.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import resource
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from awa_testbed import environment
-from benchmarks import fleet_timing
-from benchmarks.fleet import CALLBACKS, interleaved_batches, terminal_rows
-from rollout_support import producer_inventory, set_enqueue_shards
+from benchmarks import fleet_model, fleet_timing
+from benchmarks.fleet import (CALLBACKS, PLAYBOOKS, floor_sql, floor_vars, interleaved_batches, printed_lines,
+                              terminal_rows)
+from benchmarks.fleet_report import QUEUE_LINES_LIMIT
+from enqueue_shards_support import ansible_command
+from rollout_support import PLAYBOOK as CHANGE_WINDOW, TESTBED_INVENTORY, producer_inventory, set_enqueue_shards
 
 PLAYBOOK = """
 - name: Shaped like the role
@@ -118,22 +130,101 @@ def test_the_fit_over_hosts_is_the_fixed_cost_and_the_cost_of_one_more_host():
     assert fleet_timing.line_fit([(3, 40.0), (3, 41.0)]) is None
 
 
-def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed, tmp_path, monkeypatch):
-    # Two producer hosts (both this machine: the test bed's programs), one service each, one service a batch.
-    first, second = environment.load_state(testbed)["programs"]
-    inventory = producer_inventory(tmp_path, {"producer-a": {"enqueue_shards_services": [first]},
-                                              "producer-b": {"enqueue_shards_services": [second]}})
-    timings = tmp_path / "timings.json"
-    for name, value in timer_env(timings).items():
-        monkeypatch.setenv(name, value)
+# Producer hosts of the counted runs, each one test bed program: the role and the floor on the first two, then on
+# all three. The final wait and the summary run once whatever the hosts, and are left out (a minute under load).
+PRODUCERS = ("producer-a", "producer-b", "producer-c")
+HOST_COUNTS = (2, 3)
+RUN_ONCE_PHASES = "enqueue_shards_wait,enqueue_shards_summary"
+# The floor changes a new queue of its own each run, as the benchmark's does.
+FLOOR_SHARDS = 4
+# The role's defaults for the environment file, said to the floor as the benchmark's inventory says them.
+ENV_FILE_MODE = {"enqueue_shards_environment": {}, "enqueue_shards_env_file_owner": "root",
+                 "enqueue_shards_env_file_group": "root", "enqueue_shards_env_file_mode": "0640"}
 
-    # The batches are what is counted: the final wait and the summary are left out (they cost a minute under load).
-    process = set_enqueue_shards(testbed, 3, "--skip-tags", "enqueue_shards_wait,enqueue_shards_summary",
-                                 inventory=inventory, batch_size=1)
 
+@pytest.fixture(scope="module")
+def testbed() -> Iterator[Path]:
+    """This module's test bed: the conftest's, with three programs, so that three producer hosts have one each."""
+    with environment.temporary(major=18, apps=3, queue="demo", produce_rate=1.0) as state_dir:
+        yield state_dir
+
+
+def run_floor(state_dir: Path, inventory: Path, folder: Path, batches: list) -> dict:
+    """The benchmark's floor on the test bed's hosts, restarting ``batches``; the callback's record."""
+    state = environment.load_state(state_dir)
+    sql_file, vars_file, timings = folder / "floor.sql", folder / "floor-vars.json", folder / "floor-timings.json"
+    sql_file.write_text(floor_sql(state["superuser_dsn"], [f"floor_{len(batches)}b_{folder.name}"], FLOOR_SHARDS,
+                                  state["runtime_roles"]), encoding="utf-8")
+    psql = Path(state["server"]["bin_dir"]) / "psql"
+    vars_file.write_text(json.dumps({**floor_vars(psql, state["login"], sql_file, batches, time.time(), 1.0),
+                                     **ENV_FILE_MODE}), encoding="utf-8")
+    process = ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOKS / "fleet_floor.yml"),
+                              "-e", f"@{vars_file}",
+                              env_extra={"AWA_TESTBED_STATE": str(state_dir), **timer_env(timings)})
     assert process.returncode == 0, process.stdout + process.stderr
-    record = json.loads(timings.read_text(encoding="utf-8"))
-    measured = fleet_timing.breakdown(record, record["started"], record["ended"], controller="localhost")
+    return json.loads(timings.read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="module")
+def counted_runs(testbed, tmp_path_factory) -> dict[tuple[str, int], dict]:
+    """(run, hosts) -> the callback's record: the role, then the floor restarting the role's batches, on 2 and on 3
+    producer hosts; two batches each, as the fleet benchmark restarts them (half the services at once, rounded up).
+    One run each, shared by the tests that count them."""
+    programs = environment.load_state(testbed)["programs"]
+    records = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for hosts in HOST_COUNTS:
+            folder = tmp_path_factory.mktemp(f"hosts-{hosts}")
+            inventory = producer_inventory(folder, {name: {"enqueue_shards_services": [program]}
+                                                    for name, program in zip(PRODUCERS[:hosts], programs)})
+            timings = folder / "role-timings.json"
+            for name, value in timer_env(timings).items():
+                patch.setenv(name, value)
+            # Each run raises queue demo once more: 1 -> 2 on two hosts, 2 -> 3 on three.
+            process = set_enqueue_shards(testbed, hosts, "--skip-tags", RUN_ONCE_PHASES, inventory=inventory,
+                                         batch_size=math.ceil(hosts / 2))
+            assert process.returncode == 0, process.stdout + process.stderr
+            records["role", hosts] = json.loads(timings.read_text(encoding="utf-8"))
+            batches = fleet_timing.restarted_batches(records["role", hosts], controller="localhost")
+            records["floor", hosts] = run_floor(testbed, inventory, folder, batches)
+    return records
+
+
+def breakdown_of(record: dict) -> dict:
+    return fleet_timing.breakdown(record, record["started"], record["ended"], controller="localhost")
+
+
+def test_a_producer_host_costs_the_role_the_task_x_host_runs_it_costs_the_floor(testbed, counted_runs):
+    # The floor restarts what the role restarted, batch by batch: the same work on the same hosts.
+    for hosts in HOST_COUNTS:
+        batches = fleet_timing.restarted_batches(counted_runs["role", hosts], controller="localhost")
+        assert len(batches) == 2
+        assert fleet_timing.restarted_batches(counted_runs["floor", hosts], controller="localhost") == batches
+    runs = {key: breakdown_of(record)["task_host_runs"] for key, record in counted_runs.items()}
+
+    per_host = {kind: fleet_model.runs_over_hosts([(hosts, runs[kind, hosts]) for hosts in HOST_COUNTS])
+                for kind in ("role", "floor")}
+
+    # The role's checks are fixed runs (database steps, verdicts), not runs on every host: an added host costs
+    # both what its own tasks cost (the argument spec, validation, reach, the services' read and its restart).
+    assert per_host["role"]["per_host"] == per_host["floor"]["per_host"] > 0, runs
+    assert per_host["role"]["fixed"] > per_host["floor"]["fixed"], runs
+    # The model (benchmarks/fleet_model.py) splits those runs into host tasks and restarts, one a host.
+    record, hosts = counted_runs["role", HOST_COUNTS[-1]], HOST_COUNTS[-1]
+    costs = fleet_model.run_costs({"timings": record, "wall_s": record["ended"] - record["started"],
+                                   "controller_cpu_s": record["cpu_ended"] - record["cpu_started"]},
+                                  breakdown_of(record), hosts, controller="localhost")
+    assert costs.restarted_hosts == hosts
+    assert costs.host_runs + costs.restarted_hosts == per_host["role"]["per_host"] * hosts, costs
+
+
+def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed, counted_runs):
+    # Two producer hosts (both this machine: the test bed's programs), one service each, one service a batch.
+    first, second = environment.load_state(testbed)["programs"][:2]
+    record = counted_runs["role", 2]
+
+    measured = breakdown_of(record)
+
     assert fleet_timing.restarted_batches(record, controller="localhost") == [[["producer-a", first]],
                                                                               [["producer-b", second]]]
     # Each batch runs on its own host (one run: the restart that reports how its service runs) and on the
@@ -152,3 +243,67 @@ def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed
 def test_the_rows_counted_are_those_an_80_column_terminal_fills():
     # An empty line still takes a row; a line of 161 characters takes three.
     assert terminal_rows("TASK [x] ***\n" + "b" * 161 + "\n\nok: [h]\n", 80) == 1 + 3 + 1 + 1
+
+
+def window_lines(state_dir: Path, folder: Path, queues: int) -> tuple[int, str]:
+    """The change window in check mode on the test bed for ``queues`` new queues: the lines it printed (counted as
+    the benchmark counts them), and its output."""
+    vars_file = folder / f"queues-{queues}.json"
+    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": f"lines_{index:03d}", "shards": 4}
+                                                               for index in range(queues)]}), encoding="utf-8")
+    process = ansible_command("ansible-playbook", "-i", str(TESTBED_INVENTORY), str(CHANGE_WINDOW),
+                              "-e", f"@{vars_file}", "--check", env_extra={"AWA_TESTBED_STATE": str(state_dir)})
+    assert process.returncode == 0, process.stdout + process.stderr
+    return printed_lines(process.stdout, process.stderr), process.stdout + process.stderr
+
+
+def test_a_window_of_100_queues_prints_about_as_many_lines_as_a_window_of_one(testbed, tmp_path):
+    # Check mode prints the preflight, the change, the plan and the summary of every queue, and restarts nothing.
+    one, dummy = window_lines(testbed, tmp_path, 1)
+
+    hundred, output = window_lines(testbed, tmp_path, 100)
+
+    # Past 3 queues each line that would name a queue names them as a range (docs/runbook.md, "What the output
+    # means"), so the output does not grow with the queues.
+    assert "lines_000..lines_099" in output
+    assert hundred <= one + QUEUE_LINES_LIMIT, output
+
+
+# A role's run on 3 hosts, in the parts of the model (benchmarks/fleet_model.py): 12 runs of 4 host tasks, 3 hosts
+# restarted one after another, 2 batches.
+COSTS = fleet_model.RunCosts(hosts=3, wall_s=12.0, task_host_runs=40, controller_cpu_s=9.0, host_tasks=4,
+                             host_runs=12, host_task_s=2.0, cpu_per_host_run=0.1, main_cpu_per_host_run=0.02,
+                             host_run_s=0.4, restarted_hosts=3, restart_s=0.5, restart_cpu_s=0.3, batches=2,
+                             batch_s=1.5, db_cpu_per_batch=None)
+
+
+def test_the_model_takes_the_fixed_part_as_what_hosts_and_batches_leave_of_the_measured_run():
+    assert COSTS.fixed_s == 12.0 - 2.0 - 3 * 0.5 - 2 * 1.5
+    assert fleet_model.runs_over_hosts([(3, 40), (12, 85)]) == {"fixed": 25.0, "per_host": 5.0}
+    assert fleet_model.runs_over_hosts([(3, 40)]) is None
+    # Each added host adds its host tasks' CPU and its restart's: (12 x 0.1 + 0.3) / 3 a host.
+    assert abs(fleet_model.projected_cpu(COSTS, 6) - (9.0 + 3 * 0.5)) < 1e-9
+
+
+def test_a_host_task_takes_its_waves_its_cpu_over_the_cores_or_its_main_process_cpu_whichever_is_longest():
+    # 1,000 hosts: forks 5 is 200 waves of 0.4 s; forks 50 on 4 cores is 100 s of CPU over 4; on 16 cores the
+    # main process's 20 s, which one core runs whatever the forks.
+    expected = {(5, 4): (80.0, "forks"), (50, 4): (25.0, "cores"), (50, 16): (20.0, "main process")}
+    for (forks, cores), (seconds, bound) in expected.items():
+        controller = fleet_model.Controller(cores=cores, forks=forks)
+
+        window = fleet_model.projected(COSTS, 1000, controller, batches=10)
+
+        assert abs(window["host tasks"] - 4 * seconds) < 1e-9 and fleet_model.bound_of(COSTS, 1000, controller) == bound
+        # The role restarts a batch's hosts one after another: every host adds its restart, whatever the forks.
+        assert window["restarts"] == 1000 * 0.5 and window["batches"] == 10 * 1.5
+        assert abs(window["total"] - (COSTS.fixed_s + 4 * seconds + 500 + 15)) < 1e-9
+
+
+def test_the_database_cpu_of_a_batch_is_what_the_server_used_over_the_batches_beyond_its_idle_rate():
+    breakdown = {"batches": 2, "phase_db_cpu": {"restarts": 0.5, "batch waits": 1.0, "batch checks": 0.5},
+                 "phases": {"restarts": 2.0, "batch waits": 4.0, "batch checks": 2.0}}
+
+    # 2.0 s of CPU over 8 s of batches, 0.1 s a second of it idle: 1.2 s, 0.6 s a batch.
+    assert abs(fleet_model.db_cpu_per_batch(breakdown, idle_cpu_per_s=0.1) - 0.6) < 1e-9
+    assert fleet_model.db_cpu_per_batch(breakdown, idle_cpu_per_s=None) is None

@@ -1,0 +1,183 @@
+"""The change window at 50, 200 and 1,000 producer hosts: projected from one measured run of the role on a few
+hosts, and checked against the runs measured on more (benchmarks/fleet_report.py prints both).
+
+On 2 cores a run past 6 hosts measures the overload, not the playbook, so
+the projection takes what saturation does not spoil: the task x host runs
+counted over hosts (a line: so many fixed, so many per host), and one run on
+the fewest hosts with the machine under 0.8 busy, split by the benchmark's
+callback into
+
+* the **host tasks**: the tasks outside the batches that reach every
+  producer host (the argument spec, validation, reach, the services' read);
+  each costs the controller ``cpu_per_host_run`` seconds of CPU per host
+  (ansible-playbook and the forks and SSH clients it reaped), of which
+  ``main_cpu_per_host_run`` in ansible-playbook's own process (the strategy
+  and the results: one core, whatever the forks), and a host's run takes
+  ``host_run_s`` from being handed to a worker to its result;
+* the **restarts**: the role restarts a batch's hosts one after another (one
+  run of ``awa_producer_services`` per host, a loop delegated to each), so
+  every restarted host adds ``restart_s``;
+* the rest of each **batch**: its wait for the new runtimes and its checks,
+  on the database controller (``batch_s``);
+* the **fixed** part: everything else - start-up, the database steps, the
+  final wait and summary - which grows with queues, not hosts.
+
+A host task on N hosts then takes the longest of three bounds: its hosts in
+waves of ``forks``, each wave a run's latency; its CPU shared by
+min(cores, forks) processes; and its main-process CPU on one core:
+
+    seconds = fixed + host_tasks x max(ceil(N / forks) x host_run_s,
+                                       N x cpu_per_host_run / min(cores, forks),
+                                       N x main_cpu_per_host_run)
+              + restarted hosts x restart_s + batches x batch_s
+
+Assumed: the controller's cores are as fast as this machine's and its own
+(no producer host shares them); a host answers as fast as here (the
+latencies are this machine's SSH to its local containers, not a network's);
+the database keeps up (the runs measure its CPU per batch); each host has
+the units per host of the measured run; and the role stays as it is
+(the runs over hosts say so, a functional test holds it). Pure arithmetic
+on a results JSON: tests/functional/test_benchmark_fleet.py tests it
+without hosts.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import fleet_timing
+
+
+@dataclass(frozen=True)
+class Controller:
+    """The machine ansible-playbook runs on, and its forks."""
+
+    cores: int
+    forks: int
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What one measured run of the role costs, part by part (see the module's docstring)."""
+
+    hosts: int
+    wall_s: float
+    task_host_runs: int
+    controller_cpu_s: float
+    host_tasks: int
+    host_runs: int
+    host_task_s: float
+    cpu_per_host_run: float
+    main_cpu_per_host_run: float | None
+    host_run_s: float
+    restarted_hosts: int
+    restart_s: float
+    restart_cpu_s: float
+    batches: int
+    batch_s: float
+    db_cpu_per_batch: float | None
+
+    @property
+    def fixed_s(self) -> float:
+        """The run's seconds that neither hosts nor batches add to."""
+        return self.wall_s - self.host_task_s - self.restarted_hosts * self.restart_s - self.batches * self.batch_s
+
+    @property
+    def cpu_per_run(self) -> float:
+        """The controller's CPU per task x host run, over the whole run (start-up and database steps included)."""
+        return self.controller_cpu_s / self.task_host_runs
+
+    @property
+    def cpu_per_added_host(self) -> float:
+        """The controller's CPU one more producer host adds: its host tasks' runs and its restarts."""
+        return (self.host_runs * self.cpu_per_host_run + self.restart_cpu_s) / self.hosts
+
+
+def runs_over_hosts(points: list[tuple[int, float]]) -> dict | None:
+    """The line through (hosts, task x host runs): {"fixed": runs whatever the hosts, "per_host": runs per added
+    host}; None without two host counts."""
+    line = fleet_timing.line_fit(points)
+    return None if line is None else {"fixed": round(line[0], 2), "per_host": round(line[1], 2)}
+
+
+def _producer_runs(task: dict, controller: str) -> list[tuple[str, str, object, float]]:
+    return [run for run in fleet_timing.runs_of(task, controller) if run[0] not in (controller, fleet_timing.LOCALHOST)]
+
+
+def _sum_of(tasks: list[dict], key: str) -> float | None:
+    values = [task[key] for task in tasks]
+    return None if not values or any(value is None for value in values) else sum(values)
+
+
+def run_costs(run: dict, breakdown: dict, hosts: int, controller: str) -> RunCosts | None:
+    """The parts of one measured run (benchmarks/fleet.py's run: its totals and the callback's record, and its
+    breakdown by benchmarks/fleet_timing.py); None for a run without a record, a host task or a restart."""
+    record = run.get("timings")
+    if not record or not breakdown:
+        return None
+    spans = fleet_timing.task_spans(record)
+    host_tasks = [task for task in spans if task["phase"] not in fleet_timing.BATCH_PHASES
+                  and len({ran_on for ran_on, *dummy in _producer_runs(task, controller)}) == hosts]
+    restarts = [task for task in spans if task["phase"] == "restarts"]
+    restarted = [item for task in restarts for item in _producer_runs(task, controller)
+                 if item[1] != fleet_timing.SKIPPED]
+    host_runs = sum(len(_producer_runs(task, controller)) for task in host_tasks)
+    batches = breakdown["batches"]
+    if not host_runs or not restarted or not batches:
+        return None
+    phases = breakdown["phases"]
+    main_cpu = _sum_of(host_tasks, "cpu_main_span")
+    return RunCosts(
+        hosts=hosts, wall_s=run["wall_s"], task_host_runs=breakdown["task_host_runs"],
+        controller_cpu_s=run["controller_cpu_s"], host_tasks=len(host_tasks), host_runs=host_runs,
+        host_task_s=sum(task["span"] for task in host_tasks),
+        cpu_per_host_run=(_sum_of(host_tasks, "cpu_span") or 0.0) / host_runs,
+        main_cpu_per_host_run=None if main_cpu is None else main_cpu / host_runs,
+        host_run_s=sum(seconds for task in host_tasks for *dummy, seconds in _producer_runs(task, controller))
+        / host_runs,
+        restarted_hosts=len(restarted), restart_s=phases["restarts"] / len(restarted),
+        restart_cpu_s=_sum_of(restarts, "cpu_span") or 0.0,
+        batches=batches, batch_s=(phases["batch waits"] + phases["batch checks"]) / batches,
+        db_cpu_per_batch=db_cpu_per_batch(breakdown, run.get("db_idle_cpu_per_s")))
+
+
+def db_cpu_per_batch(breakdown: dict, idle_cpu_per_s: float | None) -> float | None:
+    """The database server's CPU seconds per batch (its restarts, wait and checks), less what it uses idle with
+    the producers running (``idle_cpu_per_s`` x the batches' seconds); None without its readings."""
+    db_cpu = breakdown.get("phase_db_cpu")
+    if not db_cpu or idle_cpu_per_s is None or not breakdown["batches"]:
+        return None
+    used = sum(db_cpu[phase] - idle_cpu_per_s * breakdown["phases"][phase] for phase in fleet_timing.BATCH_PHASES)
+    return max(0.0, used) / breakdown["batches"]
+
+
+def host_task_s(costs: RunCosts, hosts: int, controller: Controller) -> float:
+    """One host task on ``hosts`` hosts: the longest of its waves, its CPU over the cores and its main-process CPU."""
+    bounds = [math.ceil(hosts / controller.forks) * costs.host_run_s,
+              hosts * costs.cpu_per_host_run / min(controller.cores, controller.forks)]
+    if costs.main_cpu_per_host_run is not None:
+        bounds.append(hosts * costs.main_cpu_per_host_run)
+    return max(bounds)
+
+
+def bound_of(costs: RunCosts, hosts: int, controller: Controller) -> str:
+    """Which bound sets a host task's seconds on ``hosts`` hosts: forks, cores or the main process."""
+    waves = math.ceil(hosts / controller.forks) * costs.host_run_s
+    cores = hosts * costs.cpu_per_host_run / min(controller.cores, controller.forks)
+    main = hosts * (costs.main_cpu_per_host_run or 0.0)
+    return max((waves, "forks"), (cores, "cores"), (main, "main process"))[1]
+
+
+def projected(costs: RunCosts, hosts: int, controller: Controller, batches: int) -> dict:
+    """The window's seconds on ``hosts`` producer hosts restarted in ``batches`` batches, part by part."""
+    parts = {"fixed": costs.fixed_s,
+             "host tasks": costs.host_tasks * host_task_s(costs, hosts, controller),
+             "restarts": costs.restarted_hosts / costs.hosts * hosts * costs.restart_s,
+             "batches": batches * costs.batch_s}
+    return {**parts, "total": sum(parts.values())}
+
+
+def projected_cpu(costs: RunCosts, hosts: int) -> float:
+    """The controller's CPU seconds on ``hosts`` hosts: the measured run's, plus what each added host adds."""
+    return costs.controller_cpu_s + (hosts - costs.hosts) * costs.cpu_per_added_host

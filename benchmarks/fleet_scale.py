@@ -1,0 +1,176 @@
+"""The fleet benchmark's tables beyond the hosts it measured: the task x host runs over hosts, what a run costs
+part by part, the model (benchmarks/fleet_model.py) checked against the cells measured on more hosts, and its
+projection to 50, 200 and 1,000 producer hosts.
+
+The costs come from the fewest hosts, the run with the median seconds of
+each cell's repeats; a cell that does not count (busy 0.8 or more) still
+gives its costs, marked so. The model is checked on this machine's cores
+(recorded by benchmarks/fleet.py; 2 for older results) and the cell's own
+forks and batches, against every complete cell on more hosts, counted or not: there
+the hosts share the controller's cores, which the model assumes they do not,
+so the check says how far off a saturated machine is, not only the model.
+"""
+
+from __future__ import annotations
+
+from . import fleet_model, fleet_report, tables
+from .fleet_report import CONTROLLER, KINDS
+
+PROJECTED_HOSTS = (50, 200, 1000)
+# (forks, controller cores) projected: Ansible's default forks and the benchmark's, on 4 and 16 cores.
+PROJECTED_CONTROLLERS = ((5, 4), (5, 16), (50, 4), (50, 16))
+# Projected with enqueue_shards_batch_size "10%": ten batches, whatever the hosts.
+PROJECTED_BATCHES = 10
+# The cores of the machine of results that do not record theirs (every run before 2026-12-05).
+REPORT_MACHINE_CORES = 2
+# Published figures to set beside the projection (docs/performance.md, section 6).
+ANCHOR = ("github.com/alajmo/sake-performance (test case 2, ansible-core 2.13, pipelining, forks 10000, an "
+          "i9-9900K with 16 threads, the hosts containers on the same machine): 4.7 / 17.4 / 44.1 s on "
+          "50 / 200 / 500 hosts for a playbook of 3 or 4 modules, 22 to 29 ms of wall time and 70 to 110 ms of "
+          "controller CPU per host and task")
+
+
+def _median_run(cells: list[dict], kind: str) -> dict:
+    """The run of ``kind`` with the median seconds among a cell's repeats (the lower of two middles)."""
+    runs = sorted((cell[kind] for cell in cells), key=lambda run: run["wall_s"])
+    return runs[(len(runs) - 1) // 2]
+
+
+def _cells_of(result: dict) -> dict[tuple[int, int, str], list[dict]]:
+    grouped: dict[tuple[int, int, str], list[dict]] = {}
+    for cell in result["cells"]:
+        grouped.setdefault((cell["hosts"], cell["queues"], cell["config"]), []).append(cell)
+    return grouped
+
+
+def base_costs(result: dict) -> dict[tuple[int, str, str], tuple[fleet_model.RunCosts, dict]]:
+    """(queues, config, run) -> the costs of the median run on the fewest hosts, and its cell's summary."""
+    medians = fleet_report.median_cells(result["cells"])
+    grouped = _cells_of(result)
+    fewest = min((key[0] for key in grouped), default=0)
+    found = {}
+    for (hosts, queues, config), cells in sorted(grouped.items()):
+        if hosts != fewest:
+            continue
+        for kind in KINDS:
+            run = _median_run(cells, kind)
+            costs = fleet_model.run_costs(run, fleet_report.run_breakdown(run), hosts, CONTROLLER)
+            if costs is not None:
+                found[queues, config, kind] = (costs, medians[hosts, queues, config])
+    return found
+
+
+def runs_table(major: int, result: dict) -> str:
+    """The headline: the task x host runs over hosts, the role beside the floor."""
+    fits = fleet_report.runs_fits(result)
+    rows = []
+    for fit in fits:
+        if fit["kind"] != "role":
+            continue
+        floor = next(other for other in fits if other["kind"] == "floor"
+                     and (other["config"], other["queues"]) == (fit["config"], fit["queues"]))
+        rows.append([fit["config"], fit["queues"], ", ".join(f"{hosts}: {runs}" for hosts, runs in fit["points"]),
+                     *(None if not item["fit"] else item["fit"][part] for item in (fit, floor)
+                       for part in ("fixed", "per_host")),
+                     ", ".join(f"{hosts}: {runs}" for hosts, runs in floor["points"])])
+    if not rows:
+        return ""
+    return tables.render(
+        f"Fleet task x host runs over hosts, PostgreSQL {major}: runs = fixed + per host x hosts",
+        ["ansible.cfg", "queues", "role runs (hosts: runs)", "role fixed", "role per host", "floor fixed",
+         "floor per host", "floor runs (hosts: runs)"], rows,
+        "Counts, so every complete cell counts, busy or not. Per host: what one more producer host adds (its "
+        "share of the tasks that run on every host and its restart); the role's checks and database steps are in "
+        "its fixed runs. The floor's per host holds for two batches: it restarts on every host each batch.")
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds * 1000, 1)
+
+
+def costs_table(major: int, result: dict) -> str:
+    """What a run on the fewest hosts costs, part by part: the model's inputs."""
+    rows = []
+    for (queues, config, kind), (costs, summary) in sorted(base_costs(result).items()):
+        rows.append([costs.hosts, queues, config, kind, summary["counted"], summary["busy"], costs.wall_s,
+                     costs.controller_cpu_s, costs.task_host_runs, _ms(costs.cpu_per_run), costs.host_tasks,
+                     _ms(costs.cpu_per_host_run), _ms(costs.main_cpu_per_host_run), _ms(costs.host_run_s),
+                     round(costs.restart_s, 2), costs.batches, round(costs.batch_s, 2), round(costs.fixed_s, 1),
+                     None if costs.db_cpu_per_batch is None else round(costs.db_cpu_per_batch, 3)])
+    if not rows:
+        return ""
+    return tables.render(
+        f"Fleet costs of one run on the fewest hosts, PostgreSQL {major} (the run with the median seconds)",
+        ["hosts", "queues", "ansible.cfg", "run", "counted", "busy", "s", "controller CPU s", "task x host runs",
+         "CPU ms per run", "host tasks", "CPU ms per host run", "of it main process", "host run ms",
+         "restart s per host", "batches", "batch s", "fixed s", "database CPU s per batch"], rows,
+        "CPU = ansible-playbook and what it reaped (forks, SSH clients, modules run on the controller); per run = "
+        "over all its task x host runs; host tasks = the tasks outside the batches that reached every producer "
+        "host, and per host run their CPU over their runs (of it in ansible-playbook's own process); host run = "
+        "from a host handed to a worker to its result; restart s per host = the restarts' seconds over the hosts "
+        "restarted (the role restarts a batch's hosts one after another, the floor all at once); batch s = a "
+        "batch's wait and checks; fixed = the rest of the run; database CPU per batch = the server's CPU over "
+        "the batches, less its idle rate with the producers running.")
+
+
+def check_table(major: int, result: dict) -> str:
+    """The model on this machine against every cell measured on more hosts than its costs came from."""
+    cores = int(result.get("controller_cores") or REPORT_MACHINE_CORES)
+    medians = fleet_report.median_cells(result["cells"])
+    bases = base_costs(result)
+    rows = []
+    for (hosts, queues, config), summary in sorted(medians.items()):
+        base = bases.get((queues, config, "role"))
+        if base is None or hosts == base[0].hosts or not summary["complete"]:
+            continue
+        costs, role = base[0], summary["role"]
+        controller = fleet_model.Controller(cores=cores, forks=fleet_report.forks_of(result, config))
+        wall = fleet_model.projected(costs, hosts, controller, int(role["batches"] or costs.batches))["total"]
+        cpu = fleet_model.projected_cpu(costs, hosts)
+        rows.append([hosts, queues, config, summary["counted"], summary["busy"], role["total"], round(wall, 1),
+                     _error(wall, role["total"]), role["controller_cpu"], round(cpu, 1),
+                     _error(cpu, role["controller_cpu"])])
+    if not rows:
+        return ""
+    return tables.render(
+        f"Fleet model checked, PostgreSQL {major}: the role on more hosts, measured and modelled ({cores} cores)",
+        ["hosts", "queues", "ansible.cfg", "counted", "busy", "measured s", "model s", "error", "measured CPU s",
+         "model CPU s", "CPU error"], rows,
+        "error = (model - measured) / measured. The model assumes a controller of its own: on this machine the "
+        "producer hosts' units and SSH servers share its cores, so on a cell that does not count it reads low.")
+
+
+def _error(modelled: float, measured: float | None) -> str | None:
+    return None if not measured else f"{(modelled - measured) / measured:+.0%}"
+
+
+def projection_table(major: int, result: dict) -> str:
+    """The role's window on 50, 200 and 1,000 hosts for each forks and controller cores."""
+    rows = []
+    for (queues, config, kind), (costs, summary) in sorted(base_costs(result).items()):
+        if kind != "role" or config not in result["matrix"]["configs"]:
+            continue
+        for forks, cores in PROJECTED_CONTROLLERS:
+            controller = fleet_model.Controller(cores=cores, forks=forks)
+            windows = [fleet_model.projected(costs, hosts, controller, PROJECTED_BATCHES) for hosts in PROJECTED_HOSTS]
+            rows.append([queues, config, forks, cores, *(round(window["total"]) for window in windows),
+                         round(windows[-1]["restarts"] / windows[-1]["total"] * 100),
+                         fleet_model.bound_of(costs, PROJECTED_HOSTS[-1], controller),
+                         "yes" if summary["counted"] else "no"])
+    if not rows:
+        return ""
+    return tables.render(
+        f"Fleet change window projected, PostgreSQL {major}: the role's seconds on more producer hosts",
+        ["queues", "measured with", "forks", "cores", *(f"{hosts} hosts s" for hosts in PROJECTED_HOSTS),
+         f"restarts % at {PROJECTED_HOSTS[-1]}", f"host tasks bound by, at {PROJECTED_HOSTS[-1]}",
+         "from a counted cell"], rows,
+        f"The model of benchmarks/fleet_model.py on the costs above: one unit a host, {PROJECTED_BATCHES} batches "
+        "(enqueue_shards_batch_size \"10%\"), a controller of its own as fast as this machine a core, hosts that "
+        "answer as fast as these. Set beside: " + ANCHOR + ".")
+
+
+def table(major: int, result: dict) -> str:
+    """Every table of the fleet suite: benchmarks/fleet_report.py's, these after its fit over hosts."""
+    scale_tables = (runs_table(major, result), costs_table(major, result), check_table(major, result),
+                    projection_table(major, result))
+    return fleet_report.table(major, result, scale_tables=scale_tables)
