@@ -82,12 +82,12 @@ def test_ansible_conversions_of_shards(shards, accepted):
     ({"queue": "orders", "shards": 2, "target_session_attrs": "prefer-standby"},
      "target_session_attrs is 'prefer-standby', which lets libpq connect to a standby, but a change writes"),
 ])
-def test_the_module_refuses_bad_input_before_connecting(capsys, args, message):
+def test_the_module_refuses_bad_input_before_connecting(module_result, args, message):
     # login_port 1 would refuse a connection: reaching it would give another message.
     with patch_module_args({"login_host": "127.0.0.1", "login_port": 1, **args}):
         with pytest.raises(SystemExit):
             awa_enqueue_shards.main()
-    result = json.loads(capsys.readouterr().out)
+    result = module_result()
     assert result["failed"] and message in result["msg"]
 
 
@@ -98,12 +98,11 @@ def test_the_module_refuses_bad_input_before_connecting(capsys, args, message):
     {"connect_params": {"dbname": "host=127.0.0.1 port=1 password='pw-s3cret' dbname=app"}},
     {"login_host": "postgres://awa:pw-s3cret@127.0.0.1"},
 ], ids=["login_password", "connect_params", "uri-in-login_db", "conninfo-in-connect_params", "uri-in-login_host"])
-def test_a_password_is_in_no_part_of_the_result_however_it_is_given(capsys, connection):
+def test_a_password_is_in_no_part_of_the_result_however_it_is_given(module_result, connection):
     # Nothing listens on port 1. ansible-core 2.19 returns the invocation (connect_params among it), which -vvv prints.
     with patch_module_args({"login_host": "127.0.0.1", "login_port": 1, "queue": "orders", "shards": 2, **connection}):
         with pytest.raises(SystemExit):
             awa_enqueue_shards.main()
-    output = capsys.readouterr().out
-    result = json.loads(output)
+    result = module_result()
     assert result["failed"] and result["msg"].startswith("could not connect to database")
-    assert "s3cret" not in output
+    assert "s3cret" not in json.dumps(result)
