@@ -147,8 +147,13 @@ def unreachable_message(gone: list[dict], total: int, max_fail_percentage: float
                        f"{', '.join(service['service'] for service in host['services']) or 'no service'} "
                        "not checked or restarted" for host in gone)
     share = 100 * len(gone) / total if total else 100
-    return (f"{len(gone)} of {total} producer host(s) unreachable ({share:.0f}%, over "
-            f"enqueue_shards_max_fail_percentage {max_fail_percentage:g}): {listed}. Bring them back and run the "
+    # A host that answered but whose run failed is not unreachable: what it said is its detail, to be fixed there.
+    answered = sum(1 for host in gone if host.get("answered"))
+    what = ("unreachable" if not answered else "failed before their services were read" if answered == len(gone)
+            else "unreachable or failed before their services were read")
+    fix = "Bring them back" if not answered else "Fix what each host said"
+    return (f"{len(gone)} of {total} producer host(s) {what} ({share:.0f}%, over "
+            f"enqueue_shards_max_fail_percentage {max_fail_percentage:g}): {listed}. {fix} and run the "
             "playbook again (it restarts only what is still stale), or raise enqueue_shards_max_fail_percentage to "
             "go on without them")
 
@@ -190,7 +195,8 @@ def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsRes
                 continue
             if not host["reachable"]:
                 skipped.append(name)
-                lines.append(f"{name}: not checked or restarted - its host is unreachable ({service['detail']})")
+                why = "its host's run failed before reading it" if host.get("answered") else "its host is unreachable"
+                lines.append(f"{name}: not checked or restarted - {why} ({service['detail']})")
                 continue
             problem = service_problem(service["host"], service, host["method"])
             if problem:

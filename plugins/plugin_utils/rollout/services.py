@@ -62,10 +62,11 @@ def _declared(settings: dict, service: str) -> list[str] | None:
     return None if declared is None else list(declared)
 
 
-def unreachable_state(settings: dict, error: str) -> dict:
-    """A host that could not be read: every one of its services is unreachable, with the connection error."""
+def unreachable_state(settings: dict, error: str, *, answered: bool = False) -> dict:
+    """A host that could not be read: every one of its services is unreachable, with the error. ``answered``: the
+    host answered but the run failed before reading its services (the environment file could not be written)."""
     return {"host": settings["host"], "method": None, "clock": None, "environment_changed": False,
-            "reachable": False, "names": _names(settings, {}),
+            "reachable": False, "answered": answered, "names": _names(settings, {}),
             "services": [{"host": settings["host"], "service": service, "state": UNREACHABLE, "started_at": None,
                           "main_pid": None, "detail": error, "queues": _declared(settings, service)}
                          for service in settings["services"]]}
@@ -75,7 +76,8 @@ def host_state(settings: dict, result: dict | None) -> dict:
     """One host's state from its settings (validation) and its awa_producer_services result."""
     error = read_error(result)
     if error is not None or result is None:
-        return unreachable_state(settings, error or "not read")
+        return unreachable_state(settings, error or "not read",
+                                 answered=bool(result) and not (result or {}).get("unreachable"))
     services = [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
                  "queues": _declared(settings, service["service"])} for service in result["services"]]
     written = result.get("env_file") or {}

@@ -269,6 +269,18 @@ def test_services_of_unreachable_hosts_are_skipped_and_too_many_of_them_stop_bef
     assert allowed["problems"] == [] and allowed["batches"] == [[["app1", "a"]]]
 
 
+def test_a_host_that_answered_but_failed_before_its_read_is_said_to_have_failed_not_to_be_unreachable():
+    written = "could not write /etc/awa/producer.env: [Errno 13] Permission denied"
+    hosts = [systemd_host("app1", {"a": unit("a", started=CHANGE_AT - 60)}, READ_AT + 2),
+             host_state(settings("app2", ["b"]), {"failed": True, "msg": written})]
+    stopped = plan(hosts)
+    assert f"app2/b: not checked or restarted - its host's run failed before reading it ({written})" in stopped["lines"]
+    assert stopped["problems"] == [
+        f"1 of 2 producer host(s) failed before their services were read (50%, over enqueue_shards_max_fail_percentage"
+        f" 0): app2 ({written}): b not checked or restarted. Fix what each host said and run the playbook again (it "
+        "restarts only what is still stale), or raise enqueue_shards_max_fail_percentage to go on without them"]
+
+
 def test_batch_sizes_as_ansible_serial_writes_them():
     before = CHANGE_AT - 60
     hosts = [systemd_host(f"app{index}", {"a": unit("a", started=before), "b": unit("b", started=before)},

@@ -22,11 +22,12 @@ def test_a_hosts_state_carries_each_service_its_clock_and_the_names_a_runtime_ma
 def test_a_host_the_module_could_not_reach_or_read_reports_every_service_unreachable():
     host = settings("app1", ["a", "b"])
     state = host_state(host, {"unreachable": True, "msg": "Failed to connect to the host via ssh: Connection refused"})
-    assert not state["reachable"]
+    assert not state["reachable"] and not state["answered"]
     assert [(s["state"], s["detail"]) for s in state["services"]] == [
         ("unreachable", "Failed to connect to the host via ssh: Connection refused")] * 2
     no_python = host_state(host, {"failed": True, "msg": "/usr/bin/python3: not found"})
     assert not no_python["reachable"] and no_python["services"][0]["detail"] == "/usr/bin/python3: not found"
+    assert no_python["answered"], "a host whose run failed answered: it is not called unreachable"
 
 
 def test_a_host_whose_read_after_the_change_was_skipped_says_which_task_to_run():
