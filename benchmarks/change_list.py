@@ -1,4 +1,4 @@
-"""7. A change of many queues beside the floor's SQL, in process on one durable server.
+"""A change of many queues beside the floor's SQL, in process on one durable server.
 
 Two ways to raise N new queues from 1 to 4 shards with the runtime role's
 grants, on the same database, taking turns so both see the same checkpoint
