@@ -16,7 +16,9 @@ module's answer true, and how fast) and fleet (the change-window playbook
 over SSH to N systemd hosts beside a floor; needs root and ``bash
 hack/hosts.sh``: ``--suites fleet``) and batch_wait (one poll of the
 rollout's batch wait at 1, 10 and 100 queues, with and without the lanes:
-``--suites batch_wait``). It never passes or fails: it measures and reports.
+``--suites batch_wait``) and change_list (the module's change of 100 and 400
+queues beside the floor's SQL in one transaction, in process: ``--suites
+change_list``). It never passes or fails: it measures and reports.
 """
 
 from __future__ import annotations
@@ -34,8 +36,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import (batch_wait, change_cost, charts, convergence, environment, fleet, lost_commit, producer_impact, scale,
-               shard_choice)
+from . import (batch_wait, change_cost, change_list, charts, convergence, environment, fleet, lost_commit,
+               producer_impact, scale, shard_choice)
 from .environment import BenchServer
 from .fleet import FleetMatrix
 from .producer_impact import Traffic
@@ -57,12 +59,15 @@ class Profile:
     shard_matrix: Matrix = field(default_factory=Matrix)
     lost_commit_rounds: int = 25
     fleet_matrix: FleetMatrix = field(default_factory=FleetMatrix)
+    change_list_queues: tuple[int, ...] = change_list.QUEUE_COUNTS
+    change_list_repeats: int = 7
 
 
 FULL = Profile("full", change_iterations=7, impact_rounds=3, scale_queues=100, runtime_counts=(2, 8))
 QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, runtime_counts=(2,),
                 traffic=Traffic(warmup_seconds=3.0, after_seconds=4.0), shard_matrix=shard_choice.QUICK_MATRIX,
-                lost_commit_rounds=5, fleet_matrix=fleet.QUICK_MATRIX)
+                lost_commit_rounds=5, fleet_matrix=fleet.QUICK_MATRIX, change_list_queues=(100,),
+                change_list_repeats=3)
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,8 @@ SUITES: dict[str, Suite] = {
                          lost_commit.table),
     "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table),
     "batch_wait": Suite(lambda bench, profile, work_dir: batch_wait.run(bench, work_dir), batch_wait.table),
+    "change_list": Suite(lambda bench, profile, work_dir: change_list.run(
+        bench, profile.change_list_queues, profile.change_list_repeats), change_list.table),
 }
 # Run when --suites is not given (shard_choice takes about 35 minutes on its own; lost_commit is about
 # reliability, not cost; fleet needs root and hosts).

@@ -7,6 +7,16 @@ before it were changed.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
+
+from ansible_collections.awa.operations.plugins.module_utils.change.apply import queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.listed import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect
+
+from benchmarks.tracing import protocol_trace
 from enqueue_shards_support import (
     ansible_adhoc,
     complete_lanes,
@@ -73,3 +83,49 @@ def test_queue_and_queues_are_exclusive(awa_db):
                                                                         {"queue": "twice", "shards": 4}]})
     assert process.returncode != 0 and "more than once: 'twice'" in refused["msg"]
     assert shard_counts(awa_db) == {}
+
+
+def _change_in_process(conn, entries: list[dict]) -> dict:
+    return change_many_queues(conn, validate_requests(entries), lock_timeout=10.0, ledger_schema="awa_operations",
+                              reason=None)
+
+
+def test_a_queue_changed_by_another_run_after_the_lists_read_is_planned_again_from_what_that_run_committed(awa_db):
+    with contextlib.closing(connect(awa_db.login_args(), writes=True)) as conn:
+        _change_in_process(conn, [{"queue": "q1", "shards": 2}, {"queue": "q2", "shards": 2}])
+        with contextlib.closing(connect(awa_db.login_args(), writes=True)) as other:
+            # Another run holds q2's lock and moves it to 3: the list reads 2, then waits on the lock for q2's turn.
+            other.execute(queue_lock("q2").query, queue_lock("q2").params)
+            other.execute("UPDATE awa.queue_meta SET enqueue_shards = 3 WHERE queue = 'q2'")
+            waiting = threading.Thread(target=_commit_when_waiting, args=(awa_db, other, conn.info.backend_pid))
+            waiting.start()
+            try:
+                result = _change_in_process(conn, [{"queue": "q1", "shards": 4}, {"queue": "q2", "shards": 4}])
+            finally:
+                waiting.join()
+    assert result["previous_shards"] == {"q1": 2, "q2": 3}
+    assert shard_counts(awa_db) == {"q1": 4, "q2": 4} and complete_lanes(awa_db, "q2") == lanes_below(4)
+    assert [(row["queue"], row["from_shards"]) for row in ledger_rows(awa_db)][-2:] == [("q1", {"q1": 2}), ("q2", {"q2": 3})]
+
+
+def _commit_when_waiting(awa_db, other, pid: int) -> None:
+    with contextlib.closing(connect(awa_db.login_args())) as watcher:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and not watcher.execute(
+                "SELECT EXISTS (SELECT FROM pg_locks WHERE pid = %s AND locktype = 'advisory' AND NOT granted)",
+                (pid,)).fetchone()[0]:
+            time.sleep(0.05)
+    other.commit()
+
+
+def test_a_list_costs_the_same_round_trips_for_each_queue_it_adds(awa_db):
+    counted = {}
+    with contextlib.closing(connect(awa_db.login_args(), writes=True)) as conn:
+        _change_in_process(conn, [{"queue": "earlier", "shards": 2}])  # the ledger exists: no queue creates it
+        for size in (1, 2, 4):
+            with protocol_trace(conn) as trace:
+                _change_in_process(conn, [{"queue": f"r{size}-{n}", "shards": 4} for n in range(size)])
+            counted[size] = trace.round_trips
+    per_queue = counted[2] - counted[1]
+    # One read for the whole list, then each queue's transaction sent as a pipeline: BEGIN, the pipeline, COMMIT.
+    assert counted[4] - counted[2] == 2 * per_queue and per_queue <= 4, counted

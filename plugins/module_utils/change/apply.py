@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import psycopg, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import QueueState, send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import LIVE_RUNTIME_PREDICATE
 from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, LedgerRow, recorded_row
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
@@ -223,6 +223,8 @@ class ChangeStatements:
     provision: list[Statement]
     record: Statement | None
     switch: Statement | None
+    # The ledger's DDL is a script of several statements: the extended protocol of pipeline mode takes one.
+    pipelined: bool = True
 
     @property
     def all(self) -> list[Statement]:
@@ -256,10 +258,10 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     provision += _head_statements(schema, plan, hidden)
     if plan.lanes_to_repair:
         provision.append(repair_lane_sequences(schema, plan.lanes_to_repair))
-    if create_ledger and ledger_schema:
-        provision.append(ledger_ddl(ledger_schema))
-    elif add_change_id and ledger_schema:
-        provision.append(ledger_change_id_ddl(ledger_schema))
+    ddl = (ledger_ddl(ledger_schema) if create_ledger else ledger_change_id_ddl(ledger_schema)
+           if add_change_id else None) if ledger_schema else None
+    if ddl is not None:
+        provision.append(ddl)
     if plan.lane_rows_to_create:
         provision.append(insert_lane_rows(schema, plan.lane_rows_to_create))
     provision += _head_statements(schema, plan, lambda key: not hidden(key))
@@ -267,7 +269,7 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
         provision.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
     record = ledger_insert(ledger_schema, plan, reason, with_change_id=record_change_id) if ledger_schema else None
     switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
-    return ChangeStatements(provision, record, switch)
+    return ChangeStatements(provision, record, switch, pipelined=ddl is None)
 
 
 def render(conn, statements: list[Statement]) -> list[str]:
@@ -276,20 +278,31 @@ def render(conn, statements: list[Statement]) -> list[str]:
     return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
 
 
-def execute(conn, statement: Statement) -> list[tuple]:
-    cursor = conn.execute(statement.query, statement.params)
-    return cursor.fetchall() if cursor.description else []
-
-
 def lock_queue(conn, queue: str, change_id: str | None = None) -> None:
     """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
-    execute(conn, queue_lock(queue, change_id))
+    send_queue_lock(conn, queue, change_id).fetchall()
 
 
-def verify_provisioned(conn, plan: Plan, schema: str, runtime_roles: tuple[str, ...]) -> None:
-    """After provisioning, before the switch: re-read inside the change's transaction; every planned lane and grant
-    must now exist."""
-    state = fetch_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
+def send_queue_lock(conn, queue: str, change_id: str | None = None):
+    """``lock_queue``, its result read later (on a connection in pipeline mode, with what is sent after it)."""
+    statement = queue_lock(queue, change_id)
+    return conn.execute(statement.query, statement.params)
+
+
+class ChangedSinceRead(DatabaseError):
+    """The queue's counts are not those its plan was made from: another change committed in between.
+
+    Only a plan made before its transaction (a list's one read) can meet it; that caller plans the queue again.
+    """
+
+
+def verify_provisioned(plan: Plan, state: QueueState) -> None:
+    """After provisioning, before the switch: the state re-read inside the change's transaction must hold every
+    planned lane and grant, and the counts the plan was made from."""
+    if state.enqueue_shards != plan.previous_shards:
+        raise ChangedSinceRead(
+            f"queue {plan.queue!r} was changed while this run planned it (counts {plan.previous_shards} when read, "
+            f"{state.enqueue_shards} now); the transaction was rolled back and nothing changed. Re-run to change it.")
     # The same summary the plan's before was made with, at the planned count.
     observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
     if observed != plan.after:
@@ -302,18 +315,24 @@ def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str,
                  ledger_schema: str, change_id: str | None) -> LedgerRow | None:
     """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
 
-    Returns the ledger row written (None without a ledger); ``change_id`` is
-    the id its row carries (None for a ledger without the column). On any
-    failure the caller's transaction is rolled back and nothing is written.
+    Every statement is sent before any result is read, so on a connection in
+    pipeline mode the whole change costs one round trip; nothing commits
+    before the results are checked. Returns the ledger row written (None
+    without a ledger); ``change_id`` is the id its row carries (None for a
+    ledger without the column). On any failure the caller's transaction is
+    rolled back and nothing is written.
     """
     for statement in statements.provision:
-        execute(conn, statement)
-    verify_provisioned(conn, plan, schema, runtime_roles)
+        conn.execute(statement.query, statement.params)
+    observed = send_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
+    record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
+                      for statement in (statements.record, statements.switch))
+    verify_provisioned(plan, observed())
     ledger = None
-    if statements.record is not None:
-        ledger = recorded_row(ledger_schema, execute(conn, statements.record)[0], change_id)
-    if statements.switch is not None:
-        switched = dict(execute(conn, statements.switch))
+    if record is not None:
+        ledger = recorded_row(ledger_schema, record.fetchone(), change_id)
+    if switch is not None:
+        switched = dict(switch.fetchall())
         if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
             raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
                                 "the transaction was rolled back and nothing changed.")

@@ -33,26 +33,24 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.change import apply, lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, Switch, change_warnings, check_ledger, plan_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, check_ledger, plan_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
-from ansible_collections.awa.operations.plugins.module_utils.change.result import (
-    ChangesRun,
-    QueueChange,
-    QueueChangeRun,
-)
+from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import reconnect_with_retries
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import check_installation, fetch_installation, storage_schema
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import fetch_known_queue_names, fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import (
+    Installation, check_installation, fetch_installation, storage_schema)
+from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import (
+    QueueState, fetch_known_queue_names, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
-from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes
 
 
 def queue_change(plan: Plan, *, changed: bool, check_mode: bool) -> QueueChange:
@@ -92,15 +90,24 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
     ``CommitNotApplied`` raised if not, ``CommitOutcomeUnknown`` if that
     cannot be told (always, without ``reconnect``).
     """
-    started = time.monotonic()
     # The id its ledger row will carry (a check-mode run writes none, and returns none).
     change_id = str(uuid.uuid4())
+    return in_transaction(conn, request.queue, lambda: _change(
+        conn, request, check_mode=check_mode, ledger_schema=ledger_schema, reason=reason, change_id=change_id,
+        lock_timeout=lock_timeout), check_mode=check_mode, lock_timeout=lock_timeout, ledger_schema=ledger_schema,
+        reconnect=reconnect)
+
+
+def in_transaction(conn, queue: str, change: Callable[[], QueueChangeRun], *, check_mode: bool, lock_timeout: float,
+                   ledger_schema: str, reconnect: Callable[[], Any] | None) -> QueueChangeRun:
+    """``change`` of ``queue`` in a transaction of its own (READ ONLY in check mode), a lost COMMIT settled on a
+    connection from ``reconnect``; the result's ``duration`` is the whole of it."""
+    started = time.monotonic()
     try:
-        with transaction(conn, f"changing enqueue_shards of queue {request.queue!r}", lock_timeout=lock_timeout,
+        with transaction(conn, f"changing enqueue_shards of queue {queue!r}", lock_timeout=lock_timeout,
                          read_only=check_mode,
                          on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-            result = _change(conn, request, check_mode=check_mode, ledger_schema=ledger_schema, reason=reason,
-                             change_id=change_id, lock_timeout=lock_timeout)
+            result = change()
     except lost_commit.Unsettled as unsettled:
         result = lost_commit.settle(unsettled.pending, unsettled.reason, reconnect)
     result["duration"] = round(time.monotonic() - started, 3)
@@ -124,60 +131,74 @@ def without_statements(run: QueueChangeRun) -> QueueChange:
     return entry
 
 
-def list_warnings(runs: list[QueueChangeRun]) -> list[str]:
-    """The warnings of a list's queues, each once: the switch warnings each queue gave for itself are given once
-    for all the queues they concern (a hundred queues raised together warn in two lines, not a hundred)."""
-    switches = [Switch.of(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
-    own = {warning for switch in switches if switch for warning in change_warnings([switch])}
-    others = [warning for run in runs for warning in run["warnings"] if warning not in own]
-    return list(dict.fromkeys(others + change_warnings([switch for switch in switches if switch])))
+@dataclass
+class Prepared:
+    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
+
+    request: ChangeRequest
+    schema: str
+    plan: Plan
+    statements: apply.ChangeStatements
+    warnings: list[str]
+    ledger_schema: str
+    # Whether a ledger row is written (not with ledger: false, nor when nothing changes), and carries the change id.
+    records: bool
+    records_change_id: bool
 
 
-def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:
-    """One result for a list of queues: totals and views merged over them, and each queue's own result."""
-    ordered = list(results.values())
-    return {
-        "changed": any(result["changed"] for result in ordered),
-        "check_mode": all(result["check_mode"] for result in ordered),
-        "physical_queues": [name for result in ordered for name in result["physical_queues"]],
-        "previous_shards": {name: count for result in ordered for name, count in result["previous_shards"].items()},
-        "lanes_created": sum(result["lanes_created"] for result in ordered),
-        "lanes_repaired": sum(result["lanes_repaired"] for result in ordered),
-        "grants_added": sum(result["grants_added"] for result in ordered),
-        "queries": [query for result in ordered for query in result["queries"]],
-        "diff": {"before": {name: view for result in ordered for name, view in result["diff"]["before"].items()},
-                 "after": {name: view for result in ordered for name, view in result["diff"]["after"].items()}},
-        "warnings": list_warnings(ordered),
-        "queues": {queue: without_statements(result) for queue, result in results.items()},
-        "duration": round(duration, 3),
-    }
+def prepare(request: ChangeRequest, installation: Installation, layout: StripeLayout, state: QueueState, *,
+            warnings: list[str], ledger_schema: str, reason: str | None) -> Prepared:
+    """The change of ``request`` from what was read (``warnings``: the installation's). Raises its refusal."""
+    plan = plan_enqueue_shards(request, layout, state, installation)
+    warnings = warnings + plan.warnings
+    use_ledger = request.ledger and plan.changed
+    ledger_plan = check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
+    warnings += ledger_plan.warnings if ledger_plan else []
+    records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
+    schema = storage_schema(installation)
+    statements = apply.build_change_statements(
+        plan, schema, ledger_schema=ledger_schema if use_ledger else None,
+        create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
+        add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
+    return Prepared(request, schema, plan, statements, warnings, ledger_schema, use_ledger, records_change_id)
 
 
-def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callable[[], Any] | None = None,
-                       **options) -> ChangesRun:
-    """``change_enqueue_shards`` for each request in turn, on one connection, each in its own transaction.
+def planned_result(conn, prepared: Prepared, *, check_mode: bool) -> QueueChangeRun:
+    """The result of ``prepared`` as planned (what a check-mode run returns; a real run adds what it recorded)."""
+    return _result(prepared.plan, apply.render(conn, prepared.statements.all), changed=prepared.plan.changed,
+                   check_mode=check_mode, warnings=prepared.warnings)
 
-    It stops at the first queue that fails: the queues before it stay changed
-    (each committed on its own), the error names them, and a re-run (changes
-    are idempotent) finishes the list. A queue whose COMMIT lost the
-    connection but was found committed does not stop it: the next queue runs
-    on a new connection from ``reconnect``.
-    """
-    started = time.monotonic()
-    results: dict[str, QueueChangeRun] = {}
-    with contextlib.ExitStack() as reopened:
-        for request in requests:
-            try:
-                if conn.closed and reconnect is not None:
-                    conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
-                results[request.queue] = change_enqueue_shards(conn, request, reconnect=reconnect, **options)
-            except AwaOperationsError as exc:
-                changed = [queue for queue, result in results.items() if result["changed"]]
-                done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
-                        "re-run to finish the list." if changed else " No queue of the list was changed.")
-                raise type(exc)(f"Queue {request.queue!r}: {exc.message}{done}",
-                                **{**exc.details, "queues": results}) from None
-    return merge_results(results, time.monotonic() - started)
+
+def refuse_writes(conn, run: str) -> None:
+    """A ``run`` that only reads (a check-mode run, one with nothing to change, a list's read): a transaction id
+    would mean it wrote."""
+    if fetch_assigned_transaction_id(conn) is not None:
+        raise DatabaseError(f"internal error: {run} was assigned a transaction id, so it wrote something; it was "
+                            "rolled back.")
+
+
+def apply_and_commit(conn, prepared: Prepared, result: QueueChangeRun, *, change_id: str, lock_timeout: float,
+                     lock: bool) -> None:
+    """Write ``prepared`` in the caller's transaction and commit it, the statements sent as one pipeline (with the
+    queue's lock first when ``lock``); ``result`` gets the ledger row and the change id. A lost COMMIT raises
+    ``lost_commit.Unsettled``."""
+    plan = prepared.plan
+    with conn.pipeline() if prepared.statements.pipelined else contextlib.nullcontext():
+        if lock:
+            apply.send_queue_lock(conn, plan.queue, change_id)
+        recorded = apply.apply_change(conn, plan, prepared.statements, schema=prepared.schema,
+                                      runtime_roles=prepared.request.runtime_roles,
+                                      ledger_schema=prepared.ledger_schema,
+                                      change_id=change_id if prepared.records_change_id else None)
+    if recorded is not None:
+        result["ledger"] = recorded
+    result["change_id"] = change_id
+    # Without a change id in the row, a lost commit is looked up by its transaction.
+    identity = None if prepared.records_change_id else fetch_transaction_identity(conn)
+    lost_commit.commit_change(conn, lost_commit.PendingChange(
+        queue=plan.queue, change_id=change_id, result=result,
+        ledger_schema=prepared.ledger_schema if prepared.records else None,
+        records_change_id=prepared.records_change_id, transaction=identity, lock_timeout=lock_timeout))
 
 
 def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None,
@@ -187,35 +208,13 @@ def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: st
     installation = fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
     warnings = check_installation(installation, request.runtime_roles)
     schema = storage_schema(installation)
-    known = fetch_known_queue_names(conn, schema, request.queue)
-    layout = resolve_stripes(request.queue, request.stripes, known)
+    layout = resolve_stripes(request.queue, request.stripes, fetch_known_queue_names(conn, schema, request.queue))
     state = fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles), shards=request.shards)
-    plan = plan_enqueue_shards(request, layout, state, installation)
-    warnings += plan.warnings
-    use_ledger = request.ledger and plan.changed
-    ledger_plan = check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
-    warnings += ledger_plan.warnings if ledger_plan else []
-    records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
-    statements = apply.build_change_statements(
-        plan, schema, ledger_schema=ledger_schema if use_ledger else None,
-        create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
-        add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
-    result = _result(plan, apply.render(conn, statements.all), changed=plan.changed, check_mode=check_mode,
-                     warnings=warnings)
-    if check_mode or not plan.changed:
-        # Both only read: a transaction id would mean something was written.
-        if fetch_assigned_transaction_id(conn) is not None:
-            raise DatabaseError(f"internal error: a {'check-mode run' if check_mode else 'run with nothing to change'} "
-                                "was assigned a transaction id, so it wrote something; it was rolled back.")
+    prepared = prepare(request, installation, layout, state, warnings=warnings, ledger_schema=ledger_schema,
+                       reason=reason)
+    result = planned_result(conn, prepared, check_mode=check_mode)
+    if check_mode or not prepared.plan.changed:
+        refuse_writes(conn, "a check-mode run" if check_mode else "a run with nothing to change")
         return result
-    recorded = apply.apply_change(conn, plan, statements, schema=schema, runtime_roles=request.runtime_roles,
-                                  ledger_schema=ledger_schema, change_id=change_id if records_change_id else None)
-    if recorded is not None:
-        result["ledger"] = recorded
-    result["change_id"] = change_id
-    # Without a change id in the row, a lost commit is looked up by its transaction.
-    identity = None if records_change_id else fetch_transaction_identity(conn)
-    lost_commit.commit_change(conn, lost_commit.PendingChange(
-        queue=request.queue, change_id=change_id, result=result, ledger_schema=ledger_schema if use_ledger else None,
-        records_change_id=records_change_id, transaction=identity, lock_timeout=lock_timeout))
+    apply_and_commit(conn, prepared, result, change_id=change_id, lock_timeout=lock_timeout, lock=False)
     return result

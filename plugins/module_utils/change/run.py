@@ -18,11 +18,8 @@ from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening, reconnect_with_retries
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import (
-    change_enqueue_shards,
-    change_many_queues,
-    without_statements,
-)
+from ansible_collections.awa.operations.plugins.module_utils.change.listed import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards, without_statements
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangeOutcome,
     ChangesRun,

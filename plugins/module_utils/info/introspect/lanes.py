@@ -7,6 +7,7 @@ Part of the introspect package, the reads more than one step makes (installation
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -17,21 +18,29 @@ from ansible_collections.awa.operations.plugins.module_utils.naming import PRIOR
 # queue-storage schema (docs/awa-internals.md §2).
 LANE_PRIVILEGES = ("USAGE", "SELECT", "UPDATE")
 
+# A logical name holds no STRIPE_DELIMITER, so a stored name belongs to the logical queue before its first one.
 QUEUE_NAMES_SQL = """
 SELECT DISTINCT queue FROM (
     SELECT queue FROM {lanes} UNION ALL SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
 ) AS known
-WHERE queue = %(queue)s OR left(queue, %(prefix_length)s) = %(prefix)s
+WHERE split_part(queue, %(delimiter)s, 1) = ANY(%(logical)s::text[])
 """
 
 
 def fetch_known_queue_names(conn, schema: str, logical: str) -> list[str]:
     """Every stored queue name that is ``logical`` or starts with ``logical#``."""
-    prefix = logical + STRIPE_DELIMITER
+    return fetch_known_queue_names_of(conn, schema, [logical])[logical]
+
+
+def fetch_known_queue_names_of(conn, schema: str, logicals: list[str]) -> dict[str, list[str]]:
+    """``fetch_known_queue_names`` of each of ``logicals``, in one statement."""
     rows = conn.execute(sql.SQL(QUEUE_NAMES_SQL).format(
         lanes=sql.Identifier(schema, "queue_lanes"), heads=sql.Identifier(schema, "queue_enqueue_heads")),
-        {"queue": logical, "prefix": prefix, "prefix_length": len(prefix)}).fetchall()
-    return sorted(row[0] for row in rows)
+        {"logical": list(logicals), "delimiter": STRIPE_DELIMITER}).fetchall()
+    known: dict[str, list[str]] = {logical: [] for logical in logicals}
+    for (name,) in sorted(rows):
+        known[name.split(STRIPE_DELIMITER, 1)[0]].append(name)
+    return known
 
 
 @dataclass
@@ -162,39 +171,57 @@ def _lane_state(row: tuple) -> LaneState:
                      missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
 
 
-def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
-    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
-
-    One statement, whatever the number of queues.
-    """
-    meta = conn.execute(META_SQL, {"queues": queues}).fetchall()
+def _queue_counts(meta: list[tuple]) -> QueueState:
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
                       paused=frozenset(queue for queue, dummy, paused in meta if paused))
 
 
+def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
+    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
+
+    One statement, whatever the number of queues.
+    """
+    return _queue_counts(conn.execute(META_SQL, {"queues": queues}).fetchall())
+
+
 def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
-                      shards: int | None = None) -> QueueState:
+                      shards: int | Mapping[str, int] | None = None) -> QueueState:
     """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane.
 
-    S is ``shards`` when given (a planned count), else each queue's current
-    count. Two statements, whatever the number of queues and lanes.
+    S is ``shards`` when given (a planned count, or one per queue), else each
+    queue's current count. Two statements, whatever the number of queues and lanes.
     """
+    if shards is not None:
+        return send_queue_state(conn, schema, queues, roles, shards)()
     counts = fetch_queue_counts(conn, queues)
-    current = counts.enqueue_shards
-    rows = conn.execute(sql.SQL(LANE_STATE_SQL).format(
+    return _with_lanes(counts, _send_lanes(conn, schema, queues, roles, counts.enqueue_shards))
+
+
+def send_queue_state(conn, schema: str, queues: list[str], roles: list[str],
+                     shards: int | Mapping[str, int]) -> Callable[[], QueueState]:
+    """``fetch_queue_state`` with the counts S given: both statements are sent now, their rows read when the
+    returned function is called (on a connection in pipeline mode, in the same round trip as what was sent before)."""
+    meta = conn.execute(META_SQL, {"queues": list(queues)})
+    lanes = _send_lanes(conn, schema, queues, roles,
+                        shards if isinstance(shards, Mapping) else dict.fromkeys(queues, shards))
+    return lambda: _with_lanes(_queue_counts(meta.fetchall()), lanes)
+
+
+def _send_lanes(conn, schema: str, queues: list[str], roles: list[str], shards: Mapping[str, int]):
+    return conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
         lane_rows=sql.Identifier(schema, "queue_lanes"),
         name_fn=sql.Identifier(schema, "queue_lane_sequence_name"),
-    ), {"queues": list(queues), "shards": [shards or current[queue] for queue in queues],
+    ), {"queues": list(queues), "shards": [shards[queue] for queue in queues],
         "priorities": list(PRIORITIES), "schema": schema, "roles": list(roles),
-        "privileges": list(LANE_PRIVILEGES)}).fetchall()
-    return QueueState(
-        enqueue_shards=current,
-        paused=counts.paused,
-        lanes=[_lane_state(row) for row in rows],
-    )
+        "privileges": list(LANE_PRIVILEGES)})
+
+
+def _with_lanes(counts: QueueState, lanes) -> QueueState:
+    return QueueState(enqueue_shards=counts.enqueue_shards, paused=counts.paused,
+                      lanes=[_lane_state(row) for row in lanes.fetchall()])
 
 
 ALL_QUEUE_NAMES_SQL = """

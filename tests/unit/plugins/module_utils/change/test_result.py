@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, operation
+from ansible_collections.awa.operations.plugins.module_utils.change import listed, lost_commit, operation
 from ansible_collections.awa.operations.plugins.module_utils.change.run import list_outcome, queue_outcome
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
@@ -86,10 +86,10 @@ def test_a_result_built_now_is_a_result_as_declared_in_each_of_its_shapes():
     one = _run("orders", 8)
     assert one["changed"] and one["grants_added"] and one["diff"]["after"], "no key left empty"
     assert value_problems(one, QueueChangeRun) == []
-    listed = operation.merge_results({"orders": one, "events": _run("events", 4, stripes=2)}, 0.1)
-    assert value_problems(listed, ChangesRun) == []
+    many = listed.merge_results({"orders": one, "events": _run("events", 4, stripes=2)}, 0.1)
+    assert value_problems(many, ChangesRun) == []
     for diff in (True, False):
-        for outcome in (queue_outcome(one, diff=diff), list_outcome(listed, diff=diff)):
+        for outcome in (queue_outcome(one, diff=diff), list_outcome(many, diff=diff)):
             result = {**outcome, "observed": _observed()}
             assert value_problems(result, EnqueueShardsResult) == []
             assert ("diff" in result) is diff and "warnings" not in result
