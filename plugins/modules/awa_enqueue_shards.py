@@ -81,7 +81,9 @@ options:
   queues:
     description:
       - Several queues in one module run, on one connection, in the order given. Each is changed in its own
-        transaction exactly as O(queue) would be. Prefer it to a loop over O(queue) when changing many queues -
+        transaction exactly as O(queue) would be. The listed queues are read once, together, and each queue's
+        transaction is sent without waiting on each statement; a queue that another run changed since that read is
+        planned again in its own transaction. Prefer it to a loop over O(queue) when changing many queues -
         each loop item is a module run of its own (about 0.4 s of Ansible overhead each on a small machine).
       - O(runtime_roles), O(lock_timeout), O(ledger), O(ledger_schema) and O(reason) apply to every entry.
       - The run stops at the first queue that fails. The queues before it stay changed, the error names them,
