@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, NoReturn, Protocol
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import HAS_PSYCOPG
 from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_secrets
@@ -31,8 +31,19 @@ from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install 
     this_interpreter,
 )
 
-if TYPE_CHECKING:
-    from ansible.module_utils.basic import AnsibleModule
+
+class Module(Protocol):
+    """What the runs use of an AnsibleModule (the class is passed in: module_utils import nothing of Ansible's)."""
+
+    params: dict[str, Any]
+    check_mode: bool
+    no_log_values: set[str]
+
+    def warn(self, warning: str) -> None: ...
+
+    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
+
+    def exit_json(self, **kwargs: Any) -> NoReturn: ...
 
 
 def _entries(value: object) -> list[dict[str, Any]]:
@@ -59,7 +70,7 @@ def _lenient(spec: dict[str, Any]) -> dict[str, Any]:
             for name, option in spec.items()}
 
 
-def build_module(module_class: type[AnsibleModule], argument_spec: dict[str, Any], **kwargs: Any) -> AnsibleModule:
+def build_module(module_class: Callable[..., Module], argument_spec: dict[str, Any], **kwargs: Any) -> Module:
     """``module_class(argument_spec=..., **kwargs)``, failing cleanly on infinite integers."""
     try:
         return module_class(argument_spec=argument_spec, **kwargs)
@@ -72,8 +83,8 @@ def build_module(module_class: type[AnsibleModule], argument_spec: dict[str, Any
         raise  # fail_json exits; this line is never reached
 
 
-def run_module(module_class: type[AnsibleModule], argument_spec: dict[str, Any], rules: Mapping[str, list[Any]],
-               run: Callable[[AnsibleModule], tuple[Mapping[str, object], list[str]]],
+def run_module(module_class: Callable[..., Module], argument_spec: dict[str, Any], rules: Mapping[str, list[Any]],
+               run: Callable[[Module], tuple[Mapping[str, object], list[str]]],
                *, mark_disconnected: bool = False) -> None:
     """Build the module (check mode supported), ``run`` it, and exit with its result or fail with its error.
 

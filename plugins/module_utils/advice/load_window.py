@@ -26,9 +26,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.dep
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import fetch_queue_storage_schema
 
 if TYPE_CHECKING:
-    from psycopg.rows import TupleRow
-
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Row
 
 T = TypeVar("T")
 
@@ -78,7 +76,7 @@ def _identifiers(schema: str) -> dict[str, sql.Identifier]:
             "next_value": sql.Identifier(schema, "sequence_next_value")}
 
 
-def fetch_activity_sample(conn: Connection) -> list[TupleRow]:
+def fetch_activity_sample(conn: Connection) -> list[Row]:
     """Every other client backend of the database now: what it runs and waits on (ACTIVITY_SAMPLE_SQL's rows)."""
     return conn.execute(ACTIVITY_SAMPLE_SQL).fetchall()
 

@@ -29,9 +29,8 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 if TYPE_CHECKING:
-    from ansible.module_utils.basic import AnsibleModule
-
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+    from ansible_collections.awa.operations.plugins.module_utils.module_main import Module
 
 
 def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeout: float,
@@ -62,7 +61,7 @@ def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
                                                               for finding in view["findings"]]))
 
 
-def read(module: AnsibleModule) -> tuple[ShardsInfo, list[str]]:
+def read(module: Module) -> tuple[ShardsInfo, list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked."""
     params = with_rollout_defaults(module.params)
     validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],

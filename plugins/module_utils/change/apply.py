@@ -44,10 +44,7 @@ from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, queue_summary
 
 if TYPE_CHECKING:
-    import psycopg
-    from psycopg.rows import TupleRow
-
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
 # The transaction-local setting the ledger row reads its change id from (set with the queue lock), so that the
@@ -291,7 +288,7 @@ def lock_queue(conn: Connection, queue: str, change_id: str | None = None) -> No
     send_queue_lock(conn, queue, change_id).fetchall()
 
 
-def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> psycopg.Cursor[TupleRow]:
+def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> Cursor:
     """``lock_queue``, its result read later (on a connection in pipeline mode, with what is sent after it)."""
     statement = queue_lock(queue, change_id)
     return conn.execute(statement.query, statement.params)

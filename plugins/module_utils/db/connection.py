@@ -56,9 +56,11 @@ if TYPE_CHECKING:
 
     from psycopg.rows import TupleRow
 
-    # What connect() opens: rows come back as tuples (psycopg's default row factory). For annotations only (import
-    # it under TYPE_CHECKING): module_utils import without psycopg, on the controller and on targets.
+    # For annotations only (import them under TYPE_CHECKING: module_utils import without psycopg, on the controller
+    # and on targets). What connect() opens, a statement's cursor and its rows: tuples, psycopg's default row factory.
     Connection: TypeAlias = psycopg.Connection[TupleRow]
+    Cursor: TypeAlias = psycopg.Cursor[TupleRow]
+    Row: TypeAlias = TupleRow
 
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
@@ -105,7 +107,7 @@ HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$",
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
 
-def one_row(cursor: psycopg.Cursor[TupleRow]) -> TupleRow:
+def one_row(cursor: Cursor) -> Row:
     """The row of a statement that returns exactly one (``SELECT now()``, an aggregate, a function call)."""
     row = cursor.fetchone()
     if row is None:

@@ -120,7 +120,8 @@ def _done(view: QueueView, matched: dict[str, Any] | None) -> bool:
                                                       and not matched["unreachable_hosts"]))
 
 
-def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool, matched: dict[str, Any] | None = None) -> list[str]:
+def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
+                matched: dict[str, Any] | None = None) -> list[str]:
     result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view["depth_beyond_count"]

@@ -16,10 +16,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
 
 if TYPE_CHECKING:
-    import psycopg
-    from psycopg.rows import TupleRow
-
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row
 
 # awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
 # queue-storage schema (docs/awa-internals.md §2).
@@ -169,7 +166,7 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def _lane_state(row: TupleRow) -> LaneState:
+def _lane_state(row: Row) -> LaneState:
     """A row of LANE_STATE_SQL, in its column order."""
     (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
      has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
@@ -178,7 +175,7 @@ def _lane_state(row: TupleRow) -> LaneState:
                      missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
 
 
-def _queue_counts(meta: list[TupleRow]) -> QueueState:
+def _queue_counts(meta: list[Row]) -> QueueState:
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
                       paused=frozenset(queue for queue, dummy, paused in meta if paused))
@@ -216,7 +213,7 @@ def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: li
 
 
 def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[str],
-                shards: Mapping[str, int]) -> psycopg.Cursor[TupleRow]:
+                shards: Mapping[str, int]) -> Cursor:
     return conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
@@ -227,7 +224,7 @@ def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[st
         "privileges": list(LANE_PRIVILEGES)})
 
 
-def _with_lanes(counts: QueueState, lanes: psycopg.Cursor[TupleRow]) -> QueueState:
+def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
     return QueueState(enqueue_shards=counts.enqueue_shards, paused=counts.paused,
                       lanes=[_lane_state(row) for row in lanes.fetchall()])
 
