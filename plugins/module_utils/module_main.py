@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, Protocol
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import HAS_PSYCOPG
-from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_secrets
+from ansible_collections.awa.operations.plugins.module_utils.db.options import Module, connection_secrets
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     Disconnected,
@@ -30,20 +30,6 @@ from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install 
     missing_psycopg_message,
     this_interpreter,
 )
-
-
-class Module(Protocol):
-    """What the runs use of an AnsibleModule (the class is passed in: module_utils import nothing of Ansible's)."""
-
-    params: dict[str, Any]
-    check_mode: bool
-    no_log_values: set[str]
-
-    def warn(self, warning: str) -> None: ...
-
-    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
-
-    def exit_json(self, **kwargs: Any) -> NoReturn: ...
 
 
 def _entries(value: object) -> list[dict[str, Any]]:

@@ -30,7 +30,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.wait import wa
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
-    from ansible_collections.awa.operations.plugins.module_utils.module_main import Module
+    from ansible_collections.awa.operations.plugins.module_utils.db.options import Module
 
 
 def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeout: float,

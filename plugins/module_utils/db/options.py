@@ -16,7 +16,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NoReturn, Protocol
 from urllib.parse import unquote
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
@@ -94,6 +94,21 @@ CONNECTION_OPTIONS: dict[str, dict[str, object]] = {
     "connect_params": {"type": "dict", "default": {}},
     "session_role": {"type": "str"},
 }
+
+
+class Module(Protocol):
+    """What the modules' runs use of their AnsibleModule (module_main takes its class: module_utils import nothing
+    of Ansible's)."""
+
+    params: dict[str, Any]
+    check_mode: bool
+    no_log_values: set[str]
+
+    def warn(self, warning: str) -> None: ...
+
+    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
+
+    def exit_json(self, **kwargs: Any) -> NoReturn: ...
 
 
 def environment_or_default(option: str) -> object:
