@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any, cast
 
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
@@ -50,7 +51,7 @@ display = Display()
 class PollFailed(Exception):
     """The module failed during a poll; its result is passed on unchanged."""
 
-    def __init__(self, result: dict, disconnected: bool = False) -> None:
+    def __init__(self, result: dict[str, Any], disconnected: bool = False) -> None:
         super().__init__(result.get("msg", "poll failed"))
         self.message = str(self)
         self.result = result
@@ -86,8 +87,8 @@ class ActionModule(ActionBase):
     clock = staticmethod(time.monotonic)
     sleep = staticmethod(time.sleep)
 
-    def run(self, tmp=None, task_vars=None) -> dict:
-        result = super().run(tmp, task_vars)
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
         del tmp
         validation, given = self.validate_argument_spec(argument_spec=argument_spec(rollout=self.ROLLOUT),
                                                         **ARGUMENT_RULES)
@@ -132,7 +133,7 @@ class ActionModule(ActionBase):
                 # wait began: the operator hears it at once, not after every reconnection attempt.
                 raise PollFailed(polled, disconnected=answered and polled.get("disconnected") is True)
             answered = True
-            return polled
+            return cast(PolledRead, polled)
 
         def on_poll(info: PolledRead, elapsed: float) -> None:
             state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
@@ -153,6 +154,6 @@ class ActionModule(ActionBase):
             # The last poll's result says failed: false (it read fine); the wait did not.
             return dict(result, **{**exc.result, "failed": True, "msg": exc.message})
 
-    def without_delay(self) -> dict:
+    def without_delay(self) -> dict[str, Any]:
         """The task's arguments for a module run after the delay was waited out here (its default is none)."""
         return {name: value for name, value in self._task.args.items() if name != "delay"}

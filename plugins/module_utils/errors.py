@@ -15,7 +15,7 @@ from collections.abc import Mapping
 class AwaOperationsError(Exception):
     """Base class. ``details`` is extra, JSON-safe context for the result."""
 
-    def __init__(self, message: str, **details) -> None:
+    def __init__(self, message: str, **details: object) -> None:
         super().__init__(message)
         self.message = message
         self.details = details

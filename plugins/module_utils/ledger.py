@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 import re
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"
@@ -44,7 +44,7 @@ class LedgerRow(TypedDict):
     change_id: str | None
 
 
-def recorded_row(schema: str, row: tuple, change_id: str | None) -> LedgerRow:
+def recorded_row(schema: str, row: tuple[Any, ...], change_id: str | None) -> LedgerRow:
     """The ``ledger`` of a result: the row (id, changed_at, live runtimes) written for a change."""
     ledger_id, changed_at, live = row
     return {"schema": schema, "table": TABLE, "id": ledger_id, "changed_at": changed_at.isoformat(),
@@ -60,6 +60,6 @@ class RecordedChange:
     changed_at: datetime.datetime  # database clock
     from_shards: int
     to_shards: int
-    live_runtime_ids: frozenset
+    live_runtime_ids: frozenset[str]
     changed_by: str
     reason: str | None

@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import HAS_PSYCOPG
-from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_secrets
+from ansible_collections.awa.operations.plugins.module_utils.db.options import Module, connection_secrets
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
     Disconnected,
@@ -32,13 +32,13 @@ from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install 
 )
 
 
-def _entries(value: object) -> list[dict]:
+def _entries(value: object) -> list[dict[str, Any]]:
     """The dicts a sub-option value holds (a dict, or a list of them)."""
     values = value if isinstance(value, list) else [value]
     return [entry for entry in values if isinstance(entry, dict)]
 
 
-def _infinite_int_options(spec: dict, params: dict, prefix: str = "") -> list[str]:
+def _infinite_int_options(spec: dict[str, Any], params: dict[str, Any], prefix: str = "") -> list[str]:
     names = []
     for name, option in spec.items():
         value = params.get(name)
@@ -49,14 +49,14 @@ def _infinite_int_options(spec: dict, params: dict, prefix: str = "") -> list[st
     return names
 
 
-def _lenient(spec: dict) -> dict:
+def _lenient(spec: dict[str, Any]) -> dict[str, Any]:
     """``spec`` with every integer option, sub-options included, left raw."""
     return {name: dict(option, **({"type": "raw"} if option.get("type") == "int" else {}),
                        **({"options": _lenient(option["options"])} if "options" in option else {}))
             for name, option in spec.items()}
 
 
-def build_module(module_class, argument_spec: dict, **kwargs):
+def build_module(module_class: Callable[..., Module], argument_spec: dict[str, Any], **kwargs: Any) -> Module:
     """``module_class(argument_spec=..., **kwargs)``, failing cleanly on infinite integers."""
     try:
         return module_class(argument_spec=argument_spec, **kwargs)
@@ -69,7 +69,8 @@ def build_module(module_class, argument_spec: dict, **kwargs):
         raise  # fail_json exits; this line is never reached
 
 
-def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run: Callable[[Any], tuple],
+def run_module(module_class: Callable[..., Module], argument_spec: dict[str, Any], rules: Mapping[str, list[Any]],
+               run: Callable[[Module], tuple[Mapping[str, object], list[str]]],
                *, mark_disconnected: bool = False) -> None:
     """Build the module (check mode supported), ``run`` it, and exit with its result or fail with its error.
 
@@ -96,4 +97,6 @@ def run_module(module_class, argument_spec: dict, rules: Mapping[str, list], run
         module.fail_json(msg=exc.message, **exc.details, **disconnected)
     for warning in warnings:
         module.warn(warning)
-    module.exit_json(**result)
+    # Handed to Ansible just above, which returns them as the result's ``warnings`` (the info module's result
+    # carries its own too).
+    module.exit_json(**{key: value for key, value in result.items() if key != "warnings"})

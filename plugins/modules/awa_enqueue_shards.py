@@ -526,6 +526,8 @@ duration:
   sample: 0.045
 """
 
+from typing import Any
+
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
@@ -548,7 +550,7 @@ ARGUMENT_RULES = {
 }
 
 
-def argument_spec() -> dict:
+def argument_spec() -> dict[str, Any]:
     spec = connection_argument_spec()
     spec.update(
         queue={"type": "str"},
@@ -568,7 +570,7 @@ def argument_spec() -> dict:
     return spec
 
 
-def change(module) -> tuple[EnqueueShardsResult, list[str]]:
+def change(module: AnsibleModule) -> tuple[EnqueueShardsResult, list[str]]:
     """The run: the change of ``queue`` or of ``queues``, then the read of them after it."""
     params = module.params
     if params["queues"] is None:

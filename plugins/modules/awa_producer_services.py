@@ -322,6 +322,7 @@ programs:
 
 import functools
 import socket
+from typing import Any
 
 from ansible.module_utils.basic import AnsibleModule
 
@@ -330,7 +331,7 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.managed_fi
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import METHODS, operate
 
 
-def argument_spec() -> dict:
+def argument_spec() -> dict[str, Any]:
     return {
         "services": {"type": "list", "elements": "str", "required": True},
         "restart": {"type": "list", "elements": "str", "default": []},
@@ -357,7 +358,7 @@ def main() -> None:
     if unknown:
         module.fail_json(msg=f"restart names {', '.join(unknown)}, which services does not list: every service to "
                              "restart must be one of services")
-    written: dict = {}
+    written: dict[str, Any] = {}
     if params["env_file"]:
         wanted = params["env_file"]
         outcome, diff = ensure_file(module, wanted["path"], wanted["content"], owner=wanted["owner"],

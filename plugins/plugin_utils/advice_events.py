@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
@@ -63,13 +64,13 @@ SOURCE_DEFAULTS: dict[str, object] = {
 class SourceOptions:
     """The event source's arguments, checked."""
 
-    connection: dict
+    connection: dict[str, Any]
     queues: list[str] | None
     window: float
     interval: float
     stable: int
     cooldown: float
-    gains: dict | None
+    gains: dict[str, Any] | None
     lock_timeout: float
     every_window: bool
 
@@ -84,7 +85,7 @@ def _seconds(name: str, value: object, low: float, high: float) -> float:
     return seconds
 
 
-def connection_options(given: object) -> dict:
+def connection_options(given: object) -> dict[str, Any]:
     """``connection``: the modules' connection options by name (as the role's enqueue_shards_connection).
 
     What is not given takes the modules' defaults, libpq's environment first (PGUSER, PGPORT, ...), as in the modules.
@@ -100,7 +101,7 @@ def connection_options(given: object) -> dict:
     return {**connection_defaults(), **given}
 
 
-def source_options(args: Mapping) -> SourceOptions:
+def source_options(args: Mapping[str, Any]) -> SourceOptions:
     """The rulebook's ``args`` as options, or InvalidRequest naming the unknown ones or the first bad value."""
     unknown = sorted(set(args) - set(SOURCE_DEFAULTS))
     if unknown:
@@ -183,7 +184,7 @@ class AdviceGate:
         moves = [move for move in (past.emitted if past else None, recorded) if move is not None]
         return max((move.at + self.cooldown * (1 if move.verdict == verdict else 2) for move in moves), default=None)
 
-    def admit(self, queue: str, advice: Advice, now: float, recorded: Move | None = None) -> dict | None:
+    def admit(self, queue: str, advice: Advice, now: float, recorded: Move | None = None) -> dict[str, Any] | None:
         """The event for this window's advice of ``queue``, if it passes; None otherwise."""
         past = self.history.setdefault(queue, _QueueHistory())
         verdict, shards = advice["verdict"], advice["shards"]
@@ -202,7 +203,7 @@ class AdviceGate:
         return advice_event(queue, advice, actionable=True, windows=self.stable)
 
 
-def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) -> dict:
+def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) -> dict[str, Any]:
     """The event: the advice, with ``to`` one step toward the rule's own target (``advised_to``)."""
     verdict, shards = advice["verdict"], advice["shards"]
     to = one_step(verdict, shards, advice["to"]) if verdict in ACTIONABLE else advice["to"]
@@ -213,7 +214,7 @@ def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) 
     }}
 
 
-def events_for_window(gate: AdviceGate, info: StateRead, advised: dict[str, Advice], every_window: bool) -> list[dict]:
+def events_for_window(gate: AdviceGate, info: StateRead, advised: dict[str, Advice], every_window: bool) -> list[dict[str, Any]]:
     """The events of one window: what the gate admits, and with ``every_window`` the rest as not actionable.
 
     ``info`` is the window's read (read_shards_info): its ``read_at`` is now, and
@@ -230,6 +231,6 @@ def events_for_window(gate: AdviceGate, info: StateRead, advised: dict[str, Advi
     return events
 
 
-def error_event(message: str, retry_in: float) -> dict:
+def error_event(message: str, retry_in: float) -> dict[str, Any]:
     """A window that could not be read: the reason, and when the source tries again."""
     return {ERROR_KEY: {"message": message, "retry_in_seconds": retry_in}}

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
+from typing import Any
 
 from ansible.plugins.action import ActionBase
 
@@ -46,8 +47,8 @@ class ActionModule(ActionBase):
         """The time that names the file (replaced in unit tests)."""
         return datetime.datetime.now(datetime.timezone.utc)
 
-    def run(self, tmp=None, task_vars=None) -> dict:
-        result = super().run(tmp, task_vars)
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = super().run(tmp, task_vars)
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         del validation

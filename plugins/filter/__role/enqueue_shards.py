@@ -15,6 +15,8 @@ keyword.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible import context
 
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
@@ -32,9 +34,9 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
 )
 
 
-def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict], read: StateRead,
+def restart_plan(settings: list[dict[str, Any]], *, probes: list[dict[str, Any]], reads: list[dict[str, Any]], read: StateRead,
                  change: EnqueueShardsResult | None, batch_size: object, runtimes_per_service: int, check_mode: bool,
-                 max_fail_percentage: float = 0) -> dict:
+                 max_fail_percentage: float = 0) -> dict[str, Any]:
     """The plan (and the rollout's state) from each host's settings and its read of its services, which says whether
     its environment file changed (or, for a host left out since it was reached, why) - one entry per play host, in
     order."""
@@ -45,7 +47,7 @@ def restart_plan(settings: list[dict], *, probes: list[dict], reads: list[dict],
                                  max_fail_percentage=max_fail_percentage, settings=settings)
 
 
-def backout_command(read: dict, queues: list[dict]) -> str:
+def backout_command(read: dict[str, Any], queues: list[dict[str, Any]]) -> str:
     """The back-out, rebuilt from the options this ansible-playbook was started with."""
     return backout.backout_command(queues, read, dict(context.CLIARGS))
 
@@ -53,7 +55,7 @@ def backout_command(read: dict, queues: list[dict]) -> str:
 class FilterModule:
     """awa.operations.__role.enqueue_shards_*: the role's filters."""
 
-    def filters(self) -> dict:
+    def filters(self) -> dict[str, Any]:
         return {
             "enqueue_shards_host_settings": input_rules.host_settings,
             "enqueue_shards_input_verdict": input_rules.input_verdict,

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 PG_DATABASE_OID = 1262
 RESERVATION, INSERT, NOTIFY = "lane reservation", "lane insert", "notify"
@@ -94,7 +95,7 @@ def statement_kind(query: str | None) -> str | None:
     return next((kind for fragment, kind in STATEMENT_KINDS if fragment in text), "other")
 
 
-def classify(row: tuple, lane_keys: LaneKeys) -> BackendSample:
+def classify(row: tuple[Any, ...], lane_keys: LaneKeys) -> BackendSample:
     """One sample row: (state, wait type, wait event, locktype, database, classid, objid, query)."""
     state, wait_type, wait_event, locktype, database, classid, objid, query = row[:8]
     lock, lane = lock_kind(locktype, database, classid, objid, lane_keys)
@@ -106,13 +107,13 @@ class ContentionTally:
     """What the samples of a window add up to, per physical queue and for the whole database."""
 
     samples: int = 0
-    lane_waiters: Counter = field(default_factory=Counter)  # physical queue -> backend-samples waiting on its lanes
-    lane_statements: dict = field(default_factory=dict)  # physical queue -> Counter of the waiting statements
+    lane_waiters: Counter[str] = field(default_factory=Counter)  # physical queue -> backend-samples waiting on its lanes
+    lane_statements: dict[str, Counter[str]] = field(default_factory=dict)  # physical queue -> Counter of the waiting statements
     notify_waiters: int = 0
     wal_waiters: int = 0
     enqueuers_on_cpu: int = 0  # active enqueue statements waiting on nothing
     enqueuers_active: int = 0  # backend-samples in an enqueue statement (waiting or not)
-    enqueue_statements: Counter = field(default_factory=Counter)  # "insert" / "copy" -> backend-samples
+    enqueue_statements: Counter[str] = field(default_factory=Counter)  # "insert" / "copy" -> backend-samples
     peak_enqueuers: int = 0  # the most backends in an enqueue statement in one sample
     hidden: int = 0  # backend-samples whose state this role may not see
 

@@ -16,12 +16,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Optional
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Optional, TypeVar
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import contention
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LANE_READABLE_JOINS
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import fetch_queue_storage_schema
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Row
+
+T = TypeVar("T")
 
 SAMPLE_INTERVAL = 0.025
 
@@ -63,18 +70,18 @@ JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
 Cursors = dict[contention.Lane, tuple[Optional[int], Optional[int]]]  # lane -> (enqueue next, claim next)
 
 
-def _identifiers(schema: str) -> dict:
+def _identifiers(schema: str) -> dict[str, sql.Identifier]:
     return {"enqueue_heads": sql.Identifier(schema, "queue_enqueue_heads"),
             "claim_heads": sql.Identifier(schema, "queue_claim_heads"),
             "next_value": sql.Identifier(schema, "sequence_next_value")}
 
 
-def fetch_activity_sample(conn) -> list[tuple]:
+def fetch_activity_sample(conn: Connection) -> list[Row]:
     """Every other client backend of the database now: what it runs and waits on (ACTIVITY_SAMPLE_SQL's rows)."""
     return conn.execute(ACTIVITY_SAMPLE_SQL).fetchall()
 
 
-def fetch_lane_keys(conn, schema: str, queues: list[str]) -> contention.LaneKeys:
+def fetch_lane_keys(conn: Connection, schema: str, queues: list[str]) -> contention.LaneKeys:
     """The advisory-lock keys of every lane of ``queues``, as pg_locks shows them."""
     rows = conn.execute(sql.SQL(LANE_LOCK_KEYS_SQL).format(**_identifiers(schema)),
                         {"schema": schema, "queues": queues, "reservation": contention.RESERVATION,
@@ -82,7 +89,7 @@ def fetch_lane_keys(conn, schema: str, queues: list[str]) -> contention.LaneKeys
     return {(classid, objid): (kind, (queue, priority, shard)) for kind, queue, priority, shard, classid, objid in rows}
 
 
-def fetch_cursors(conn, schema: str, queues: list[str]) -> Cursors:
+def fetch_cursors(conn: Connection, schema: str, queues: list[str]) -> Cursors:
     """Both cursors of every lane of ``queues``; (None, None) where this role may not read the sequences."""
     rows = conn.execute(sql.SQL(LANE_CURSORS_SQL).format(**_identifiers(schema)),
                         {"schema": schema, "queues": queues}).fetchall()
@@ -99,14 +106,17 @@ class LoadWindow:
     cursors_after: Cursors
 
 
-def watch(conn, queues: list[str], seconds: float, lock_timeout: float, interval: float = SAMPLE_INTERVAL) -> LoadWindow:
+def watch(conn: Connection, queues: list[str], seconds: float, lock_timeout: float, interval: float = SAMPLE_INTERVAL) -> LoadWindow:
     """Sample the backends every ``interval`` seconds for ``seconds``, between two reads of the lanes' cursors."""
-    def read(action: str, reader):
+    def read(action: str, reader: Callable[[], T]) -> T:
         with transaction(conn, action, lock_timeout=lock_timeout, read_only=True):
             return reader()
 
     # The info module's read has checked that queue storage is active: this names its schema.
     schema = read("reading the queue storage schema", lambda: fetch_queue_storage_schema(conn))
+    if schema is None:
+        # Switched to another engine since that read (the event source watches window after window).
+        raise PreconditionFailed("The queue-storage engine is no longer active, so its lanes' load cannot be watched.")
     # Reading a lane's cursors locks its sequences until the transaction ends: the reads are short transactions.
     lane_keys = read("reading the lane lock keys", lambda: fetch_lane_keys(conn, schema, queues))
     before = read("reading the lane cursors", lambda: fetch_cursors(conn, schema, queues))

@@ -13,6 +13,7 @@ source calls ``advise_queues`` window after window.
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import gains, load_window, rule, words
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
@@ -27,9 +28,13 @@ from ansible_collections.awa.operations.plugins.module_utils.info.options import
 from ansible_collections.awa.operations.plugins.module_utils.info.result import Advice, ShardsInfo, ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+    from ansible_collections.awa.operations.plugins.module_utils.db.options import Module
 
-def advise_queues(conn, info: ShardsRead, seconds: float, lock_timeout: float,
-                  measured: dict | None = None) -> dict[str, Advice]:
+
+def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeout: float,
+                  measured: dict[str, Any] | None = None) -> dict[str, Advice]:
     """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
 
     Returns queue -> advice (words.advise); ``measured`` defaults to the shipped gains table.
@@ -56,7 +61,7 @@ def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
                                                               for finding in view["findings"]]))
 
 
-def read(module) -> tuple[dict[str, object], list[str]]:
+def read(module: Module) -> tuple[ShardsInfo, list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked."""
     params = with_rollout_defaults(module.params)
     validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],
@@ -83,4 +88,4 @@ def read(module) -> tuple[dict[str, object], list[str]]:
                                                params["lock_timeout"], params["advise_gains"]))
         finally:
             session.close()
-    return {key: value for key, value in info.items() if key != "warnings"}, info["warnings"]
+    return info, info["warnings"]

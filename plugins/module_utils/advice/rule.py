@@ -31,7 +31,9 @@ of the table; counts between the table's columns are judged by the column below.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import LoadWindow
@@ -68,7 +70,7 @@ class QueueLoad:
 
 def queue_load(queue: str, physical_queues: list[str], shards: int, window: LoadWindow) -> QueueLoad:
     """A logical queue's share of a window: its physical queues' lanes, summed over priorities and stripes."""
-    enqueued: Counter = Counter()
+    enqueued: Counter[int] = Counter()
     claimed, lag_before, lag_after, unreadable = 0, 0, 0, False
     for lane, (enqueue_after, claim_after) in window.cursors_after.items():
         if lane[0] not in physical_queues:
@@ -83,7 +85,7 @@ def queue_load(queue: str, physical_queues: list[str], shards: int, window: Load
         lag_before += enqueue_before - claim_before
         lag_after += enqueue_after - claim_after
     tally = window.tally
-    statements: Counter = Counter()
+    statements: Counter[str] = Counter()
     for physical in physical_queues:
         statements.update(tally.lane_statements.get(physical, {}))
     return QueueLoad(queue, shards, window.seconds, dict(enqueued), claimed, None if unreadable else lag_before,
@@ -92,7 +94,7 @@ def queue_load(queue: str, physical_queues: list[str], shards: int, window: Load
                      dict(statements))
 
 
-def _row(table: dict, load: int) -> tuple[int, dict] | None:
+def _row(table: Mapping[Any, Mapping[Any, Any]], load: int) -> tuple[int, dict[int, float]] | None:
     """The table's row for a load: the largest measured N at or below it (the smallest row if below all)."""
     # Keys are strings in the shipped table and may be integers in a table given as YAML (advise_gains).
     rows = {int(n): {int(s): float(gain) for s, gain in row.items()} for n, row in table.items()}
@@ -164,7 +166,7 @@ class Decision:
     to: int
     reason: str
     limit: str | None = None
-    facts: dict = field(default_factory=dict)
+    facts: dict[str, object] = field(default_factory=dict)
 
 
 # The branches of the rule, in its order (module docstring).
@@ -174,7 +176,7 @@ OTHER_LIMIT, QUIET_LANES, NOTHING_LIMITS = "another limit", "quiet lanes", "noth
 
 
 def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: int,
-             row: tuple[int, dict] | None) -> AdviceEvidence:
+             row: tuple[int, dict[int, float]] | None) -> AdviceEvidence:
     """What the window showed, as the decision used it."""
     total = sum(load.enqueued.values())
     busiest = max(load.enqueued.values(), default=0)
@@ -204,7 +206,7 @@ def _on_cpu(tally: ContentionTally) -> float:
     return tally.enqueuers_on_cpu / tally.enqueuers_active if tally.enqueuers_active else 0.0
 
 
-def decide(load: QueueLoad, tally: ContentionTally, measured: dict) -> tuple[Decision, AdviceEvidence]:
+def decide(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any]) -> tuple[Decision, AdviceEvidence]:
     """The rule (module docstring) for one queue: its decision, and the evidence it used."""
     total = sum(load.enqueued.values())
     busiest = max(load.enqueued.values(), default=0)
@@ -214,7 +216,7 @@ def decide(load: QueueLoad, tally: ContentionTally, measured: dict) -> tuple[Dec
     shown = evidence(load, tally, path, concurrency, row)
     lag_growth = _lag_growth(load)
 
-    def decided(verdict: str, to: int, reason: str, limit: str | None = None, **facts) -> tuple[Decision, AdviceEvidence]:
+    def decided(verdict: str, to: int, reason: str, limit: str | None = None, **facts: object) -> tuple[Decision, AdviceEvidence]:
         return Decision(verdict, load.shards, to, reason, limit,
                         {"waiters": load.lane_waiters, "path": path, **facts}), shown
 

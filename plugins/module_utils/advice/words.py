@@ -7,6 +7,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.module_utils.advice import rule
 from ansible_collections.awa.operations.plugins.module_utils.advice.rule import (
     CLAIMERS_LIMIT,
@@ -110,7 +113,7 @@ def described(queue: str, decision: Decision, evidence: AdviceEvidence) -> Advic
             "findings": _findings(queue, decision, evidence)}
 
 
-def advise(load: rule.QueueLoad, tally: ContentionTally, measured: dict) -> Advice:
+def advise(load: rule.QueueLoad, tally: ContentionTally, measured: Mapping[str, Any]) -> Advice:
     """The advice for one queue: verdict, target count, limit, the evidence used, and the ordering consequence."""
     decision, evidence = rule.decide(load, tally, measured)
     return described(load.queue, decision, evidence)

@@ -32,14 +32,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import psycopg, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import ClientCursor, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import QueueState, send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import LIVE_RUNTIME_PREDICATE
 from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, LedgerRow, recorded_row
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, queue_summary
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, queue_summary
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
 # The transaction-local setting the ledger row reads its change id from (set with the queue lock), so that the
@@ -54,7 +59,7 @@ class Statement:
     """One statement and its bound parameters."""
 
     query: sql.SQL | sql.Composed
-    params: dict | None = None
+    params: dict[str, Any] | None = None
 
 
 def queue_lock(queue: str, change_id: str | None = None) -> Statement:
@@ -69,11 +74,11 @@ def queue_lock(queue: str, change_id: str | None = None) -> Statement:
                      {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
 
 
-def _columns(keys: list[tuple]) -> list[list]:
+def _columns(keys: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
     return [list(column) for column in zip(*keys)] if keys else []
 
 
-def lane_locks(schema: str, keys: list[tuple]) -> Statement:
+def lane_locks(schema: str, keys: list[LaneKey]) -> Statement:
     """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
     queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
@@ -83,7 +88,7 @@ def lane_locks(schema: str, keys: list[tuple]) -> Statement:
         {"schema": schema, "queues": queues, "priorities": priorities, "shards": shards})
 
 
-def insert_lane_rows(schema: str, keys: list[tuple]) -> Statement:
+def insert_lane_rows(schema: str, keys: list[tuple[str, int]]) -> Statement:
     queues, priorities = _columns(sorted(keys))
     return Statement(sql.SQL(
         "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
@@ -91,7 +96,7 @@ def insert_lane_rows(schema: str, keys: list[tuple]) -> Statement:
         {"queues": queues, "priorities": priorities})
 
 
-def insert_heads(schema: str, table: str, keys: list[tuple]) -> Statement:
+def insert_heads(schema: str, table: str, keys: list[LaneKey]) -> Statement:
     """Head rows; Awa's BEFORE INSERT trigger creates each lane sequence."""
     queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
@@ -101,7 +106,7 @@ def insert_heads(schema: str, table: str, keys: list[tuple]) -> Statement:
         {"queues": queues, "priorities": priorities, "shards": shards})
 
 
-def repair_lane_sequences(schema: str, keys: list[tuple]) -> Statement:
+def repair_lane_sequences(schema: str, keys: list[LaneKey]) -> Statement:
     queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
@@ -169,7 +174,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
 """
 
 
-def _ledger_names(schema: str) -> dict:
+def _ledger_names(schema: str) -> dict[str, sql.Composable]:
     return {"lock_key": sql.Literal(LEDGER_CREATE_LOCK_KEY), "table": sql.Identifier(schema, LEDGER_TABLE),
             "change_id_index": sql.Identifier(CHANGE_ID_INDEX)}
 
@@ -231,7 +236,7 @@ class ChangeStatements:
         return [*self.provision, *(s for s in (self.record, self.switch) if s is not None)]
 
 
-def _head_statements(schema: str, plan: Plan, keep) -> list[Statement]:
+def _head_statements(schema: str, plan: Plan, keep: Callable[[LaneKey], bool]) -> list[Statement]:
     enqueue = [key for key in plan.enqueue_heads_to_create if keep(key)]
     claim = [key for key in plan.claim_heads_to_create if keep(key)]
     return ([insert_heads(schema, "queue_enqueue_heads", enqueue)] if enqueue else []) + (
@@ -249,7 +254,7 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     if not plan.changed:
         return ChangeStatements([], None, None)
 
-    def hidden(key: tuple) -> bool:
+    def hidden(key: LaneKey) -> bool:
         # Producers route to [0, current count) only: lanes beyond stay invisible until commit.
         return key[2] >= plan.previous_shards[key[0]]
 
@@ -272,18 +277,18 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     return ChangeStatements(provision, record, switch, pipelined=ddl is None)
 
 
-def render(conn, statements: list[Statement]) -> list[str]:
+def render(conn: Connection, statements: list[Statement]) -> list[str]:
     """The statements as psycopg would send them with their values bound (for reports)."""
-    cursor = psycopg.ClientCursor(conn)
+    cursor = ClientCursor(conn)
     return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
 
 
-def lock_queue(conn, queue: str, change_id: str | None = None) -> None:
+def lock_queue(conn: Connection, queue: str, change_id: str | None = None) -> None:
     """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
     send_queue_lock(conn, queue, change_id).fetchall()
 
 
-def send_queue_lock(conn, queue: str, change_id: str | None = None):
+def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> Cursor:
     """``lock_queue``, its result read later (on a connection in pipeline mode, with what is sent after it)."""
     statement = queue_lock(queue, change_id)
     return conn.execute(statement.query, statement.params)
@@ -311,7 +316,7 @@ def verify_provisioned(plan: Plan, state: QueueState) -> None:
             f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
 
 
-def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
+def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
                  ledger_schema: str, change_id: str | None) -> LedgerRow | None:
     """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
 
@@ -330,9 +335,9 @@ def apply_change(conn, plan: Plan, statements: ChangeStatements, *, schema: str,
     verify_provisioned(plan, observed())
     ledger = None
     if record is not None:
-        ledger = recorded_row(ledger_schema, record.fetchone(), change_id)
+        ledger = recorded_row(ledger_schema, one_row(record), change_id)
     if switch is not None:
-        switched = dict(switch.fetchall())
+        switched: dict[str, int] = dict(switch.fetchall())
         if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
             raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
                                 "the transaction was rolled back and nothing changed.")

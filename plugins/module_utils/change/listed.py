@@ -22,7 +22,7 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.change import apply
@@ -49,11 +49,14 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lan
     fetch_known_queue_names_of, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes
 
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+
 # Each queue's change as the read plans it, or why it is refused (raised when the list reaches that queue).
 Planned = dict[str, "Prepared | AwaOperationsError"]
 
 
-def _planned_each(conn, requests: list[ChangeRequest], *, ledger_schema: str, reason: str | None) -> Planned:
+def _planned_each(conn: Connection, requests: list[ChangeRequest], *, ledger_schema: str, reason: str | None) -> Planned:
     """Every request planned from one read; a refusal is kept for its queue (the queues before it still run)."""
     roles = sorted({role for request in requests for role in request.runtime_roles})
     installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
@@ -90,7 +93,7 @@ def _planned_each(conn, requests: list[ChangeRequest], *, ledger_schema: str, re
     return planned
 
 
-def read_and_plan(conn, requests: list[ChangeRequest], *, lock_timeout: float, ledger_schema: str,
+def read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_timeout: float, ledger_schema: str,
                   reason: str | None) -> Planned:
     """The one read of the list (READ ONLY, one snapshot) and every queue's plan."""
     with transaction(conn, f"reading {len(requests)} queues to change", lock_timeout=lock_timeout, read_only=True,
@@ -100,8 +103,8 @@ def read_and_plan(conn, requests: list[ChangeRequest], *, lock_timeout: float, l
     return planned
 
 
-def _change_planned(conn, prepared: Prepared, *, check_mode: bool, lock_timeout: float,
-                    reconnect: Callable[[], Any] | None, **options) -> QueueChangeRun:
+def _change_planned(conn: Connection, prepared: Prepared, *, check_mode: bool, lock_timeout: float,
+                    reconnect: Callable[[], Connection] | None, **options: Any) -> QueueChangeRun:
     """One queue of the list: its planned result, or its transaction (planned again when it changed since)."""
     if check_mode or not prepared.plan.changed:
         started = time.monotonic()
@@ -122,7 +125,7 @@ def _change_planned(conn, prepared: Prepared, *, check_mode: bool, lock_timeout:
                                      ledger_schema=prepared.ledger_schema, reconnect=reconnect, **options)
 
 
-def change_many_queues(conn, requests: list[ChangeRequest], *, reconnect: Callable[[], Any] | None = None,
+def change_many_queues(conn: Connection, requests: list[ChangeRequest], *, reconnect: Callable[[], Connection] | None = None,
                        check_mode: bool = False, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                        ledger_schema: str = ledger.DEFAULT_SCHEMA, reason: str | None = None) -> ChangesRun:
     """Change every request on one connection, each queue in its own transaction, in the order given.

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.change import apply
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, sessions
@@ -45,6 +45,9 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
 from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow, lookup_query, recorded_row
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class Resolution:
     ledger: LedgerRow | None = None
 
 
-def commit_change(conn, pending: PendingChange) -> None:
+def commit_change(conn: Connection, pending: PendingChange) -> None:
     """COMMIT the change; when the connection is lost during it, raise ``Unsettled`` for ``settle``."""
     try:
         commit(conn, pending.action)
@@ -106,7 +109,7 @@ def commit_change(conn, pending: PendingChange) -> None:
         raise Unsettled(pending, lost.message) from None
 
 
-def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | None, *,
+def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connection] | None, *,
            delays: tuple[float, ...] | None = None, sleep: Callable[[float], None] = time.sleep) -> QueueChangeRun:
     """The result of a change whose COMMIT lost its connection, looked up on a new connection.
 
@@ -141,7 +144,7 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Any] | N
                                     f"last: {failures[-1]}).")
 
 
-def _look_up(conn, pending: PendingChange, reason: str) -> Resolution:
+def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolution:
     """Wait (the change's lock_timeout) until the old transaction has ended, then find out what it did."""
     holders: list[str] = []
 
@@ -162,7 +165,7 @@ def _look_up(conn, pending: PendingChange, reason: str) -> Resolution:
             "pg_terminate_backend(pid)).")) from None
 
 
-def _resolve(conn, pending: PendingChange, reason: str) -> Resolution:
+def _resolve(conn: Connection, pending: PendingChange, reason: str) -> Resolution:
     schema = pending.ledger_schema
     if pending.records_change_id:
         row = changes.fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)

@@ -34,7 +34,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.change import apply, lost_commit
@@ -51,6 +51,9 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lan
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 def queue_change(plan: Plan, *, changed: bool, check_mode: bool) -> QueueChange:
@@ -77,10 +80,10 @@ def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool,
             "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
-def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = False,
+def change_enqueue_shards(conn: Connection, request: ChangeRequest, *, check_mode: bool = False,
                           lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                           ledger_schema: str = ledger.DEFAULT_SCHEMA, reason: str | None = None,
-                          reconnect: Callable[[], Any] | None = None) -> QueueChangeRun:
+                          reconnect: Callable[[], Connection] | None = None) -> QueueChangeRun:
     """Validate, plan and (unless ``check_mode``) apply a shard-count change in one transaction.
 
     Raises an ``AwaOperationsError`` subclass when the change is refused or
@@ -98,8 +101,8 @@ def change_enqueue_shards(conn, request: ChangeRequest, *, check_mode: bool = Fa
         reconnect=reconnect)
 
 
-def in_transaction(conn, queue: str, change: Callable[[], QueueChangeRun], *, check_mode: bool, lock_timeout: float,
-                   ledger_schema: str, reconnect: Callable[[], Any] | None) -> QueueChangeRun:
+def in_transaction(conn: Connection, queue: str, change: Callable[[], QueueChangeRun], *, check_mode: bool, lock_timeout: float,
+                   ledger_schema: str, reconnect: Callable[[], Connection] | None) -> QueueChangeRun:
     """``change`` of ``queue`` in a transaction of its own (READ ONLY in check mode), a lost COMMIT settled on a
     connection from ``reconnect``; the result's ``duration`` is the whole of it."""
     started = time.monotonic()
@@ -163,13 +166,13 @@ def prepare(request: ChangeRequest, installation: Installation, layout: StripeLa
     return Prepared(request, schema, plan, statements, warnings, ledger_schema, use_ledger, records_change_id)
 
 
-def planned_result(conn, prepared: Prepared, *, check_mode: bool) -> QueueChangeRun:
+def planned_result(conn: Connection, prepared: Prepared, *, check_mode: bool) -> QueueChangeRun:
     """The result of ``prepared`` as planned (what a check-mode run returns; a real run adds what it recorded)."""
     return _result(prepared.plan, apply.render(conn, prepared.statements.all), changed=prepared.plan.changed,
                    check_mode=check_mode, warnings=prepared.warnings)
 
 
-def refuse_writes(conn, run: str) -> None:
+def refuse_writes(conn: Connection, run: str) -> None:
     """A ``run`` that only reads (a check-mode run, one with nothing to change, a list's read): a transaction id
     would mean it wrote."""
     if fetch_assigned_transaction_id(conn) is not None:
@@ -177,7 +180,7 @@ def refuse_writes(conn, run: str) -> None:
                             "rolled back.")
 
 
-def apply_and_commit(conn, prepared: Prepared, result: QueueChangeRun, *, change_id: str, lock_timeout: float,
+def apply_and_commit(conn: Connection, prepared: Prepared, result: QueueChangeRun, *, change_id: str, lock_timeout: float,
                      lock: bool) -> None:
     """Write ``prepared`` in the caller's transaction and commit it, the statements sent as one pipeline (with the
     queue's lock first when ``lock``); ``result`` gets the ledger row and the change id. A lost COMMIT raises
@@ -201,7 +204,7 @@ def apply_and_commit(conn, prepared: Prepared, result: QueueChangeRun, *, change
         records_change_id=prepared.records_change_id, transaction=identity, lock_timeout=lock_timeout))
 
 
-def _change(conn, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None,
+def _change(conn: Connection, request: ChangeRequest, *, check_mode: bool, ledger_schema: str, reason: str | None,
             change_id: str, lock_timeout: float) -> QueueChangeRun:
     if not check_mode:
         apply.lock_queue(conn, request.queue, change_id)

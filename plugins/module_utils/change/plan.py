@@ -24,7 +24,7 @@ from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANG
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
-LaneKey = tuple  # (queue, priority, shard)
+LaneKey = tuple[str, int, int]  # (queue, priority, shard)
 
 
 @dataclass

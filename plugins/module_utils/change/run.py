@@ -14,7 +14,7 @@ The rollout's restart plan starts from it, so it needs no read of its own.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening, reconnect_with_retries
@@ -30,6 +30,9 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOp
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 def _totals(run: QueueChangeRun | ChangesRun, *, diff: bool) -> ChangeOutcome:
@@ -71,8 +74,8 @@ def _read_failed(outcome: ChangeOutcome, warnings: list[str], error: AwaOperatio
         {**outcome, "warnings": warnings})
 
 
-def change_and_read(conn, requests: list[ChangeRequest], *, listed: bool, diff: bool,
-                    reconnect: Callable[[], Any] | None, **options) -> tuple[EnqueueShardsResult, list[str]]:
+def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: bool, diff: bool,
+                    reconnect: Callable[[], Connection] | None, **options: Any) -> tuple[EnqueueShardsResult, list[str]]:
     """The module's run: change ``requests`` (``listed``: as a list run), then read those queues; the module's
     result with the read as ``observed``, and the warnings of both (the module hands them to Ansible).
 

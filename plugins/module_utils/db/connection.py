@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
@@ -37,16 +38,29 @@ from ansible_collections.awa.operations.plugins.module_utils.masking import mask
 try:
     import psycopg
     from psycopg import errors as pg_errors
-    # Not used here: introspect and apply build their SQL with it, imported from this file, the one that imports psycopg.
-    from psycopg import sql  # pylint: disable=unused-import
+    # Not used here: introspect and apply build their SQL with these, imported from this file, the one that imports
+    # psycopg (``X as X``: exported, for the type checker).
+    from psycopg import ClientCursor as ClientCursor, sql as sql  # pylint: disable=unused-import,useless-import-alias
 except ImportError:  # the modules stop at HAS_PSYCOPG and say how to install it (module_main)
     # Never used then: nothing connects without psycopg.
     psycopg = None  # type: ignore[assignment]  # stands for the missing module
     pg_errors = None  # type: ignore[assignment]  # stands for the missing module
     sql = None  # type: ignore[assignment]  # stands for the missing module
+    ClientCursor = None  # type: ignore[assignment,misc]  # stands for the missing class
     HAS_PSYCOPG = False
 else:
     HAS_PSYCOPG = True
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from psycopg.rows import TupleRow
+
+    # For annotations only (import them under TYPE_CHECKING: module_utils import without psycopg, on the controller
+    # and on targets). What connect() opens, a statement's cursor and its rows: tuples, psycopg's default row factory.
+    Connection: TypeAlias = psycopg.Connection[TupleRow]
+    Cursor: TypeAlias = psycopg.Cursor[TupleRow]
+    Row: TypeAlias = TupleRow
 
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
@@ -93,16 +107,24 @@ HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$",
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
 
-def server_address(conn) -> str:
+def one_row(cursor: Cursor) -> Row:
+    """The row of a statement that returns exactly one (``SELECT now()``, an aggregate, a function call)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise DatabaseError("a statement that returns one row returned none")
+    return row
+
+
+def server_address(conn: Connection) -> str:
     """host:port of the server ``conn`` reached (the one libpq chose among login_host)."""
     return f"{conn.info.host}:{conn.info.port}"
 
 
-def _session_role(conn) -> str | None:
+def _session_role(conn: Connection) -> str | None:
     return getattr(conn, "awa_session_role", None)
 
 
-def _set_transaction_settings(conn, lock_timeout: float) -> None:
+def _set_transaction_settings(conn: Connection, lock_timeout: float) -> None:
     """The first statement of a transaction: lock_timeout and, with session_role, the role (both SET LOCAL)."""
     role = _session_role(conn)
     params = {"timeout": lock_timeout_setting(lock_timeout)}
@@ -112,7 +134,7 @@ def _set_transaction_settings(conn, lock_timeout: float) -> None:
         conn.execute(TRANSACTION_SETTINGS_SQL, params)
 
 
-def connect(options: dict, *, writes: bool = False):
+def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
     """Open a connection (autocommit off); with ``session_role``, check now that the login role may switch to it.
 
     With ``writes`` (a change) the server must be a primary: ``target_session_attrs``
@@ -156,7 +178,7 @@ def connect(options: dict, *, writes: bool = False):
 
 
 @contextlib.contextmanager
-def open_connection(options: dict, *, writes: bool = False) -> Iterator:
+def open_connection(options: Mapping[str, Any], *, writes: bool = False) -> Iterator[Connection]:
     conn = connect(options, writes=writes)
     try:
         yield conn
@@ -165,7 +187,7 @@ def open_connection(options: dict, *, writes: bool = False) -> Iterator:
 
 
 @contextlib.contextmanager
-def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = False, repeatable_read: bool = False,
+def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only: bool = False, repeatable_read: bool = False,
                 on_lock_timeout: Callable[[], str] | None = None) -> Iterator[None]:
     """One transaction on ``conn`` for ``action``, rolled back at the end unless committed inside.
 
@@ -187,7 +209,7 @@ def transaction(conn, action: str, *, lock_timeout: float, read_only: bool = Fal
         _end_transaction(conn)
 
 
-def _end_transaction(conn) -> None:
+def _end_transaction(conn: Connection) -> None:
     """Roll back and restore the session's defaults; a session that ended meanwhile is closed.
 
     The server can end the session after the work is done and before this
@@ -206,7 +228,7 @@ def _end_transaction(conn) -> None:
         conn.close()
 
 
-def commit(conn, action: str) -> None:
+def commit(conn: Connection, action: str) -> None:
     """Commit; a failure says whether the outcome is not known yet (connection lost) or nothing was written.
 
     ``CommitLost`` is for the caller to resolve (see ``lost_commit``): the
@@ -222,7 +244,7 @@ def commit(conn, action: str) -> None:
                             "so nothing was changed.", sqlstate=exc.sqlstate) from None
 
 
-def _connect_error(exc: BaseException, options: dict, *, writes: bool = False) -> str:
+def _connect_error(exc: BaseException, options: Mapping[str, Any], *, writes: bool = False) -> str:
     """libpq's reason (per host, when there are several), without the key path or password it may name, and what
     to do for a TLS or standby refusal."""
     params = libpq_params(options, writes=writes)
@@ -255,7 +277,7 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
+def _holders(conn: Connection, on_lock_timeout: Callable[[], str] | None) -> str:
     """Who held the lock, read in a transaction of its own (best effort: empty when it cannot be read).
 
     Called only from transaction()'s error translation, whose end rolls that transaction back.
@@ -271,7 +293,7 @@ def _holders(conn, on_lock_timeout: Callable[[], str] | None) -> str:
 
 
 @contextlib.contextmanager
-def _translated_errors(conn, action: str, lock_timeout: float,
+def _translated_errors(conn: Connection, action: str, lock_timeout: float,
                        on_lock_timeout: Callable[[], str] | None) -> Iterator[None]:
     """Turn psycopg errors raised while doing ``action`` into awa.operations errors."""
     try:

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from typing import Any, NoReturn, Protocol
 from urllib.parse import unquote
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
@@ -95,6 +96,21 @@ CONNECTION_OPTIONS: dict[str, dict[str, object]] = {
 }
 
 
+class Module(Protocol):
+    """What the modules' runs use of their AnsibleModule (module_main takes its class: module_utils import nothing
+    of Ansible's)."""
+
+    params: dict[str, Any]
+    check_mode: bool
+    no_log_values: set[str]
+
+    def warn(self, warning: str) -> None: ...
+
+    def fail_json(self, msg: str, **kwargs: Any) -> NoReturn: ...
+
+    def exit_json(self, **kwargs: Any) -> NoReturn: ...
+
+
 def environment_or_default(option: str) -> object:
     """The value of ``option`` when the task does not give it: its libpq environment variable if set, else its
     default (an Ansible ``fallback`` of the options of ENVIRONMENT_FALLBACKS)."""
@@ -109,12 +125,13 @@ def connection_argument_spec() -> dict[str, dict[str, object]]:
     return spec
 
 
-def connection_defaults() -> dict:
+def connection_defaults() -> dict[str, Any]:
     """Each connection option's value when a caller does not give it: its default, or its libpq environment."""
     return {name: environment_or_default(name) for name in CONNECTION_OPTIONS}
 
 
-def libpq_params(options: dict, *, writes: bool = False, environ: Mapping[str, str] | None = None) -> dict:
+def libpq_params(options: Mapping[str, Any], *, writes: bool = False,
+                 environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """libpq keyword arguments from Ansible options; empty values are left to libpq (and its environment).
 
     ``target_session_attrs``, when neither given nor in ``PGTARGETSESSIONATTRS``,
@@ -122,7 +139,7 @@ def libpq_params(options: dict, *, writes: bool = False, environ: Mapping[str, s
     ``environ`` is libpq's environment (this process's by default).
     """
     environ = os.environ if environ is None else environ
-    params = {}
+    params: dict[str, Any] = {}
     for option, keyword in LIBPQ_KEYWORDS.items():
         value = options.get(option)
         if value not in (None, ""):
@@ -150,7 +167,7 @@ def ports_text(value: object) -> str:
     return ",".join(part.strip() for part in str(value).split(","))
 
 
-def _hosts(params: dict, environ: Mapping[str, str]) -> tuple[list[str], str]:
+def _hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
     """The hosts libpq will try, and where they come from (for messages)."""
     if params.get("host"):
         return [part.strip() for part in str(params["host"]).split(",")], "login_host"
@@ -159,7 +176,7 @@ def _hosts(params: dict, environ: Mapping[str, str]) -> tuple[list[str], str]:
     return [""], "the default host"
 
 
-def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
+def validate_targets(params: Mapping[str, Any], *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
     """Refuse, before connecting, a host and port list libpq cannot pair, and a change that could reach a standby.
 
     ``params`` are ``libpq_params``' (after ``connect_params``); ``environ`` is as there.
@@ -194,7 +211,7 @@ def validate_targets(params: dict, *, writes: bool, environ: Mapping[str, str] |
             "out (check PGTARGETSESSIONATTRS and connect_params, which can set it too). Nothing was read or written.")
 
 
-def connection_secrets(options: Mapping) -> list[str]:
+def connection_secrets(options: Mapping[str, Any]) -> list[str]:
     """Every secret the connection options hold: login_password, connect_params' password and sslpassword, and a
     password written into a connection string or URI (login_db, login_host or any value of connect_params).
 
@@ -211,7 +228,7 @@ def connection_secrets(options: Mapping) -> list[str]:
     return sorted({*texts, *(unquote(text) for text in texts)})
 
 
-def describe_target(options: dict, *, writes: bool = False) -> str:
+def describe_target(options: Mapping[str, Any], *, writes: bool = False) -> str:
     """Where we connect, for messages: never a password, not even one written into login_db or login_host."""
     params = libpq_params(options, writes=writes)
     hosts = [host or "local socket" for host in str(params.get("host") or "").split(",")]

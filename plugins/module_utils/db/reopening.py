@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 # Seconds to wait before each attempt after the first: six attempts within about 15 s, which outlasts a restart
 # (benchmarks/lost_commit.py: a fast restart of a busy 2-core test machine answered after 3.5 to 7.5 s, once later).
@@ -26,10 +29,10 @@ def attempts(delays: tuple[float, ...] | None, sleep: Callable[[float], None]) -
         yield number
 
 
-def reconnect_with_retries(reconnect: Callable[[], Any], *, delays: tuple[float, ...] | None = None,
-                           sleep: Callable[[float], None] = time.sleep):
+def reconnect_with_retries(reconnect: Callable[[], Connection], *, delays: tuple[float, ...] | None = None,
+                           sleep: Callable[[float], None] = time.sleep) -> Connection:
     """A new connection from ``reconnect`` (a connect with the run's options), retried a few times."""
-    failures = []
+    failures: list[str] = []
     for dummy in attempts(delays, sleep):
         try:
             return reconnect()
@@ -48,7 +51,7 @@ class Reopening:
     outlive the server it started on. ``close`` closes the connections it opened; the first is the caller's.
     Without ``reopen``, a lost connection stays lost."""
 
-    def __init__(self, conn, reopen: Callable[[], object] | None) -> None:
+    def __init__(self, conn: Connection, reopen: Callable[[], Connection] | None) -> None:
         self._first = conn
         self._conn = conn
         self._reopen = reopen
@@ -65,7 +68,7 @@ class Reopening:
         the next ``current()`` would otherwise reconnect without a word."""
         return self.reopens and self._conn.closed and not self._told
 
-    def current(self):
+    def current(self) -> Connection:
         """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
         if self._conn.closed and self._reopen is not None:
             self._conn = self._reopen()

@@ -75,7 +75,7 @@ class Straggler:
 class QueueConvergence:
     live: int
     converged: int
-    stragglers: list
+    stragglers: list[Straggler]
 
     @property
     def complete(self) -> bool:

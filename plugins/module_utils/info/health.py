@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, TypedDict
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     HealthView,
     PolledRead,
@@ -34,6 +35,9 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
     QueueView,
     StateRead,
 )
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 DEADLOCKS_SQL = """
@@ -57,14 +61,24 @@ WHERE q.since IS NOT NULL
 """
 
 
-def fetch_health(conn, since: Mapping[str, datetime.datetime | None]) -> dict:
+class DatabaseHealth(TypedDict):
+    """What fetch_health read: the database's deadlocks, and each physical queue's failed and retried jobs."""
+
+    read_at: str
+    deadlocks: int
+    stats_reset: str | None
+    # physical queue -> (failed jobs, retried jobs) since its ``since``.
+    queues: dict[str, tuple[int, int]]
+
+
+def fetch_health(conn: Connection, since: Mapping[str, datetime.datetime | None]) -> DatabaseHealth:
     """Deadlocks of the database, and failed and retried jobs of each physical queue since its ``since``.
 
     Runs in the caller's transaction. Queues whose ``since`` is None (no
     recorded change) get no job counts.
     """
-    deadlocks, stats_reset, read_at, schema = conn.execute(DEADLOCKS_SQL).fetchone()
-    counts = {}
+    deadlocks, stats_reset, read_at, schema = one_row(conn.execute(DEADLOCKS_SQL))
+    counts: dict[str, tuple[int, int]] = {}
     if schema is not None and any(value is not None for value in since.values()):
         rows = conn.execute(sql.SQL(QUEUE_HEALTH_SQL).format(
             done=sql.Identifier(schema, "done_entries"), dlq=sql.Identifier(schema, "dlq_entries"),
@@ -86,7 +100,7 @@ def _since(view: QueueView) -> dict[str, datetime.datetime | None]:
             for physical in view["physical_queues"]}
 
 
-def health_view(info: StateRead, read: dict, since: dict[str, datetime.datetime | None]) -> HealthView:
+def health_view(info: StateRead, read: DatabaseHealth, since: dict[str, datetime.datetime | None]) -> HealthView:
     """The ``health`` result key: the database's deadlocks and, per logical queue, its failed and retried jobs."""
     queues: dict[str, QueueHealth] = {}
     for name, view in info["queues"].items():
@@ -102,7 +116,7 @@ def health_view(info: StateRead, read: dict, since: dict[str, datetime.datetime 
             "queues": queues}
 
 
-def add_health(conn, info: PolledRead, lock_timeout: float) -> None:
+def add_health(conn: Connection, info: PolledRead, lock_timeout: float) -> None:
     """Put ``health`` into a read's result, from a READ ONLY transaction of its own."""
     since = {physical: moment for view in info["queues"].values() for physical, moment in _since(view).items()}
     with transaction(conn, "reading what the change shows (deadlocks, failed and retried jobs)",

@@ -16,6 +16,9 @@ the same values with these functions before anything connects.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
     connection_argument_spec,
@@ -52,7 +55,7 @@ def validate_lanes_option(lanes: bool, wait: str) -> None:
                              "depths: leave lanes at true (the default) to wait until drained, or wait until converged")
 
 
-def validate_advice_options(advise: bool, window: float, gains: dict | None, wait: str) -> None:
+def validate_advice_options(advise: bool, window: float, gains: dict[str, Any] | None, wait: str) -> None:
     """advise, advise_window and advise_gains, checked before connecting."""
     if advise and wait != "none":
         raise InvalidRequest(f"advise watches the load and wait watches a change: give advise or wait={wait}, not "
@@ -101,7 +104,7 @@ ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
 ROLLOUT_WAIT = "restarted"
 
 # The rollout's state, carried from one of the role's tasks to the next; the internal read's options only.
-ROLLOUT_OPTIONS: dict[str, dict] = {
+ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
     "known_runtimes": {"type": "list", "elements": "str", "default": []},
     "expected_new_runtimes": {"type": "int", "default": 0},
     "untouched_runtimes": {"type": "list", "elements": "str", "default": []},
@@ -109,7 +112,7 @@ ROLLOUT_OPTIONS: dict[str, dict] = {
 }
 
 
-def argument_spec(*, rollout: bool = False) -> dict:
+def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
     """The public module's options, connection options included; with ``rollout``, the role's internal read's."""
     waits = [choice for choice in waiters.WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
     spec = connection_argument_spec()
@@ -136,7 +139,7 @@ def argument_spec(*, rollout: bool = False) -> dict:
     return spec
 
 
-def with_rollout_defaults(params: dict) -> dict:
+def with_rollout_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` of either module, with the rollout's options at their defaults where it has none."""
     defaults = {name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}
     return {**defaults, **params}

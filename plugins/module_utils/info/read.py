@@ -25,7 +25,7 @@ advice/on_read.py's; the result is declared in result.py.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from typing import ContextManager
+from typing import TYPE_CHECKING, ContextManager
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
@@ -38,10 +38,13 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.run
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.naming import logical_queue, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, logical_queue, resolve_stripes
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
-def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int | None) -> tuple[dict, list[str]]:
+def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None, stripes: int | None) -> tuple[dict[str, StripeLayout], list[str]]:
     """logical queue -> StripeLayout, for the selected queues or (None) every stored queue.
 
     A stripe layout that cannot be resolved is an error for a queue asked for
@@ -55,7 +58,8 @@ def _layouts(conn, schema: str, selected: tuple[str, ...] | None, stripes: int |
     grouped: dict[str, list[str]] = defaultdict(list)
     for name in lanes.fetch_all_queue_names(conn, schema):
         grouped[logical_queue(name)].append(name)
-    layouts, findings = {}, []
+    layouts: dict[str, StripeLayout] = {}
+    findings: list[str] = []
     for logical in sorted(grouped) if selected is None else selected:
         try:
             layouts[logical] = resolve_stripes(logical, None, grouped.get(logical, []))
@@ -84,16 +88,16 @@ def depth_chunks(physical: list[str], state: lanes.QueueState) -> list[list[str]
     return chunks
 
 
-def _read_only_transaction(conn, selected: tuple[str, ...] | None, ledger_schema: str,
+def _read_only_transaction(conn: Connection, selected: tuple[str, ...] | None, ledger_schema: str,
                            lock_timeout: float) -> ContextManager[None]:
     what = ", ".join(map(repr, selected)) if selected else "the runtimes" if selected == () else "every queue"
     return transaction(conn, f"reading the shard state of {what}", lock_timeout=lock_timeout, read_only=True,
                        repeatable_read=True, on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema]))
 
 
-def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
-          margin_seconds: float, known_runtimes: frozenset, expected_new_runtimes: int, lock_timeout: float,
-          read_lanes: bool, untouched_runtimes: frozenset) -> ShardsRead:
+def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
+          margin_seconds: float, known_runtimes: frozenset[str], expected_new_runtimes: int, lock_timeout: float,
+          read_lanes: bool, untouched_runtimes: frozenset[str]) -> ShardsRead:
     with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
@@ -130,7 +134,7 @@ def _read(conn, selected: tuple[str, ...] | None, stripes: int | None, runtime_r
                              lanes=read_lanes)
 
 
-def read_shards_info(conn, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
+def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
                      expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,

@@ -82,7 +82,7 @@ def _lane_views(depths: list[LaneDepth], lanes: list[LaneState], counts: dict[st
 
 def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
     """Lanes summed over priorities: one row per (physical queue, shard)."""
-    grouped: dict[tuple, list[LaneView]] = defaultdict(list)
+    grouped: dict[tuple[str, int], list[LaneView]] = defaultdict(list)
     for lane in lanes:
         grouped[(lane["queue"], lane["shard"])].append(lane)
     views: list[ShardView] = []
@@ -99,21 +99,22 @@ def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
 
 
 def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str, ...]) -> tuple[Grants, list[str]]:
-    missing: dict[str, dict] = {}
+    # role -> (the privileges it lacks, the lane sequences it lacks them on)
+    missing: dict[str, tuple[set[str], set[str]]] = {}
     owners: dict[str, int] = defaultdict(int)
     for lane in lanes:
         for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner):
             if owner:
                 owners[owner] += 1
         for role, privilege, sequence in lane.missing_privileges:
-            entry = missing.setdefault(role, {"role": role, "privileges": set(), "sequences": set()})
-            entry["privileges"].add(privilege)
-            entry["sequences"].add(sequence)
+            privileges, sequences = missing.setdefault(role, (set(), set()))
+            privileges.add(privilege)
+            sequences.add(sequence)
     findings = []
-    for role, entry in sorted(missing.items()):
+    for role, (privileges, sequences) in sorted(missing.items()):
         findings.append(
-            f"{queue}: role {role} lacks {'/'.join(sorted(entry['privileges']))} on {len(entry['sequences'])} lane "
-            f"sequences (e.g. {', '.join(sorted(entry['sequences'])[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
+            f"{queue}: role {role} lacks {'/'.join(sorted(privileges))} on {len(sequences)} lane "
+            f"sequences (e.g. {', '.join(sorted(sequences)[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
             f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
             f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {role}.")
     # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
@@ -124,10 +125,9 @@ def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str
                 f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
                 "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
                 f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
-    grants: Grants = {"missing": [{"role": entry["role"], "privileges": sorted(entry["privileges"]),
-                                   "sequences": len(entry["sequences"]),
-                                   "examples": sorted(entry["sequences"])[:EXAMPLES_SHOWN]}
-                                  for dummy, entry in sorted(missing.items())],
+    grants: Grants = {"missing": [{"role": role, "privileges": sorted(privileges), "sequences": len(sequences),
+                                   "examples": sorted(sequences)[:EXAMPLES_SHOWN]}
+                                  for role, (privileges, sequences) in sorted(missing.items())],
                       "sequence_owners": dict(sorted(owners.items()))}
     return grants, findings
 
@@ -264,7 +264,7 @@ def summary_lines(view: QueueView) -> list[str]:
 
 
 def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_at: datetime.datetime,
-                findings: list[str], warnings: list[str], known_runtimes: frozenset,
+                findings: list[str], warnings: list[str], known_runtimes: frozenset[str],
                 expected_new_runtimes: int, lanes: bool = True) -> ShardsRead:
     """One read's result: the queues' views, every runtime (with the queues it is pending on), and the totals.
 

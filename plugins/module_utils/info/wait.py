@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.info import failover, waiters
 from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, named_queues, names_text
@@ -37,7 +37,10 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.health import add_health
-from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead, ShardsInfo, StateRead
+from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead, ShardRef, ShardsInfo, StateRead
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 def by_status(statuses: list[tuple[str, str]], limit: int | None = None) -> list[str]:
@@ -102,7 +105,7 @@ def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]
     return fetched
 
 
-def _shards_text(shards: list) -> str:
+def _shards_text(shards: list[ShardRef]) -> str:
     by_queue: dict[str, list[str]] = {}
     for entry in shards:
         by_queue.setdefault(entry["queue"], []).append(str(entry["shard"]))
@@ -206,9 +209,9 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     return info
 
 
-def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
+def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: float,
                          on_poll: Callable[[PolledRead, float], None] | None = None, *,
-                         reconnect: Callable[[], Any] | None = None, **options) -> ShardsInfo:
+                         reconnect: Callable[[], Connection] | None = None, **options: Any) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
     ``options`` are wait_in_session's. With ``reconnect`` (a function opening
@@ -227,7 +230,7 @@ def wait_for_shards_info(conn, wait: str, timeout: float, sleep: float,
 def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
                     on_poll: Callable[[PolledRead, float], None] | None = None, *,
                     committed: dict[str, failover.Committed] | None = None, health: bool = False,
-                    **read_args) -> ShardsInfo:
+                    **read_args: Any) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
     failover, a new one), so the caller reads on there and closes it.
 

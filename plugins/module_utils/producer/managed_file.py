@@ -81,7 +81,7 @@ def attribute_problem(owner: str | None, group: str | None, mode: str | None) ->
 
 def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str | None, str], str],
                 owner: str | None = None, group: str | None = None,
-                mode: str | None = None) -> tuple[FileOutcome, dict | None]:
+                mode: str | None = None) -> tuple[FileOutcome, dict[str, str] | None]:
     """Make ``path`` hold ``text`` with ``owner``, ``group`` and ``mode`` (None: left as they are).
 
     Returns the outcome (``error`` set when it could not be done) and the diff
@@ -103,7 +103,7 @@ def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str
     except (OSError, UnicodeError) as exc:
         return {"path": path, "changed": False, "error": f"{path} was not written: it could not be read "
                                                          f"({_reason(exc)})"}, None
-    diff = None
+    diff: dict[str, str] | None = None
     if before != text:
         # Not the two texts, which Ansible would print as a unified diff: the caller says what may be shown.
         diff = {"prepared": f"--- {path if before is not None else '(absent)'}\n+++ {path}\n"

@@ -25,6 +25,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.producer.commands import (
     Runner,
@@ -79,7 +80,7 @@ class HostServices:
     def restarted_services(self) -> list[str]:
         return [state.service for state in self.services if state.restarted]
 
-    def result(self) -> dict:
+    def result(self) -> dict[str, Any]:
         """The module's result (RETURN): ``restart_failures``, since ``failed`` is Ansible's own key."""
         failures = [{"service": state.service, "message": state.restart_error}
                     for state in self.services if state.restart_error is not None]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 from ansible.errors import AnsibleParserError
 from ansible.parsing.utils.yaml import from_yaml
@@ -33,7 +34,7 @@ VALUE_OPTIONS = (("subset", "--limit"), ("remote_user", "--user"), ("private_key
 SWITCHES = (("become", "--become"), ("become_ask_pass", "--ask-become-pass"), ("ask_vault_pass", "--ask-vault-pass"))
 
 
-def previous_counts(queues: list[dict], read: dict) -> tuple[list[dict], list[str]]:
+def previous_counts(queues: list[dict[str, Any]], read: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """The run's queue entries with the count before their last recorded change, and what cannot be backed out."""
     entries, problems = [], []
     for entry in queues:
@@ -68,7 +69,7 @@ def inline_secrets(text: str) -> list[str]:
               if isinstance(environment, dict) else [])]
 
 
-def command_line(cli_args: dict, extra: dict) -> str:
+def command_line(cli_args: dict[str, Any], extra: dict[str, Any]) -> str:
     """ansible-playbook with the run's own options and playbooks, then ``extra`` as the last extra variable.
 
     The secrets of the run's inline extra variables are masked in each (inline_secrets).
@@ -86,7 +87,7 @@ def command_line(cli_args: dict, extra: dict) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
-def backout_command(queues: list[dict], read: dict, cli_args: dict | None) -> str:
+def backout_command(queues: list[dict[str, Any]], read: dict[str, Any], cli_args: dict[str, Any] | None) -> str:
     """What to run to put the previous counts back, as one sentence for a stop message (no secret of the run's
     inline extra variables)."""
     entries, problems = previous_counts(queues, read)

@@ -13,12 +13,14 @@ judges the batch (verdicts.batch_verdict).
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
-def batch_members(rollout: dict, index: int) -> list[dict]:
+def batch_members(rollout: dict[str, Any], index: int) -> list[dict[str, Any]]:
     """The batch's hosts still in the rollout, each with its services of the batch and its restart contract."""
     services: dict[str, list[str]] = {}
     for host, service in rollout["batches"][index]:
@@ -27,7 +29,7 @@ def batch_members(rollout: dict, index: int) -> list[dict]:
     return [{"host": host, "services": names, **rollout["contracts"][host]} for host, names in services.items()]
 
 
-def restart_outcomes(restarts: dict) -> list[dict]:
+def restart_outcomes(restarts: dict[str, Any]) -> list[dict[str, Any]]:
     """Each host's restarts in the batch, from the registered loop over awa_producer_services.
 
     A host the run could not reach restarted nothing there: ``unreachable``
@@ -50,18 +52,18 @@ def restart_outcomes(restarts: dict) -> list[dict]:
     return outcomes
 
 
-def expected_new_runtimes(restarts: dict, runtimes_per_service: int) -> int:
+def expected_new_runtimes(restarts: dict[str, Any], runtimes_per_service: int) -> int:
     """How many new runtimes the batch's wait expects: one set per service that restarted."""
     return sum(len(outcome["restarted"]) for outcome in restart_outcomes(restarts)) * runtimes_per_service
 
 
-def gates_of(read: dict, gates: dict) -> dict:
+def gates_of(read: dict[str, Any], gates: dict[str, Any]) -> dict[str, Any]:
     """The health gates evaluated on a read; ``gates`` holds the ``baseline``, the ``queues`` and the ``limits``."""
     return health_gates.evaluate(read.get("health"), baseline=gates["baseline"], queues=gates["queues"],
                                  limits=gates["limits"])
 
 
-def pause_seconds(rollout: dict, index: int, read: dict, gates: dict, canary_pause: float | None,
+def pause_seconds(rollout: dict[str, Any], index: int, read: dict[str, Any], gates: dict[str, Any], canary_pause: float | None,
                   batch_pause: float | None) -> int:
     """How long to watch the batch before the next one: 0 when it is the last, did not come back or crossed a gate."""
     seconds = float(canary_pause if index == 0 and canary_pause is not None else batch_pause or 0)
@@ -71,7 +73,7 @@ def pause_seconds(rollout: dict, index: int, read: dict, gates: dict, canary_pau
     return int(-(-seconds // 1))
 
 
-def _updated_hosts(rollout: dict, restarts: dict) -> list[dict]:
+def _updated_hosts(rollout: dict[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
     """The host states, with what each host of the batch reported after its restarts."""
     by_host = {state["host"]: state for state in rollout["hosts"]}
     for result in restarts.get("results", []):
@@ -92,7 +94,7 @@ def _updated_hosts(rollout: dict, restarts: dict) -> list[dict]:
     return [by_host[state["host"]] for state in rollout["hosts"]]
 
 
-def after_batch(rollout: dict, *, index: int, restarts: dict, read: dict, gates: dict, backout: str) -> dict:
+def after_batch(rollout: dict[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any], backout: str) -> dict[str, Any]:
     """The rollout's state after batch ``index``, with the batch's verdict (``verdict``: ``ok`` and ``message``)."""
     outcomes = restart_outcomes(restarts)
     hosts = _updated_hosts(rollout, restarts)

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import re
+from typing import Any
 
 # Values made only of these characters need no quotes in an EnvironmentFile.
 PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
@@ -27,18 +28,18 @@ def quoted(value: object) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def shown_variables(show: list[str] | None, base: dict | None = None) -> list[str]:
+def shown_variables(show: list[str] | None, base: dict[str, Any] | None = None) -> list[str]:
     """The variables whose values the file's diff may show: the role's own (``base``) and those of ``show``."""
     return sorted({*(BASE_ENVIRONMENT if base is None else base), *(show or [])})
 
 
-def hidden_values(overrides: dict | None, shown: list[str]) -> list[str]:
+def hidden_values(overrides: dict[str, Any] | None, shown: list[str]) -> list[str]:
     """The values of ``overrides`` that are not ``shown``, as the file holds them: what is never printed."""
     return [text for name, value in (overrides or {}).items() if value is not None and name not in shown
             for text in dict.fromkeys((_value_text(value), quoted(value)))]
 
 
-def environment_lines(overrides: dict | None, base: dict | None = None) -> list[str]:
+def environment_lines(overrides: dict[str, Any] | None, base: dict[str, Any] | None = None) -> list[str]:
     """Sorted NAME=value lines: ``overrides`` merged over ``base``; a null value leaves the name out."""
     merged = {**(BASE_ENVIRONMENT if base is None else base), **(overrides or {})}
     return [f"{name}={quoted(value)}" for name, value in sorted(merged.items()) if value is not None]

@@ -13,6 +13,8 @@ limit stops it, and the stop names the gate, the reading and the limit.
 
 from __future__ import annotations
 
+from typing import Any
+
 GATES = (
     ("deadlocks", "deadlocks on the database since the change", "enqueue_shards_max_deadlocks"),
     ("failed_jobs", "jobs of the changed queues that failed since the change", "enqueue_shards_max_failed_jobs"),
@@ -21,7 +23,7 @@ GATES = (
 )
 
 
-def _deadlocks(health: dict, baseline: dict | None) -> tuple[int | None, str]:
+def _deadlocks(health: dict[str, Any], baseline: dict[str, Any] | None) -> tuple[int | None, str]:
     if not baseline or "deadlocks" not in baseline:
         return None, "no reading before the change"
     if health.get("stats_reset") != baseline.get("stats_reset"):
@@ -29,14 +31,14 @@ def _deadlocks(health: dict, baseline: dict | None) -> tuple[int | None, str]:
     return max(0, health["deadlocks"] - baseline["deadlocks"]), ""
 
 
-def _jobs(health: dict, queues: list[str], key: str) -> tuple[int | None, str]:
+def _jobs(health: dict[str, Any], queues: list[str], key: str) -> tuple[int | None, str]:
     values = [health.get("queues", {}).get(queue, {}).get(key) for queue in queues]
     if any(value is None for value in values):
         return None, "no recorded change to count from"
     return sum(values), ""
 
 
-def readings(health: dict | None, baseline: dict | None, queues: list[str]) -> dict[str, tuple[int | None, str]]:
+def readings(health: dict[str, Any] | None, baseline: dict[str, Any] | None, queues: list[str]) -> dict[str, tuple[int | None, str]]:
     """gate -> (reading, note); a reading is None when it cannot be told."""
     if not health:
         return {gate: (None, "not read") for gate, dummy, dummy in GATES}
@@ -45,7 +47,7 @@ def readings(health: dict | None, baseline: dict | None, queues: list[str]) -> d
             "retried_jobs": _jobs(health, queues, "retried_jobs")}
 
 
-def evaluate(health: dict | None, *, baseline: dict | None, queues: list[str], limits: dict) -> dict:
+def evaluate(health: dict[str, Any] | None, *, baseline: dict[str, Any] | None, queues: list[str], limits: dict[str, Any]) -> dict[str, Any]:
     """The gates' ``readings`` as one line of ``text`` and the gates ``crossed`` (each a whole sentence)."""
     measured = readings(health, baseline, queues)
     parts, crossed = [], []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
@@ -72,7 +73,7 @@ def _checked(rule: Callable[[], object]) -> list[str]:
     return []
 
 
-def unknown_variable_problems(settings: dict) -> list[str]:
+def unknown_variable_problems(settings: dict[str, Any]) -> list[str]:
     unknown = sorted(name for name in settings if name.startswith(PREFIX) and name not in KNOWN_VARIABLES)
     problems = []
     for name in unknown:
@@ -134,7 +135,7 @@ def connection_problems(connection: object) -> list[str]:
                                                              writes=True, environ={}))]
 
 
-def database_problems(settings: dict) -> list[str]:
+def database_problems(settings: dict[str, Any]) -> list[str]:
     problems = connection_problems(settings.get(PREFIX + "connection"))
     lock_timeout = _number(settings.get(PREFIX + "lock_timeout", 5))
     problems += _checked(lambda: validate_lock_timeout(lock_timeout if lock_timeout is not None else -1))
@@ -145,7 +146,7 @@ def database_problems(settings: dict) -> list[str]:
             else problem for problem in problems]
 
 
-def _services_problems(settings: dict, restarts: bool) -> list[str]:
+def _services_problems(settings: dict[str, Any], restarts: bool) -> list[str]:
     services = settings.get(PREFIX + "services") or []
     problems = []
     if not isinstance(services, list) or not all(isinstance(name, str) and name.strip() for name in services):
@@ -158,7 +159,7 @@ def _services_problems(settings: dict, restarts: bool) -> list[str]:
     return problems
 
 
-def _command_problems(settings: dict) -> list[str]:
+def _command_problems(settings: dict[str, Any]) -> list[str]:
     """The restart and status commands run once per service: with several services they must name {service}.
 
     Whether a host can restart at all (systemd, or a restart command) is known
@@ -177,7 +178,7 @@ def _command_problems(settings: dict) -> list[str]:
     return problems
 
 
-def _service_queues_problems(settings: dict) -> list[str]:
+def _service_queues_problems(settings: dict[str, Any]) -> list[str]:
     """The queues each service declares it enqueues into: services of this host, lists of queue names."""
     declared = settings.get(PREFIX + "service_queues") or {}
     services = settings.get(PREFIX + "services") or []
@@ -197,7 +198,7 @@ def _service_queues_problems(settings: dict) -> list[str]:
     return problems
 
 
-def _environment_file_problems(settings: dict) -> list[str]:
+def _environment_file_problems(settings: dict[str, Any]) -> list[str]:
     problems = []
     path = str(settings.get(PREFIX + "env_file") or "")
     if path and not path.startswith("/"):
@@ -230,7 +231,7 @@ def _environment_file_problems(settings: dict) -> list[str]:
     return problems
 
 
-def batch_problems(settings: dict) -> list[str]:
+def batch_problems(settings: dict[str, Any]) -> list[str]:
     """Batch size (serial's forms), pauses, the share of hosts that may be left out, and the gates' limits."""
     problems = [problem for problem in [batch_size_problem(settings.get(PREFIX + "batch_size", 1))] if problem]
     for name in ("batch_pause", "canary_pause"):
@@ -253,7 +254,7 @@ def batch_problems(settings: dict) -> list[str]:
     return problems
 
 
-def producer_group_problem(groups: dict, group: str) -> str:
+def producer_group_problem(groups: dict[str, Any], group: str) -> str:
     """Why the inventory group of the producer hosts would make the play do nothing; empty when it has hosts."""
     hosts = groups.get(group)
     if hosts:
@@ -267,7 +268,7 @@ def producer_group_problem(groups: dict, group: str) -> str:
             + (f"; the inventory's groups: {', '.join(others)}" if others else "; the inventory has no groups") + ".")
 
 
-def rollout_problems(settings: dict) -> list[str]:
+def rollout_problems(settings: dict[str, Any]) -> list[str]:
     restarts = settings.get(PREFIX + "pickup", "restart") == "restart"
     problems = batch_problems(settings)
     value = _number(settings.get(PREFIX + "runtimes_per_service", 1))
@@ -283,7 +284,7 @@ def rollout_problems(settings: dict) -> list[str]:
     return problems
 
 
-def _wait_problems(settings: dict, timeouts: tuple[str, ...]) -> list[str]:
+def _wait_problems(settings: dict[str, Any], timeouts: tuple[str, ...]) -> list[str]:
     """The info module's own wait bounds, for each timeout the entry point uses."""
     sleep = _number(settings.get(PREFIX + "wait_sleep", 2))
     problems = []
@@ -298,7 +299,7 @@ def _wait_problems(settings: dict, timeouts: tuple[str, ...]) -> list[str]:
     return problems
 
 
-def input_problems(settings: dict, scope: list[str]) -> list[str]:
+def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
     """Every problem with the role's variables for the entry point's ``scope``, each saying what to do.
 
     ``settings`` maps variable names to values (every ``enqueue_shards_*``
@@ -325,7 +326,7 @@ def _text(value: object) -> str:
 HOST_SETTINGS = ("services", "service_queues", "restart_method", "restart_command", "status_command")
 
 
-def host_settings(settings: dict, host: str, scope: list[str], names: list[str] | None = None) -> dict:
+def host_settings(settings: dict[str, Any], host: str, scope: list[str], names: list[str] | None = None) -> dict[str, Any]:
     """What the rollout needs of one producer host's variables, and every problem with them.
 
     Computed on each host (its own variables, whatever their precedence), so
@@ -341,7 +342,7 @@ def host_settings(settings: dict, host: str, scope: list[str], names: list[str] 
             "service_queues": declared if isinstance(declared, dict) else {}, **carried}
 
 
-def input_verdict(hosts: list[dict]) -> dict:
+def input_verdict(hosts: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether every host's variables are valid; otherwise one message, hosts with the same problems together."""
     by_problems: dict[tuple[str, ...], list[str]] = {}
     for host in hosts:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import RuntimeView
@@ -47,7 +48,7 @@ def _timestamp(text: str | None) -> float | None:
     return datetime.datetime.fromisoformat(text).timestamp() if text else None
 
 
-def _candidates(service: dict, host: dict, runtime: dict) -> bool:
+def _candidates(service: dict[str, Any], host: dict[str, Any], runtime: dict[str, Any]) -> bool:
     """Whether ``runtime`` may be the Awa runtime of ``service`` (pid, host name, start)."""
     if not service["main_pid"] or runtime["pid"] != service["main_pid"]:
         return False
@@ -57,10 +58,10 @@ def _candidates(service: dict, host: dict, runtime: dict) -> bool:
     return started is None or runtime_started is None or runtime_started >= started - CLOCK_RESOLUTION
 
 
-def _assign(hosts: list[dict], live: list[dict]) -> tuple[dict[tuple[str, str], list[dict]], set[str]]:
+def _assign(hosts: list[dict[str, Any]], live: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], set[str]]:
     """(host, service) -> the live runtimes that belong to it, each runtime to one service at most; and the hosts
     whose services share a pid with another host's for a runtime that could be either (no host name reported)."""
-    claimed: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    claimed: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list[Any])
     ambiguous: set[str] = set()
     for runtime in live:
         owners = [(host["host"], service["service"]) for host in hosts if host["reachable"]
@@ -72,15 +73,15 @@ def _assign(hosts: list[dict], live: list[dict]) -> tuple[dict[tuple[str, str], 
     return claimed, ambiguous
 
 
-def concerns(service: dict, queues: Collection[str] | None) -> bool:
+def concerns(service: dict[str, Any], queues: Collection[str] | None) -> bool:
     """Whether a change of ``queues`` concerns the service: it declares no queues (enqueue_shards_service_queues),
     or one of them; None: every service."""
     declared = service.get("queues")
     return declared is None or queues is None or bool(set(declared) & set(queues))
 
 
-def _unconcerned(hosts: list[dict], claimed: dict[tuple[str, str], list[dict]],
-                 queues: Collection[str] | None) -> tuple[list[dict], set[str], list[str]]:
+def _unconcerned(hosts: list[dict[str, Any]], claimed: dict[tuple[str, str], list[dict[str, Any]]],
+                 queues: Collection[str] | None) -> tuple[list[dict[str, Any]], set[str], list[str]]:
     """The hosts with only the services the change concerns, the runtimes of the others (which count neither for
     nor against the inventory), and the others' names."""
     left_out = {(host["host"], service["service"]) for host in hosts for service in host["services"]
@@ -91,8 +92,8 @@ def _unconcerned(hosts: list[dict], claimed: dict[tuple[str, str], list[dict]],
     return kept, runtimes, sorted(f"{host}/{service}" for host, service in left_out)
 
 
-def match(hosts: list[dict], runtimes: Sequence[RuntimeView], runtimes_per_service: int, *, pid_hosts: Collection[str] = (),
-          queue: str | None = None, queues: Collection[str] | None = None) -> dict:
+def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], runtimes_per_service: int, *, pid_hosts: Collection[str] = (),
+          queue: str | None = None, queues: Collection[str] | None = None) -> dict[str, Any]:
     """Each service's runtimes, how they were judged, and the inventory's N of M.
 
     ``hosts`` are host states (services.host_state), ``runtimes``
@@ -153,7 +154,7 @@ def match(hosts: list[dict], runtimes: Sequence[RuntimeView], runtimes_per_servi
             "untouched": untouched}
 
 
-def how_judged(matched: dict, *, brief: bool = False) -> str:
+def how_judged(matched: dict[str, Any], *, brief: bool = False) -> str:
     """One sentence: how the inventory's runtimes were told apart (``brief``: without the reasons a runtime
     cannot be tied to its service, for the lines that repeat what the plan said)."""
     if not matched["by_count_hosts"]:
@@ -168,7 +169,7 @@ def how_judged(matched: dict, *, brief: bool = False) -> str:
             "hosts), so its services were judged by count against the live runtimes no other service claimed")
 
 
-def inventory_text(matched: dict) -> str:
+def inventory_text(matched: dict[str, Any]) -> str:
     """``N of M`` against the inventory, with the runtimes outside it."""
     text = f"{matched['on_count']} of {matched['expected']}"
     return text + (f", {matched['outside']} outside" if matched["outside"] else "")

@@ -10,6 +10,8 @@ role, a broken stripe layout) is a refusal carrying the module's own message.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, counted, kind_lines, names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 
@@ -21,7 +23,7 @@ def _refusal(queue: str | None, reason: str) -> str:
     return f"{subject}, {NOTHING_CHANGED}: {reason}"
 
 
-def read_failure(read: ShardsInfo | dict) -> str | None:
+def read_failure(read: ShardsInfo | dict[str, Any]) -> str | None:
     """The module's message when the read failed (its result has no queues), else None."""
     if isinstance(read.get("queues"), dict):
         return None
@@ -33,7 +35,7 @@ def _current_count(view: QueueView) -> int:
     return max(view["enqueue_shards"].values())
 
 
-def queue_refusals(entry: dict, view: QueueView, repair: bool) -> list[str]:
+def queue_refusals(entry: dict[str, Any], view: QueueView, repair: bool) -> list[str]:
     """Why the change must not touch this queue, if it must not."""
     name = entry["queue"]
     refusals = []
@@ -58,7 +60,7 @@ def queue_refusals(entry: dict, view: QueueView, repair: bool) -> list[str]:
     return refusals
 
 
-def queue_notes(entry: dict, view: QueueView, repair: bool) -> list[str]:
+def queue_notes(entry: dict[str, Any], view: QueueView, repair: bool) -> list[str]:
     """What the operator should know before the change, without refusing it."""
     name = entry["queue"]
     notes = []
@@ -73,7 +75,7 @@ def queue_notes(entry: dict, view: QueueView, repair: bool) -> list[str]:
     return notes
 
 
-def preflight(read: ShardsInfo | dict, queues: list[dict], repair: bool) -> dict:
+def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], repair: bool) -> dict[str, Any]:
     """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
 
     ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``). Past

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
@@ -76,7 +77,7 @@ def lowered_queues(read: StateRead, change: EnqueueShardsResult | None, queues: 
         previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
 
 
-def started_after(service: dict, clock: float | None, read_at: float, deadline: float) -> bool:
+def started_after(service: dict[str, Any], clock: float | None, read_at: float, deadline: float) -> bool:
     """Whether the service's current process certainly started after ``deadline`` (database clock).
 
     The host's clock was read after the database's (``read_at``), so
@@ -85,10 +86,11 @@ def started_after(service: dict, clock: float | None, read_at: float, deadline: 
     if service["started_at"] is None or clock is None or math.isinf(deadline):
         return False
     skew_bound = clock + CLOCK_RESOLUTION - read_at
-    return service["started_at"] - skew_bound > deadline
+    started_at: float = service["started_at"]
+    return started_at - skew_bound > deadline
 
 
-def _matched_reason(status: str, service: dict, runtimes_per_service: int) -> str | None:
+def _matched_reason(status: str, service: dict[str, Any], runtimes_per_service: int) -> str | None:
     """Why a service matched to its runtimes by pid must restart, if it must."""
     pid = service["main_pid"]
     if status == match.NO_RUNTIME:
@@ -101,8 +103,8 @@ def _matched_reason(status: str, service: dict, runtimes_per_service: int) -> st
     return None
 
 
-def _reasons_to_restart(service: dict, status: str, host: dict, deadlines: dict[str, float], read_at: float,
-                        counted: dict) -> list[str]:
+def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, Any], deadlines: dict[str, float], read_at: float,
+                        counted: dict[str, Any]) -> list[str]:
     """Why this service must restart (nothing when it runs the count and its environment is unchanged)."""
     state = service["state"]
     if state == STOPPED:
@@ -134,14 +136,14 @@ def _stragglers(read: StateRead, deadlines: dict[str, float]) -> dict[str, Strag
             for straggler in read["queues"][name]["stragglers"]}
 
 
-def _unreachable_problem(hosts: list[dict], max_fail_percentage: float) -> str | None:
+def _unreachable_problem(hosts: list[dict[str, Any]], max_fail_percentage: float) -> str | None:
     gone = [host for host in hosts if not host["reachable"]]
     if not gone or len(gone) * 100 <= max_fail_percentage * len(hosts):
         return None
     return unreachable_message(gone, len(hosts), max_fail_percentage)
 
 
-def unreachable_message(gone: list[dict], total: int, max_fail_percentage: float) -> str:
+def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percentage: float) -> str:
     """Which hosts could not be reached and which of their services were not checked or restarted."""
     listed = "; ".join(f"{host['host']} ({host['services'][0]['detail'] if host['services'] else 'unreachable'}): "
                        f"{', '.join(service['service'] for service in host['services']) or 'no service'} "
@@ -158,9 +160,9 @@ def unreachable_message(gone: list[dict], total: int, max_fail_percentage: float
             "go on without them")
 
 
-def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
+def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
                  runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0,
-                 settings: list[dict] | None = None) -> dict:
+                 settings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
 
     Services of hosts that could not be reached are listed in ``skipped``;
@@ -254,7 +256,7 @@ def restart_plan(hosts: list[dict], *, read: StateRead, change: EnqueueShardsRes
             "untouched_runtimes": _untouched_runtimes(hosts, read, runtimes_per_service, matched["untouched"])}
 
 
-def _untouched_runtimes(hosts: list[dict], read: StateRead, runtimes_per_service: int, untouched: list[str]) -> list[str]:
+def _untouched_runtimes(hosts: list[dict[str, Any]], read: StateRead, runtimes_per_service: int, untouched: list[str]) -> list[str]:
     """The runtimes tied by pid to the services the change leaves untouched: the waits leave them out."""
     if not untouched:
         return []
@@ -263,7 +265,7 @@ def _untouched_runtimes(hosts: list[dict], read: StateRead, runtimes_per_service
                   for runtime in entry["runtimes"])
 
 
-def _contract(settings: dict) -> dict:
+def _contract(settings: dict[str, Any]) -> dict[str, Any]:
     """How a host restarts and reads its services (the module's options)."""
     return {"method": settings["restart_method"], "restart_command": settings["restart_command"],
             "status_command": settings["status_command"]}

@@ -11,6 +11,8 @@ without a read, is reported as unreachable, with every service unread.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
     FAILED,
     MISSING,
@@ -35,7 +37,7 @@ FIXES = {
 }
 
 
-def read_error(result: dict | None) -> str | None:
+def read_error(result: dict[str, Any] | None) -> str | None:
     """Why a run of awa_producer_services gave no read of the host (unreachable, or failed before reading)."""
     if not result:
         # No result at all: the task did not run (--skip-tags, or --start-at-task past it).
@@ -50,19 +52,19 @@ def read_error(result: dict | None) -> str | None:
     return None
 
 
-def _names(settings: dict, result: dict) -> list[str]:
+def _names(settings: dict[str, Any], result: dict[str, Any]) -> list[str]:
     host = settings["host"]
     return sorted({host, host.split(".")[0], *(name for name in settings.get("names") or [] if name),
                    *([result["hostname"], result["hostname"].split(".")[0]] if result.get("hostname") else [])})
 
 
-def _declared(settings: dict, service: str) -> list[str] | None:
+def _declared(settings: dict[str, Any], service: str) -> list[str] | None:
     """The queues the service declares it enqueues into (enqueue_shards_service_queues); None: every queue."""
     declared = (settings.get("service_queues") or {}).get(service)
     return None if declared is None else list(declared)
 
 
-def unreachable_state(settings: dict, error: str, *, answered: bool = False) -> dict:
+def unreachable_state(settings: dict[str, Any], error: str, *, answered: bool = False) -> dict[str, Any]:
     """A host that could not be read: every one of its services is unreachable, with the error. ``answered``: the
     host answered but the run failed before reading its services (the environment file could not be written)."""
     return {"host": settings["host"], "method": None, "clock": None, "environment_changed": False,
@@ -72,7 +74,7 @@ def unreachable_state(settings: dict, error: str, *, answered: bool = False) -> 
                          for service in settings["services"]]}
 
 
-def host_state(settings: dict, result: dict | None) -> dict:
+def host_state(settings: dict[str, Any], result: dict[str, Any] | None) -> dict[str, Any]:
     """One host's state from its settings (validation) and its awa_producer_services result."""
     error = read_error(result)
     if error is not None or result is None:
@@ -86,7 +88,7 @@ def host_state(settings: dict, result: dict | None) -> dict:
             "names": _names(settings, result), "services": services}
 
 
-def service_problem(host: str, service: dict, method: str | None) -> str | None:
+def service_problem(host: str, service: dict[str, Any], method: str | None) -> str | None:
     """Why a service of ``host`` cannot be restarted as configured - its state cannot be read (the module's
     ``problem``) - with what to fix; None when it can. ``method`` is how the host restarts (systemd, command)."""
     if not service.get("problem"):

@@ -12,6 +12,8 @@ a host was left out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
@@ -30,7 +32,7 @@ CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "read
                      "converged / drained")
 
 
-def _counts_text(counts: dict | list) -> str:
+def _counts_text(counts: dict[str, Any] | list[Any]) -> str:
     values = counts.values() if isinstance(counts, dict) else counts
     return "/".join(str(value) for value in sorted(set(values)))
 
@@ -51,7 +53,7 @@ def _change_outcome(result: QueueChange, check_mode: bool) -> str:
             f"added, recorded as change #{ledger['id'] if ledger else '-'}")
 
 
-def change_lines(change: EnqueueShardsResult, queues: list[dict], check_mode: bool) -> list[str]:
+def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], check_mode: bool) -> list[str]:
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     compact.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
@@ -98,7 +100,7 @@ def _yes_no(value: bool) -> str:
     return "yes" if value else "no"
 
 
-def _inventory(queue: str | None, inventory: dict | None) -> dict | None:
+def _inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
     """The inventory's match for one queue, or every queue read (None without the producer hosts' services)."""
     if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
         return None
@@ -106,19 +108,20 @@ def _inventory(queue: str | None, inventory: dict | None) -> dict | None:
                        pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
 
 
-def _runtimes_text(view: QueueView, matched: dict | None) -> str:
+def _runtimes_text(view: QueueView, matched: dict[str, Any] | None) -> str:
     if matched is None:
         return f"{view['runtimes_converged']} of {view['runtimes_live']}"
     return match.inventory_text(matched)
 
 
-def _done(view: QueueView, matched: dict | None) -> bool:
+def _done(view: QueueView, matched: dict[str, Any] | None) -> bool:
     """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
     return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
                                                       and not matched["unreachable_hosts"]))
 
 
-def summary_row(entry: dict, view: QueueView, change: EnqueueShardsResult | None, check_mode: bool, matched: dict | None = None) -> list[str]:
+def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
+                matched: dict[str, Any] | None = None) -> list[str]:
     result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view["depth_beyond_count"]
@@ -144,7 +147,7 @@ def summary_row(entry: dict, view: QueueView, change: EnqueueShardsResult | None
     return row
 
 
-def _inventory_lines(matched: dict | None) -> list[str]:
+def _inventory_lines(matched: dict[str, Any] | None) -> list[str]:
     if matched is None:
         return []
     lines = [f"inventory: {match.inventory_text(matched)} runtimes of the producer services live on the "
@@ -186,8 +189,8 @@ def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
     return grouped
 
 
-def summary(queues: list[dict], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
-            inventory: dict | None = None) -> list[str]:
+def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
+            inventory: dict[str, Any] | None = None) -> list[str]:
     """The change window's table, the inventory's runtimes, then each queue's own summary lines.
 
     ``inventory`` (optional) holds the producer hosts' states (``hosts``),
@@ -213,8 +216,8 @@ def summary(queues: list[dict], *, views: dict[str, QueueView], change: EnqueueS
     return lines
 
 
-def report(queues: list[dict], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
-           inventory: dict | None, rollout: dict | None, preflight: dict | None) -> dict:
+def report(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
+           inventory: dict[str, Any] | None, rollout: dict[str, Any] | None, preflight: dict[str, Any] | None) -> dict[str, Any]:
     """The run's whole record, for its JSON report file: every queue, every service, every verdict."""
     matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
     return {

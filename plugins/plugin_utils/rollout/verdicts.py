@@ -9,6 +9,8 @@ change is committed, ends with the command that backs it out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import unreachable_message
@@ -32,7 +34,7 @@ PROGRAM_FIX = ("correct enqueue_shards_restart_command or enqueue_shards_status_
                "the program there (one named without a folder is looked up on the PATH shown)")
 
 
-def _host_refusals(settings: dict, probe: dict, restarts: bool) -> list[str]:
+def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bool) -> list[str]:
     """Why this host's services cannot be restarted as configured, from what the host answered (nothing when they
     can): the input (no way to restart, a unit systemd does not know), then what the host could not run."""
     host, method = settings["host"], probe.get("method")
@@ -55,7 +57,7 @@ def _host_refusals(settings: dict, probe: dict, restarts: bool) -> list[str]:
     return refusals
 
 
-def _module_failure(settings: dict, probe: dict) -> str | None:
+def _module_failure(settings: dict[str, Any], probe: dict[str, Any]) -> str | None:
     """The host answered, but the module failed there before it read anything (no Python, say): not unreachable."""
     if not probe or probe.get("unreachable") or "services" in probe or not probe.get("failed"):
         return None
@@ -64,7 +66,7 @@ def _module_failure(settings: dict, probe: dict) -> str | None:
             "there (the message says what is missing), then run the playbook again")
 
 
-def _checked(hosts: list[dict], probes: list[dict]) -> str:
+def _checked(hosts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> str:
     """What the reach proved on the hosts that answered: how each restarts and reads its services."""
     by_way: dict[str, list[str]] = {}
     for settings, probe in zip(hosts, probes):
@@ -80,7 +82,7 @@ def _checked(hosts: list[dict], probes: list[dict]) -> str:
     return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
 
 
-def reachability(hosts: list[dict], *, probes: list[dict], max_fail_percentage: object, restarts: bool) -> dict:
+def reachability(hosts: list[dict[str, Any]], *, probes: list[dict[str, Any]], max_fail_percentage: object, restarts: bool) -> dict[str, Any]:
     """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
     can every host that answered restart its services as configured, and could its environment file be written?
 
@@ -141,7 +143,7 @@ def max_fail_percentage_problem(value: object) -> float | str:
     return share
 
 
-def _service_problem(name: str, failure: str | None, state: dict | None, status: str | None,
+def _service_problem(name: str, failure: str | None, state: dict[str, Any] | None, status: str | None,
                      wait_failed: bool) -> str | None:
     """Why one service of a batch did not come back, if its own evidence says so."""
     if failure is not None:
@@ -159,7 +161,7 @@ def _service_problem(name: str, failure: str | None, state: dict | None, status:
     return None
 
 
-def _wait_problem(read: dict | None, expected: int) -> tuple[str | None, int]:
+def _wait_problem(read: dict[str, Any] | None, expected: int) -> tuple[str | None, int]:
     """The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each."""
     if read is None:
         return None, 0
@@ -172,10 +174,10 @@ def _wait_problem(read: dict | None, expected: int) -> tuple[str | None, int]:
     return None, len(new)
 
 
-def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict], states: list[dict],
-                  read: dict | None, gates: dict, runtimes_per_service: int, pid_hosts: list[str],
+def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict[str, Any]], states: list[dict[str, Any]],
+                  read: dict[str, Any] | None, gates: dict[str, Any], runtimes_per_service: int, pid_hosts: list[str],
                   later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
-                  backout: str) -> dict:
+                  backout: str) -> dict[str, Any]:
     """Did every service of the batch come back, and do the health gates allow the next one?
 
     ``outcomes`` and ``states`` hold one entry per play host (restart outcome
@@ -226,8 +228,8 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     return {"ok": False, "message": message}
 
 
-def inventory_verdict(hosts: list[dict], *, read: dict, runtimes_per_service: int, pid_hosts: list[str],
-                      backout: str, queues: list[str] | None = None) -> dict:
+def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], runtimes_per_service: int, pid_hosts: list[str],
+                      backout: str, queues: list[str] | None = None) -> dict[str, Any]:
     """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
     runtimes live on the count?"""
     matched = match.match(hosts, read.get("runtimes", []), runtimes_per_service, pid_hosts=pid_hosts,
@@ -244,10 +246,11 @@ def inventory_verdict(hosts: list[dict], *, read: dict, runtimes_per_service: in
         f"{match.how_judged(matched)}. Bring back the hosts and services named, then {RE_RUN}. {backout}")}
 
 
-def _missing_text(entry: dict) -> str:
-    return {match.NOT_READ: "its host is unreachable",
-            match.NOT_RUNNING: f"it is {entry['state']}",
-            match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
-            match.STALE_RUNTIMES: "its runtime does not run the count",
-            match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it",
-            }.get(entry["status"], entry["status"])
+def _missing_text(entry: dict[str, Any]) -> str:
+    text: str = {match.NOT_READ: "its host is unreachable",
+                 match.NOT_RUNNING: f"it is {entry['state']}",
+                 match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
+                 match.STALE_RUNTIMES: "its runtime does not run the count",
+                 match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it",
+                 }.get(entry["status"], entry["status"])
+    return text

@@ -97,7 +97,7 @@ def advise_once(options: advice_events.SourceOptions) -> tuple[ShardsRead, dict[
         return info, advise_queues(conn, info, options.window, options.lock_timeout, options.gains)
 
 
-async def main(queue: asyncio.Queue, args: dict[str, Any]) -> None:
+async def main(queue: asyncio.Queue[dict[str, Any]], args: dict[str, Any]) -> None:
     """Advise window after window and put what the gate admits on ``queue``; bad arguments raise at once."""
     options = advice_events.source_options(args)
     gate = advice_events.AdviceGate(stable=options.stable, cooldown=options.cooldown)
@@ -119,7 +119,7 @@ if __name__ == "__main__":
     import sys
 
     class PrintQueue:
-        async def put(self, event: dict) -> None:
+        async def put(self, event: dict[str, Any]) -> None:
             print(json.dumps(event, default=str), flush=True)
 
     asyncio.run(main(PrintQueue(), json.loads(sys.argv[1])))  # type: ignore[arg-type]  # a queue by its put alone

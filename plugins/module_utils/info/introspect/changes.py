@@ -8,9 +8,14 @@ Part of the introspect package, the reads more than one step makes (installation
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from typing import TYPE_CHECKING, Any
+
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
 from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 LATEST_CHANGES_SQL = """
@@ -23,7 +28,7 @@ ORDER BY pq, c.id DESC
 """
 
 
-def fetch_latest_changes(conn, ledger_schema: str, physical_queues: list[str]) -> dict[str, RecordedChange]:
+def fetch_latest_changes(conn: Connection, ledger_schema: str, physical_queues: list[str]) -> dict[str, RecordedChange]:
     """physical queue -> its latest recorded shard-count switch (queues never switched are absent)."""
     rows = conn.execute(sql.SQL(LATEST_CHANGES_SQL).format(table=sql.Identifier(ledger_schema, LEDGER_TABLE)),
                         {"queues": physical_queues}).fetchall()
@@ -42,9 +47,10 @@ RECORDED_CHANGE_SQL = "SELECT id, changed_at, cardinality(live_runtime_ids) FROM
 LEDGER_LOOKUP_TYPES = {"change_id": "uuid", "transaction_id": "xid8"}
 
 
-def fetch_recorded_change(conn, ledger_schema: str, column: str, value: str) -> tuple | None:
+def fetch_recorded_change(conn: Connection, ledger_schema: str, column: str, value: str) -> tuple[Any, ...] | None:
     """(id, changed_at, live runtimes) of the ledger row whose ``column`` (change_id or transaction_id) is ``value``."""
-    if not conn.execute(LEDGER_COLUMN_SQL, {"schema": ledger_schema, "table": LEDGER_TABLE, "column": column}).fetchone()[0]:
+    if not one_row(conn.execute(LEDGER_COLUMN_SQL, {"schema": ledger_schema, "table": LEDGER_TABLE,
+                                                    "column": column}))[0]:
         return None
     return conn.execute(sql.SQL(RECORDED_CHANGE_SQL).format(
         table=sql.Identifier(ledger_schema, LEDGER_TABLE), column=sql.Identifier(column),

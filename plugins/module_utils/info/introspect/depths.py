@@ -10,8 +10,12 @@ lane's cursors locks its two sequences until the transaction ends.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -71,7 +75,7 @@ ORDER BY h.queue, h.priority, h.enqueue_shard
 """
 
 
-def fetch_lane_depths(conn, schema: str, queues: list[str]) -> list[LaneDepth]:
+def fetch_lane_depths(conn: Connection, schema: str, queues: list[str]) -> list[LaneDepth]:
     """Exact ready depth, sequence lag and oldest ready age of every lane of ``queues``.
 
     Lanes whose sequences the connected role cannot read are reported with

@@ -20,9 +20,13 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass
@@ -90,18 +94,19 @@ FROM awa.storage_status() AS s
 """
 
 
-def fetch_database_clock(conn) -> datetime.datetime:
+def fetch_database_clock(conn: Connection) -> datetime.datetime:
     """The database's clock at the start of the current transaction (the clock the change ledger uses)."""
-    return conn.execute("SELECT now()").fetchone()[0]
+    clock: datetime.datetime = one_row(conn.execute("SELECT now()"))[0]
+    return clock
 
 
-def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
+def fetch_installation(conn: Connection, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
     """At most three statements: what exists, then (when Awa is there) its version and engine."""
-    row = conn.execute(sql.SQL(INSTALLATION_SQL), {
+    row = one_row(conn.execute(sql.SQL(INSTALLATION_SQL), {
         "roles": list(roles),
         "ledger_table_name": ledger_table,
         "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
-    }).fetchone()
+    }))
     (server_version_num, current_user, has_awa_schema, has_enqueue_shards, has_version_table, missing_roles,
      ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions,
      ledger_has_change_id, ledger_owner, can_alter_ledger) = row
@@ -112,9 +117,9 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
         roles_with_creator_privileges=list(creator_privileged), database=database,
         ledger_has_change_id=ledger_has_change_id, ledger_owner=ledger_owner, can_alter_ledger=can_alter_ledger)
     if has_version_table:
-        found.schema_version = conn.execute(SCHEMA_VERSION_SQL).fetchone()[0]
+        found.schema_version = one_row(conn.execute(SCHEMA_VERSION_SQL))[0]
     if has_storage_functions:
-        details = conn.execute(sql.SQL(AWA_DETAILS_SQL)).fetchone()
+        details = one_row(conn.execute(sql.SQL(AWA_DETAILS_SQL)))
         found.storage_state, found.storage_engine, found.queue_storage_schema = details[:3]
         found.has_queue_storage_tables = details[3]
     return found
@@ -123,9 +128,10 @@ def fetch_installation(conn, roles: list[str], ledger_schema: str, ledger_table:
 STORAGE_SCHEMA_SQL = "SELECT awa.active_queue_storage_schema()"
 
 
-def fetch_queue_storage_schema(conn) -> str | None:
+def fetch_queue_storage_schema(conn: Connection) -> str | None:
     """The schema of the active queue storage (None while queue storage is not the active engine)."""
-    return conn.execute(STORAGE_SCHEMA_SQL).fetchone()[0]
+    schema: str | None = one_row(conn.execute(STORAGE_SCHEMA_SQL))[0]
+    return schema
 
 
 # Awa schema versions (max(awa.schema_version.version)) of the releases this collection

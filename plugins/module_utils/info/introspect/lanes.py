@@ -10,9 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, STRIPE_DELIMITER
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row
 
 # awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
 # queue-storage schema (docs/awa-internals.md §2).
@@ -27,12 +31,12 @@ WHERE split_part(queue, %(delimiter)s, 1) = ANY(%(logical)s::text[])
 """
 
 
-def fetch_known_queue_names(conn, schema: str, logical: str) -> list[str]:
+def fetch_known_queue_names(conn: Connection, schema: str, logical: str) -> list[str]:
     """Every stored queue name that is ``logical`` or starts with ``logical#``."""
     return fetch_known_queue_names_of(conn, schema, [logical])[logical]
 
 
-def fetch_known_queue_names_of(conn, schema: str, logicals: list[str]) -> dict[str, list[str]]:
+def fetch_known_queue_names_of(conn: Connection, schema: str, logicals: list[str]) -> dict[str, list[str]]:
     """``fetch_known_queue_names`` of each of ``logicals``, in one statement."""
     rows = conn.execute(sql.SQL(QUEUE_NAMES_SQL).format(
         lanes=sql.Identifier(schema, "queue_lanes"), heads=sql.Identifier(schema, "queue_enqueue_heads")),
@@ -86,7 +90,7 @@ class QueueState:
     enqueue_shards: dict[str, int]
     lanes: list[LaneState]
     # Physical queues paused with `awa queue pause` (their workers claim nothing).
-    paused: frozenset = frozenset()
+    paused: frozenset[str] = frozenset()
 
     def lanes_of(self, queue: str) -> list[LaneState]:
         return self._lanes_by_queue.get(queue, [])
@@ -162,7 +166,7 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def _lane_state(row: tuple) -> LaneState:
+def _lane_state(row: Row) -> LaneState:
     """A row of LANE_STATE_SQL, in its column order."""
     (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
      has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
@@ -171,13 +175,13 @@ def _lane_state(row: tuple) -> LaneState:
                      missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
 
 
-def _queue_counts(meta: list[tuple]) -> QueueState:
+def _queue_counts(meta: list[Row]) -> QueueState:
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
                       paused=frozenset(queue for queue, dummy, paused in meta if paused))
 
 
-def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
+def fetch_queue_counts(conn: Connection, queues: list[str]) -> QueueState:
     """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
 
     One statement, whatever the number of queues.
@@ -185,7 +189,7 @@ def fetch_queue_counts(conn, queues: list[str]) -> QueueState:
     return _queue_counts(conn.execute(META_SQL, {"queues": queues}).fetchall())
 
 
-def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
+def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str],
                       shards: int | Mapping[str, int] | None = None) -> QueueState:
     """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane.
 
@@ -198,7 +202,7 @@ def fetch_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     return _with_lanes(counts, _send_lanes(conn, schema, queues, roles, counts.enqueue_shards))
 
 
-def send_queue_state(conn, schema: str, queues: list[str], roles: list[str],
+def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str],
                      shards: int | Mapping[str, int]) -> Callable[[], QueueState]:
     """``fetch_queue_state`` with the counts S given: both statements are sent now, their rows read when the
     returned function is called (on a connection in pipeline mode, in the same round trip as what was sent before)."""
@@ -208,7 +212,8 @@ def send_queue_state(conn, schema: str, queues: list[str], roles: list[str],
     return lambda: _with_lanes(_queue_counts(meta.fetchall()), lanes)
 
 
-def _send_lanes(conn, schema: str, queues: list[str], roles: list[str], shards: Mapping[str, int]):
+def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[str],
+                shards: Mapping[str, int]) -> Cursor:
     return conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
@@ -219,7 +224,7 @@ def _send_lanes(conn, schema: str, queues: list[str], roles: list[str], shards: 
         "privileges": list(LANE_PRIVILEGES)})
 
 
-def _with_lanes(counts: QueueState, lanes) -> QueueState:
+def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
     return QueueState(enqueue_shards=counts.enqueue_shards, paused=counts.paused,
                       lanes=[_lane_state(row) for row in lanes.fetchall()])
 
@@ -231,7 +236,7 @@ SELECT DISTINCT queue FROM (
 """
 
 
-def fetch_all_queue_names(conn, schema: str) -> list[str]:
+def fetch_all_queue_names(conn: Connection, schema: str) -> list[str]:
     """Every queue name with lanes or a queue_meta row (physical names, q#n included)."""
     rows = conn.execute(sql.SQL(ALL_QUEUE_NAMES_SQL).format(heads=sql.Identifier(schema, "queue_enqueue_heads")))
     return [row[0] for row in rows.fetchall()]

@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 # Awa's own liveness rule for runtime rows (docs/awa-internals.md §5), by the database clock.
 LIVE_RUNTIME_PREDICATE = """NOT ri.shutting_down
@@ -35,7 +39,7 @@ class Runtime:
     seconds_since_seen: float
     seconds_since_start: float
     # physical queue -> shard count, when the snapshot reports one (no released Awa does yet).
-    reported_shards: dict = field(default_factory=dict)
+    reported_shards: dict[str, int] = field(default_factory=dict)
 
 
 RUNTIMES_SQL = """
@@ -66,7 +70,7 @@ def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
     return reported
 
 
-def fetch_runtimes(conn) -> list[Runtime]:
+def fetch_runtimes(conn: Connection) -> list[Runtime]:
     """Every runtime snapshot row, live or not."""
     rows = conn.execute(sql.SQL(RUNTIMES_SQL).format(live=sql.SQL(LIVE_RUNTIME_PREDICATE))).fetchall()
     runtimes = []

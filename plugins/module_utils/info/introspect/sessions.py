@@ -8,6 +8,12 @@ Part of the introspect package, the reads more than one step makes (installation
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row
+
+if TYPE_CHECKING:
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass(frozen=True)
@@ -29,20 +35,20 @@ TRANSACTION_STATUS_SQL = "SELECT " + SERVER_HISTORY_SQL + """,
             THEN pg_xact_status(CAST(%(xid)s AS xid8)) END"""
 
 
-def fetch_transaction_identity(conn) -> TransactionIdentity:
+def fetch_transaction_identity(conn: Connection) -> TransactionIdentity:
     """The current transaction's id (assigning one) and the server history it runs on."""
-    return TransactionIdentity(*conn.execute(TRANSACTION_IDENTITY_SQL).fetchone())
+    return TransactionIdentity(*one_row(conn.execute(TRANSACTION_IDENTITY_SQL)))
 
 
-def fetch_transaction_status(conn, identity: TransactionIdentity) -> str | None:
+def fetch_transaction_status(conn: Connection, identity: TransactionIdentity) -> str | None:
     """pg_xact_status of ``identity``'s transaction ('committed', 'aborted', 'in progress'), read on this server.
 
     None when this server cannot tell: it runs another history (another
     system, another timeline after a failover, a standby), has not assigned
     that id, or no longer keeps its status.
     """
-    system_identifier, timeline, status = conn.execute(
-        TRANSACTION_STATUS_SQL, {"xid": identity.transaction_id}).fetchone()
+    system_identifier, timeline, status = one_row(conn.execute(
+        TRANSACTION_STATUS_SQL, {"xid": identity.transaction_id}))
     same_history = (system_identifier, timeline) == (identity.system_identifier, identity.timeline)
     return status if same_history and timeline is not None else None
 
@@ -50,9 +56,9 @@ def fetch_transaction_status(conn, identity: TransactionIdentity) -> str | None:
 ASSIGNED_TRANSACTION_ID_SQL = "SELECT pg_current_xact_id_if_assigned()"
 
 
-def fetch_assigned_transaction_id(conn) -> int | None:
+def fetch_assigned_transaction_id(conn: Connection) -> int | None:
     """The current transaction's id, or None while it has written nothing (reading assigns none)."""
-    value = conn.execute(ASSIGNED_TRANSACTION_ID_SQL).fetchone()[0]
+    value = one_row(conn.execute(ASSIGNED_TRANSACTION_ID_SQL))[0]
     return None if value is None else int(value)
 
 
@@ -77,7 +83,7 @@ LIMIT 5
 """
 
 
-def describe_lock_holders(conn, schemas: list[str]) -> str:
+def describe_lock_holders(conn: Connection, schemas: list[str]) -> str:
     """Who holds locks that can hold up our statements on ``schemas`` (for a lock-timeout message)."""
     rows = conn.execute(LOCK_HOLDERS_SQL, {"schemas": list(schemas)}).fetchall()
     if not rows:
