@@ -23,8 +23,8 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.services i
     UNREACHABLE,
 )
 
-__all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "host_state",
-           "read_error", "service_problem", "unreachable_state"]
+__all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "failed_before_reading",
+           "host_state", "read_error", "service_problem", "unreachable_state"]
 
 # The keys of a service in a host report (the module's own, plus its host).
 SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem")
@@ -50,6 +50,14 @@ def read_error(result: dict[str, Any] | None) -> str | None:
             return str(result.get("msg") or "the read failed").strip()
         return "not read"
     return None
+
+
+def failed_before_reading(result: dict[str, Any] | None) -> bool:
+    """The host answered, but the module failed there before it read its services (no Python, an environment file
+    it could not write): not unreachable."""
+    if not result:
+        return False
+    return not result.get("unreachable") and "services" not in result and bool(result.get("failed"))
 
 
 def _names(settings: dict[str, Any], result: dict[str, Any]) -> list[str]:
@@ -79,7 +87,7 @@ def host_state(settings: dict[str, Any], result: dict[str, Any] | None) -> dict[
     error = read_error(result)
     if error is not None or result is None:
         return unreachable_state(settings, error or "not read",
-                                 answered=bool(result) and not (result or {}).get("unreachable"))
+                                 answered=failed_before_reading(result))
     services = [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
                  "queues": _declared(settings, service["service"])} for service in result["services"]]
     written = result.get("env_file") or {}

@@ -19,6 +19,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
     MISSING,
     RUNNING,
     UNKNOWN,
+    failed_before_reading,
     read_error,
     service_problem,
     unreachable_state,
@@ -58,8 +59,8 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
 
 
 def _module_failure(settings: dict[str, Any], probe: dict[str, Any]) -> str | None:
-    """The host answered, but the module failed there before it read anything (no Python, say): not unreachable."""
-    if not probe or probe.get("unreachable") or "services" in probe or not probe.get("failed"):
+    """The refusal of a host that answered, but whose module failed before it read anything (no Python, say)."""
+    if not failed_before_reading(probe):
         return None
     return (f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before it read its "
             f"services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. Make the module run "
