@@ -5,7 +5,7 @@
 # ansible-core releases, newest first. The newest is the project venv's
 # (.venv: the demo, molecule, the functional tests and every tool); the others
 # live in .venvs/core-X.Y.
-matrix_cores=(2.21 2.20 2.19)
+matrix_cores=(2.21 2.20 2.19 2.18 2.17 2.16)
 
 # The next ansible-core, on its newest pre-release: ansible-test (sanity,
 # units, integration) runs on it beside the cores above, so a release can say
@@ -20,18 +20,23 @@ matrix_test_cores=("${matrix_prerelease_cores[@]}" "${matrix_cores[@]}")
 
 # The Python each core runs on here and the requirements of its venv (exact
 # versions are pinned in the requirements files).
-declare -A matrix_core_python=([2.22]=3.13 [2.21]=3.13 [2.20]=3.12 [2.19]=3.11)
+declare -A matrix_core_python=([2.22]=3.13 [2.21]=3.13 [2.20]=3.12 [2.19]=3.11 [2.18]=3.13 [2.17]=3.12
+    [2.16]=3.11)
 declare -A matrix_core_requirements=(
     [2.22]=requirements/core-2.22.txt
     [2.21]=requirements/test.txt
     [2.20]=requirements/core-2.20.txt
     [2.19]=requirements/core-2.19.txt
+    [2.18]=requirements/core-2.18.txt
+    [2.17]=requirements/core-2.17.txt
+    [2.16]=requirements/core-2.16.txt
 )
 
 # The oldest Python each of those releases runs on (its Requires-Python). The
 # demo runs the newest released core that the Python it finds runs (hack/demo.sh;
 # tests/functional/test_demo_choice.py holds this table against the releases).
-declare -A matrix_core_min_python=([2.22]=3.13 [2.21]=3.12 [2.20]=3.12 [2.19]=3.11)
+declare -A matrix_core_min_python=([2.22]=3.13 [2.21]=3.12 [2.20]=3.12 [2.19]=3.11 [2.18]=3.11 [2.17]=3.10
+    [2.16]=3.10)
 
 # matrix_core_for_python X.Y: the newest released core of the matrix that runs on Python
 # X.Y; fails (printing nothing) when none does.

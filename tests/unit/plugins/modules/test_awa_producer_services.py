@@ -8,7 +8,7 @@ import json
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from ansible_collections.awa.operations.tests.unit.plugins.module_args import patch_module_args
 
 from ansible_collections.awa.operations.plugins.modules import awa_producer_services
 
