@@ -88,7 +88,7 @@ interpreters_needed() {
         echo "${matrix_core_python[$newest]}"
         return
     fi
-    needed=("${matrix_sanity_pythons[@]}")
+    needed=("${matrix_sanity_pythons[@]}" "${matrix_refused_target_pythons[@]}")
     for version in "${matrix_core_python[@]}"; do
         case " ${needed[*]} " in *" $version "*) ;; *) needed+=("$version") ;; esac
     done

@@ -62,6 +62,12 @@ matrix_demo_pythons() {
 # the role's Python runs in the units of every core.
 matrix_molecule_cores=(2.21)
 
+# The Pythons older than the producer module's floor (3.8) that a core of the matrix still runs
+# modules on: 2.7 and 3.6 (ansible-core 2.16), 3.7 (2.16 and 2.17). awa_producer_services refuses
+# them with what to install; tests/functional/test_producer_python.py runs it on each of them and on
+# every Python of matrix_sanity_pythons.
+matrix_refused_target_pythons=(2.7 3.6 3.7)
+
 # ansible-test sanity runs compile and import on every interpreter it finds:
 # these are put on its PATH (tests/config.yml: the modules load on Python 3.8 or newer).
 matrix_sanity_pythons=(3.8 3.9 3.10 3.11 3.12 3.13)
