@@ -38,10 +38,18 @@ declare -A matrix_core_requirements=(
 declare -A matrix_core_min_python=([2.22]=3.13 [2.21]=3.12 [2.20]=3.12 [2.19]=3.11 [2.18]=3.11 [2.17]=3.10
     [2.16]=3.10)
 
+# The oldest Python the test bed installs on (requirements/testbed.txt, the demo's venv):
+# hypothesis 6.170 needs 3.11 (awa-pg 0.6.9 3.10). The demo runs on no older Python,
+# whichever core would (test_demo_choice.py holds it against the packages).
+matrix_testbed_min_python=3.11
+
 # matrix_core_for_python X.Y: the newest released core of the matrix that runs on Python
-# X.Y; fails (printing nothing) when none does.
+# X.Y, for the demo; fails (printing nothing) when none does, or the test bed does not.
 matrix_core_for_python() {
     local core
+    if [ "$(printf '%s\n' "$matrix_testbed_min_python" "$1" | sort -V | head -n 1)" != "$matrix_testbed_min_python" ]; then
+        return 1
+    fi
     for core in "${matrix_cores[@]}"; do
         if [ "$(printf '%s\n' "${matrix_core_min_python[$core]}" "$1" | sort -V | head -n 1)" = \
                 "${matrix_core_min_python[$core]}" ]; then
