@@ -18,6 +18,12 @@ matrix_prerelease_cores=(2.22)
 # The cores ansible-test runs on, newest first.
 matrix_test_cores=("${matrix_prerelease_cores[@]}" "${matrix_cores[@]}")
 
+# The cores ansible-test integration runs on (hack/integration.sh): the ends of the range - the
+# pre-release, the newest and the floor (the oldest, meta/runtime.yml's requires_ansible). Between
+# them sanity and units run on every core; the floor's functional step runs the modules and the
+# role through Ansible on 2.16 too.
+matrix_integration_cores=("${matrix_prerelease_cores[@]}" "${matrix_cores[0]}" "${matrix_cores[-1]}")
+
 # The Python each core runs on here and the requirements of its venv (exact
 # versions are pinned in the requirements files).
 declare -A matrix_core_python=([2.22]=3.13 [2.21]=3.13 [2.20]=3.12 [2.19]=3.11 [2.18]=3.13 [2.17]=3.12
