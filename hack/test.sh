@@ -115,17 +115,19 @@ step_changelog() { antsibull-changelog lint; }
 # ansible-test sanity. Tests whose verdict depends on the ansible-core that runs
 # them run on every core: its doc parser (ansible-doc), its module validator
 # (validate-modules), its module_utils and plugin loader on every Python
-# (import), the Pythons it compiles controller and module code for (compile),
-# its schema of meta/runtime.yml (runtime-metadata), its rule for action
-# plugins (action-plugin-docs) and its own ignore file (ignores). The others
-# (pylint, pep8, yamllint, shellcheck, changelog and the code-smell scripts)
-# read the same source with tools ansible-test pins: they run on the newest
-# core with the newest pins, and on the next core's pre-release, whose pins are
-# newer still (what the newest core runs the day it is released); an older
-# core's run would only add an older linter's opinion of the same files,
-# nothing about that core.
-sanity_on_every_core=(action-plugin-docs ansible-doc compile ignores import runtime-metadata validate-modules)
-sanity_every_test_on=("${matrix_cores[0]}" "${matrix_prerelease_cores[@]}")
+# (import), its schema of meta/runtime.yml (runtime-metadata), its rule for
+# action plugins (action-plugin-docs) and its own ignore file (ignores).
+# compile's verdict is the Python's alone: it runs where the Pythons of the
+# range are - on the newest core and the pre-release (3.9 on) and on the floor
+# (3.8 on; its controller code from 3.10). The others (pylint, pep8, yamllint,
+# shellcheck, changelog and the code-smell scripts) read the same source with
+# tools ansible-test pins: they run on the newest core, which Galaxy and
+# contributors (quick) check with; another core's run would only add another
+# linter version's opinion of the same files, nothing about that core - the
+# pre-release's pins become the newest core's the day it is released.
+sanity_on_every_core=(action-plugin-docs ansible-doc ignores import runtime-metadata validate-modules)
+sanity_compile_on=("${matrix_cores[0]}" "${matrix_prerelease_cores[@]}" "${matrix_cores[-1]}")
+sanity_every_test_on=("${matrix_cores[0]}")
 # Without --python: compile and import run on every interpreter of the matrix
 # (.venvs/interpreters is on PATH), the other tests on the core's own Python.
 # --local: the core's venv runs ansible-test itself (--venv would build a new
@@ -140,6 +142,7 @@ step_sanity() {
     fi
     if [[ " ${sanity_every_test_on[*]} " != *" $core "* ]]; then
         for test in "${sanity_on_every_core[@]}"; do selected+=(--test "$test"); done
+        [[ " ${sanity_compile_on[*]} " != *" $core "* ]] || selected+=(--test compile)
     fi
     # The PyPI releases that stand in for archives this network cannot reach (hack/bootstrap.sh: sanity_from_pypi).
     (cd "$(matrix_sanity_requirements "$core")" && grep -H 'awa.operations hack/bootstrap.sh:' sanity.*.txt) || true
@@ -151,11 +154,26 @@ step_sanity() {
 # controller), and a second worker would import everything again in each for
 # about a minute of tests on two cores that molecule shares.
 # Each core's own staged copy (stage_collection reads $stage): the cores run side by side.
+# module_utils import nothing of ansible-core (tests/unit/plugins/test_layout.py holds it), so the verdict of
+# their tests (tests/unit/plugins/module_utils/) is the Python's: they run on one core per Python
+# of the matrix, the newest released core on it (units_module_utils_core); the other cores run
+# the rest - the modules, plugins, role and layout tests, which run through that core's Ansible.
+units_module_utils_core() {
+    local core
+    for core in "${matrix_cores[@]}" "${matrix_prerelease_cores[@]}"; do
+        if [ "${matrix_core_python[$core]}" = "${matrix_core_python[$1]}" ]; then echo "$core"; return; fi
+    done
+}
 step_units() {
-    local stage="$work/stage-$1/ansible_collections/awa/operations"
+    local stage="$work/stage-$1/ansible_collections/awa/operations" targets=()
     stage_collection
+    if [ "$(units_module_utils_core "$1")" != "$1" ]; then
+        mapfile -t targets < <(cd "$stage" && find tests/unit -mindepth 2 -maxdepth 2 -path tests/unit/plugins/module_utils \
+            -prune -o \( -type d -printf '%p/\n' \) -o \( -name 'test_*.py' -printf '%p\n' \) | sort)
+        echo "module_utils' unit tests run on $(units_module_utils_core "$1") (Python ${matrix_core_python[$1]}): here ${targets[*]}"
+    fi
     (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --num-workers 1 \
-        --color no 2>&1)
+        --color no "${targets[@]}" 2>&1)
 }
 
 # A plain `ansible-lint` installs the collection itself (.ansible-lint); here it
