@@ -7,10 +7,10 @@ Both modules' ``main()`` call ``run_module`` with their argument spec and a
 warnings. Every failure of awa.operations (errors.py) becomes ``fail_json``
 here: one that saw the state (``FailedWithState``) with that state and its
 warnings, the others with their details. A bad option value is a clear
-failure too: ansible-core's int check (up to 2.21) raises ``OverflowError``
+failure too: ansible-core's int check (2.18 to 2.21) raises ``OverflowError``
 on an infinite float (YAML ``.inf``) instead of reporting a type error, which
 would end the module with a traceback, so ``build_module`` fails with a
-message naming the option (from 2.22 the check reports the type error itself). The module class is passed in, so this file needs no Ansible import.
+message naming the option (2.16, 2.17 and from 2.22 the check reports a type error itself). The module class is passed in, so this file needs no Ansible import.
 """
 
 from __future__ import annotations

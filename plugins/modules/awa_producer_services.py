@@ -34,6 +34,9 @@ description:
     token), and Ansible masks a C(no_log) value only where a string holds it whole, never a line of it.
   - The role P(awa.operations.enqueue_shards#role) runs it to learn which producer hosts answer, to plan its
     restarts, and to restart each batch; it works on its own too.
+requirements:
+  - Python 3.8 or newer on the producer host - only its standard library; the module refuses an older Python (which
+    ansible-core 2.16 and 2.17 still run modules on), naming it and what to install
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:

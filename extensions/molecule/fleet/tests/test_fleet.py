@@ -320,7 +320,7 @@ def test_a_debian_11_host_runs_the_role_s_module_on_python_3_9_and_its_units_fro
     assert host.check_output("/usr/bin/python3 -c 'import platform; print(platform.python_version())'").startswith("3.9.")
     for service, pid in main_pids(host).items():
         # The process's root directory, seen through /proc, is a Debian 12 tree.
-        assert host.check_output("sudo cat /proc/%s/root/etc/debian_version", pid).startswith("12."), service
+        assert host.check_output("sudo cat /proc/%s/root/etc/debian_version", str(pid)).startswith("12."), service
         assert runs_a_runtime(host, service, pid), service
 
 
