@@ -115,7 +115,13 @@ def test_release_sh_commits_the_release_tags_it_and_names_the_next_version(check
     assert str(releases(checkout)["9.9.9"]["release_date"]) == commit_day("HEAD~1", checkout)
     assert "version: 9.9.9" in git("show", "HEAD~1:galaxy.yml", cwd=checkout).splitlines()
     assert "version: 9.10.0" in (checkout / "galaxy.yml").read_text(encoding="utf-8").splitlines()
-    assert git("diff", "--name-only", "HEAD~1", "HEAD", cwd=checkout) == "galaxy.yml"
+    assert git("diff", "--name-only", "HEAD~1", "HEAD", cwd=checkout).splitlines() == ["README.md", "galaxy.yml"]
+    # The README and the install guides name the release, and main's next version, in the commits that made them.
+    assert "'awa.operations:>=9.9.9,<9.10.0'" in git("show", "HEAD~1:README.md", cwd=checkout)
+    assert "--tag awa-operations-ee:9.9.9" in git("show", "HEAD~1:docs/execution_environment.md", cwd=checkout)
+    readme = (checkout / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"--grep '\^Release '`:\s+0\.1\.0, [0-9., ]*, 9\.9\.9;", readme)
+    assert re.search(r"names the next version\s+\(now 9\.10\.0\)", readme)
     assert git("status", "--porcelain", cwd=checkout) == "", "the release commit holds every change it made"
     assert not list((checkout / "changelogs" / "fragments").glob("*.yml")), "the fragments moved into the changelog"
     assert "v9\\.9\\.9" in (checkout / "CHANGELOG.md").read_text(encoding="utf-8")
