@@ -10,14 +10,15 @@
 #     bash hack/test.sh quick                # the contributor's loop, at most 5 minutes
 #
 # Steps: changelog sanity units lint types docs importer ee integration molecule functional floor.
-# sanity, units and integration run on every ansible-core of the matrix
-# and on the next one's pre-release (hack/matrix.sh; units and integration
-# every core at once), molecule on the newest. Sanity runs every test on the
-# newest core and on the pre-release and, on the others,
-# the tests whose verdict depends on the core
-# (step_sanity says which and why). floor: the change window's functional tests on the
-# oldest core (step_floor). quick: sanity, units and types on the newest core,
-# the modules' functional tests on PostgreSQL 18.
+# sanity and units run on every ansible-core of the matrix and on the next
+# one's pre-release (hack/matrix.sh; units every core at once), integration on
+# the pre-release, the newest and the floor (matrix_integration_cores, at
+# once), molecule on the newest. Sanity runs every test on the newest core
+# and, on the others, the tests whose verdict depends on the core (step_sanity
+# says which and why); units run module_utils' tests on one core per Python
+# (step_units). floor: the change window's functional tests on the oldest
+# core (step_floor). quick: sanity, units and types on the newest core, the
+# modules' functional tests on PostgreSQL 18.
 #
 # What it does, top to bottom:
 #   1. Prepares: the venvs with pinned dependencies from PyPI (hack/bootstrap.sh,
