@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hack import release_docs
 
 REPO = Path(__file__).resolve().parents[2]
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Release Test", "GIT_AUTHOR_EMAIL": "release@example.invalid",
@@ -158,46 +159,39 @@ def test_release_sh_refuses_when_a_release_before_it_has_no_release_commit(check
 
 # ---- the versions the README and the install guides name ----
 
-# Where the README and the guides name a version of the collection: a range to install (the command line, a
-# requirements.yml), an image tag of the execution environment samples.
-VERSION_DOCS = ("README.md", "docs/execution_environment.md", "docs/examples/*/*.yml",
-                "docs/examples/*/collections/requirements.yml")
-INSTALL_RANGE = r"(?:awa\.operations:|version: \")>=(\d+\.\d+\.\d+),<(\d+\.\d+\.\d+)"
-IMAGE_TAG = r"--tag awa-operations-[a-z-]+:(\d+\.\d+\.\d+)"
-
-
 def newest_release() -> str:
     return max((str(version) for version in releases()), key=lambda version: [int(part) for part in version.split(".")])
 
 
-def next_minor(version: str) -> str:
-    major, minor, dummy = (int(part) for part in version.split("."))
-    return f"{major}.{minor + 1}.0"
-
-
 def version_docs() -> dict[str, str]:
+    """The README and the install guides, where hack/release.sh writes the versions (hack/release_docs.py)."""
     return {str(path.relative_to(REPO)): path.read_text(encoding="utf-8")
-            for pattern in VERSION_DOCS for path in sorted(REPO.glob(pattern))}
+            for pattern in release_docs.DOCS for path in sorted(REPO.glob(pattern))}
+
+
+def named(pattern: re.Pattern[str], text: str) -> list[str]:
+    """The versions ``pattern`` (one of release_docs') finds in ``text``: what follows its first group."""
+    return [text[match.end(1):match.end()].rstrip(")") for match in pattern.finditer(text)]
 
 
 def test_every_install_range_and_image_tag_names_the_newest_release():
     """After a release the docs install it: ``>=X.Y.0,<X.(Y+1).0`` of the newest release, its image tags."""
     newest = newest_release()
-    ranges = {(name, found) for name, text in version_docs().items() for found in re.findall(INSTALL_RANGE, text)}
-    tags = {(name, found) for name, text in version_docs().items() for found in re.findall(IMAGE_TAG, text)}
+    wanted = f"{newest},<{release_docs.next_minor(newest)}"
+    ranges = {(name, found) for name, text in version_docs().items() for found in named(release_docs.INSTALL_RANGE, text)}
+    tags = {(name, found) for name, text in version_docs().items() for found in named(release_docs.IMAGE_TAG, text)}
     assert {name for name, dummy in ranges} >= {"README.md", "docs/execution_environment.md"}, ranges
-    assert {(name, found) for name, found in ranges if found != (newest, next_minor(newest))} == set(), \
-        f"ranges that do not install the newest release {newest} (>={newest},<{next_minor(newest)})"
+    assert {(name, found) for name, found in ranges if found != wanted} == set(), \
+        f"ranges that do not install the newest release {newest} (>={wanted})"
     assert tags and {(name, found) for name, found in tags if found != newest} == set(), \
         f"image tags that do not name the newest release {newest}"
 
 
 def test_the_readme_lists_every_release_and_the_version_main_names():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    listed = re.search(r"--grep '\^Release '`:\s+([0-9., ]+);", readme)
+    listed = release_docs.RELEASE_LIST.search(readme)
     assert listed, "README.md no longer lists the releases after the git log command"
-    assert [version.strip() for version in listed.group(1).split(",")] == \
+    assert [version.strip() for version in listed.group(2).split(",")] == \
         sorted((str(version) for version in releases()), key=lambda version: [int(part) for part in version.split(".")])
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text(encoding="utf-8"))
-    main_names = re.search(r"names the next version\s+\(now (\d+\.\d+\.\d+)\)", readme)
-    assert main_names and main_names.group(1) == galaxy["version"]
+    assert named(release_docs.NEXT_VERSION, readme) == [galaxy["version"]]
