@@ -121,8 +121,8 @@ step_changelog() { antsibull-changelog lint; }
 # compile's verdict is the Python's alone: it runs where the Pythons of the
 # range are - on the newest core and the pre-release (3.9 on) and on the floor
 # (3.8 on; its controller code from 3.10). The others (pylint, pep8, yamllint,
-# shellcheck, changelog and the code-smell scripts) read the same source with
-# tools ansible-test pins: they run on the newest core, which Galaxy and
+# the shell script check, changelog and the code-smell scripts) read the same
+# source with tools ansible-test pins: they run on the newest core, which Galaxy and
 # contributors (quick) check with; another core's run would only add another
 # linter version's opinion of the same files, nothing about that core - the
 # pre-release's pins become the newest core's the day it is released.
