@@ -274,8 +274,13 @@ step_functional() {
 floor_files=(tests/functional/test_rollout_role.py tests/functional/test_rollout_secrets.py
              tests/functional/test_enqueue_shards_ansible.py tests/functional/test_batch_wait_read.py
              tests/functional/test_playbook_groups.py)
-floor_file_names() { local file names=(); for file in "${floor_files[@]}"; do names+=("$(basename "$file" .py)"); done
-                     echo "${names[*]}" | sed 's/ / or /g'; }
+# "test_a or test_b ...": the floor's files for pytest -k (the functional step leaves their PostgreSQL 17 tests out).
+floor_file_names() {
+    local file names=() joined
+    for file in "${floor_files[@]}"; do names+=("$(basename "$file" .py)"); done
+    joined="${names[*]}"
+    echo "${joined// / or }"
+}
 step_floor() {
     with_core "${matrix_cores[-1]}" pytest -m "not slow" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --pg 17 \
         --durations=10 "${floor_files[@]}" | tee "$work/floor.log"
