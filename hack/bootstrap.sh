@@ -88,7 +88,7 @@ interpreters_needed() {
         echo "${matrix_core_python[$newest]}"
         return
     fi
-    needed=("${matrix_sanity_pythons[@]}")
+    needed=("${matrix_sanity_pythons[@]}" "${matrix_refused_target_pythons[@]}")
     for version in "${matrix_core_python[@]}"; do
         case " ${needed[*]} " in *" $version "*) ;; *) needed+=("$version") ;; esac
     done
@@ -361,7 +361,8 @@ step_demo_venv() {
             "or in /usr/bin or /usr/local/bin): install one of them (for example apt-get install python3.11" \
             "python3.11-venv, or pyenv install 3.13) and run it again."
     fi
-    core=$(matrix_core_for_python "$version") || fail "Python $version runs no ansible-core of the matrix" \
+    core=$(matrix_core_for_python "$version") || fail "the demo runs on Python $matrix_testbed_min_python or newer" \
+        "(requirements/testbed.txt), with an ansible-core of the matrix" \
         "($(for other in "${matrix_cores[@]}"; do printf '%s needs Python %s or newer, ' "$other" \
             "${matrix_core_min_python[$other]}"; done | sed 's/, $//')): run the demo on Python" \
         "$(matrix_demo_pythons | xargs | sed 's/ /, /g')."

@@ -5,11 +5,12 @@
 CONTEXT is what ``ansible-builder create`` wrote for one of the documented
 samples (docs/examples/*/). Prints one line: the base image, the Python, the
 ansible-core and ansible-runner the image would get (the newest releases the
-definition allows for that Python, as pip resolves them today), and the
-collections. Fails, saying why, when the definition lets ansible-core below the
-collection's floor (meta/runtime.yml requires_ansible), has no build step that
-stops an image running an older one, or does not install awa.operations. The
-image itself is not built: that needs a container engine.
+definition allows for that Python, as pip resolves them today, or the base
+image's own when it installs none), and the collections. Fails, saying why,
+when the definition lets ansible-core below the collection's floor
+(meta/runtime.yml requires_ansible), has no build step that stops an image
+running an older one, or does not install awa.operations. The image itself is
+not built: that needs a container engine.
 """
 
 from __future__ import annotations
@@ -67,10 +68,8 @@ def describe(name: str, context: Path) -> str:
     refs = [Requirement(ref) for ref in shlex.split(args.get("ANSIBLE_INSTALL_REFS", ""))]
     core = next((ref for ref in refs if ref.name == "ansible-core"), None)
     floor = collection_floor()
-    if core is None:
-        raise ContextProblem(f"{name}: the definition installs no ansible-core (dependencies.ansible_core): the base "
-                             f"image's own would run, and the collection needs {floor} or newer")
-    if not keeps_floor(core.specifier, floor):
+    # No ansible_core: the base image's own runs (AAP's EEs), and the final step below is what holds it to the floor.
+    if core is not None and not keeps_floor(core.specifier, floor):
         raise ContextProblem(f"{name}: ansible-core '{core.specifier}' allows releases older than {floor}")
     if not re.search(rf"^RUN .*older than {floor.major}\.{floor.minor}", text, re.MULTILINE):
         raise ContextProblem(f"{name}: no final build step fails an image that runs an ansible-core older than "
@@ -82,8 +81,9 @@ def describe(name: str, context: Path) -> str:
     if python_match is None:
         raise ContextProblem(f"{name}: give python_interpreter.python_path with its version (/usr/bin/python3.X), "
                              f"got {args['PYCMD']}")
-    versions = resolved_versions([str(ref) for ref in refs], python_match.group(1))
-    installs = ", ".join(f"{ref} ({versions[ref.name.lower()]} today)" for ref in refs)
+    versions = resolved_versions([str(ref) for ref in refs], python_match.group(1)) if refs else {}
+    installs = ", ".join(f"{ref} ({versions[ref.name.lower()]} today)" for ref in refs) \
+        or f"the base image's own ansible-core and ansible-runner ({floor.major}.{floor.minor} or newer, checked by the build)"
     listed = ", ".join(f"{entry['name']} {entry.get('version', '')}".strip() for entry in collections)
     return (f"{name}: FROM {args['EE_BASE_IMAGE']}, {args['PYCMD']}: {installs}; collections {listed}; "
             "psycopg and libpq from the collection's meta/execution-environment.yml at build time")

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # ansible-test integration of awa.operations against real PostgreSQL 17 and 18
 # with the real Awa 0.6.9 schema (a least-privilege database: owner, migrator,
-# runtime role, as in Awa's docs/security.md), on every ansible-core of the
-# matrix and the next one's pre-release (hack/matrix.sh), or the ones given:
+# runtime role, as in Awa's docs/security.md), on the cores of the matrix's
+# matrix_integration_cores (hack/matrix.sh), or the ones given:
 #
 #     bash hack/integration.sh            # every core
 #     bash hack/integration.sh 2.21       # one core
@@ -22,7 +22,7 @@ targets=(awa_enqueue_shards)
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh" integration
 
 cores=("$@")
-[ ${#cores[@]} -gt 0 ] || cores=("${matrix_test_cores[@]}")
+[ ${#cores[@]} -gt 0 ] || cores=("${matrix_integration_cores[@]}")
 
 servers="$work/servers"
 stop_servers() {

@@ -9,10 +9,13 @@
 # and nothing else changed in the working tree (the release commit holds
 # exactly what was tested). antsibull-changelog moves every fragment into
 # changelogs/changelog.yaml with today's date (UTC) and writes CHANGELOG.md;
-# this commits galaxy.yml, changelogs/ and CHANGELOG.md as "Release VERSION" -
+# the README and the install guides name VERSION (hack/release_docs.py: the
+# range to install, the image tags, the list of releases); this commits
+# galaxy.yml, changelogs/, CHANGELOG.md and those docs as "Release VERSION" -
 # the line every clone finds the release by - and tags that commit vVERSION
 # (annotated, for the push). Then it commits galaxy.yml naming the next minor
-# version, so an artifact built from main never calls itself a release. Nothing
+# version, and the README saying so, so an artifact built from main never
+# calls itself a release. Nothing
 # is pushed: review with `git log -2 -p`, then push the commits and the tag. To
 # undo before pushing: git tag -d vVERSION && git reset --hard HEAD~2.
 set -euo pipefail
@@ -38,8 +41,9 @@ $others"
 antsibull-changelog lint
 date=$(date -u +%Y-%m-%d)
 antsibull-changelog release --version "$version" --date "$date"
-git add -A -- "${release_paths[@]}"
-git commit -q -m "Release $version" -- "${release_paths[@]}"
+mapfile -t docs < <(python hack/release_docs.py released "$version")
+git add -A -- "${release_paths[@]}" "${docs[@]}"
+git commit -q -m "Release $version" -- "${release_paths[@]}" "${docs[@]}"
 # The release date is the release commit's date (UTC), as changelogs/changelog.yaml says.
 committed=$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%d)
 if [ "$committed" != "$date" ]; then
@@ -54,7 +58,8 @@ git tag -a "$tag" -m "awa.operations $version"
 IFS=. read -r major minor _ <<<"$version"
 next="$major.$((minor + 1)).0"
 sed -i "s/^version: $version\$/version: $next/" galaxy.yml
-git commit -q -m "galaxy.yml names the next version, $next ($version is released)" -- galaxy.yml
+mapfile -t docs < <(python hack/release_docs.py next "$next")
+git commit -q -m "galaxy.yml names the next version, $next ($version is released)" -- galaxy.yml "${docs[@]}"
 echo "Released $version: commit $(git rev-parse --short "$tag^{commit}") 'Release $version', tag $tag; then galaxy.yml" \
      "says $next. Review (git log -2 -p), push the commits and the tag (git push origin HEAD $tag), and publish" \
      "the artifact of the tag (CONTRIBUTING.md: Make a release)."

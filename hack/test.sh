@@ -9,14 +9,16 @@
 #     bash hack/test.sh --serial             # molecule in turn with the others
 #     bash hack/test.sh quick                # the contributor's loop, at most 5 minutes
 #
-# Steps: changelog sanity units lint types docs importer ee integration molecule functional.
-# sanity, units and integration run on every ansible-core of the matrix
-# and on the next one's pre-release (hack/matrix.sh; units and integration
-# every core at once), molecule on the newest. Sanity runs every test on the
-# newest core and on the pre-release and, on the others,
-# the tests whose verdict depends on the core
-# (step_sanity says which and why). quick: sanity, units and types on the newest core,
-# the modules' functional tests on PostgreSQL 18.
+# Steps: changelog sanity units lint types docs importer ee integration molecule functional floor.
+# sanity and units run on every ansible-core of the matrix and on the next
+# one's pre-release (hack/matrix.sh; units every core at once), integration on
+# the pre-release, the newest and the floor (matrix_integration_cores, at
+# once), molecule on the newest. Sanity runs every test on the newest core
+# and, on the others, the tests whose verdict depends on the core (step_sanity
+# says which and why); units run module_utils' tests on one core per Python
+# (step_units). floor: the change window's functional tests on the oldest
+# core (step_floor). quick: sanity, units and types on the newest core, the
+# modules' functional tests on PostgreSQL 18.
 #
 # What it does, top to bottom:
 #   1. Prepares: the venvs with pinned dependencies from PyPI (hack/bootstrap.sh,
@@ -51,7 +53,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-all_steps=(changelog sanity units lint types docs importer ee integration molecule functional)
+all_steps=(changelog sanity units lint types docs importer ee integration molecule functional floor)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 for step in "${steps[@]}"; do
     [[ " ${all_steps[*]} quick " == *" $step "* ]] || { echo "unknown step: $step (known: ${all_steps[*]} quick)" >&2; exit 2; }
@@ -114,17 +116,19 @@ step_changelog() { antsibull-changelog lint; }
 # ansible-test sanity. Tests whose verdict depends on the ansible-core that runs
 # them run on every core: its doc parser (ansible-doc), its module validator
 # (validate-modules), its module_utils and plugin loader on every Python
-# (import), the Pythons it compiles controller and module code for (compile),
-# its schema of meta/runtime.yml (runtime-metadata), its rule for action
-# plugins (action-plugin-docs) and its own ignore file (ignores). The others
-# (pylint, pep8, yamllint, shellcheck, changelog and the code-smell scripts)
-# read the same source with tools ansible-test pins: they run on the newest
-# core with the newest pins, and on the next core's pre-release, whose pins are
-# newer still (what the newest core runs the day it is released); an older
-# core's run would only add an older linter's opinion of the same files,
-# nothing about that core.
-sanity_on_every_core=(action-plugin-docs ansible-doc compile ignores import runtime-metadata validate-modules)
-sanity_every_test_on=("${matrix_cores[0]}" "${matrix_prerelease_cores[@]}")
+# (import), its schema of meta/runtime.yml (runtime-metadata), its rule for
+# action plugins (action-plugin-docs) and its own ignore file (ignores).
+# compile's verdict is the Python's alone: it runs where the Pythons of the
+# range are - on the newest core and the pre-release (3.9 on) and on the floor
+# (3.8 on; its controller code from 3.10). The others (pylint, pep8, yamllint,
+# the shell script check, changelog and the code-smell scripts) read the same
+# source with tools ansible-test pins: they run on the newest core, which Galaxy and
+# contributors (quick) check with; another core's run would only add another
+# linter version's opinion of the same files, nothing about that core - the
+# pre-release's pins become the newest core's the day it is released.
+sanity_on_every_core=(action-plugin-docs ansible-doc ignores import runtime-metadata validate-modules)
+sanity_compile_on=("${matrix_cores[0]}" "${matrix_prerelease_cores[@]}" "${matrix_cores[-1]}")
+sanity_every_test_on=("${matrix_cores[0]}")
 # Without --python: compile and import run on every interpreter of the matrix
 # (.venvs/interpreters is on PATH), the other tests on the core's own Python.
 # --local: the core's venv runs ansible-test itself (--venv would build a new
@@ -139,6 +143,7 @@ step_sanity() {
     fi
     if [[ " ${sanity_every_test_on[*]} " != *" $core "* ]]; then
         for test in "${sanity_on_every_core[@]}"; do selected+=(--test "$test"); done
+        [[ " ${sanity_compile_on[*]} " != *" $core "* ]] || selected+=(--test compile)
     fi
     # The PyPI releases that stand in for archives this network cannot reach (hack/bootstrap.sh: sanity_from_pypi).
     (cd "$(matrix_sanity_requirements "$core")" && grep -H 'awa.operations hack/bootstrap.sh:' sanity.*.txt) || true
@@ -150,11 +155,26 @@ step_sanity() {
 # controller), and a second worker would import everything again in each for
 # about a minute of tests on two cores that molecule shares.
 # Each core's own staged copy (stage_collection reads $stage): the cores run side by side.
+# module_utils import nothing of ansible-core (tests/unit/plugins/test_layout.py holds it), so the verdict of
+# their tests (tests/unit/plugins/module_utils/) is the Python's: they run on one core per Python
+# of the matrix, the newest released core on it (units_module_utils_core); the other cores run
+# the rest - the modules, plugins, role and layout tests, which run through that core's Ansible.
+units_module_utils_core() {
+    local core
+    for core in "${matrix_cores[@]}" "${matrix_prerelease_cores[@]}"; do
+        if [ "${matrix_core_python[$core]}" = "${matrix_core_python[$1]}" ]; then echo "$core"; return; fi
+    done
+}
 step_units() {
-    local stage="$work/stage-$1/ansible_collections/awa/operations"
+    local stage="$work/stage-$1/ansible_collections/awa/operations" targets=()
     stage_collection
+    if [ "$(units_module_utils_core "$1")" != "$1" ]; then
+        mapfile -t targets < <(cd "$stage" && find tests/unit -mindepth 2 -maxdepth 2 -path tests/unit/plugins/module_utils \
+            -prune -o \( -type d -printf '%p/\n' \) -o \( -name 'test_*.py' -printf '%p\n' \) | sort)
+        echo "module_utils' unit tests run on $(units_module_utils_core "$1") (Python ${matrix_core_python[$1]}): here ${targets[*]}"
+    fi
     (cd "$stage" && with_core "$1" ansible-test units --local --python "${matrix_core_python[$1]}" --num-workers 1 \
-        --color no 2>&1)
+        --color no "${targets[@]}" 2>&1)
 }
 
 # A plain `ansible-lint` installs the collection itself (.ansible-lint); here it
@@ -215,7 +235,7 @@ step_ee() {
 
 step_integration() {
     local cores
-    mapfile -t cores < <(cores_of "${matrix_test_cores[@]}")
+    mapfile -t cores < <(cores_of "${matrix_integration_cores[@]}")
     bash hack/integration.sh "${cores[@]}"
 }
 
@@ -240,8 +260,30 @@ by_file_in_conftest_order=(--dist loadfile --no-loadscope-reorder)
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
-    pytest "${marker[@]}" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --durations=25 tests/functional \
-        | tee "$work/functional.log"
+    pytest "${marker[@]}" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --durations=25 \
+        -k "not (pg17 and ($(floor_file_names)))" tests/functional | tee "$work/functional.log"
+}
+
+# The change window on the floor: the oldest ansible-core of the matrix (meta/runtime.yml's
+# requires_ansible) runs the role and the playbook end to end, the modules and the action plugin's
+# wait through Ansible, and the secrets rules (its no_log masking predates 2.19's data tagging):
+# the tests run ansible and ansible-playbook from the folder of the Python that runs pytest
+# (enqueue_shards_support.ansible_command), so the floor core's venv runs them. On PostgreSQL 17,
+# which the functional step leaves to it for these files: each core and each major runs them,
+# for the cost of one run of each file.
+floor_files=(tests/functional/test_rollout_role.py tests/functional/test_rollout_secrets.py
+             tests/functional/test_enqueue_shards_ansible.py tests/functional/test_batch_wait_read.py
+             tests/functional/test_playbook_groups.py)
+# "test_a or test_b ...": the floor's files for pytest -k (the functional step leaves their PostgreSQL 17 tests out).
+floor_file_names() {
+    local file names=() joined
+    for file in "${floor_files[@]}"; do names+=("$(basename "$file" .py)"); done
+    joined="${names[*]}"
+    echo "${joined// / or }"
+}
+step_floor() {
+    with_core "${matrix_cores[-1]}" pytest -m "not slow" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --pg 17 \
+        --durations=10 "${floor_files[@]}" | tee "$work/floor.log"
 }
 
 # The contributor's loop (CONTRIBUTING.md), at most five minutes: sanity,
@@ -310,6 +352,7 @@ show_results() {
     cat "$timings"
     printf '%-24s %5ss\n' "total" "$SECONDS"
     [ ! -f "$work/functional.log" ] || grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/functional.log" | tail -n 1
+    [ ! -f "$work/floor.log" ] || grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/floor.log" | tail -n 1
     [ "$status" = 0 ] || echo "hack/test.sh failed (exit $status): the step that failed, or was stopped, is above" >&2
 }
 at_exit show_results

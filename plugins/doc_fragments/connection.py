@@ -102,6 +102,8 @@ options:
       - O(login_user) must be a member of it; the module checks that right after connecting.
     type: str
 requirements:
+  - Python 3.10 or newer on the host that runs the module (the Pythons psycopg 3.3 runs on); the module refuses an
+    older one, naming it
   - psycopg >= 3.1 (psycopg 3) on the host that runs the module
 notes:
   - Connections identify themselves as C(application_name=awa.operations) in C(pg_stat_activity).

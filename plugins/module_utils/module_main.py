@@ -7,10 +7,10 @@ Both modules' ``main()`` call ``run_module`` with their argument spec and a
 warnings. Every failure of awa.operations (errors.py) becomes ``fail_json``
 here: one that saw the state (``FailedWithState``) with that state and its
 warnings, the others with their details. A bad option value is a clear
-failure too: ansible-core's int check (up to 2.21) raises ``OverflowError``
+failure too: ansible-core's int check (2.18 to 2.21) raises ``OverflowError``
 on an infinite float (YAML ``.inf``) instead of reporting a type error, which
 would end the module with a traceback, so ``build_module`` fails with a
-message naming the option (from 2.22 the check reports the type error itself). The module class is passed in, so this file needs no Ansible import.
+message naming the option (2.16, 2.17 and from 2.22 the check reports a type error itself). The module class is passed in, so this file needs no Ansible import.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install import (
     missing_psycopg_message,
+    older_python_message,
     this_interpreter,
 )
 
@@ -74,7 +75,8 @@ def run_module(module_class: Callable[..., Module], argument_spec: dict[str, Any
                *, mark_disconnected: bool = False) -> None:
     """Build the module (check mode supported), ``run`` it, and exit with its result or fail with its error.
 
-    Without psycopg it fails with the Python it ran with and the command for that Python.
+    On a Python older than the database modules' floor, or without psycopg, it fails with the Python it ran with and
+    what to install for it.
     ``mark_disconnected`` adds ``disconnected: true`` to the failure of an
     error that is a lost or unreachable server (the info module's action
     plugin retries those).
@@ -83,8 +85,12 @@ def run_module(module_class: Callable[..., Module], argument_spec: dict[str, Any
     # Ansible masks login_password, but not a password in connect_params or written into login_db or login_host:
     # masked like it in the whole result (the invocation ansible-core 2.19 prints at -vvv, messages, warnings).
     module.no_log_values.update(connection_secrets(module.params))
+    python = this_interpreter()
+    too_old = older_python_message(python)
+    if too_old:
+        module.fail_json(msg=too_old)
     if not HAS_PSYCOPG:
-        module.fail_json(msg=missing_psycopg_message(this_interpreter()))
+        module.fail_json(msg=missing_psycopg_message(python))
     try:
         result, warnings = run(module)
     except FailedWithState as exc:

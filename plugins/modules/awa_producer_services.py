@@ -2,7 +2,11 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 
-from __future__ import annotations
+# This module runs on producer hosts, on whatever Python an ansible-core the collection supports runs modules
+# with - 2.7 and 3.6 with 2.16, 3.7 with 2.17 - and refuses a Python older than 3.8 with a message. Python reads
+# a whole file before it runs any of it, so this one is written in syntax 2.7 parses (no annotations, no
+# f-strings, no "from __future__ import annotations"), and imports the collection's module_utils, which need
+# 3.8, only past that check.
 
 DOCUMENTATION = r"""
 module: awa_producer_services
@@ -30,6 +34,9 @@ description:
     token), and Ansible masks a C(no_log) value only where a string holds it whole, never a line of it.
   - The role P(awa.operations.enqueue_shards#role) runs it to learn which producer hosts answer, to plan its
     restarts, and to restart each batch; it works on its own too.
+requirements:
+  - Python 3.8 or newer on the producer host - only its standard library; the module refuses an older Python (which
+    ansible-core 2.16 and 2.17 still run modules on), naming it and what to install
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -320,22 +327,23 @@ programs:
   sample: [{command: restart, program: supervisorctl, path: /usr/bin/supervisorctl}]
 """
 
-import functools
+
+import platform
 import socket
-from typing import Any
+import sys
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.awa.operations.plugins.module_utils.producer.environment_diff import environment_diff
-from ansible_collections.awa.operations.plugins.module_utils.producer.managed_file import ensure_file
-from ansible_collections.awa.operations.plugins.module_utils.producer.services import METHODS, operate
+# The oldest Python this module runs on (the syntax and standard library of producer/).
+MINIMUM_PYTHON = (3, 8)
 
 
-def argument_spec() -> dict[str, Any]:
+def argument_spec():
+    # type: () -> dict[str, object]
     return {
         "services": {"type": "list", "elements": "str", "required": True},
         "restart": {"type": "list", "elements": "str", "default": []},
-        "method": {"type": "str", "choices": list(METHODS), "default": "auto"},
+        "method": {"type": "str", "choices": ["auto", "systemd", "command"], "default": "auto"},
         "restart_command": {"type": "str", "default": ""},
         "status_command": {"type": "str", "default": ""},
         "env_file": {"type": "dict", "options": {
@@ -351,37 +359,24 @@ def argument_spec() -> dict[str, Any]:
     }
 
 
-def main() -> None:
+def older_python_message():
+    # type: () -> str
+    """Why this host's Python cannot run the module, and what to install."""
+    return ("awa_producer_services needs Python %d.%d or newer on the producer host; %s runs it with %s, Python %s. "
+            "Install Python 3.8 or newer there (on RHEL 8: dnf install python39; on Amazon Linux 2: "
+            "amazon-linux-extras install python3.8; elsewhere your distribution's python3.8 or newer) and set "
+            "ansible_python_interpreter for the host to it. Nothing was restarted or written."
+            % (MINIMUM_PYTHON + (socket.gethostname(), sys.executable, platform.python_version())))
+
+
+def main():
+    # type: () -> None
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True)
-    params = module.params
-    unknown = [service for service in params["restart"] if service not in params["services"]]
-    if unknown:
-        module.fail_json(msg=f"restart names {', '.join(unknown)}, which services does not list: every service to "
-                             "restart must be one of services")
-    written: dict[str, Any] = {}
-    if params["env_file"]:
-        wanted = params["env_file"]
-        outcome, diff = ensure_file(module, wanted["path"], wanted["content"], owner=wanted["owner"],
-                                    group=wanted["group"], mode=wanted["mode"],
-                                    show_change=functools.partial(environment_diff, shown=wanted["show"]))
-        if "error" in outcome:
-            module.fail_json(msg=f"The environment file {outcome['error']}. Nothing was restarted.", env_file=outcome)
-        written = {"env_file": outcome, **({"diff": diff} if diff and module._diff else {})}
-    # A program that cannot run raises OSError, which operate turns into words: never run_command's bare
-    # "Error executing command.".
-    found = operate(functools.partial(module.run_command, handle_exceptions=False), params["services"],
-                    params["restart"], method=params["method"], restart_command=params["restart_command"],
-                    status_command=params["status_command"], check_mode=module.check_mode,
-                    hostname=socket.gethostname())
-    result = found.result()
-    if module.check_mode and not found.problems:
-        result["restarted"] = list(params["restart"])
-    result.update(written)
-    result["changed"] = bool(result["restarted"]) or bool(written and written["env_file"]["changed"])
-    failure = found.restart_failure(params["restart"], module.check_mode)
-    if failure:
-        module.fail_json(msg=failure, **result)
-    module.exit_json(**result)
+    if sys.version_info < MINIMUM_PYTHON:
+        module.fail_json(msg=older_python_message())
+    # Past the check: producer/ needs Python 3.8.
+    from ansible_collections.awa.operations.plugins.module_utils.producer.run import run
+    run(module)
 
 
 if __name__ == "__main__":

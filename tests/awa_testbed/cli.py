@@ -20,9 +20,10 @@
                         two sessions deadlock on purpose (one more in
                         pg_stat_database.deadlocks)
     down --state DIR    stop and delete everything ``up`` made
-    hosts-up --state DIR --host NAME [--host NAME ...]
-                        boot producer hosts (Debian 12, systemd, sshd) with
-                        systemd-nspawn; writes DIR/hosts.json and DIR/ssh_config
+    hosts-up --state DIR --host NAME[:bullseye] [--host ...]
+                        boot producer hosts (Debian 12, or 11 with :bullseye;
+                        systemd, sshd) with systemd-nspawn; writes
+                        DIR/hosts.json and DIR/ssh_config
     hosts-down --state DIR
                         power the hosts off and delete their layers
     host-off --state DIR NAME
@@ -102,14 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
     stopper.add_argument("--state", type=Path, required=True)
     booter = commands.add_parser("hosts-up", help="boot producer hosts that outlive this command")
     booter.add_argument("--state", type=Path, required=True, help="folder for hosts.json, keys and host layers")
-    booter.add_argument("--host", action="append", required=True, help="inventory name of a host, repeatable")
+    booter.add_argument("--host", action="append", required=True,
+                        help="inventory name of a host (NAME:bullseye: Debian 11), repeatable")
     halter = commands.add_parser("hosts-down", help="power off what hosts-up booted")
     halter.add_argument("--state", type=Path, required=True)
     for name, text in (("host-off", "cut one host's power"), ("host-on", "boot one host again")):
         switch = commands.add_parser(name, help=text)
         switch.add_argument("--state", type=Path, required=True)
         switch.add_argument("host")
-    commands.add_parser("rootfs", help="build the producer hosts' root filesystem once (cached)")
+    commands.add_parser("rootfs", help="build the producer hosts' root filesystems once (cached)")
     reaper = commands.add_parser("reap", help="stop detached processes left by a run")
     reaper.add_argument("--run", help="only this run id (default: every registered process)")
     return parser
@@ -149,7 +151,8 @@ def hosts_command(args: argparse.Namespace) -> int:
         elif args.command == "hosts-down":
             hosts.down(args.state)
         else:
-            print(rootfs.ensure_rootfs())
+            for release in rootfs.RELEASES.values():
+                print(rootfs.ensure_rootfs(release))
     except (rootfs.RootfsError, hosts.HostError) as error:
         print(f"python -m awa_testbed {args.command}: {error}", file=sys.stderr)
         return 1

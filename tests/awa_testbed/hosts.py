@@ -1,4 +1,9 @@
-"""Producer hosts: real Debian 12 systems with systemd as PID 1, booted with systemd-nspawn.
+"""Producer hosts: real Debian 12 (or 11) systems with systemd as PID 1, booted with systemd-nspawn.
+
+A host is named ``NAME`` (Debian 12) or ``NAME:bullseye`` (Debian 11). A
+Debian 11 host also gets Debian 12's tree, read-only, at rootfs.RUNTIME_ROOT:
+its Python 3.9 runs Ansible's modules, and its producer units run awa-pg (which
+needs Python 3.10) from that tree as their root directory.
 
 Each host boots an overlay of the cached root filesystem (rootfs.py): the
 overlay is mounted in a private mount namespace that lives exactly as long
@@ -80,6 +85,7 @@ class Host:
     port: int
     folder: str
     nspawn_pid: int = 0
+    suite: str = rootfs.BOOKWORM.suite
 
     @property
     def upper(self) -> Path:
@@ -167,12 +173,16 @@ def _prepare_layer(host: Host, tree: Path, client_public_key: str) -> str:
     return public_key
 
 
-def _boot(host: Host, tree: Path) -> None:
+def _boot(host: Host, trees: dict[str, Path]) -> None:
     folder = Path(host.folder)
+    # A Debian 11 host's producer units run from Debian 12's tree (its venv has awa-pg).
+    runtime = [] if host.suite == rootfs.BOOKWORM.suite else \
+        [f"--bind-ro={trees[rootfs.BOOKWORM.suite]}:{rootfs.RUNTIME_ROOT}"]
     with open(host.boot_log, "ab") as log:
         process = subprocess.Popen(  # pylint: disable=consider-using-with
             ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", BOOT_SCRIPT, "boot",
-             str(tree), str(host.upper), str(folder / "work"), str(folder / "root"), "-M", host.machine],
+             str(trees[host.suite]), str(host.upper), str(folder / "work"), str(folder / "root"), "-M", host.machine,
+             *runtime],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=rootfs.nspawn_env(),
             start_new_session=True)
     host.nspawn_pid = process.pid
@@ -269,9 +279,21 @@ def _ensure_inotify_room(new_hosts: int) -> None:
         INOTIFY_LIMIT.write_text(str(wanted), encoding="utf-8")
 
 
+def _named(name: str) -> tuple[str, str]:
+    """``NAME`` or ``NAME:SUITE`` -> (name, suite)."""
+    host, dummy, suite = name.partition(":")
+    suite = suite or rootfs.BOOKWORM.suite
+    if suite not in rootfs.RELEASES:
+        raise HostError(f"{name}: no host release {suite} (known: {', '.join(rootfs.RELEASES)})")
+    return host, suite
+
+
 def up(state_dir: Path, names: list[str]) -> dict:
-    """Boot one host per name; returns (and writes) hosts.json."""
-    tree = rootfs.ensure_rootfs()
+    """Boot one host per name (``NAME``, or ``NAME:bullseye`` for Debian 11); returns (and writes) hosts.json."""
+    named = [_named(name) for name in names]
+    # Debian 12's tree always: a Debian 11 host's units run from it.
+    trees = {suite: rootfs.ensure_rootfs(rootfs.RELEASES[suite])
+             for suite in {rootfs.BOOKWORM.suite} | {suite for dummy, suite in named}}
     _ensure_inotify_room(len(names))
     state_dir.mkdir(parents=True, exist_ok=True)
     state_dir.chmod(0o700)
@@ -280,15 +302,15 @@ def up(state_dir: Path, names: list[str]) -> dict:
                    check=True)
     client_key = identity.with_suffix(".pub").read_text(encoding="utf-8").strip()
     token = secrets.token_hex(3)
-    hosts = [Host(name, f"awa-{token}-{index}", free_port(), str(state_dir / name))
-             for index, name in enumerate(names, start=1)]
+    hosts = [Host(name, f"awa-{token}-{index}", free_port(), str(state_dir / name), suite=suite)
+             for index, (name, suite) in enumerate(named, start=1)]
     started = time.monotonic()
     try:
-        public_keys = {host.name: _prepare_layer(host, tree, client_key) for host in hosts}
+        public_keys = {host.name: _prepare_layer(host, trees[host.suite], client_key) for host in hosts}
         for host in hosts:
-            _boot(host, tree)
+            _boot(host, trees)
         # Written now, so that ``down`` finds the containers even if the boot does not finish.
-        _describe(state_dir, tree, hosts)
+        _describe(state_dir, trees, hosts)
         deadline = time.monotonic() + BOOT_TIMEOUT
         for host in hosts:
             _wait_booted(host, deadline)
@@ -296,12 +318,13 @@ def up(state_dir: Path, names: list[str]) -> dict:
         _stop(hosts)
         raise
     _write_client_files(state_dir, hosts, public_keys)
-    return _describe(state_dir, tree, hosts, boot_seconds=round(time.monotonic() - started, 1))
+    return _describe(state_dir, trees, hosts, boot_seconds=round(time.monotonic() - started, 1))
 
 
-def _describe(state_dir: Path, tree: Path, hosts: list[Host], **extra) -> dict:
-    description = {"rootfs": str(tree), "user": rootfs.LOGIN_USER, "ssh_config": str(state_dir / "ssh_config"),
-                   **extra, "hosts": {host.name: asdict(host) for host in hosts}}
+def _describe(state_dir: Path, trees: dict[str, Path], hosts: list[Host], **extra) -> dict:
+    description = {"rootfs": {suite: str(tree) for suite, tree in trees.items()}, "user": rootfs.LOGIN_USER,
+                   "ssh_config": str(state_dir / "ssh_config"), **extra,
+                   "hosts": {host.name: asdict(host) for host in hosts}}
     (state_dir / "hosts.json").write_text(json.dumps(description, indent=2), encoding="utf-8")
     return description
 
@@ -348,11 +371,11 @@ def power_on(state_dir: Path, name: str) -> None:
     if host.nspawn_pid and lifecycle.pid_alive(host.nspawn_pid):
         raise HostError(f"{name} is already running (systemd-nspawn pid {host.nspawn_pid})")
     description = json.loads((state_dir / "hosts.json").read_text(encoding="utf-8"))
-    tree = Path(description["rootfs"])
+    trees = {suite: Path(tree) for suite, tree in description["rootfs"].items()}
     # A cut leaves the overlay's work folder as it was; overlayfs wants it empty.
     shutil.rmtree(Path(host.folder) / "work", ignore_errors=True)
     (Path(host.folder) / "work").mkdir()
-    _boot(host, tree)
+    _boot(host, trees)
     _wait_booted(host, time.monotonic() + BOOT_TIMEOUT)
     description["hosts"][name] = asdict(host)
     (state_dir / "hosts.json").write_text(json.dumps(description, indent=2), encoding="utf-8")

@@ -1,9 +1,12 @@
-"""The root filesystem of the fleet's producer hosts: Debian 12 with systemd, built once per machine.
+"""The root filesystems of the fleet's producer hosts: Debian 12 and Debian 11 with systemd, built once per machine.
 
-``debootstrap`` builds it from Debian's packages; a setup step then adds the
-login user (sudo), the service user and a venv with awa-pg and psycopg from
-wheels the controller downloads from PyPI, so the hosts never reach PyPI
-themselves. The tree is cached under /var/cache/awa-operations (outside any
+``debootstrap`` builds each from Debian's packages; a setup step then adds the
+login user (sudo) and the service user, and in Debian 12's a venv with awa-pg
+and psycopg from wheels the controller downloads from PyPI, so the hosts never
+reach PyPI themselves. Debian 11 has no venv: its Python 3.9 (which runs
+Ansible's modules there) is older than awa-pg 0.6.9 needs (3.10), so its
+producer units run the program from Debian 12's tree, mounted on the host as
+their root directory (hosts.py, RUNTIME_ROOT). The tree is cached under /var/cache/awa-operations (outside any
 checkout) and reused by every run; a change of the recipe below (packages,
 setup, pinned versions) builds a new one. Hosts boot read-only overlays of
 it (tests/awa_testbed/hosts.py). Needs root, ``debootstrap`` and
@@ -20,13 +23,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import lifecycle
 from .processes import TESTS_DIR
 
 CACHE_DIR = Path(os.environ.get("AWA_FLEET_ROOTFS_CACHE", "/var/cache/awa-operations"))
-SUITE = "bookworm"
 MIRROR = os.environ.get("AWA_FLEET_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 PACKAGES = ("systemd", "systemd-sysv", "dbus", "openssh-server", "sudo", "python3", "python3-venv", "iproute2")
 LOGIN_USER = "deploy"
@@ -40,6 +43,8 @@ WHEEL_DISTRIBUTIONS = ("awa-pg", "psycopg[binary]", "typing-extensions")
 WHEEL_PLATFORM_ARGS = ("--only-binary=:all:", "--python-version", "3.11", "--implementation", "cp",
                        "--platform", "manylinux_2_28_x86_64", "--platform", "manylinux2014_x86_64")
 UNUSED_BUILD_AGE = 24 * 3600
+# Where a Debian 11 host finds Debian 12's tree (read-only), the root directory of its producer units.
+RUNTIME_ROOT = "/opt/awa-runtime"
 
 # Runs inside the new tree (systemd-nspawn, no boot), with the wheels at /wheels.
 SETUP_SCRIPT = f"""
@@ -60,6 +65,36 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
 """
 
 
+# Debian 11: the same users, no venv; the app folder and the runtime root's mount point exist for the units.
+SETUP_SCRIPT_BULLSEYE = f"""
+set -eu
+useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin {SERVICE_USER}
+useradd --create-home --shell /bin/bash {LOGIN_USER}
+echo '{LOGIN_USER} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{LOGIN_USER}
+chmod 0440 /etc/sudoers.d/{LOGIN_USER}
+mkdir -p {APP_DIR} {RUNTIME_ROOT}
+rm -f /etc/ssh/ssh_host_*
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+"""
+
+
+@dataclass(frozen=True)
+class Release:
+    """A Debian release the hosts can run: its suite, packages and setup; whether the producers' venv is in it."""
+
+    suite: str
+    packages: tuple[str, ...]
+    setup: str
+    producer_venv: bool
+
+
+BOOKWORM = Release("bookworm", PACKAGES, SETUP_SCRIPT, producer_venv=True)
+BULLSEYE = Release("bullseye", tuple(package for package in PACKAGES if package != "python3-venv"),
+                   SETUP_SCRIPT_BULLSEYE, producer_venv=False)
+RELEASES = {release.suite: release for release in (BOOKWORM, BULLSEYE)}
+
+
 class RootfsError(RuntimeError):
     """The root filesystem cannot be built here; the message says what to do."""
 
@@ -74,14 +109,17 @@ def pinned_requirements(requirements: Path = TESTS_DIR.parent / "requirements" /
     return sorted(pins)
 
 
-def recipe() -> dict:
+def recipe(release: Release = BOOKWORM) -> dict:
     """Everything that decides the tree's content; its digest names the cached build."""
-    return {"suite": SUITE, "mirror": MIRROR, "variant": "minbase", "packages": list(PACKAGES),
-            "setup": SETUP_SCRIPT, "requirements": pinned_requirements(), "wheel_platform": list(WHEEL_PLATFORM_ARGS)}
+    wanted = {"suite": release.suite, "mirror": MIRROR, "variant": "minbase", "packages": list(release.packages),
+              "setup": release.setup}
+    if release.producer_venv:
+        wanted.update(requirements=pinned_requirements(), wheel_platform=list(WHEEL_PLATFORM_ARGS))
+    return wanted
 
 
-def recipe_digest() -> str:
-    return hashlib.sha256(json.dumps(recipe(), sort_keys=True).encode()).hexdigest()[:16]
+def recipe_digest(release: Release = BOOKWORM) -> str:
+    return hashlib.sha256(json.dumps(recipe(release), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def check_prerequisites() -> None:
@@ -117,13 +155,17 @@ def _download_wheels(target: Path, log: Path) -> None:
           "-d", str(target), *requirements], log, "downloading the producers' wheels from PyPI")
 
 
-def _build(tree: Path, log: Path) -> None:
-    _run(["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE, str(tree), MIRROR],
-         log, f"debootstrap {SUITE}")
+def _build(tree: Path, log: Path, release: Release) -> None:
+    _run(["debootstrap", "--variant=minbase", f"--include={','.join(release.packages)}", release.suite, str(tree),
+          MIRROR], log, f"debootstrap {release.suite}")
+    setup = ["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "-M", f"awa-rootfs-{os.getpid()}",
+             "-D", str(tree)]
+    if not release.producer_venv:
+        _run([*setup, "--pipe", "/bin/sh", "-c", release.setup], log, "setting the tree up", env=nspawn_env())
+        return
     with tempfile.TemporaryDirectory(prefix="awa-fleet-wheels-") as wheels:
         _download_wheels(Path(wheels), log)
-        _run(["systemd-nspawn", "--quiet", "--register=no", "--keep-unit", "-M", f"awa-rootfs-{os.getpid()}",
-              "-D", str(tree), f"--bind-ro={wheels}:/wheels", "--pipe", "/bin/sh", "-c", SETUP_SCRIPT],
+        _run([*setup, f"--bind-ro={wheels}:/wheels", "--pipe", "/bin/sh", "-c", release.setup],
              log, "setting the tree up", env=nspawn_env())
 
 
@@ -137,19 +179,20 @@ def _prune_unused(keep: Path) -> None:
             shutil.rmtree(build, ignore_errors=True)
 
 
-def ensure_rootfs() -> Path:
-    """The cached tree for the current recipe, built first if needed (about a minute, 330 MB)."""
+def ensure_rootfs(release: Release = BOOKWORM) -> Path:
+    """The cached tree for the release's current recipe, built first if needed (about a minute, 330 MB; Debian 11's
+    two minutes, 250 MB)."""
     check_prerequisites()
-    tree = CACHE_DIR / f"rootfs-{recipe_digest()}"
+    tree = CACHE_DIR / f"rootfs-{recipe_digest(release)}"
     with lifecycle.machine_lock(CACHE_DIR / "rootfs.lock"):
         if not (tree / ".complete").exists():
             staging = CACHE_DIR / f".building-{tree.name}"
             shutil.rmtree(staging, ignore_errors=True)
             log = CACHE_DIR / f"{tree.name}.log"
-            log.write_text(json.dumps(recipe(), indent=2) + "\n", encoding="utf-8")
+            log.write_text(json.dumps(recipe(release), indent=2) + "\n", encoding="utf-8")
             started = time.monotonic()
             try:
-                _build(staging, log)
+                _build(staging, log, release)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)
                 raise

@@ -13,12 +13,14 @@ its tag, galaxy.yml naming the next version after it, and its refusals.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from hack import release_docs
 
 REPO = Path(__file__).resolve().parents[2]
 GIT_IDENTITY = {"GIT_AUTHOR_NAME": "Release Test", "GIT_AUTHOR_EMAIL": "release@example.invalid",
@@ -114,7 +116,13 @@ def test_release_sh_commits_the_release_tags_it_and_names_the_next_version(check
     assert str(releases(checkout)["9.9.9"]["release_date"]) == commit_day("HEAD~1", checkout)
     assert "version: 9.9.9" in git("show", "HEAD~1:galaxy.yml", cwd=checkout).splitlines()
     assert "version: 9.10.0" in (checkout / "galaxy.yml").read_text(encoding="utf-8").splitlines()
-    assert git("diff", "--name-only", "HEAD~1", "HEAD", cwd=checkout) == "galaxy.yml"
+    assert git("diff", "--name-only", "HEAD~1", "HEAD", cwd=checkout).splitlines() == ["README.md", "galaxy.yml"]
+    # The README and the install guides name the release, and main's next version, in the commits that made them.
+    assert "'awa.operations:>=9.9.9,<9.10.0'" in git("show", "HEAD~1:README.md", cwd=checkout)
+    assert "--tag awa-operations-ee:9.9.9" in git("show", "HEAD~1:docs/execution_environment.md", cwd=checkout)
+    readme = (checkout / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"--grep '\^Release '`:\s+0\.1\.0, [0-9., ]*, 9\.9\.9;", readme)
+    assert re.search(r"names the next version\s+\(now 9\.10\.0\)", readme)
     assert git("status", "--porcelain", cwd=checkout) == "", "the release commit holds every change it made"
     assert not list((checkout / "changelogs" / "fragments").glob("*.yml")), "the fragments moved into the changelog"
     assert "v9\\.9\\.9" in (checkout / "CHANGELOG.md").read_text(encoding="utf-8")
@@ -147,3 +155,43 @@ def test_release_sh_refuses_when_a_release_before_it_has_no_release_commit(check
     assert "release 0.0.9: 0 commits carry the line 'Release 0.0.9'" in process.stderr
     assert "nothing was changed" in process.stderr
     assert git("rev-parse", "HEAD", cwd=checkout) == before
+
+
+# ---- the versions the README and the install guides name ----
+
+def newest_release() -> str:
+    return max((str(version) for version in releases()), key=lambda version: [int(part) for part in version.split(".")])
+
+
+def version_docs() -> dict[str, str]:
+    """The README and the install guides, where hack/release.sh writes the versions (hack/release_docs.py)."""
+    return {str(path.relative_to(REPO)): path.read_text(encoding="utf-8")
+            for pattern in release_docs.DOCS for path in sorted(REPO.glob(pattern))}
+
+
+def named(pattern: re.Pattern[str], text: str) -> list[str]:
+    """The versions ``pattern`` (one of release_docs') finds in ``text``: what follows its first group."""
+    return [text[match.end(1):match.end()].rstrip(")") for match in pattern.finditer(text)]
+
+
+def test_every_install_range_and_image_tag_names_the_newest_release():
+    """After a release the docs install it: ``>=X.Y.0,<X.(Y+1).0`` of the newest release, its image tags."""
+    newest = newest_release()
+    wanted = f"{newest},<{release_docs.next_minor(newest)}"
+    ranges = {(name, found) for name, text in version_docs().items() for found in named(release_docs.INSTALL_RANGE, text)}
+    tags = {(name, found) for name, text in version_docs().items() for found in named(release_docs.IMAGE_TAG, text)}
+    assert {name for name, dummy in ranges} >= {"README.md", "docs/execution_environment.md"}, ranges
+    assert {(name, found) for name, found in ranges if found != wanted} == set(), \
+        f"ranges that do not install the newest release {newest} (>={wanted})"
+    assert tags and {(name, found) for name, found in tags if found != newest} == set(), \
+        f"image tags that do not name the newest release {newest}"
+
+
+def test_the_readme_lists_every_release_and_the_version_main_names():
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    listed = release_docs.RELEASE_LIST.search(readme)
+    assert listed, "README.md no longer lists the releases after the git log command"
+    assert [version.strip() for version in listed.group(2).split(",")] == \
+        sorted((str(version) for version in releases()), key=lambda version: [int(part) for part in version.split(".")])
+    galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text(encoding="utf-8"))
+    assert named(release_docs.NEXT_VERSION, readme) == [galaxy["version"]]

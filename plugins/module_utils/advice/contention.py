@@ -26,7 +26,10 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
 
 PG_DATABASE_OID = 1262
 RESERVATION, INSERT, NOTIFY = "lane reservation", "lane insert", "notify"
@@ -41,8 +44,9 @@ STATEMENT_KINDS = (("insert_job_compat", "insert"), ("pg_advisory_xact_lock(hash
                    ("reserve_enqueue_seq", "copy"), ("copy awa.", "copy"), ("claim_ready", "claim"))
 ENQUEUE_STATEMENTS = frozenset({"insert", "copy"})
 
-Lane = tuple[str, int, int]  # (physical queue, priority, shard)
-LaneKeys = dict[tuple[int, int], tuple[str, Lane]]  # (classid, objid) -> (lock kind, lane)
+# An alias in quotes, its kind for the type checker only: evaluated, it would need Python 3.9 (3.8 sanity).
+Lane: TypeAlias = "tuple[str, int, int]"  # (physical queue, priority, shard)
+LaneKeys: TypeAlias = "dict[tuple[int, int], tuple[str, Lane]]"  # (classid, objid) -> (lock kind, lane)
 
 
 @dataclass(frozen=True)

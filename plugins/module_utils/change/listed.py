@@ -50,10 +50,13 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lan
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes
 
 if TYPE_CHECKING:
+    from typing import TypeAlias
+
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 # Each queue's change as the read plans it, or why it is refused (raised when the list reaches that queue).
-Planned = dict[str, "Prepared | AwaOperationsError"]
+# An alias in quotes, its kind for the type checker only: evaluated, it would need Python 3.9 (3.8 sanity).
+Planned: TypeAlias = "dict[str, Prepared | AwaOperationsError]"
 
 
 def _planned_each(conn: Connection, requests: list[ChangeRequest], *, ledger_schema: str, reason: str | None) -> Planned:

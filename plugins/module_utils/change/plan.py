@@ -14,6 +14,7 @@ could not be written at all).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
@@ -24,7 +25,11 @@ from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANG
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
-LaneKey = tuple[str, int, int]  # (queue, priority, shard)
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+# An alias in quotes, its kind for the type checker only: evaluated, it would need Python 3.9 (3.8 sanity).
+LaneKey: TypeAlias = "tuple[str, int, int]"  # (queue, priority, shard)
 
 
 @dataclass

@@ -10,12 +10,16 @@ message names that Python and the one command that fixes it there.
 
 from __future__ import annotations
 
+import platform
 import socket
 import sys
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 PIP_REQUIREMENT = "'psycopg[binary]'"
+# The oldest Python the database modules run on: the newest psycopg (3.3) needs it, and older ones are not tested
+# (pip gives Python 3.8 and 3.9 psycopg 3.2).
+MINIMUM_PYTHON = (3, 10)
 SYSTEM_PREFIX = "/usr"
 OS_RELEASE = "/etc/os-release"
 # Distribution ids (os-release ID and ID_LIKE) and the package of psycopg 3 there.
@@ -35,6 +39,7 @@ class Interpreter:
     base_prefix: str
     distribution_ids: tuple[str, ...] = ()
     host: str = ""
+    version: str = ""
 
 
 def _pipx_app(prefix: str) -> str | None:
@@ -67,6 +72,19 @@ def missing_psycopg_message(python: Interpreter) -> str:
             "instead, with that host's ansible_python_interpreter. Nothing was read or written.")
 
 
+def older_python_message(python: Interpreter) -> str | None:
+    """Why ``python`` cannot run the database modules, and what to use instead; None when it can."""
+    if not python.version or tuple(int(part) for part in python.version.split(".")[:2]) >= MINIMUM_PYTHON:
+        return None
+    oldest = ".".join(map(str, MINIMUM_PYTHON))
+    return (f"The awa.operations database modules need Python {oldest} or newer on the host that runs them; "
+            f"{python.host} runs them with {python.executable}, Python {python.version}. Point that host's "
+            f"ansible_python_interpreter at a Python {oldest} or newer (RHEL 9: dnf install python3.11; or the Python "
+            f"that runs ansible-playbook) and install psycopg into it ({PIP_REQUIREMENT} with its pip). The database "
+            "steps run where their task runs: with producers only in the inventory, on localhost; with a host in "
+            "awa_db_controller, there. Nothing was read or written.")
+
+
 def _distribution_ids(os_release: str) -> tuple[str, ...]:
     try:
         with open(os_release, encoding="utf-8") as release:
@@ -79,4 +97,4 @@ def _distribution_ids(os_release: str) -> tuple[str, ...]:
 def this_interpreter() -> Interpreter:
     """The Python running this module, on this host."""
     return Interpreter(sys.executable, sys.prefix, sys.base_prefix, _distribution_ids(OS_RELEASE),
-                       socket.gethostname())
+                       socket.gethostname(), platform.python_version())

@@ -18,7 +18,11 @@ import os
 import pwd
 import shlex
 import shutil
-from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import TypeAlias
 
 SERVICE_PLACEHOLDER = "{service}"
 # How much of a failed command's output its message keeps: the last lines, each cut to a length.
@@ -27,8 +31,9 @@ FAILURE_LINE_CHARS = 300
 # A shell's exit status for a command it could not run: found but not executable, or not found.
 CANNOT_EXECUTE, NOT_FOUND = 126, 127
 
-# run(argv) -> (rc, stdout, stderr): AnsibleModule.run_command, or any function like it.
-Runner = Callable[[list[str]], "tuple[int, str, str]"]
+# run(argv) -> (rc, stdout, stderr): AnsibleModule.run_command, or any function like it. In quotes: evaluated, the
+# alias would need Python 3.9, and this runs on producer hosts from 3.8 on.
+Runner: TypeAlias = "Callable[[list[str]], tuple[int, str, str]]"
 
 
 def for_service(command: str, service: str) -> str:

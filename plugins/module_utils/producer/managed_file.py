@@ -18,6 +18,7 @@ import grp
 import os
 import pwd
 import re
+import sys
 import tempfile
 from collections.abc import Callable
 from typing import Any, TypedDict
@@ -45,8 +46,19 @@ def _reason(exc: OSError | UnicodeError) -> str:
     return "it is not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or type(exc).__name__
 
 
+def _raise_the_os_error(msg: str = "", **kwargs: Any) -> None:
+    """In place of fail_json during the move: the OSError being handled (the move's), else one with the message."""
+    handled = sys.exc_info()[1]
+    if isinstance(handled, OSError):
+        raise handled
+    raise OSError(None, msg)
+
+
 def _write(module: Any, path: str, folder: str, text: str) -> None:
     handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=folder)
+    # ansible-core before 2.19 ends the module with fail_json when the move fails (2.19 on raise an Exception): the
+    # move's OSError is raised instead, so the run fails with the file's own message, as on every core.
+    fail_json, module.fail_json = module.fail_json, _raise_the_os_error
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
@@ -54,10 +66,11 @@ def _write(module: Any, path: str, folder: str, text: str) -> None:
             # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
             module.atomic_move(temporary, path, unsafe_writes=False)
         except Exception as exc:  # pylint: disable=broad-exception-caught
-            # ansible-core raises a bare Exception when the move fails, the OSError its cause: the reason is that.
-            cause = exc.__cause__ if isinstance(exc.__cause__, OSError) else None
+            # The OSError itself (before 2.19), or a bare Exception with the OSError its cause: the reason is that.
+            cause = exc if isinstance(exc, OSError) else exc.__cause__ if isinstance(exc.__cause__, OSError) else None
             raise OSError(cause.errno if cause else None, cause.strerror if cause else str(exc)) from exc
     finally:
+        module.fail_json = fail_json
         if os.path.exists(temporary):
             os.unlink(temporary)
 

@@ -46,6 +46,10 @@ RUNNING, FAILED, STOPPED, STARTING, MISSING, UNKNOWN, UNREACHABLE = (
 
 METHODS = ("auto", "systemd", "command")
 SYSTEMCTL_PROPERTIES = "Id,LoadState,ActiveState,SubState,Result,MainPID,ActiveEnterTimestamp"
+# systemctl before systemd 248 (Debian 11's 247, Ubuntu 20.04's 245, RHEL 8's 239) has no --timestamp=unix and says
+# so; there a unit's start is read on the monotonic clock (microseconds since boot) and put on the host's clock.
+NO_UNIX_TIMESTAMPS = "Invalid value: unix"
+MONOTONIC_START = "ActiveEnterTimestampMonotonic"
 STATUS_CONTRACT = "exit 0 and print START or START PID (the start in unix seconds, then optionally the pid)"
 
 
@@ -234,17 +238,36 @@ def _status_state(run: Runner, service: str, status_command: str) -> ServiceStat
     return status_command_state(service, command, *run_argv(run, words))
 
 
-def read_states(run: Runner, method: str, services: list[str], status_command: str) -> list[ServiceState]:
+def _systemctl_show(run: Runner, services: list[str], clock: Callable[[], float],
+                    monotonic: Callable[[], float]) -> tuple[int, str, str, list[dict[str, str]]]:
+    """``systemctl show`` of the services: its exit status and output, and each unit's properties, the start as
+    ``@unix seconds`` whatever the systemd version."""
+    show = ["systemctl", "show", "--timestamp=unix", f"--property={SYSTEMCTL_PROPERTIES}", "--", *services]
+    rc, stdout, stderr = run_argv(run, show)
+    if rc == 0 or NO_UNIX_TIMESTAMPS not in stderr:
+        return rc, stdout, stderr, parse_systemctl_show(stdout) if rc == 0 else []
+    show = ["systemctl", "show", f"--property={SYSTEMCTL_PROPERTIES},{MONOTONIC_START}", "--", *services]
+    rc, stdout, stderr = run_argv(run, show)
+    boot = clock() - monotonic()  # the host's clock when the monotonic one was 0
+    units = parse_systemctl_show(stdout) if rc == 0 else []
+    for unit in units:
+        entered = int(unit.pop(MONOTONIC_START, "") or 0)
+        unit["ActiveEnterTimestamp"] = f"@{boot + entered / 1e6:.6f}" if entered else ""
+    return rc, stdout, stderr, units
+
+
+def read_states(run: Runner, method: str, services: list[str], status_command: str,
+                clock: Callable[[], float] = time.time,
+                monotonic: Callable[[], float] = time.monotonic) -> list[ServiceState]:
     """Every service's state, in one ``systemctl show`` or one status command per service."""
     if not services:
         return []
     if method == "systemd":
-        rc, stdout, stderr = run_argv(run, ["systemctl", "show", "--timestamp=unix",
-                                            f"--property={SYSTEMCTL_PROPERTIES}", "--", *services])
+        rc, stdout, stderr, shown = _systemctl_show(run, services, clock, monotonic)
         if rc != 0:
             detail = f"systemctl show failed: {outcome_text(rc, stdout, stderr)}"
             return [ServiceState(service, UNKNOWN, detail=detail, problem=detail) for service in services]
-        units = {unit.get("Id", ""): unit for unit in parse_systemctl_show(stdout)}
+        units = {unit.get("Id", ""): unit for unit in shown}
         return [systemd_state(service, units.get(service) or units.get(f"{service}.service") or {})
                 for service in services]
     if not status_command.strip():
@@ -307,7 +330,7 @@ def operate(run: Runner, services: list[str], to_restart: list[str], *, method: 
         # Its program cannot run (a problem of the host, above): running it for every service would only say so again.
         states = _unread(services, "the status command cannot run here")
     else:
-        states = read_states(run, via, services, status_command)
+        states = read_states(run, via, services, status_command, clock)
     found.services = [ServiceState(**{**asdict(state), "restarted": service_restarted(state.service, outcomes),
                                       "restart_error": outcomes.get(state.service)})
                       for state in states]

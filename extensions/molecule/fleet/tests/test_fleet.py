@@ -29,6 +29,11 @@ deselects the others, so each verify runs just its pass's tests.
 * missing: a unit name systemd does not know stopped the window at the reach,
   naming each host and the unit; the count and every unit are as they were.
 
+A Debian 11 host (fleet-1, fleet_host_release): after the raise, it is
+Debian 11 with systemd 247 and Python 3.9 as /usr/bin/python3 (the
+interpreter the role's module ran with there), and its units run the
+producer from the Debian 12 root directory.
+
 Every pass: the server runs the scenario's PostgreSQL major (AWA_FLEET_MAJOR,
 its molecule.yml: 18 for fleet, 17 for fleet_pg17), each running unit logged,
 at start, the values systemd read from the environment file, and each unit
@@ -303,6 +308,20 @@ def test_the_lowering_waited_until_the_retired_shards_drained():
     lowered = molecule_pass()
     assert lowered["backlog_on_retired_shards"] > 0, "no backlog on shards 2..7 before the lowering: nothing to wait for"
     assert queue_facts.ready_beyond(superuser_dsn(), QUEUE, lowered["shards"]) == 0
+
+
+@pytest.mark.passes("raise")
+def test_a_debian_11_host_runs_the_role_s_module_on_python_3_9_and_its_units_from_a_debian_12_root(host):
+    if variables(host)["fleet_host_release"] != "bullseye":
+        pytest.skip("a Debian 12 host")
+    assert host.file("/etc/debian_version").content_string.startswith("11.")
+    assert host.check_output("systemctl --version").startswith("systemd 247 ")
+    assert variables(host)["ansible_python_interpreter"] == "/usr/bin/python3"
+    assert host.check_output("/usr/bin/python3 -c 'import platform; print(platform.python_version())'").startswith("3.9.")
+    for service, pid in main_pids(host).items():
+        # The process's root directory, seen through /proc, is a Debian 12 tree.
+        assert host.check_output("sudo cat /proc/%s/root/etc/debian_version", str(pid)).startswith("12."), service
+        assert runs_a_runtime(host, service, pid), service
 
 
 # ---- after the run during which a host vanished ----

@@ -47,7 +47,10 @@ class Harness:
                  action: type = plugin.ActionModule) -> None:
         task = SimpleNamespace(args=args, async_val=async_val, check_mode=False, action=action.MODULE)
         connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp/unused"))
-        self.action = action(task, connection, play_context=None, loader=None, templar=None)
+        # shared_loader_obj: a required argument before ansible-core 2.19.
+        self.action = action(task, connection, play_context=None, loader=None, templar=None, shared_loader_obj=None)
+        # What Ansible's plugin loader sets on the plugin it loads (ansible-core 2.19 has a default, earlier ones none).
+        self.action._load_name = action.MODULE
         self.clock = FakeClock()
         self.action.clock = self.clock
         self.action.sleep = self.clock.sleep

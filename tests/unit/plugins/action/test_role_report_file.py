@@ -24,7 +24,8 @@ def run(args: dict, check_mode: bool = False) -> dict:
     task = SimpleNamespace(args=args, async_val=0, check_mode=check_mode,
                            action="awa.operations.__role.enqueue_shards_report_file")
     connection = SimpleNamespace(_shell=SimpleNamespace(tmpdir="/tmp/unused"))
-    action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None)
+    # shared_loader_obj: a required argument before ansible-core 2.19.
+    action = plugin.ActionModule(task, connection, play_context=None, loader=None, templar=None, shared_loader_obj=None)
     action.now = lambda: NOW
     return action.run(task_vars={})
 

@@ -8,8 +8,9 @@ import json
 
 import pytest
 import yaml
-from ansible.module_utils.testing import patch_module_args
+from ansible_collections.awa.operations.tests.unit.plugins.module_args import patch_module_args
 
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import METHODS
 from ansible_collections.awa.operations.plugins.modules import awa_producer_services
 
 
@@ -164,3 +165,8 @@ def test_the_result_is_the_one_return_documents(module_result, tmp_path):
     assert set(result) - {"changed", "invocation"} == set(documented)
     assert set(result["services"][0]) == set(documented["services"]["contains"])
     assert set(result["programs"][0]) == set(documented["programs"]["contains"])
+
+
+def test_its_methods_are_the_ones_the_role_checks():
+    # The module file spells its choices out (it parses on Python 2.7, before producer/ may be imported).
+    assert awa_producer_services.argument_spec()["method"]["choices"] == list(METHODS)

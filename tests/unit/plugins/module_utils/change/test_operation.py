@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from ansible.module_utils.testing import patch_module_args
+from ansible_collections.awa.operations.tests.unit.plugins.module_args import patch_module_args
 
 from ansible_collections.awa.operations.plugins.module_utils.change.listed import merge_results
 from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues

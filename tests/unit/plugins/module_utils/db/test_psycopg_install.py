@@ -13,6 +13,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install 
     Interpreter,
     install_command,
     missing_psycopg_message,
+    older_python_message,
 )
 
 SYSTEM = "/usr"
@@ -48,3 +49,15 @@ def test_the_message_names_the_python_its_host_the_command_and_the_database_host
                               "pip install 'psycopg[binary]'.")
     assert "with a separate database host (the inventory group awa_db_controller) they run there instead" in message
     assert message.endswith("Nothing was read or written.")
+
+
+@pytest.mark.parametrize("version, refused", [("3.8.18", True), ("3.9.2", True), ("3.10.0", False), ("3.13.1", False)])
+def test_a_python_older_than_3_10_is_refused_naming_it_and_what_to_use(version, refused):
+    message = older_python_message(Interpreter("/usr/bin/python3", SYSTEM, SYSTEM, ("rhel",), "db1", version))
+    if not refused:
+        assert message is None
+        return
+    assert message is not None
+    assert f"db1 runs them with /usr/bin/python3, Python {version}" in message
+    assert "need Python 3.10 or newer" in message and "ansible_python_interpreter" in message
+    assert "psycopg[binary]" in message and "Nothing was read or written." in message

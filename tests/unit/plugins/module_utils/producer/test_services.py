@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
     operate,
     parse_systemctl_show,
+    read_states,
     restart_via,
     service_manager,
 )
@@ -167,3 +168,27 @@ def test_systemd_asked_for_on_a_host_without_it_is_not_read_with_systemctl():
     assert found.problems[0].startswith("enqueue_shards_restart_method is systemd but this host runs supervisord")
     assert (found.services[0].state, found.services[0].detail) == (
         "unknown", "this host does not run systemd (service manager: supervisord)")
+
+
+def test_a_systemctl_without_unix_timestamps_has_each_start_read_on_the_monotonic_clock():
+    """systemd before 248 (Debian 11's 247) refuses --timestamp=unix: the start comes from the monotonic clock."""
+    calls = []
+
+    def systemctl_247(argv: list[str]) -> tuple[int, str, str]:
+        calls.append(argv)
+        if "--timestamp=unix" in argv:
+            return 1, "", "Invalid value: unix.\n"
+        if argv[:2] == ["systemctl", "show"]:
+            return 0, ("Id=a.service\nLoadState=loaded\nActiveState=active\nSubState=running\nResult=success\n"
+                       "MainPID=100\nActiveEnterTimestamp=Sat 2026-12-05 10:00:00 UTC\n"
+                       "ActiveEnterTimestampMonotonic=5000000\n\n"
+                       "Id=b.service\nLoadState=loaded\nActiveState=inactive\nSubState=dead\nResult=success\n"
+                       "MainPID=0\nActiveEnterTimestamp=\nActiveEnterTimestampMonotonic=0\n"), ""
+        raise AssertionError(argv)
+
+    states = {state.service: state for state in read_states(systemctl_247, "systemd", ["a", "b"], "",
+                                                            clock=lambda: 1764520900.0, monotonic=lambda: 900.0)}
+    # The host's clock read 1764520900 when the monotonic one read 900 s: 5 s after boot is 1764520005.
+    assert (states["a"].state, states["a"].started_at, states["a"].main_pid) == ("running", 1764520005.0, 100)
+    assert (states["b"].state, states["b"].started_at) == ("stopped", None)
+    assert len(calls) == 2 and "ActiveEnterTimestampMonotonic" in calls[1][2]
