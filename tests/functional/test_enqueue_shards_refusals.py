@@ -15,6 +15,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.apply import
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    ConnectionFailed,
     DatabaseError,
     InvalidRequest,
     LockTimeout,
@@ -128,6 +129,35 @@ def test_missing_privileges_are_refused_naming_the_grant(awa_db, prepare):
     for message in messages:
         assert message in error.message
 
+
+
+@pytest.mark.parametrize("source", ["PGPASSWORD", "PGPASSFILE"])
+def test_a_wrong_password_names_the_server_libpq_used_and_where_the_password_came_from(awa_db, tmp_path, monkeypatch,
+                                                                                      source):
+    """The server and port come from libpq's environment (PGHOST, PGPORT), as the README's quick start gives them;
+    the message names that server - not the local socket - and the password's source, never its value."""
+    awa_db.setup_least_privilege(runtime_count=1)
+    migrator = awa_db.roles["migrator"].name
+    host, port, wrong = awa_db.server.host, awa_db.server.port, "not-the-password-Zq7"
+    monkeypatch.setenv("PGHOST", host)
+    monkeypatch.setenv("PGPORT", str(port))
+    if source == "PGPASSWORD":
+        monkeypatch.setenv("PGPASSWORD", wrong)
+        used = "with the password from PGPASSWORD"
+    else:
+        passfile = tmp_path / "pgpass"
+        passfile.write_text(f"{host}:{port}:*:{migrator}:{wrong}\n", encoding="utf-8")
+        passfile.chmod(0o600)
+        monkeypatch.setenv("PGPASSFILE", str(passfile))
+        used = f"with the password from an entry of the password file {passfile}"
+
+    error = refused(awa_db, "orders", 4, login={"login_db": awa_db.name, "login_user": migrator})
+
+    assert isinstance(error, ConnectionFailed)
+    assert error.message.startswith(f"could not connect to database {awa_db.name!r} on {host}:{port} as "
+                                    f"{migrator!r} {used}: "), error.message
+    assert f'password authentication failed for user "{migrator}"' in error.message
+    assert wrong not in error.message
 
 @pytest.mark.parametrize("statement, params", [
     ("SELECT 1 FROM awa.queue_meta WHERE queue = %s FOR UPDATE", ("locked",)),

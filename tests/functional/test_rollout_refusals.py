@@ -17,14 +17,15 @@ INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
 
 
 def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], *flags: str,
-                       inventory: Path = INVENTORY, **variables) -> str:
-    """The playbook against one database; a producer service that is never reached (preflight refuses first)."""
+                       inventory: Path = INVENTORY, env: dict[str, str] | None = None, **variables) -> str:
+    """The playbook against one database (``env``: with libpq's variables); a producer service that is never reached
+    (preflight refuses first)."""
     extra = {"enqueue_shards_queues": queues, "enqueue_shards_connection": connection,
              "enqueue_shards_services": ["never-restarted"], "enqueue_shards_restart_command": "false {service}",
              **{f"enqueue_shards_{name}": value for name, value in variables.items()}}
     (tmp_path / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
     process = ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}",
-                              *flags)
+                              *flags, env_extra=env)
     assert process.returncode != 0, process.stdout
     return process.stdout
 
@@ -53,13 +54,18 @@ def test_stripes_that_do_not_match_the_stored_layout_are_refused(awa_db, tmp_pat
     assert snapshot(awa_db) == before
 
 
-def test_bad_credentials_are_refused_without_showing_the_password(awa_db, tmp_path):
+def test_bad_credentials_are_refused_naming_the_server_and_the_passwords_source_not_the_password(awa_db, tmp_path):
+    """As the README's quick start connects: the server and the password from libpq's environment."""
     awa_db.setup_least_privilege(runtime_count=1)
-    connection = {**awa_db.login_args("migrator"), "login_password": "not-the-password-Zq7"}
+    migrator, host, port = awa_db.roles["migrator"].name, awa_db.server.host, awa_db.server.port
+    connection = {"login_db": awa_db.name, "login_user": migrator}
     before = snapshot(awa_db)
-    output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}])
+    output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}],
+                                env={"PGHOST": host, "PGPORT": str(port), "PGPASSWORD": "not-the-password-Zq7"})
     message = failure_message(output)
-    assert message.startswith("Preflight refused, nothing was changed: could not connect to database")
+    assert message.startswith(f"Preflight refused, nothing was changed: could not connect to database "
+                              f"{awa_db.name!r} on {host}:{port} as {migrator!r} with the password from PGPASSWORD: "), \
+        message
     assert "password authentication failed" in message
     assert "not-the-password-Zq7" not in output
     assert snapshot(awa_db) == before
