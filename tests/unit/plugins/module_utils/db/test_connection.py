@@ -92,8 +92,8 @@ def attempt(**changes) -> Attempt:
 
 @pytest.mark.parametrize("tried, described", [
     (attempt(), "database 'awa' on 127.0.0.1:32891 as 'awa_migrator'"),
-    (attempt(host="db1.example.com", hostaddr="10.0.0.7"), "database 'awa' on db1.example.com (10.0.0.7):32891 as "
-                                                          "'awa_migrator'"),
+    (attempt(host="db1.example.com", hostaddr="10.0.0.7"),
+     "database 'awa' on db1.example.com (10.0.0.7):32891 as 'awa_migrator'"),
     (attempt(host="/var/run/postgresql", hostaddr="", port="5432"),
      "database 'awa' on the local socket /var/run/postgresql/.s.PGSQL.5432 as 'awa_migrator'"),
 ], ids=["address", "host-name", "socket"])
