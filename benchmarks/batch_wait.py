@@ -59,7 +59,7 @@ def measure(bench: BenchServer, count: int, log_dir: Path) -> dict:
                                 log_dir=log_dir) for index in range(RUNTIMES)]
     try:
         with environment.connect(db, TimedConnection) as conn:
-            change_many_queues(conn, [validate_request(queue, SHARDS) for queue in queues])
+            change_many_queues(conn, [validate_request(queue, SHARDS, new_queue=True) for queue in queues])
             for worker in workers:
                 worker.start()
             wait_for_live_runtimes(db, [worker.pid for worker in workers], READY_TIMEOUT)

@@ -105,7 +105,7 @@ def measure_change(conn: TimedConnection, queue: str, shards: int, stripes: int,
     """One run of the change through module_utils, with its phases and wire counts."""
     conn.take_events()
     with protocol_trace(conn) as wire:
-        result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, shards, stripes),
+        result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, shards, stripes, new_queue=True),
                                                        check_mode=check_mode)
     events = conn.take_events()
     measured = {"changed": result["changed"], "lanes_created": result["lanes_created"],

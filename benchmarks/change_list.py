@@ -59,7 +59,8 @@ def floor(db: AwaDatabase, queues: list[str]) -> float:
 def module(db: AwaDatabase, queues: list[str]) -> float:
     """The module's list run (change, then the read of every queue): seconds from connect to the read's end."""
     login = db.login_args(MIGRATOR)
-    requests = [validate_request(queue, SHARDS, runtime_roles=[db.roles[RUNTIME].name]) for queue in queues]
+    requests = [validate_request(queue, SHARDS, runtime_roles=[db.roles[RUNTIME].name], new_queue=True)
+                for queue in queues]
     started = time.perf_counter()
     with open_connection(login) as conn:
         result, dummy = change_and_read(conn, requests, listed=True, diff=False, reconnect=lambda: connect(login),

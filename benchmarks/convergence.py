@@ -67,7 +67,7 @@ def measure(db: AwaDatabase, count: int, log_dir: Path) -> dict:
         start_all(workers)
         with environment.connect(db) as conn:
             wait_for_live_runtimes(db, [worker.pid for worker in workers], TIMEOUT_SECONDS)
-            change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS))
+            change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS, new_queue=True))
             committed = time.perf_counter()
             before: ShardsRead = read_shards_info(conn, queue=queue)
             last_ready = restart_all(workers)

@@ -435,7 +435,8 @@ def checked(fleet: Fleet, measured: dict, queues: list[str], shards: int, starte
 
 def measure_role(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: list[str], config: str) -> dict:
     started = time.time()
-    changes = [{"queue": queue, "shards": matrix.shards} for queue in queues]
+    # Fresh queues each run: new to the database.
+    changes = [{"queue": queue, "shards": matrix.shards, "new_queue": True} for queue in queues]
     measured = fleet.playbook(CHANGE_WINDOW, fleet.inventory(host_count, matrix), {"enqueue_shards_queues": changes},
                               config, f"role-{host_count}h-{len(queues)}q-{config}")
     return checked(fleet, measured, queues, matrix.shards, started, host_count * matrix.units_per_host)

@@ -41,7 +41,7 @@ def resolve(queue: str, login: dict) -> dict:
     """One change through the proxy, as the module runs it: its answer and the attempt that gave it."""
     with open_connection(login) as conn:
         try:
-            result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, 4),
+            result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, 4, new_queue=True),
                                                            reconnect=lambda: connect(login))
             return {"answer": "committed", "attempts": result["lost_commit"]["reconnect_attempts"]}
         except CommitNotApplied as exc:

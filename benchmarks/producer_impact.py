@@ -86,7 +86,7 @@ def switch(arm: str, conn, queue: str) -> None:
     if arm == "raw upsert":
         conn.execute(RAW_UPSERT_SQL, (queue, TARGET_SHARDS))
     elif arm == "awa_enqueue_shards":
-        change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS))
+        change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS, new_queue=True))
 
 
 def load_calls(program: ManagedProcess) -> list[tuple[float, float, bool]]:

@@ -53,7 +53,7 @@ def timed(action: Callable[[], Result]) -> tuple[Result, float]:
 
 def change_all(conn, queues: list[str], shards: int, *, check_mode: bool = False) -> dict:
     """``change_many_queues`` (the module's queues option): one connection, a transaction per queue."""
-    requests = [validate_request(queue, shards) for queue in queues]
+    requests = [validate_request(queue, shards, new_queue=True) for queue in queues]
     result: ChangesRun  # read by key below, as change/result.py declares it
     result, seconds = timed(lambda: change_many_queues(conn, requests, check_mode=check_mode))
     per_queue = [round(view["duration"] * 1000, 2) for view in result["queues"].values()]
@@ -113,10 +113,11 @@ PLAYS = {
     "module loop": Play("change_each_queue.yml", "loop_", lambda login, queues: {
         "bench_login": login, "bench_shards": FIRST_SHARDS, "bench_queues": queues}),
     "module, queues list": Play("change_queue_list.yml", "list_", lambda login, queues: {
-        "bench_login": login, "bench_changes": [{"queue": queue, "shards": FIRST_SHARDS} for queue in queues]}),
+        "bench_login": login,
+        "bench_changes": [{"queue": queue, "shards": FIRST_SHARDS, "new_queue": True} for queue in queues]}),
     "role": Play("change_through_role.yml", "role_", lambda login, queues: {
         "enqueue_shards_connection": login, "enqueue_shards_pickup": "refresh",
-        "enqueue_shards_queues": [{"queue": queue, "shards": FIRST_SHARDS} for queue in queues]}),
+        "enqueue_shards_queues": [{"queue": queue, "shards": FIRST_SHARDS, "new_queue": True} for queue in queues]}),
 }
 
 

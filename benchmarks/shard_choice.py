@@ -272,7 +272,7 @@ class Episode:
 
 def set_shards(conn, queue: str, shards: int) -> None:
     """The collection's own change (lanes provisioned, then queue_meta)."""
-    change_enqueue_shards(conn, validate_request(queue, shards))
+    change_enqueue_shards(conn, validate_request(queue, shards, new_queue=True))
 
 
 def measure_window(episode: Episode, conn, shards: int, position: int, wal_syncs_sql: str) -> dict:

@@ -11,8 +11,9 @@ its timeout message say each thing once for the queues it concerns.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 # Items listed one by one (a line each, or a name each) before they are counted instead.
 LISTED = 10
@@ -72,3 +73,14 @@ def kind_lines(lines: list[str], kind: str) -> list[str]:
     if len(lines) <= LISTED:
         return [f"{kind}: {line}" for line in lines]
     return [f"{counted(len(lines), kind)}, the first: {lines[0]} (-v, or the run's report, lists them all)"]
+
+
+def did_you_mean(name: str, known: Iterable[str], *, compared: Callable[[str], str] = str, limit: int = 3) -> str:
+    """`` (did you mean orders?)``: the known names closest to a name that is not one of them (a typo's likely
+    intent), the closest first; empty when none is close. ``compared`` is what of each name is compared (for role
+    variables, the name without the role's prefix, which every one of them shares)."""
+    by_compared: dict[str, str] = {}
+    for candidate in known:
+        by_compared.setdefault(compared(candidate), candidate)
+    close = difflib.get_close_matches(compared(name), list(by_compared), n=limit, cutoff=0.6)
+    return f" (did you mean {' or '.join(by_compared[match] for match in close)}?)" if close else ""

@@ -29,6 +29,11 @@ class PreconditionFailed(AwaOperationsError):
     """The database is not in a state the operation can safely act on. Nothing was written."""
 
 
+class UnknownQueue(PreconditionFailed):
+    """A queue the database has never seen, asked for without ``new_queue`` (a typo, most likely). Nothing was
+    written."""
+
+
 class ConnectionFailed(AwaOperationsError):
     """Could not connect, authenticate or switch role."""
 

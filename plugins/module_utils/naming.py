@@ -1,12 +1,14 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Awa's names and limits: queues, stripes, shards, priorities; a queue's stripe layout. Pure."""
+"""Awa's names and limits: queues, stripes, shards, priorities; a queue's stripe layout; a name it has never seen. Pure."""
 
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ansible_collections.awa.operations.plugins.module_utils.compact import did_you_mean
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed
 
 # awa.queue_meta CHECK (enqueue_shards >= 1 AND enqueue_shards <= 64)
@@ -110,6 +112,14 @@ def resolve_stripes(queue: str, requested: int | None, known_names: list[str]) -
             f"queue {queue!r} also has unstriped lanes or a queue_meta row: runtimes with {stripes} stripes "
             f"never claim jobs from {queue!r} itself (only from {queue}#0..{queue}#{stripes - 1}).")
     return StripeLayout(stripes, physical_queues(queue, stripes), warnings)
+
+
+def never_seen(queue: str, stored_names: Iterable[str]) -> str:
+    """What is known of a queue the database has never seen, with the known queues whose names are closest to it
+    (``stored_names``: every stored physical name, whose logical queues it is compared with)."""
+    known = sorted({logical_queue(name) for name in stored_names} - {queue})
+    return (f"the database has never seen queue {queue!r} - no awa.queue_meta row, no lanes, no jobs and no runtime "
+            f"serving it{did_you_mean(queue, known)}")
 
 
 def logical_queue(physical: str) -> str:

@@ -23,6 +23,9 @@ description:
     applied and nothing was written. Only when it cannot look (the database stays unreachable, or that transaction
     is still open after O(lock_timeout)) does it report the outcome as unknown, with the query that tells
     (RV(lost_commit)).
+  - A change is for a queue the database knows - one with a C(awa.queue_meta) row, lanes, jobs or a runtime serving
+    it. A queue it has never seen is refused before anything is written, in check mode too, naming the known
+    queues closest to its name (a typo, most likely); O(new_queue) prepares a new queue before its first producer.
   - Lowering the count needs no provisioning. Lanes of shards at or above the new count are never
     deleted; jobs on them keep draining (see M(awa.operations.awa_enqueue_shards_info) with C(wait=drained)).
   - Awa 0.6 worker runtimes cache the count until they restart. Restart them after a change
@@ -78,6 +81,16 @@ options:
         A value that disagrees with the stored stripes is an error.
       - Only with O(queue); each entry of O(queues) has its own.
     type: int
+  new_queue:
+    description:
+      - The queue may be new to the database - no C(awa.queue_meta) row, no lanes, no jobs, no runtime serving it -
+        and is prepared before its first producer (its lanes, grants and count).
+      - Without it such a queue is refused, before anything is written and in check mode too, with the known
+        queues whose names are closest to it; a queue the database knows is changed either way.
+      - Only with O(queue); each entry of O(queues) has its own.
+    type: bool
+    default: false
+    version_added: 0.5.0
   queues:
     description:
       - Several queues in one module run, on one connection, in the order given. Each is changed in its own
@@ -102,6 +115,14 @@ options:
       stripes:
         description: Its stripe count, as for O(stripes).
         type: int
+      new_queue:
+        description:
+          - It may be new to the database, as for O(new_queue).
+          - The queues the database has never seen that do not set it are refused together, before any queue of
+            the list is changed.
+        type: bool
+        default: false
+        version_added: 0.5.0
   runtime_roles:
     description:
       - Roles Awa runtimes and producers connect as. Each gets C(USAGE, SELECT, UPDATE) on every lane
@@ -175,6 +196,17 @@ EXAMPLES = r"""
     stripes: 2
     shards: 2
 
+- name: Prepare queue "invoices" before its first producer starts (without new_queue a queue the database has never seen is refused)
+  awa.operations.awa_enqueue_shards:
+    login_host: db1.example.com
+    login_db: app
+    login_user: awa_migrator
+    login_password: "{{ vault_awa_migrator_password }}"
+    queue: invoices
+    shards: 4
+    new_queue: true
+    runtime_roles: [awa_runtime]
+
 - name: Several queues in one run (one connection; each queue in its own transaction)
   awa.operations.awa_enqueue_shards:
     login_host: db1.example.com
@@ -184,6 +216,7 @@ EXAMPLES = r"""
     queues:
       - {queue: orders, shards: 8}
       - {queue: events, shards: 4, stripes: 2}
+      - {queue: refunds, shards: 2, new_queue: true}
     runtime_roles: [awa_runtime]
 
 - name: Ad hoc, from the shell
@@ -545,7 +578,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.request impo
 # One queue (queue, shards[, stripes]) or a list of them (queues).
 ARGUMENT_RULES = {
     "required_one_of": [("queue", "queues")],
-    "mutually_exclusive": [("queue", "queues"), ("shards", "queues"), ("stripes", "queues")],
+    "mutually_exclusive": [("queue", "queues"), ("shards", "queues"), ("stripes", "queues"), ("new_queue", "queues")],
     "required_together": [("queue", "shards")],
 }
 
@@ -556,10 +589,12 @@ def argument_spec() -> dict[str, Any]:
         queue={"type": "str"},
         shards={"type": "int"},
         stripes={"type": "int"},
+        new_queue={"type": "bool", "default": False},
         queues={"type": "list", "elements": "dict", "options": {
             "queue": {"type": "str", "required": True},
             "shards": {"type": "int", "required": True},
             "stripes": {"type": "int"},
+            "new_queue": {"type": "bool", "default": False},
         }},
         runtime_roles={"type": "list", "elements": "str", "default": []},
         lock_timeout={"type": "float", "default": DEFAULT_LOCK_TIMEOUT},
@@ -575,7 +610,7 @@ def change(module: AnsibleModule) -> tuple[EnqueueShardsResult, list[str]]:
     params = module.params
     if params["queues"] is None:
         requests = [validate_request(params["queue"], params["shards"], params["stripes"], params["runtime_roles"],
-                                     params["ledger"])]
+                                     params["ledger"], params["new_queue"])]
     else:
         requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
     validate_lock_timeout(params["lock_timeout"])

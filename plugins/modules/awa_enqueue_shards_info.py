@@ -182,6 +182,15 @@ queues:
     enqueue_shards:
       description: The current count of each physical queue.
       type: dict
+    known:
+      description:
+        - Whether the database has ever seen the queue - a C(awa.queue_meta) row, lanes, jobs (scheduled ones wait
+          without a lane) or a runtime serving it (its C(awa.runtime_instances) snapshot).
+        - When false, its first finding says so and names the known queues closest to its name (a typo's likely
+          intent); M(awa.operations.awa_enqueue_shards) refuses to change it unless asked to prepare a new queue
+          (O(awa.operations.awa_enqueue_shards#module:new_queue)).
+      type: bool
+      version_added: 0.5.0
     paused:
       description: Whether a physical queue of it is paused (C(awa queue pause)); its workers claim nothing, so
         nothing drains until it is resumed.

@@ -98,9 +98,10 @@ options:
       - Without systemd, the command that tells when one service's current process started, run once per service
         like O(restart_command). It must exit 0 and print C(START) or C(START PID) - the start in unix seconds and,
         optionally, the pid of the process that runs the service's Awa runtime.
-      - Another non-zero exit leaves the state V(unknown) (for example a stopped service). An exit of 126 or 127
-        (the command, or a program it runs, cannot run) or an exit 0 with other output is a
-        RV(services[].problem).
+      - It exits as an init script's C(status) action does (and C(supervisorctl status)). An exit of 4 says there
+        is no such service - its state is V(missing), with a RV(services[].problem). Another non-zero exit leaves
+        the state V(unknown) (3 - the service is stopped or failed - or any other). An exit of 126 or 127 (the
+        command, or a program it runs, cannot run) or an exit 0 with other output is a RV(services[].problem).
       - Without it, the state of each service is V(unknown).
     type: str
     default: ""
@@ -217,8 +218,9 @@ services:
       type: str
       sample: awa-producer@1
     state:
-      description: V(running), V(failed), V(stopped), V(starting), V(missing) (systemd does not know the unit) or
-        V(unknown) (no status command, or it printed something else).
+      description: V(running), V(failed), V(stopped), V(starting), V(missing) (systemd does not know the unit, or
+        the status command exited 4 - no such service) or V(unknown) (no status command, it exited otherwise
+        non-zero, or it printed something else).
       type: str
       sample: running
     started_at:
@@ -244,9 +246,9 @@ services:
       type: str
       sample: null
     problem:
-      description: Why its state cannot be read as configured - systemd does not know the unit, C(systemctl show)
-        failed, or the status command cannot run here (exit 126 or 127) or printed something else than C(START) or
-        C(START PID); null when it can be read.
+      description: Why its state cannot be read as configured - systemd does not know the unit, the status command
+        says there is no such service (exit 4), C(systemctl show) failed, or the status command cannot run here
+        (exit 126 or 127) or printed something else than C(START) or C(START PID); null when it can be read.
       type: str
       sample: null
 restarted:

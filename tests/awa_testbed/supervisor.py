@@ -12,7 +12,7 @@ import xmlrpc.client
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from supervisor.xmlrpc import SupervisorTransport
+from supervisor.xmlrpc import Faults, SupervisorTransport
 
 from . import lifecycle
 from .processes import program_env
@@ -49,6 +49,10 @@ stopwaitsecs=20
 redirect_stderr=true
 stdout_logfile={state}/logs/{name}.log
 """
+
+
+class NoSuchProgram(LookupError):
+    """supervisord has no program of that name."""
 
 
 @dataclass
@@ -100,16 +104,29 @@ class Supervisor:
     def run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
 
-    def program_pid(self, name: str) -> int | None:
-        """The pid of program NAME's current process; None when it does not run, is unknown, or supervisord is
-        gone. Asked over supervisord's socket, not through supervisorctl (a Python start each): the role's status
-        command asks this for every service on every read."""
+    def program_info(self, name: str) -> dict | None:
+        """supervisord's info of program NAME (its ``pid``, 0 when it does not run, and ``statename``); None when
+        supervisord does not answer. Raises NoSuchProgram when supervisord has no program NAME. Asked over
+        supervisord's socket, not through supervisorctl (a Python start each): the role's status command asks this
+        for every service on every read."""
         transport = SupervisorTransport(None, None, f"unix://{self.state_dir / 'supervisor.sock'}")
         try:
-            info = xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor.getProcessInfo(name)
-        except (xmlrpc.client.Fault, OSError):
+            return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor.getProcessInfo(name)
+        except xmlrpc.client.Fault as fault:
+            if fault.faultCode == Faults.BAD_NAME:
+                raise NoSuchProgram(name) from None
             return None
-        return info["pid"] or None
+        except OSError:
+            return None
+
+    def program_pid(self, name: str) -> int | None:
+        """The pid of program NAME's current process; None when it does not run, is unknown, or supervisord is
+        gone."""
+        try:
+            info = self.program_info(name)
+        except NoSuchProgram:
+            return None
+        return (info or {}).get("pid") or None
 
     def shutdown(self) -> None:
         pid = self.pid()

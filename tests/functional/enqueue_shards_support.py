@@ -44,13 +44,15 @@ RUN_SPECIFIC_KEYS = ("check_mode", "duration", "ledger", "change_id")
 # -- running the change ---------------------------------------------------
 
 def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = None, check_mode: bool = False,
-           lock_timeout: float = 5.0, login: dict | None = None, **request) -> dict:
+           lock_timeout: float = 5.0, login: dict | None = None, new_queue: bool = True, **request) -> dict:
     """One run of the module's core, as ``role`` (superuser when None) or with the connection options ``login``;
-    like the module, it reconnects with them to look up a commit whose connection was lost."""
+    like the module, it reconnects with them to look up a commit whose connection was lost. Most tests prepare
+    their queues in a fresh database, before any producer: ``new_queue`` (true here, false in the module) lets them."""
     options = login or db.login_args(role)
     with open_connection(options) as conn:
-        return change_enqueue_shards(conn, validate_request(queue, shards, **request), check_mode=check_mode,
-                                     lock_timeout=lock_timeout, reconnect=lambda: connect(options))
+        return change_enqueue_shards(conn, validate_request(queue, shards, new_queue=new_queue, **request),
+                                     check_mode=check_mode, lock_timeout=lock_timeout,
+                                     reconnect=lambda: connect(options))
 
 
 def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, *,

@@ -67,9 +67,9 @@ def lines_after(log: Path, marker: str, line: str) -> int:
 def test_the_change_module_under_async_polled_and_followed_with_async_status(awa_db, tmp_path):
     tasks = [
         {"name": "Raise under async, polled by Ansible", "awa.operations.awa_enqueue_shards":
-            {"queue": "async_polled", "shards": 4}, "async": 60, "poll": 1, "register": "polled"},
+            {"queue": "async_polled", "shards": 4, "new_queue": True}, "async": 60, "poll": 1, "register": "polled"},
         {"name": "Raise under async in the background", "awa.operations.awa_enqueue_shards":
-            {"queue": "async_background", "shards": 2}, "async": 60, "poll": 0, "register": "started"},
+            {"queue": "async_background", "shards": 2, "new_queue": True}, "async": 60, "poll": 0, "register": "started"},
         {"name": "Follow the background raise", "ansible.builtin.async_status": {"jid": "{{ started.ansible_job_id }}"},
          "register": "followed", "until": "followed.finished", "retries": 60, "delay": 1},
     ]

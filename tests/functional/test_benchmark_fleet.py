@@ -249,8 +249,9 @@ def window_lines(state_dir: Path, folder: Path, queues: int) -> tuple[int, str]:
     """The change window in check mode on the test bed for ``queues`` new queues: the lines it printed (counted as
     the benchmark counts them), and its output."""
     vars_file = folder / f"queues-{queues}.json"
-    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": f"lines_{index:03d}", "shards": 4}
-                                                               for index in range(queues)]}), encoding="utf-8")
+    vars_file.write_text(json.dumps({"enqueue_shards_queues": [{"queue": f"lines_{index:03d}", "shards": 4,
+                                                                "new_queue": True} for index in range(queues)]}),
+                         encoding="utf-8")
     process = ansible_command("ansible-playbook", "-i", str(TESTBED_INVENTORY), str(CHANGE_WINDOW),
                               "-e", f"@{vars_file}", "--check", env_extra={"AWA_TESTBED_STATE": str(state_dir)})
     assert process.returncode == 0, process.stdout + process.stderr

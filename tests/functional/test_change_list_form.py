@@ -26,12 +26,14 @@ from enqueue_shards_support import (
     snapshot,
 )
 
-QUEUES = [{"queue": "orders", "shards": 8}, {"queue": "events", "shards": 4, "stripes": 2}, {"queue": "mail", "shards": 1}]
+# New queues, each prepared before its first producer (new_queue).
+QUEUES = [{"queue": "orders", "shards": 8, "new_queue": True}, {"queue": "events", "shards": 4, "stripes": 2, "new_queue": True},
+          {"queue": "mail", "shards": 1, "new_queue": True}]
 
 
 def test_a_list_is_planned_then_applied_queue_by_queue_then_left_alone(awa_db):
     # The ledger exists already: a check run plans each queue on its own, so each plan would create it.
-    ansible_adhoc({**awa_db.login_args(), "queue": "earlier", "shards": 2})
+    ansible_adhoc({**awa_db.login_args(), "queue": "earlier", "shards": 2, "new_queue": True})
     args = {**awa_db.login_args(), "queues": QUEUES}
     before = snapshot(awa_db)
     process, planned = ansible_adhoc(args, "--check")
@@ -54,7 +56,8 @@ def test_a_list_is_planned_then_applied_queue_by_queue_then_left_alone(awa_db):
 
 
 def test_queues_switched_alike_are_warned_about_once_by_name(awa_db):
-    args = {**awa_db.login_args(), "queues": [{"queue": f"bulk_{index}", "shards": 4} for index in range(1, 4)]}
+    bulk = [{"queue": f"bulk_{index}", "shards": 4, "new_queue": True} for index in range(1, 4)]
+    args = {**awa_db.login_args(), "queues": bulk}
     process, applied = ansible_adhoc(args)
     assert process.returncode == 0 and applied["changed"], process.stdout
     restart_warnings = [line for line in process.stderr.splitlines() if "Running Awa 0.6 runtimes keep" in line]
@@ -65,9 +68,10 @@ def test_queues_switched_alike_are_warned_about_once_by_name(awa_db):
 
 
 def test_the_first_failing_queue_stops_the_list_and_names_what_was_changed(awa_db):
-    ansible_adhoc({**awa_db.login_args(), "queue": "striped", "shards": 2, "stripes": 2})
+    ansible_adhoc({**awa_db.login_args(), "queue": "striped", "shards": 2, "stripes": 2, "new_queue": True})
     args = {**awa_db.login_args(), "queues": [
-        {"queue": "first", "shards": 4}, {"queue": "striped", "shards": 4, "stripes": 3}, {"queue": "last", "shards": 4}]}
+        {"queue": "first", "shards": 4, "new_queue": True}, {"queue": "striped", "shards": 4, "stripes": 3},
+        {"queue": "last", "shards": 4, "new_queue": True}]}
     process, failed = ansible_adhoc(args)
     assert process.returncode != 0, process.stdout
     assert failed["msg"].startswith("Queue 'striped': ") and "Queues 'first' before it were changed" in failed["msg"]
@@ -86,8 +90,9 @@ def test_queue_and_queues_are_exclusive(awa_db):
 
 
 def _change_in_process(conn, entries: list[dict]) -> dict:
-    return change_many_queues(conn, validate_requests(entries), lock_timeout=10.0, ledger_schema="awa_operations",
-                              reason=None)
+    """The list form in this process, its queues new or not (new_queue)."""
+    return change_many_queues(conn, validate_requests([{**entry, "new_queue": True} for entry in entries]),
+                              lock_timeout=10.0, ledger_schema="awa_operations", reason=None)
 
 
 def test_a_queue_changed_by_another_run_after_the_lists_read_is_planned_again_from_what_that_run_committed(awa_db):

@@ -30,8 +30,8 @@ OPTIONS = {"lock_timeout": 5.0, "ledger_schema": "awa_operations", "reason": Non
 
 
 def run(login: dict, entries: list[dict], *, check_mode: bool = False, conn=None) -> tuple[dict, list[str]]:
-    """The module's run (change, then the read after it), as ``main`` calls it."""
-    requests = validate_requests(entries)
+    """The module's run (change, then the read after it), as ``main`` calls it; its queues new or not (new_queue)."""
+    requests = validate_requests([{**entry, "new_queue": True} for entry in entries])
     if conn is not None:
         return change_and_read(conn, requests, listed=True, diff=False, reconnect=None, check_mode=check_mode,
                                **OPTIONS)
@@ -93,7 +93,8 @@ def test_the_read_after_the_change_costs_the_same_for_one_queue_and_for_a_list(a
             with protocol_trace(conn) as whole:
                 run(awa_db.login_args(), entries, check_mode=True, conn=conn)
             with protocol_trace(conn) as change_alone:
-                change_many_queues(conn, validate_requests(entries), check_mode=True, **OPTIONS)
+                change_many_queues(conn, validate_requests([{**entry, "new_queue": True} for entry in entries]),
+                                   check_mode=True, **OPTIONS)
             counted[name] = (whole.statements - change_alone.statements, whole.round_trips - change_alone.round_trips)
     assert counted["one"] == counted["three"], counted
     assert counted["one"][0] > 0

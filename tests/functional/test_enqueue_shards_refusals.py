@@ -10,21 +10,27 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
+from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.change.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
+from ansible_collections.awa.operations.plugins.module_utils.change.listed import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    ConnectionFailed,
     DatabaseError,
     InvalidRequest,
     LockTimeout,
     PreconditionFailed,
+    UnknownQueue,
 )
-from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request, validate_requests
 
 from enqueue_shards_support import (
+    ansible_adhoc,
     change,
     complete_lanes,
+    lane_objects,
     lanes_below,
     ledger_rows,
     refused,
@@ -52,6 +58,54 @@ def test_an_invalid_request_is_refused_before_touching_the_database(awa_db, queu
     error = refused(awa_db, queue, shards, **options)
     assert isinstance(error, InvalidRequest)
     assert message in error.message
+
+
+NEVER_SEEN = ("the database has never seen queue {!r} - no awa.queue_meta row, no lanes, no jobs and no runtime "
+              "serving it")
+
+
+def test_a_queue_the_database_has_never_seen_is_refused_not_created_naming_the_queue_meant(awa_db):
+    change(awa_db, "orders", 2)
+    ordres = NEVER_SEEN.format("ordres") + " (did you mean orders?)"
+    single = (f"{ordres[0].upper()}{ordres[1:]}. A change is for queues that exist: correct the name, or - to prepare "
+              "a new queue before its first producer - set new_queue: true. Nothing was changed.")
+    listed = (f"{ordres[0].upper()}{ordres[1:]}; {NEVER_SEEN.format('rfunds')}. A change is for queues that exist: "
+              "correct the name, or - to prepare a new queue before its first producer - set new_queue: true on their "
+              "entries of queues. No queue of the list was changed.")
+    entries = [{"queue": "orders", "shards": 4}, {"queue": "ordres", "shards": 4}, {"queue": "rfunds", "shards": 2}]
+
+    for check_mode in (True, False):
+        error = refused(awa_db, "ordres", 4, new_queue=False, check_mode=check_mode)
+        assert isinstance(error, UnknownQueue) and error.message == single
+    before = snapshot(awa_db)
+    with open_connection(awa_db.login_args()) as conn, pytest.raises(UnknownQueue) as failure:
+        change_many_queues(conn, validate_requests(entries))
+    assert failure.value.message == listed
+    # Ad hoc, as an operator types it: the single form in check mode, the list form for real.
+    for args, flags, message in (({"queue": "ordres", "shards": 4}, ["--check"], single),
+                                 ({"queues": entries}, [], listed)):
+        process, result = ansible_adhoc({**awa_db.login_args(), **args}, *flags)
+        assert "FAILED" in process.stdout and result["msg"] == message, process.stdout
+    assert snapshot(awa_db) == before and shard_counts(awa_db) == {"orders": 2}
+
+
+def test_a_queue_awa_knows_by_a_scheduled_job_or_a_runtime_is_changed_and_a_new_one_only_when_asked(awa_db, fleet):
+    """Awa's own tables tell a queue exists before it has a lane: a scheduled job waits in deferred_jobs, and a
+    runtime names the queues it serves (the logical name, striped or not) before any job."""
+    # No runtime runs yet: none is the maintenance leader that would promote the job into a lane.
+    fleet.producer("scheduler", "later", scheduled_every=1, count=1, rate=0).wait(60)
+    assert awa_db.query("SELECT queue FROM awa.deferred_jobs") == [("later",)]
+    assert lane_objects(awa_db)["enqueue_heads"] == set() and shard_counts(awa_db) == {}, "no lane, no count yet"
+    assert change(awa_db, "later", 2, new_queue=False)["lanes_created"] == 8
+
+    worker = fleet.worker("idle-worker", ["idle"], stripes=2)
+    wait_for_live_runtimes(awa_db, [worker.pid], 60)
+    assert change(awa_db, "idle", 2, stripes=2, new_queue=False)["physical_queues"] == ["idle#0", "idle#1"]
+    error = refused(awa_db, "invoices", 4, new_queue=False)
+    assert error.message.startswith(NEVER_SEEN.format("invoices").capitalize()), error.message
+    assert change(awa_db, "invoices", 4, new_queue=True)["lanes_created"] == 16
+    assert change(awa_db, "invoices", 4, new_queue=False)["changed"] is False, "known now: a re-run needs no new_queue"
+    assert shard_counts(awa_db) == {"later": 2, "idle#0": 2, "idle#1": 2, "invoices": 4}
 
 
 def database_without_awa(factory: AwaDatabaseFactory) -> AwaDatabase:
@@ -129,6 +183,35 @@ def test_missing_privileges_are_refused_naming_the_grant(awa_db, prepare):
         assert message in error.message
 
 
+@pytest.mark.parametrize("source", ["PGPASSWORD", "PGPASSFILE"])
+def test_a_wrong_password_names_the_server_libpq_used_and_where_the_password_came_from(
+        awa_db, tmp_path, monkeypatch, source):
+    """The server and port come from libpq's environment (PGHOST, PGPORT), as the README's quick start gives them;
+    the message names that server - not the local socket - and the password's source, never its value."""
+    awa_db.setup_least_privilege(runtime_count=1)
+    migrator = awa_db.roles["migrator"].name
+    host, port, wrong = awa_db.server.host, awa_db.server.port, "not-the-password-Zq7"
+    monkeypatch.setenv("PGHOST", host)
+    monkeypatch.setenv("PGPORT", str(port))
+    if source == "PGPASSWORD":
+        monkeypatch.setenv("PGPASSWORD", wrong)
+        used = "with the password from PGPASSWORD"
+    else:
+        passfile = tmp_path / "pgpass"
+        passfile.write_text(f"{host}:{port}:*:{migrator}:{wrong}\n", encoding="utf-8")
+        passfile.chmod(0o600)
+        monkeypatch.setenv("PGPASSFILE", str(passfile))
+        used = f"with the password from an entry of the password file {passfile}"
+
+    error = refused(awa_db, "orders", 4, login={"login_db": awa_db.name, "login_user": migrator})
+
+    assert isinstance(error, ConnectionFailed)
+    assert error.message.startswith(f"could not connect to database {awa_db.name!r} on {host}:{port} as "
+                                    f"{migrator!r} {used}: "), error.message
+    assert f'password authentication failed for user "{migrator}"' in error.message
+    assert wrong not in error.message
+
+
 @pytest.mark.parametrize("statement, params", [
     ("SELECT 1 FROM awa.queue_meta WHERE queue = %s FOR UPDATE", ("locked",)),
     ("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (QUEUE_LOCK_PREFIX + "locked",)),
@@ -166,7 +249,7 @@ def test_check_mode_behind_ddl_fails_at_lock_timeout_naming_the_holder(awa_db):
 def test_an_error_raised_in_this_process_is_not_reported_as_a_lost_connection(awa_db):
     before = snapshot(awa_db)
     with open_connection(awa_db.login_args()) as conn, pytest.raises(DatabaseError) as failure:
-        change_enqueue_shards(conn, validate_request("orders", 4), reason="nul\x00byte")
+        change_enqueue_shards(conn, validate_request("orders", 4, new_queue=True), reason="nul\x00byte")
     assert "connection was lost" not in failure.value.message
     assert "NUL (0x00)" in failure.value.message and "before the statement reached the database" in failure.value.message
     assert snapshot(awa_db) == before

@@ -40,7 +40,8 @@ def test_live_changes_of_one_queue_and_of_a_list_are_the_declared_result(awa_db,
     with open_connection(login, writes=True) as conn:
         for form, entries, reason in (("queue", [{"queue": "orders", "shards": 4}], "CHG-1"),
                                       ("queues", [{"queue": "orders", "shards": 2},
-                                                  {"queue": "events", "shards": 4, "stripes": 2}], "CHG-2")):
+                                                  {"queue": "events", "shards": 4, "stripes": 2, "new_queue": True}],
+                                       "CHG-2")):
             results[form], dummy = change_and_read(
                 conn, validate_requests(entries, [runtime]), listed=form == "queues", diff=True,
                 reconnect=lambda: connect(login, writes=True), check_mode=False, lock_timeout=5.0,

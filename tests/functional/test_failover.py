@@ -104,7 +104,7 @@ def drain_on_the_new_primary(bed: Bed, fleets: list[Fleet], queue: str) -> None:
 
 
 def test_the_change_lands_on_the_primary_and_reads_keep_to_the_primary_unless_told(bed):
-    process, result = ansible_adhoc({**bed.login(), "queue": "orders", "shards": 4})
+    process, result = ansible_adhoc({**bed.login(), "queue": "orders", "shards": 4, "new_queue": True})
 
     assert process.returncode == 0, process.stdout
     assert result["changed"] is True

@@ -65,7 +65,7 @@ def row_of(db, change_id: str) -> dict | None:
 
 
 def test_a_commit_cut_after_it_was_sent_is_found_committed_through_ansible(awa_db, proxy):
-    args = {**through(proxy, awa_db.login_args()), "queue": "orders", "shards": 4}
+    args = {**through(proxy, awa_db.login_args()), "queue": "orders", "shards": 4, "new_queue": True}
     proxy.arm("after")
     process, result = ansible_adhoc(args)
 
@@ -105,7 +105,7 @@ def test_a_commit_cut_before_it_was_sent_is_not_applied_and_nothing_is_written(a
 
 def change_list(login: dict, shards: int) -> dict:
     """The module's list form (``queues``) on three queues, reconnecting as the module does."""
-    entries = [{"queue": name, "shards": shards} for name in ("first", "second", "third")]
+    entries = [{"queue": name, "shards": shards, "new_queue": True} for name in ("first", "second", "third")]
     with open_connection(login) as conn:
         return change_many_queues(conn, validate_requests(entries), reconnect=lambda: connect(login))
 

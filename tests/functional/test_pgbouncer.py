@@ -205,7 +205,7 @@ def test_session_role_never_reaches_the_next_client_of_a_pool_of_one(awa_db, pgb
         server_pid = client.execute("SELECT pg_backend_pid()").fetchone()[0]
 
     process, result = ansible_adhoc({**pgbouncer.login_args(awa_db, "plain", pool_of_one), "session_role": "postgres",
-                                     "queue": "leak", "shards": 2})
+                                     "queue": "leak", "shards": 2, "new_queue": True})
 
     assert result["changed"] and process.returncode == 0, process.stdout
     assert [(row["changed_by"], row["login_user"]) for row in ledger_rows(awa_db)] == [("postgres", plain)]

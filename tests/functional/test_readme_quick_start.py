@@ -274,3 +274,28 @@ def test_the_quick_start_runs_as_written_and_prints_what_it_shows(quick_start_be
     else:
         assert not differences, ("The quick start's transcript shows other output than its commands print; if the "
                                  "new output is right, refresh it with: bash hack/readme.sh\n" + "\n".join(differences))
+
+
+def test_a_service_supervisord_does_not_have_is_refused_at_the_reach_by_the_readmes_status_command(quick_start_bed,
+                                                                                                   tmp_path):
+    """The README's status command passes supervisorctl status's exit on: 4 for a program supervisord does not
+    have, which the reach refuses before anything is changed, in check mode and for real."""
+    state_dir, env = quick_start_bed
+    found = quick_start(README.read_text(encoding="utf-8"))
+    state = environment.load_state(state_dir)
+    db = AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
+    for name, content in found.files.items():
+        (tmp_path / name).write_text(content, encoding="utf-8")
+    counts, pids = shard_counts(db), program_pids(state_dir)
+    typo = '{"enqueue_shards_services": ["awa-app-1", "awa-app-3"]}'
+
+    for command in found.commands:
+        process = subprocess.run([*shlex.split(command), "-e", typo], cwd=tmp_path, env=env, capture_output=True,
+                                 text=True, timeout=900, check=False)
+
+        assert process.returncode != 0, process.stdout
+        failed = process.stdout[process.stdout.rfind("TASK ["):]
+        assert "Reach | stop unless" in failed and "localhost/awa-app-3: the status command sh -c " in failed, failed
+        assert ("awa-app-3 says there is no such service (exit status 4: awa-app-3: ERROR (no such process)); correct "
+                "enqueue_shards_services for this host, or set the service up there") in failed, failed
+        assert (shard_counts(db), program_pids(state_dir)) == (counts, pids), "nothing was changed or restarted"

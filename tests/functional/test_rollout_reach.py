@@ -11,8 +11,11 @@ they were. A restart that does fail mid-rollout says why: the command's exit
 status and its last lines of error output, never Ansible's bare "Error
 executing command.".
 
-A unit systemd does not know is refused the same way; no systemd runs here,
-so that is proven on the molecule fleet's systemd hosts
+A service the status command says does not exist (exit 4, as supervisorctl
+status answers for a program supervisord does not have) is refused the same
+way, while a stopped one (exit 3) is restarted like any whose start is
+unknown. A unit systemd does not know is refused the same way; no systemd
+runs here, so that is proven on the molecule fleet's systemd hosts
 (extensions/molecule/fleet/missing.yml).
 """
 
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -133,6 +137,23 @@ def test_a_status_command_that_prints_something_else_than_its_contract_is_refuse
         "enqueue_shards_status_command for this host, or install what it runs there | localhost/awa-app-2: "), message
 
 
+def test_a_service_the_status_command_does_not_know_is_refused_in_check_mode_and_for_real(bed):
+    state_dir, db = bed
+    status = environment.load_state(state_dir)  # the test bed's status command: python -m awa_testbed.started
+    services = ["awa-app-1", "awa-app-3"]  # awa-app-3 is no program of the bed's supervisord
+
+    for flags in (("--check",), ()):
+        message = refused(state_dir, db, *flags, services=services)
+
+        assert message.startswith("Invalid input for localhost, nothing was changed: localhost/awa-app-3: the status "
+                                  "command "), message
+        assert message.endswith(
+            f" --state {status['state_dir']} --pid awa-app-3 says there is no such service (exit status 4: awa-app-3: "
+            "ERROR (no such process)); correct enqueue_shards_services for this host, or set the service up there"), \
+            message
+        assert "awa-app-1" not in message.split(": the status command")[0]
+
+
 def test_a_restart_that_fails_mid_rollout_says_its_exit_status_and_last_lines_of_error_output(bed):
     state_dir, db = bed
     pids = program_pids(state_dir)
@@ -171,3 +192,23 @@ def test_a_restart_program_gone_mid_rollout_is_named_not_reported_as_ansibles_ba
     assert "Error executing command." not in stopped.stdout
     after = program_pids(state_dir)
     assert after["awa-app-1"] != pids["awa-app-1"] and after["awa-app-2"] == pids["awa-app-2"]
+
+
+def test_a_stopped_service_is_restarted_not_refused(bed):
+    """The status command exits 3 for a program supervisord has stopped: the reach lets it be, and the rollout
+    starts it with its restart."""
+    state_dir, db = bed
+    ctl = environment.load_state(state_dir)["supervisorctl"]
+    subprocess.run([*ctl, "stop", "awa-app-2"], check=True, capture_output=True)
+    pids = program_pids(state_dir)
+    assert pids["awa-app-2"] is None
+    shards = shard_counts(db).get("demo", 1) + 1
+
+    process = set_enqueue_shards(state_dir, shards, batch_size=1, restart_timeout=RESTART_TIMEOUT)
+
+    assert process.returncode == 0, process.stdout
+    assert "localhost/awa-app-2: restart - its start time is unknown (not running, status command exited 3: " \
+           "awa-app-2 is not running (STOPPED))" in process.stdout
+    after = program_pids(state_dir)
+    assert after["awa-app-2"] is not None and after["awa-app-1"] != pids["awa-app-1"]
+    assert shard_counts(db)["demo"] == shards

@@ -7,6 +7,7 @@ and the words "nothing was changed", and the database is left as it was.
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from awa_testbed.pgserver import free_port
@@ -16,15 +17,23 @@ from rollout_support import PLAYBOOK, REPO, failure_message
 INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
 
 
-def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict], *flags: str,
-                       inventory: Path = INVENTORY, **variables) -> str:
-    """The playbook against one database; a producer service that is never reached (preflight refuses first)."""
-    extra = {"enqueue_shards_queues": queues, "enqueue_shards_connection": connection,
+def run_playbook(tmp_path: Path, connection: dict, queues: list[dict] | None, *flags: str,
+                 inventory: Path = INVENTORY, env: dict[str, str] | None = None, playbook: Path = PLAYBOOK,
+                 **variables) -> subprocess.CompletedProcess:
+    """The playbook against one database (``env``: with libpq's variables; ``queues`` None: no
+    enqueue_shards_queues); a producer service that is never reached (preflight refuses first)."""
+    extra = {**({"enqueue_shards_queues": queues} if queues is not None else {}),
+             "enqueue_shards_connection": connection,
              "enqueue_shards_services": ["never-restarted"], "enqueue_shards_restart_command": "false {service}",
              **{f"enqueue_shards_{name}": value for name, value in variables.items()}}
     (tmp_path / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
-    process = ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{tmp_path / 'vars.json'}",
-                              *flags)
+    return ansible_command("ansible-playbook", "-i", str(inventory), str(playbook), "-e", f"@{tmp_path / 'vars.json'}",
+                           *flags, env_extra=env)
+
+
+def set_enqueue_shards(tmp_path: Path, connection: dict, queues: list[dict] | None, *flags: str, **options) -> str:
+    """``run_playbook``, which must fail: its output."""
+    process = run_playbook(tmp_path, connection, queues, *flags, **options)
     assert process.returncode != 0, process.stdout
     return process.stdout
 
@@ -53,13 +62,96 @@ def test_stripes_that_do_not_match_the_stored_layout_are_refused(awa_db, tmp_pat
     assert snapshot(awa_db) == before
 
 
-def test_bad_credentials_are_refused_without_showing_the_password(awa_db, tmp_path):
-    awa_db.setup_least_privilege(runtime_count=1)
-    connection = {**awa_db.login_args("migrator"), "login_password": "not-the-password-Zq7"}
+def test_a_queue_the_database_has_never_seen_is_refused_by_preflight_naming_the_queue_meant(awa_db, tmp_path):
+    change(awa_db, "orders", 2, new_queue=True)
     before = snapshot(awa_db)
-    output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}])
+    for flags in (("--check",), ()):
+        output = set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "ordres", "shards": 4}], *flags)
+        assert failure_message(output) == (
+            "Preflight refused queue ordres, nothing was changed: the database has never seen queue 'ordres' - no "
+            "awa.queue_meta row, no lanes, no jobs and no runtime serving it (did you mean orders?). A change window "
+            "changes queues that exist: correct its name in enqueue_shards_queues, or - to prepare a new queue before "
+            "its first producer - set new_queue: true on its entry.")
+        assert "Preflight | refuse what the change cannot safely act on" in output[output.rfind("TASK ["):]
+        assert "awa_enqueue_shards for this queue" not in output, "no advice to run the change for it"
+        assert snapshot(awa_db) == before
+
+
+def test_a_new_queue_asked_for_as_such_passes_preflight_and_the_change_would_prepare_it(awa_db, tmp_path):
+    before = snapshot(awa_db)
+    output = run_playbook(tmp_path, awa_db.login_args(), [{"queue": "invoices", "shards": 4, "new_queue": True}],
+                          "--check", pickup="refresh", services=[]).stdout
+    assert "note: invoices is new to the database: the change prepares it - its lanes, grants and count (new_queue)" \
+        in output
+    assert "invoices: enqueue_shards 1 -> 4 on invoices - check mode, would create 16 lanes" in output, output
+    assert snapshot(awa_db) == before
+
+
+# Each entry point of the role that takes the queues, in one play: its failure, whatever it is, printed after a marker.
+ENTRY_POINTS_PLAY = """
+- name: Each entry point of the role with a misspelt variable
+  hosts: localhost
+  gather_facts: false
+  tasks:
+    - name: Run {{ item }}
+      ansible.builtin.include_tasks: entry_point.yml
+      loop: [preflight, change, rollout, wait]
+"""
+ENTRY_POINT_TASKS = """
+- name: The entry point, its failure caught
+  block:
+    - name: Include it
+      ansible.builtin.include_role:
+        name: awa.operations.enqueue_shards
+        tasks_from: "{{ item }}"
+  rescue:
+    - name: Say how it failed
+      ansible.builtin.debug:
+        msg: "ENTRY POINT {{ item }}: {{ ansible_failed_result.msg }}"
+"""
+
+
+def test_a_misspelt_required_variable_is_named_in_a_short_message_on_every_entry_point(awa_db, tmp_path):
+    """enqueue_shards_queue for enqueue_shards_queues: not Ansible's check of the role's argument spec, which would
+    print the whole spec (16 KB), but the validate phase's message, naming the variable meant."""
+    before = snapshot(awa_db)
+    typo = [{"queue": "orders", "shards": 4}]
+    expected = ("Invalid input for localhost, nothing was changed: enqueue_shards_queue is not a variable of the role "
+                "awa.operations.enqueue_shards (did you mean enqueue_shards_queues?): it would be ignored; "
+                "`ansible-doc -t role awa.operations.enqueue_shards` lists them | enqueue_shards_queues must name at "
+                "least one queue, e.g. [{queue: orders, shards: 8}]")
+
+    output = set_enqueue_shards(tmp_path, awa_db.login_args(), None, "--check", queue=typo)
+    assert failure_message(output) == expected
+    assert "argument_spec_data" not in output and len(output) < 8000, len(output)
+
+    (tmp_path / "entry_points.yml").write_text(ENTRY_POINTS_PLAY, encoding="utf-8")
+    (tmp_path / "entry_point.yml").write_text(ENTRY_POINT_TASKS, encoding="utf-8")
+    output = run_playbook(tmp_path, awa_db.login_args(), None, playbook=tmp_path / "entry_points.yml",
+                          queue=typo).stdout
+    said = {}
+    for line in output.splitlines():
+        for entry in ("preflight", "change", "rollout", "wait"):
+            marker = f"ENTRY POINT {entry}: "
+            if marker in line:
+                said[entry] = json.loads(line.split(": ", 1)[1])[len(marker):]
+    assert said == dict.fromkeys(("preflight", "change", "rollout", "wait"), expected), output
+    assert "argument_spec_data" not in output
+    assert snapshot(awa_db) == before
+
+
+def test_bad_credentials_are_refused_naming_the_server_and_the_passwords_source_not_the_password(awa_db, tmp_path):
+    """As the README's quick start connects: the server and the password from libpq's environment."""
+    awa_db.setup_least_privilege(runtime_count=1)
+    migrator, host, port = awa_db.roles["migrator"].name, awa_db.server.host, awa_db.server.port
+    connection = {"login_db": awa_db.name, "login_user": migrator}
+    before = snapshot(awa_db)
+    output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shards": 4}],
+                                env={"PGHOST": host, "PGPORT": str(port), "PGPASSWORD": "not-the-password-Zq7"})
     message = failure_message(output)
-    assert message.startswith("Preflight refused, nothing was changed: could not connect to database")
+    assert message.startswith(f"Preflight refused, nothing was changed: could not connect to database "
+                              f"{awa_db.name!r} on {host}:{port} as {migrator!r} with the password from PGPASSWORD: "), \
+        message
     assert "password authentication failed" in message
     assert "not-the-password-Zq7" not in output
     assert snapshot(awa_db) == before

@@ -29,8 +29,8 @@ def test_the_password_appears_nowhere_even_at_vvv(awa_db, tmp_path):
     login = {**awa_db.login_args("migrator"), "login_password": secret}
     log_file = tmp_path / "ansible.log"
     runs = [
-        ("awa_enqueue_shards", {**login, "queue": "secret_q", "shards": 4}, ["--check", "--diff"]),
-        ("awa_enqueue_shards", {**login, "queue": "secret_q", "shards": 4}, ["--diff"]),
+        ("awa_enqueue_shards", {**login, "queue": "secret_q", "shards": 4, "new_queue": True}, ["--check", "--diff"]),
+        ("awa_enqueue_shards", {**login, "queue": "secret_q", "shards": 4, "new_queue": True}, ["--diff"]),
         ("awa_enqueue_shards_info", {**login, "queue": "secret_q", "wait": "converged", "wait_timeout": 5}, []),
         ("awa_enqueue_shards", {**login, "login_password": secret + "-wrong", "queue": "secret_q", "shards": 2}, []),
     ]
@@ -96,7 +96,7 @@ def test_the_ledger_records_who_changed_what_and_why(awa_db):
     awa_db.setup_least_privilege(runtime_count=1)
     owner, migrator = awa_db.roles["owner"].name, awa_db.roles["migrator"].name
     login = {**awa_db.login_args("migrator"), "session_role": owner}
-    process, dummy_result = ansible_adhoc({**login, "queue": "audited", "shards": 4,
+    process, dummy_result = ansible_adhoc({**login, "queue": "audited", "shards": 4, "new_queue": True,
                                            "runtime_roles": [awa_db.roles["runtime1"].name],
                                            "reason": "CHG-42 raise audited"})
     assert "CHANGED" in process.stdout, process.stdout + process.stderr
@@ -122,7 +122,7 @@ def test_session_role_ends_with_each_transaction_and_runs_every_statement_of_it(
                 assert conn.execute("SELECT current_user, session_user").fetchone() == (owner, migrator)
             assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "the role ended with it"
             conn.rollback()
-        result = change_enqueue_shards(conn, validate_request("pooled", 2))
+        result = change_enqueue_shards(conn, validate_request("pooled", 2, new_queue=True))
         assert result["changed"] and ledger_rows(awa_db)[-1]["changed_by"] == owner
         assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "the committed change ended it too"
     finally:

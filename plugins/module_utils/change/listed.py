@@ -33,6 +33,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.operation im
     in_transaction,
     planned_result,
     prepare,
+    refuse_unknown_queues,
     refuse_writes,
     without_statements,
 )
@@ -42,11 +43,11 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.db.reopening import reconnect_with_retries
-from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
+from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError, UnknownQueue
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import (
     check_installation, fetch_installation, storage_schema)
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import (
-    fetch_known_queue_names_of, fetch_queue_state)
+    fetch_queue_names, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes
 
 if TYPE_CHECKING:
@@ -60,7 +61,8 @@ Planned: TypeAlias = "dict[str, Prepared | AwaOperationsError]"
 
 
 def _planned_each(conn: Connection, requests: list[ChangeRequest], *, ledger_schema: str, reason: str | None) -> Planned:
-    """Every request planned from one read; a refusal is kept for its queue (the queues before it still run)."""
+    """Every request planned from one read; a refusal is kept for its queue (the queues before it still run). Queues
+    the database has never seen are the list's input, refused before any queue runs (``UnknownQueue``)."""
     roles = sorted({role for request in requests for role in request.runtime_roles})
     installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
     try:
@@ -69,12 +71,13 @@ def _planned_each(conn: Connection, requests: list[ChangeRequest], *, ledger_sch
     except AwaOperationsError as refused:
         # Nothing is read of the queues: the first queue is refused as a single queue would be.
         return {requests[0].queue: refused}
-    known = fetch_known_queue_names_of(conn, schema, [request.queue for request in requests])
+    names = fetch_queue_names(conn, schema, [request.queue for request in requests])
+    refuse_unknown_queues(conn, schema, requests, names, listed=True)
     planned: Planned = {}
     layouts: dict[str, StripeLayout] = {}
     for request in requests:
         try:
-            layouts[request.queue] = resolve_stripes(request.queue, request.stripes, known[request.queue])
+            layouts[request.queue] = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
         except AwaOperationsError as refused:
             planned[request.queue] = refused
     # The lanes' grants are read for the runtime roles of each request: one read per set of roles (a list has one).
@@ -163,11 +166,13 @@ def change_many_queues(conn: Connection, requests: list[ChangeRequest], *, recon
 
 def _stopped_at(request: ChangeRequest, exc: AwaOperationsError,
                 results: dict[str, QueueChangeRun]) -> AwaOperationsError:
-    """The failure of ``request``'s queue, saying which queues before it were changed and committed."""
+    """The failure of ``request``'s queue, saying which queues before it were changed and committed (queues the
+    database has never seen name themselves)."""
     changed = [queue for queue, result in results.items() if result["changed"]]
     done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
             "re-run to finish the list." if changed else " No queue of the list was changed.")
-    return type(exc)(f"Queue {request.queue!r}: {exc.message}{done}", **{**exc.details, "queues": results})
+    subject = "" if isinstance(exc, UnknownQueue) else f"Queue {request.queue!r}: "
+    return type(exc)(f"{subject}{exc.message}{done}", **{**exc.details, "queues": results})
 
 
 def list_warnings(runs: list[QueueChangeRun]) -> list[str]:

@@ -43,14 +43,14 @@ from ansible_collections.awa.operations.plugins.module_utils.change.request impo
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, UnknownQueue
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import (
     Installation, check_installation, fetch_installation, storage_schema)
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import (
-    QueueState, fetch_known_queue_names, fetch_queue_state)
+    QueueNames, QueueState, fetch_all_queue_names, fetch_queue_names, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
-from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, never_seen, resolve_stripes
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
@@ -172,6 +172,22 @@ def planned_result(conn: Connection, prepared: Prepared, *, check_mode: bool) ->
                    check_mode=check_mode, warnings=prepared.warnings)
 
 
+def refuse_unknown_queues(conn: Connection, schema: str, requests: list[ChangeRequest], names: QueueNames, *,
+                          listed: bool) -> None:
+    """Refuse, before anything is written, every queue of ``requests`` the database has never seen (``names``) that
+    is not asked for as new (``new_queue``), each named with the known queues closest to it (read only then)."""
+    unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
+    if not unknown:
+        return
+    stored = fetch_all_queue_names(conn, schema)
+    where = " on their entries of queues" if len(unknown) > 1 else " on its entry of queues" if listed else ""
+    seen = "; ".join(never_seen(queue, stored) for queue in unknown)
+    raise UnknownQueue(
+        f"{seen[0].upper()}{seen[1:]}. A change is for queues that exist: correct the name, or - to prepare a new "
+        f"queue before its first producer - set new_queue: true{where}." + ("" if listed else " Nothing was changed."),
+        unknown_queues=unknown)
+
+
 def refuse_writes(conn: Connection, run: str) -> None:
     """A ``run`` that only reads (a check-mode run, one with nothing to change, a list's read): a transaction id
     would mean it wrote."""
@@ -211,7 +227,9 @@ def _change(conn: Connection, request: ChangeRequest, *, check_mode: bool, ledge
     installation = fetch_installation(conn, list(request.runtime_roles), ledger_schema, ledger.TABLE)
     warnings = check_installation(installation, request.runtime_roles)
     schema = storage_schema(installation)
-    layout = resolve_stripes(request.queue, request.stripes, fetch_known_queue_names(conn, schema, request.queue))
+    names = fetch_queue_names(conn, schema, [request.queue])
+    refuse_unknown_queues(conn, schema, [request], names, listed=False)
+    layout = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
     state = fetch_queue_state(conn, schema, layout.physical_queues, list(request.runtime_roles), shards=request.shards)
     prepared = prepare(request, installation, layout, state, warnings=warnings, ledger_schema=ledger_schema,
                        reason=reason)

@@ -24,10 +24,12 @@ class ChangeRequest:
     stripes: int | None = None
     runtime_roles: tuple[str, ...] = ()
     ledger: bool = True
+    # The queue may be new to the database (prepared before its first producer); else one it has never seen is refused.
+    new_queue: bool = False
 
 
 def validate_request(queue: object, shards: object, stripes: object = None,
-                     runtime_roles: object = (), ledger: bool = True) -> ChangeRequest:
+                     runtime_roles: object = (), ledger: bool = True, new_queue: object = False) -> ChangeRequest:
     """Check the options before touching the database."""
     runtime_roles = runtime_roles or ()
     if not isinstance(runtime_roles, Iterable):
@@ -39,24 +41,30 @@ def validate_request(queue: object, shards: object, stripes: object = None,
         roles += (role,)
     if len(set(roles)) != len(roles):
         raise InvalidRequest(f"runtime_roles lists a role twice: {list(roles)}")
+    if not isinstance(new_queue, bool):
+        raise InvalidRequest(f"new_queue must be true or false, got {new_queue!r}")
     return ChangeRequest(
         queue=validate_queue_name(queue),
         shards=validate_shards(shards),
         stripes=None if stripes is None else validate_stripes(stripes),
         runtime_roles=roles,
         ledger=bool(ledger),
+        new_queue=new_queue,
     )
 
 
 def validate_requests(entries: object, runtime_roles: object = (), ledger: bool = True) -> list[ChangeRequest]:
-    """A list of ``{queue, shards[, stripes]}`` changes, each checked like ``validate_request``."""
+    """A list of ``{queue, shards[, stripes][, new_queue]}`` changes, each checked like ``validate_request``."""
     if not isinstance(entries, list) or not entries:
-        raise InvalidRequest("queues must be a non-empty list of {queue, shards[, stripes]} entries")
+        raise InvalidRequest("queues must be a non-empty list of {queue, shards[, stripes][, new_queue]} entries")
     requests = []
     for entry in entries:
         if not isinstance(entry, dict) or not {"queue", "shards"} <= entry.keys():
-            raise InvalidRequest(f"each entry of queues needs queue and shards (stripes is optional), got {entry!r}")
-        requests.append(validate_request(entry["queue"], entry["shards"], entry.get("stripes"), runtime_roles, ledger))
+            raise InvalidRequest(f"each entry of queues needs queue and shards (stripes and new_queue are optional), "
+                                 f"got {entry!r}")
+        new_queue = entry.get("new_queue")
+        requests.append(validate_request(entry["queue"], entry["shards"], entry.get("stripes"), runtime_roles, ledger,
+                                         False if new_queue is None else new_queue))
     names = [request.queue for request in requests]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:

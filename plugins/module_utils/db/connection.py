@@ -18,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT,
     WRITABLE_TARGETS,
+    Attempt,
     connection_secrets,
     describe_target,
     libpq_params,
     lock_timeout_setting,
+    password_used,
     validate_targets,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
@@ -156,7 +158,10 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
         # No SQLSTATE (refused, down, a standby where a primary is asked for) or the server not accepting
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
-        raise error(f"could not connect to {describe_target(options, writes=writes)}: {reason}") from None
+        attempt = _attempt(getattr(exc, "pgconn", None))
+        password = password_used(options, attempt)
+        raise error(f"could not connect to {describe_target(options, writes=writes, attempt=attempt)}"
+                    f"{f' {password}' if password else ''}: {reason}") from None
     except UnicodeError:
         # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
         raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of login_host "
@@ -168,10 +173,11 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
         try:
             _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
+            target = describe_target(options, writes=writes, attempt=_attempt(conn.pgconn))
             conn.close()
-            _report_pooler_refusal(exc, f"connected to {describe_target(options)}, but")
+            _report_pooler_refusal(exc, f"connected to {target}, but")
             raise ConnectionFailed(
-                f"connected to {describe_target(options)} but could not switch to session_role "
+                f"connected to {target} but could not switch to session_role "
                 f"{role!r}: {_first_line(exc)}. Grant it with: GRANT {role} TO <login role>") from None
         _end_transaction(conn)
     return conn
@@ -242,6 +248,23 @@ def commit(conn: Connection, action: str) -> None:
                              sqlstate=exc.sqlstate) from None
         raise DatabaseError(f"{action}: the commit failed ({_first_line(exc)}). The transaction was rolled back, "
                             "so nothing was changed.", sqlstate=exc.sqlstate) from None
+
+
+def _attempt(pgconn: Any) -> Attempt | None:
+    """What libpq tried, from its connection (psycopg's ``Error.pgconn``, from psycopg 3.1); None without one (a host
+    name that did not resolve fails before libpq starts) or when its libpq cannot tell (hostaddr needs libpq 12)."""
+    if pgconn is None:
+        return None
+
+    def text(value: bytes | None) -> str:
+        return (value or b"").decode(errors="replace")
+    try:
+        passfile = next((text(item.val) for item in pgconn.info if item.keyword == b"passfile"), "")
+        return Attempt(host=text(pgconn.host), hostaddr=text(pgconn.hostaddr), port=text(pgconn.port),
+                       dbname=text(pgconn.db), user=text(pgconn.user), used_password=bool(pgconn.used_password),
+                       needs_password=bool(pgconn.needs_password), passfile=passfile)
+    except (psycopg.Error, AttributeError):
+        return None
 
 
 def _connect_error(exc: BaseException, options: Mapping[str, Any], *, writes: bool = False) -> str:

@@ -16,6 +16,7 @@ import math
 import os
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, NoReturn, Protocol
 from urllib.parse import unquote
 
@@ -228,15 +229,83 @@ def connection_secrets(options: Mapping[str, Any]) -> list[str]:
     return sorted({*texts, *(unquote(text) for text in texts)})
 
 
-def describe_target(options: Mapping[str, Any], *, writes: bool = False) -> str:
-    """Where we connect, for messages: never a password, not even one written into login_db or login_host."""
-    params = libpq_params(options, writes=writes)
-    hosts = [host or "local socket" for host in str(params.get("host") or "").split(",")]
-    ports = str(params.get("port", 5432)).split(",")
-    servers = ", ".join(f"{host}:{ports[index] if len(ports) > 1 else ports[0]}" for index, host in enumerate(hosts))
-    where = f"{servers} ({params['target_session_attrs']})" if len(hosts) > 1 else servers
-    return masked(f"database {params.get('dbname', '(default)')!r} on {where} as {params.get('user')!r}",
-                  connection_secrets(options))
+@dataclass(frozen=True)
+class Attempt:
+    """What libpq last tried when a connection failed, and how it authenticated, as the failed connection itself
+    tells it (psycopg's ``Error.pgconn``): the server it really used, whatever chose it - the options, PGHOST,
+    PGHOSTADDR, PGPORT, a service file or libpq's defaults."""
+
+    host: str  # a host name, an address, or a socket directory (starting with /)
+    hostaddr: str  # the address it connected to, when it resolved one
+    port: str
+    dbname: str
+    user: str
+    used_password: bool
+    needs_password: bool  # the server asked for a password and libpq had none
+    passfile: str  # the password file libpq looked in (empty when a password was given)
+
+
+def _server(host: str, hostaddr: str, port: str) -> str:
+    """One server as libpq reaches it: host:port (with its address when that differs), or its socket."""
+    if host.startswith(("/", "@")):
+        return f"the local socket {host.rstrip('/')}/.s.PGSQL.{port}"
+    if not host and not hostaddr:
+        return f"the local socket (port {port})"
+    if host and hostaddr and hostaddr != host:
+        return f"{host} ({hostaddr}):{port}"
+    return f"{host or hostaddr}:{port}"
+
+
+def _configured_servers(params: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """The servers the options and libpq's environment name before any attempt: host or PGHOST, hostaddr or
+    PGHOSTADDR, port or PGPORT (libpq pairs their lists item by item; one value serves every item)."""
+    lists = [str(params.get(keyword) or environ.get(variable) or default).split(",")
+             for keyword, variable, default in (("host", "PGHOST", ""), ("hostaddr", "PGHOSTADDR", ""),
+                                                ("port", "PGPORT", 5432))]
+    count = max(len(values) for values in lists)
+    return [_server(*(values[index] if len(values) > 1 else values[0] for values in lists)) for index in range(count)]
+
+
+def describe_target(options: Mapping[str, Any], *, writes: bool = False, environ: Mapping[str, str] | None = None,
+                    attempt: Attempt | None = None) -> str:
+    """Where we connect, for messages: the server libpq really tried (``attempt``) when one host was named, else the
+    servers the options and libpq's environment name. Never a password, not even one written into login_db or
+    login_host."""
+    environ = os.environ if environ is None else environ
+    params = libpq_params(options, writes=writes, environ=environ)
+    servers = _configured_servers(params, environ)
+    dbname = params.get("dbname") or environ.get("PGDATABASE") or "(default)"
+    user = params.get("user") or environ.get("PGUSER") or "(default)"
+    if attempt is not None and len(servers) == 1:
+        servers = [_server(attempt.host, attempt.hostaddr, attempt.port)]
+        dbname, user = attempt.dbname or dbname, attempt.user or user
+    where = f"{', '.join(servers)} ({params['target_session_attrs']})" if len(servers) > 1 else servers[0]
+    return masked(f"database {dbname!r} on {where} as {user!r}", connection_secrets(options))
+
+
+def password_used(options: Mapping[str, Any], attempt: Attempt | None,
+                  environ: Mapping[str, str] | None = None) -> str | None:
+    """Which password libpq sent, by where it came from (never its value): ``with the password from PGPASSWORD``,
+    or ``without a password (...)`` when it found none; None when the attempt is unknown or needed no password.
+    libpq takes the password keyword (login_password, connect_params), else PGPASSWORD, else the password file."""
+    if attempt is None or not (attempt.used_password or attempt.needs_password):
+        return None
+    environ = os.environ if environ is None else environ
+    passfile = attempt.passfile or environ.get("PGPASSFILE") or "~/.pgpass"
+    if attempt.needs_password:
+        return (f"without a password (login_password is empty, and neither PGPASSWORD nor an entry of the password "
+                f"file {passfile} gives one)")
+    connect_params = options.get("connect_params") or {}
+    if options.get("login_password"):
+        return "with the password from login_password"
+    if connect_params.get("password"):
+        return "with the password from connect_params"
+    if environ.get("PGPASSWORD"):
+        return "with the password from PGPASSWORD"
+    service = connect_params.get("service") or environ.get("PGSERVICE")
+    if service:
+        return f"with the password from service {service!r} (its service file entry) or the password file {passfile}"
+    return f"with the password from an entry of the password file {passfile}"
 
 
 def validate_lock_timeout(seconds: float) -> None:

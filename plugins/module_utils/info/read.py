@@ -38,36 +38,40 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.run
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, logical_queue, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.naming import (
+    StripeLayout, logical_queue, never_seen, resolve_stripes)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
-def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None, stripes: int | None) -> tuple[dict[str, StripeLayout], list[str]]:
-    """logical queue -> StripeLayout, for the selected queues or (None) every stored queue.
+def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None,
+             stripes: int | None) -> tuple[dict[str, StripeLayout], list[str], dict[str, str]]:
+    """logical queue -> StripeLayout, for the selected queues or (None) every stored queue; and what is known of the
+    selected queues the database has never seen (naming.never_seen, by queue).
 
     A stripe layout that cannot be resolved is an error for a queue asked for
     by name, and a finding when every queue is scanned.
     """
     if selected == ():
-        return {}, []
-    if selected is not None and len(selected) == 1:
-        known = lanes.fetch_known_queue_names(conn, schema, selected[0])
-        return {selected[0]: resolve_stripes(selected[0], stripes, known)}, []
+        return {}, [], {}
+    if selected is not None:
+        names = lanes.fetch_queue_names(conn, schema, list(selected))
+        unknown = [logical for logical in selected if not names.known(logical)]
+        stored = lanes.fetch_all_queue_names(conn, schema) if unknown else []
+        return ({logical: resolve_stripes(logical, stripes, names.stored[logical]) for logical in selected}, [],
+                {logical: never_seen(logical, stored) for logical in unknown})
     grouped: dict[str, list[str]] = defaultdict(list)
     for name in lanes.fetch_all_queue_names(conn, schema):
         grouped[logical_queue(name)].append(name)
     layouts: dict[str, StripeLayout] = {}
     findings: list[str] = []
-    for logical in sorted(grouped) if selected is None else selected:
+    for logical in sorted(grouped):
         try:
-            layouts[logical] = resolve_stripes(logical, None, grouped.get(logical, []))
+            layouts[logical] = resolve_stripes(logical, None, grouped[logical])
         except PreconditionFailed as exc:
-            if selected is not None:
-                raise
             findings.append(exc.message)
-    return layouts, findings
+    return layouts, findings, {}
 
 
 # Lanes whose depth is read in one transaction (two sequence locks each).
@@ -103,7 +107,7 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
         read_at = installation.fetch_database_clock(conn)
         warnings = installation.check_installation(found, runtime_roles)
         schema = installation.storage_schema(found)
-        layouts, findings = _layouts(conn, schema, selected, stripes)
+        layouts, findings, unknown = _layouts(conn, schema, selected, stripes)
         physical = [name for layout in layouts.values() for name in layout.physical_queues]
         state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes
                  else lanes.fetch_queue_counts(conn, physical))
@@ -127,7 +131,8 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
     queues = {logical: views.queue_view(layout, logical, state,
                                         [depth for queue in layout.physical_queues
                                          for depth in depths_by_queue.get(queue, [])],
-                                        concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes)
+                                        concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes,
+                                        never_seen=unknown.get(logical))
               for logical, layout in layouts.items()}
     return views.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
                              known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,

@@ -126,6 +126,8 @@ class QueueConvergenceView(TypedDict):
     stripes: int
     physical_queues: list[str]
     enqueue_shards: dict[str, int]
+    # Whether the database has ever seen it: a queue_meta row, lanes, jobs or a runtime serving it.
+    known: bool
     paused: bool
     ordering: str
     converged: bool

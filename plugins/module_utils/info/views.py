@@ -175,10 +175,12 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
 
 def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
                runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
-               margin_seconds: float, *, lanes: bool = True) -> QueueView:
+               margin_seconds: float, *, lanes: bool = True, never_seen: str | None = None) -> QueueView:
     """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
 
-    ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too.
+    ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too. ``never_seen``
+    says what is known of a queue the database has never seen (naming.never_seen): its first finding, in place of
+    its missing lanes (which only a change asked to prepare a new queue creates).
     """
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
     verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
@@ -188,6 +190,7 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
         "stripes": layout.stripes,
         "physical_queues": list(layout.physical_queues),
         "enqueue_shards": current,
+        "known": never_seen is None,
         "paused": any(queue in state.paused for queue in layout.physical_queues),
         "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
         f"mixed: the physical queues have different counts {current}",
@@ -200,6 +203,8 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
         "summary_lines": [],
     }
     first, after = _add_lane_views(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
+    if never_seen is not None:
+        first = [f"{logical}: {never_seen}"]
     findings = first + list(layout.warnings) + after
     for straggler in verdict.stragglers:
         if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:

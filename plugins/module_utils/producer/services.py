@@ -12,11 +12,14 @@ every state, so a start it reports is never later than the clock.
 
 Before a restart (and in its check mode) the programs of the restart and
 status commands are looked up as they would run; a program that is not there
-restarts nothing. A service whose state cannot be read as configured - the
-status command cannot run (exit 126 or 127) or prints something else than
-its contract, systemd does not know the unit - carries a ``problem``; a
-status command that runs and exits non-zero (a stopped service) only leaves
-its state unknown.
+restarts nothing. The status command exits as an init script's status action
+does (and ``supervisorctl status`` and ``systemctl status``): 0 running, 3
+not running, 4 no such service. A service that does not exist - the status
+command exits 4, or systemd does not know the unit - is ``missing``, with a
+``problem``; so is one whose state cannot be read as configured (the status
+command cannot run, exit 126 or 127, or prints something else than its
+contract). Another non-zero exit (3: stopped, failed) only leaves its state
+unknown: a restart can start it.
 """
 
 from __future__ import annotations
@@ -51,6 +54,9 @@ SYSTEMCTL_PROPERTIES = "Id,LoadState,ActiveState,SubState,Result,MainPID,ActiveE
 NO_UNIX_TIMESTAMPS = "Invalid value: unix"
 MONOTONIC_START = "ActiveEnterTimestampMonotonic"
 STATUS_CONTRACT = "exit 0 and print START or START PID (the start in unix seconds, then optionally the pid)"
+# The status command's exit statuses that say something, as the LSB status action (supervisorctl status, systemctl
+# status) gives them: 3 the service does not run, 4 there is no such service (LSB: its status is unknown).
+NOT_RUNNING, NO_SUCH_SERVICE = 3, 4
 
 
 @dataclass(frozen=True)
@@ -192,13 +198,20 @@ def systemd_state(service: str, properties: dict[str, str]) -> ServiceState:
 def status_command_state(service: str, command: str, rc: int, stdout: str, stderr: str) -> ServiceState:
     """The restart contract's status command: exit 0 and ``START [PID]`` on stdout (START in unix seconds).
 
-    ``command`` is the status command of this service, as it ran. It exiting
-    126 or 127 (it, or a program it runs, cannot run), or exiting 0 with other
-    output, is a problem; another non-zero exit (a stopped service) is not.
+    ``command`` is the status command of this service, as it ran. Exit 4 says
+    the service does not exist (``missing``). Exiting 126 or 127 (it, or a
+    program it runs, cannot run), or 0 with other output, is a problem; another
+    non-zero exit (3: not running) is not - the service is restarted like any
+    whose start is unknown.
     """
+    if rc == NO_SUCH_SERVICE:
+        said = outcome_text(rc, stdout, stderr)
+        return ServiceState(service, MISSING, detail=f"no such service (status command {said})",
+                            problem=f"the status command {command} says there is no such service ({said})")
     if rc != 0:
         error = (stderr or stdout or "").strip().splitlines()
-        detail = f"status command exited {rc}" + (f": {error[-1].strip()}" if error else "")
+        detail = (("not running, " if rc == NOT_RUNNING else "") + f"status command exited {rc}"
+                  + (f": {error[-1].strip()}" if error else ""))
         problem = (f"the status command {command} cannot run here ({outcome_text(rc, stdout, stderr)})"
                    if cannot_run(rc) else None)
         return ServiceState(service, UNKNOWN, detail=detail, problem=problem)

@@ -10,7 +10,6 @@ modules' own rules, so the role and the modules can never disagree.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     validate_lock_timeout,
     validate_targets,
 )
+from ansible_collections.awa.operations.plugins.module_utils.compact import did_you_mean
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 # The modes awa_producer_services takes: the role refuses before the change what the module would refuse after it.
 from ansible_collections.awa.operations.plugins.module_utils.producer.managed_file import OCTAL_MODE
@@ -75,14 +75,9 @@ def _checked(rule: Callable[[], object]) -> list[str]:
 
 def unknown_variable_problems(settings: dict[str, Any]) -> list[str]:
     unknown = sorted(name for name in settings if name.startswith(PREFIX) and name not in KNOWN_VARIABLES)
-    problems = []
-    for name in unknown:
-        close = [known for known in sorted(KNOWN_VARIABLES)
-                 if known.replace("_", "") == name.replace("_", "") or known.startswith(name) or name.startswith(known)]
-        hint = f" (did you mean {close[0]}?)" if close else ""
-        problems.append(f"{name} is not a variable of the role awa.operations.enqueue_shards{hint}: it would be "
-                        "ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them")
-    return problems
+    return [f"{name} is not a variable of the role awa.operations.enqueue_shards"
+            f"{did_you_mean(name, sorted(KNOWN_VARIABLES), compared=lambda known: known[len(PREFIX):], limit=1)}: it "
+            "would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them" for name in unknown]
 
 
 def queue_problems(queues: object, runtime_roles: object) -> list[str]:
@@ -94,11 +89,11 @@ def queue_problems(queues: object, runtime_roles: object) -> list[str]:
     for index, entry in enumerate(queues):
         where = f"enqueue_shards_queues[{index}]"
         if not isinstance(entry, dict) or "queue" not in entry or "shards" not in entry:
-            problems.append(f"{where} needs queue and shards (stripes is optional), got {entry!r}")
+            problems.append(f"{where} needs queue and shards (stripes and new_queue are optional), got {entry!r}")
             continue
         try:
             validate_request(entry["queue"], _integer(entry["shards"]), _integer(entry.get("stripes")),
-                             runtime_roles or ())
+                             runtime_roles or (), new_queue=False if entry.get("new_queue") is None else entry["new_queue"])
         except InvalidRequest as exc:
             problems.append(f"{where} ({entry['queue']!r}): {exc.message}")
             continue
@@ -260,11 +255,10 @@ def producer_group_problem(groups: dict[str, Any], group: str) -> str:
     if hosts:
         return ""
     others = sorted(name for name in groups if name not in ("all", "ungrouped"))
-    close = difflib.get_close_matches(group, others, n=1, cutoff=0.6)
     reason = "is empty" if hosts is not None else "is not in the inventory"
     return (f"The inventory group {group} {reason}, so the change window would run on no producer host and change "
             f"nothing: nothing was changed. Put the hosts that run the producer services in {group}"
-            + (f" (did you mean {close[0]}?)" if close else "")
+            + did_you_mean(group, others, limit=1)
             + (f"; the inventory's groups: {', '.join(others)}" if others else "; the inventory has no groups") + ".")
 
 

@@ -38,6 +38,14 @@ def _current_count(view: QueueView) -> int:
 def queue_refusals(entry: dict[str, Any], view: QueueView, repair: bool) -> list[str]:
     """Why the change must not touch this queue, if it must not."""
     name = entry["queue"]
+    if not view["known"]:
+        if entry.get("new_queue"):
+            return []
+        # Its first finding says the database has never seen it, with the known queues closest to its name.
+        return [_refusal(name, (
+            f"{view['findings'][0].removeprefix(f'{name}: ')}. A change window changes queues that exist: correct its name "
+            "in enqueue_shards_queues, or - to prepare a new queue before its first producer - set new_queue: true "
+            "on its entry."))]
     refusals = []
     stripes = entry.get("stripes")
     if stripes not in (None, "") and int(stripes) != view["stripes"]:
@@ -70,7 +78,10 @@ def queue_notes(entry: dict[str, Any], view: QueueView, repair: bool) -> list[st
             f"{name} is paused: its workers claim nothing until it is resumed (awa queue resume {name})"
             + (", so after this lowering its old shards cannot drain and the drain wait would time out"
                if lowering else ""))
-    if repair and (view["lanes_missing"] or view["grants"]["missing"]):
+    if not view["known"]:
+        notes.append(f"{name} is new to the database: the change prepares it - its lanes, grants and count "
+                     "(new_queue)")
+    elif repair and (view["lanes_missing"] or view["grants"]["missing"]):
         notes.append(f"{name}: the change provisions the missing lanes and grants found (enqueue_shards_repair)")
     return notes
 

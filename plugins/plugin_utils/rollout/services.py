@@ -29,9 +29,13 @@ __all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UN
 # The keys of a service in a host report (the module's own, plus its host).
 SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem")
 
-# What to fix when a service's state cannot be read as configured, by why: the unit, systemd, the status command.
+# What to fix when a service's state cannot be read as configured, by why: a service the host does not have (by how
+# the host restarts: systemd, or the restart contract's commands), systemd, the status command.
+MISSING_FIXES = {
+    "systemd": "correct enqueue_shards_services for this host, or install the unit there",
+    "command": "correct enqueue_shards_services for this host, or set the service up there",
+}
 FIXES = {
-    MISSING: "correct enqueue_shards_services for this host, or install the unit there",
     "systemd": "check systemd on this host (systemctl show SERVICE, as the user the play becomes there)",
     "command": "correct enqueue_shards_status_command for this host, or install what it runs there",
 }
@@ -101,5 +105,5 @@ def service_problem(host: str, service: dict[str, Any], method: str | None) -> s
     ``problem``) - with what to fix; None when it can. ``method`` is how the host restarts (systemd, command)."""
     if not service.get("problem"):
         return None
-    fix = FIXES[MISSING if service["state"] == MISSING else method or "command"]
+    fix = (MISSING_FIXES if service["state"] == MISSING else FIXES)[method or "command"]
     return f"{host}/{service['service']}: {service['problem']}; {fix}"

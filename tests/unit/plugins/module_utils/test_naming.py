@@ -6,6 +6,7 @@ import pytest
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.naming import (
     logical_queue,
+    never_seen,
     ordering_contract,
     physical_queues,
     resolve_stripes,
@@ -96,3 +97,17 @@ def test_unstriped_leftovers_of_a_striped_queue_are_a_warning():
     layout = resolve_stripes("q", None, ["q", "q#0", "q#1"])
     assert layout.stripes == 2
     assert "never claim" in layout.warnings[0]
+
+
+@pytest.mark.parametrize("queue, stored, said", [
+    ("ordres", ["orders", "events#0", "events#1"], "(did you mean orders?)"),
+    ("order", ["orders", "orders_dlq", "events"], "(did you mean orders or orders_dlq?)"),
+    ("evnets", ["orders", "events#0", "events#1"], "(did you mean events?)"),
+    ("invoices", ["orders", "events"], "serving it"),
+    ("orders", [], "serving it"),
+], ids=["typo", "two-close", "striped", "none-close", "empty-database"])
+def test_a_queue_the_database_has_never_seen_is_named_with_the_known_queues_closest_to_it(queue, stored, said):
+    text = never_seen(queue, stored)
+    assert text.startswith(f"the database has never seen queue {queue!r} - no awa.queue_meta row, no lanes, no jobs "
+                           "and no runtime serving it")
+    assert text.endswith(said)

@@ -88,6 +88,8 @@ def test_ansible_conversions_of_shards(shards, accepted):
      "login_port gives 3 ports (1,1,1) for the 2 host(s) of login_host (127.0.0.1,127.0.0.2): give one port per host"),
     ({"queue": "orders", "shards": 2, "target_session_attrs": "prefer-standby"},
      "target_session_attrs is 'prefer-standby', which lets libpq connect to a standby, but a change writes"),
+    ({"queues": [{"queue": "orders", "shards": 2}], "new_queue": True}, "mutually exclusive: new_queue|queues"),
+    ({"queues": [{"queue": "orders", "shards": 2, "new_queue": "maybe"}]}, "new_queue"),
 ])
 def test_the_module_refuses_bad_input_before_connecting(module_result, args, message):
     # login_port 1 would refuse a connection: reaching it would give another message.

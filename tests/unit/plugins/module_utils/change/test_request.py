@@ -16,10 +16,20 @@ def test_bad_runtime_roles_are_refused(roles):
 
 
 def test_validate_requests_checks_every_entry_like_a_single_change():
-    requests = validate_requests([{"queue": "orders", "shards": 8}, {"queue": "events", "shards": 4, "stripes": 2}],
+    requests = validate_requests([{"queue": "orders", "shards": 8}, {"queue": "events", "shards": 4, "stripes": 2},
+                                  {"queue": "refunds", "shards": 2, "new_queue": True}],
                                  runtime_roles=["awa_runtime"])
-    assert [(r.queue, r.shards, r.stripes, r.runtime_roles) for r in requests] == [
-        ("orders", 8, None, ("awa_runtime",)), ("events", 4, 2, ("awa_runtime",))]
+    assert [(r.queue, r.shards, r.stripes, r.runtime_roles, r.new_queue) for r in requests] == [
+        ("orders", 8, None, ("awa_runtime",), False), ("events", 4, 2, ("awa_runtime",), False),
+        ("refunds", 2, None, ("awa_runtime",), True)]
+
+
+def test_a_new_queue_is_never_the_default_and_only_a_boolean_asks_for_one():
+    assert validate_request("orders", 8).new_queue is False
+    assert validate_request("orders", 8, new_queue=True).new_queue is True
+    for value in ("yes", "no", 1):
+        with pytest.raises(InvalidRequest, match=f"new_queue must be true or false, got {value!r}"):
+            validate_request("orders", 8, new_queue=value)
 
 
 @pytest.mark.parametrize("entries, message", [

@@ -13,12 +13,14 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     APPLICATION_NAME,
     DEFAULT_CONNECT_TIMEOUT,
+    Attempt,
     connection_argument_spec,
     connection_defaults,
     connection_secrets,
     describe_target,
     libpq_params,
     lock_timeout_setting,
+    password_used,
     validate_targets,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed, InvalidRequest
@@ -61,9 +63,76 @@ def test_connect_params_take_precedence_over_every_other_option():
 
 
 def test_the_target_is_described_without_the_password():
-    described = describe_target(options(login_host="db1", login_db="app", login_user="awa", login_password=PASSWORD))
+    described = describe_target(options(login_host="db1", login_db="app", login_user="awa", login_password=PASSWORD),
+                                environ={})
     assert described == "database 'app' on db1:5432 as 'awa'"
-    assert describe_target(options(login_user="awa")) == "database '(default)' on local socket:5432 as 'awa'"
+    assert describe_target(options(login_user="awa"), environ={}) == \
+        "database '(default)' on the local socket (port 5432) as 'awa'"
+
+
+@pytest.mark.parametrize("changes, environ, described", [
+    ({"login_port": None}, {"PGHOST": "127.0.0.1", "PGPORT": "32891"}, "database 'awa' on 127.0.0.1:32891 as 'awa'"),
+    ({}, {"PGHOSTADDR": "10.0.0.7"}, "database 'awa' on 10.0.0.7:5432 as 'awa'"),
+    ({}, {"PGHOST": "db1", "PGHOSTADDR": "10.0.0.7"}, "database 'awa' on db1 (10.0.0.7):5432 as 'awa'"),
+    ({}, {"PGHOST": "/run/postgresql"}, "database 'awa' on the local socket /run/postgresql/.s.PGSQL.5432 as 'awa'"),
+    ({"login_host": "db2"}, {"PGHOST": "127.0.0.1"}, "database 'awa' on db2:5432 as 'awa'"),
+    ({"login_db": None, "login_user": None}, {"PGDATABASE": "app", "PGUSER": "me"},
+     "database 'app' on the local socket (port 5432) as 'me'"),
+], ids=["pghost-pgport", "pghostaddr", "pghost-and-pghostaddr", "pghost-socket", "option-over-pghost", "pgdatabase"])
+def test_the_target_before_connecting_is_what_the_options_and_libpqs_environment_name(changes, environ, described):
+    assert describe_target(options(**{"login_db": "awa", "login_user": "awa", **changes}), environ=environ) == described
+
+
+def attempt(**changes) -> Attempt:
+    """A failed attempt as libpq tells it: a password sent to 127.0.0.1:32891."""
+    return Attempt(**{"host": "127.0.0.1", "hostaddr": "127.0.0.1", "port": "32891", "dbname": "awa",
+                      "user": "awa_migrator", "used_password": True, "needs_password": False, "passfile": "",
+                      **changes})
+
+
+@pytest.mark.parametrize("tried, described", [
+    (attempt(), "database 'awa' on 127.0.0.1:32891 as 'awa_migrator'"),
+    (attempt(host="db1.example.com", hostaddr="10.0.0.7"),
+     "database 'awa' on db1.example.com (10.0.0.7):32891 as 'awa_migrator'"),
+    (attempt(host="/var/run/postgresql", hostaddr="", port="5432"),
+     "database 'awa' on the local socket /var/run/postgresql/.s.PGSQL.5432 as 'awa_migrator'"),
+], ids=["address", "host-name", "socket"])
+def test_a_failed_attempt_names_the_server_libpq_really_tried(tried, described):
+    # The options name no host: libpq took it from its environment, a service file or its default.
+    assert describe_target(options(login_db="app", login_user="someone"), environ={}, attempt=tried) == described
+
+
+def test_with_several_hosts_each_is_named_not_only_the_last_one_tried():
+    described = describe_target(options(login_host="db1,db2", login_port="5432,5433", login_db="app",
+                                        login_user="awa"), environ={}, attempt=attempt(host="db2", port="5433"))
+    assert described == "database 'app' on db1:5432, db2:5433 (primary) as 'awa'"
+
+
+def test_a_password_written_into_login_db_is_masked_in_the_attempt_too():
+    uri = f"postgresql://awa:{PASSWORD}@db1/app"
+    described = describe_target(options(login_db=uri), environ={}, attempt=attempt(dbname=uri))
+    assert described == "database 'postgresql://awa:********@db1/app' on 127.0.0.1:32891 as 'awa_migrator'"
+
+
+@pytest.mark.parametrize("changes, environ, tried, used", [
+    ({"login_password": PASSWORD}, {"PGPASSWORD": "other"}, attempt(), "with the password from login_password"),
+    ({"connect_params": {"password": PASSWORD}}, {"PGPASSWORD": "other"}, attempt(),
+     "with the password from connect_params"),
+    ({}, {"PGPASSWORD": PASSWORD}, attempt(), "with the password from PGPASSWORD"),
+    ({}, {}, attempt(passfile="/root/.pgpass"), "with the password from an entry of the password file /root/.pgpass"),
+    ({}, {"PGPASSFILE": "/etc/awa/pgpass"}, attempt(passfile="/etc/awa/pgpass"),
+     "with the password from an entry of the password file /etc/awa/pgpass"),
+    ({}, {"PGSERVICE": "awa"}, attempt(passfile="/root/.pgpass"),
+     "with the password from service 'awa' (its service file entry) or the password file /root/.pgpass"),
+    ({}, {}, attempt(needs_password=True, passfile="/root/.pgpass"),
+     "without a password (login_password is empty, and neither PGPASSWORD nor an entry of the password file "
+     "/root/.pgpass gives one)"),
+    ({"login_password": PASSWORD}, {}, attempt(used_password=False), None),
+    ({"login_password": PASSWORD}, {}, None, None),
+], ids=["login_password", "connect_params", "pgpassword", "pgpass", "pgpassfile", "service", "none-found",
+        "no-password-asked", "no-attempt"])
+def test_the_password_sent_is_named_by_where_it_came_from_never_by_its_value(changes, environ, tried, used):
+    assert password_used(options(**changes), tried, environ) == used
 
 
 @pytest.mark.parametrize("changes, secrets", [
@@ -84,7 +153,7 @@ def test_every_secret_the_connection_options_hold_is_found(changes, secrets):
 
 def test_a_password_written_into_login_db_or_login_host_is_not_described():
     described = describe_target(options(login_host=f"postgres://awa:{PASSWORD}@db1", login_user="awa",
-                                        login_db=f"host=db1 password={PASSWORD} dbname=app"))
+                                        login_db=f"host=db1 password={PASSWORD} dbname=app"), environ={})
     assert described == ("database 'host=db1 password=******** dbname=app' on postgres://awa:********@db1:5432 as "
                          "'awa'")
 
@@ -231,7 +300,7 @@ def test_pgconnect_timeout_replaces_the_default_connect_timeout():
 
 def test_several_hosts_are_described_with_their_ports_and_the_target():
     assert describe_target(options(login_host="db1,db2", login_port="5432,5433", login_db="app", login_user="awa"),
-                           writes=True) == "database 'app' on db1:5432, db2:5433 (read-write) as 'awa'"
+                           writes=True, environ={}) == "database 'app' on db1:5432, db2:5433 (read-write) as 'awa'"
 
 
 def test_a_host_that_is_no_host_name_is_refused_with_a_message_not_a_traceback():

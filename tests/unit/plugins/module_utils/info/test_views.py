@@ -9,7 +9,7 @@ import datetime
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS, NO_LIVE_RUNTIME, queue_view, shards_read
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.naming import never_seen, resolve_stripes
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 
@@ -112,6 +112,17 @@ def test_missing_lanes_grants_and_runtime_owned_sequences_are_findings_naming_th
     assert owned.startswith("orders: 32 lane sequences are owned by runtime role awa_runtime")
     assert view["grants"]["missing"][0]["role"] == "awa_runtime2"
     assert view["grants"]["sequence_owners"] == {RUNTIME: 32}
+
+
+def test_a_queue_the_database_has_never_seen_says_so_first_instead_of_advising_the_change_for_its_lanes():
+    layout = resolve_stripes("ordres", None, [])
+    said = never_seen("ordres", ["orders"])
+    view = queue_view(layout, "ordres", state(grid("ordres", 1, 0), {"ordres": 1}), [], [runtime("new", 60)], {}, (),
+                      MARGIN, never_seen=said)
+    assert view["known"] is False and view["lanes_missing"], "its lanes are missing, as for any queue without lanes"
+    assert view["findings"] == [f"ordres: {said}"]
+    assert "awa_enqueue_shards" not in " ".join(view["findings"])
+    assert lowered_to_2([runtime("new", 60)])["known"] is True
 
 
 def test_unreadable_lanes_make_the_depth_unknown_and_the_queue_undrained():

@@ -15,6 +15,7 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.services i
     read_states,
     restart_via,
     service_manager,
+    status_command_state,
 )
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import systemd_result, unit
 
@@ -136,7 +137,7 @@ def test_a_status_command_that_cannot_run_or_breaks_its_contract_is_a_problem_a_
         shell, [*printed, "gone"], [], method="command", manager="supervisord", status_command=status).services}
     assert (states["runs"].state, states["runs"].problem) == ("running", None)
     assert (states["stopped"].state, states["stopped"].detail, states["stopped"].problem) == (
-        "unknown", "status command exited 3", None)
+        "unknown", "not running, status command exited 3", None)
     assert states["gone"].problem == (f"the status command {status.replace('{service}', 'gone')} cannot run here "
                                       "(exit status 127: gone: 1: exec: awa-no-such-tool: not found)")
     assert states["garbage"].problem == (f"the status command {status.replace('{service}', 'garbage')} printed "
@@ -147,6 +148,25 @@ def test_a_status_command_that_cannot_run_or_breaks_its_contract_is_a_problem_a_
                       status_command=f"{tmp_path}/no-such-status {{service}}").services[0]
     assert missing.problem == (f"the status command {tmp_path}/no-such-status a cannot run here (exit status 127: "
                                f"{tmp_path}/no-such-status: No such file or directory)")
+
+
+@pytest.mark.parametrize("rc, stdout, stderr, state, detail, problem", [
+    (0, "1764520916.5 4242\n", "", "running", "", None),
+    (3, "", "p1 is not running (STOPPED)\n", "unknown",
+     "not running, status command exited 3: p1 is not running (STOPPED)", None),
+    (4, "p1: ERROR (no such process)\n", "", "missing",
+     "no such service (status command exit status 4: p1: ERROR (no such process))",
+     "the status command status p1 says there is no such service (exit status 4: p1: ERROR (no such process))"),
+    (4, "", "", "missing", "no such service (status command exit status 4)",
+     "the status command status p1 says there is no such service (exit status 4)"),
+    (1, "", "supervisord does not answer\n", "unknown", "status command exited 1: supervisord does not answer", None),
+    (7, "0\n", "", "unknown", "status command exited 7: 0", None),
+], ids=["running", "not-running", "no-such-service", "no-such-service-silent", "cannot-tell", "other"])
+def test_the_status_commands_exit_says_running_not_running_or_no_such_service(rc, stdout, stderr, state, detail,
+                                                                              problem):
+    """LSB's status codes, as init scripts and supervisorctl status exit: 0, 3 (a restart starts it), 4 (refused)."""
+    read = status_command_state("p1", "status p1", rc, stdout, stderr)
+    assert (read.state, read.detail, read.problem) == (state, detail, problem)
 
 
 def test_systemd_that_does_not_answer_or_know_a_unit_is_a_problem():

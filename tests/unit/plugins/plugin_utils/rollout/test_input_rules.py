@@ -96,6 +96,26 @@ def test_a_mistyped_variable_is_named_with_the_right_one():
                      "awa.operations.enqueue_shards` lists them"]
 
 
+@pytest.mark.parametrize("typo, meant", [
+    ("enqueue_shards_queue", "enqueue_shards_queues"),
+    ("enqueue_shards_conection", "enqueue_shards_connection"),
+    ("enqueue_shards_runtime_role", "enqueue_shards_runtime_roles"),
+    ("enqueue_shards_restart_cmd", "enqueue_shards_restart_command"),
+    ("enqueue_shards_service", "enqueue_shards_services"),
+], ids=["queue", "conection", "runtime_role", "restart_cmd", "service"])
+def test_a_misspelt_required_variable_is_named_first_with_the_one_meant_then_that_it_is_missing(typo, meant):
+    given = {name: value for name, value in settings().items() if name != meant}
+    found = input_problems({**given, typo: given.get(meant, [{"queue": "orders", "shards": 8}])}, ["queues", "rollout"])
+    assert found[0].startswith(f"{typo} is not a variable of the role awa.operations.enqueue_shards (did you mean "
+                               f"{meant}?)"), found
+
+
+def test_a_name_close_to_no_variable_gets_no_guess():
+    found = input_problems({**settings(), "enqueue_shards_xyzzy": 1}, ["queues"])
+    assert found == ["enqueue_shards_xyzzy is not a variable of the role awa.operations.enqueue_shards: it would be "
+                     "ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them"]
+
+
 def test_every_rollout_problem_is_named_at_once():
     found = problems(batch_size=0, batch_pause=-1, canary_pause="soon", max_fail_percentage=150, max_deadlocks=-2,
                      max_failed_jobs="many", runtimes_per_service=1.5, services=[], restart_method="supervisord",

@@ -76,3 +76,22 @@ def test_a_paused_queue_is_reported_and_a_lowering_of_it_warned():
     assert "note: demo is paused: its workers claim nothing until it is resumed (awa queue resume demo)" in raise_lines
     lower_lines = preflight(read, [{"queue": "demo", "shards": 2}], True)["lines"]
     assert any("so after this lowering its old shards cannot drain" in line for line in lower_lines)
+
+
+NEVER_SEEN = ("the database has never seen queue 'demo' - no awa.queue_meta row, no lanes, no jobs and no runtime "
+              "serving it (did you mean demo2?)")
+
+
+def test_a_queue_the_database_has_never_seen_is_refused_unless_its_entry_asks_for_a_new_queue():
+    read = with_view(known=False, findings=[f"demo: {NEVER_SEEN}"],
+                     lanes_missing=[{"queue": "demo", "priority": 1, "shard": 0}])
+    for repair in (True, False):
+        assert preflight(read, DEMO, repair)["refusals"] == [
+            f"Preflight refused queue demo, nothing was changed: {NEVER_SEEN}. A change window changes queues that "
+            "exist: correct its name in enqueue_shards_queues, or - to prepare a new queue before its first producer "
+            "- set new_queue: true on its entry."]
+    prepared = preflight(read, [{"queue": "demo", "shards": 8, "new_queue": True}], False)
+    assert prepared["refusals"] == []
+    assert "note: demo is new to the database: the change prepares it - its lanes, grants and count (new_queue)" \
+        in prepared["lines"]
+    assert not any("provisions the missing lanes" in line for line in prepared["lines"])
