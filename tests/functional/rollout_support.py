@@ -8,13 +8,17 @@ and status commands, so these tests exercise the restart contract.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
+
+import ansible_runner
 
 from awa_testbed import environment
 from awa_testbed.supervisor import Supervisor
-from enqueue_shards_support import ansible_command
+from enqueue_shards_support import ansible_command, ansible_env
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED_INVENTORY = REPO / "extensions" / "testbed" / "inventory.yml"
@@ -50,6 +54,25 @@ def set_enqueue_shards(state_dir: Path, shards: int, *flags: str, inventory: Pat
                          encoding="utf-8")
     return ansible_command("ansible-playbook", "-i", str(inventory), str(PLAYBOOK), "-e", f"@{vars_file}", *flags,
                            env_extra={"AWA_TESTBED_STATE": str(state_dir), **(env or {})})
+
+
+def set_enqueue_shards_as_awx_does(state_dir: Path, name: str, shards: int, *flags: str,
+                                   **variables) -> ansible_runner.Runner:
+    """The change-window playbook against the test bed as AWX and AAP run a job: ansible_runner.run with a private
+    data directory of its own (``state_dir``/runner/``name``), process isolation off, the job template's extra
+    variables in env/extravars (``-e @file``, where AWX writes them and a credential's injected ones); its events and
+    stdout are the artifacts there."""
+    private = state_dir / "runner" / name
+    private.mkdir(parents=True)
+    extravars = {"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
+                 **{f"enqueue_shards_{key}": value for key, value in variables.items()}}
+    # The playbook's interpreter's ansible-playbook, and this checkout as the collection.
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    envvars = {**{key: value for key, value in ansible_env().items() if key.startswith("ANSIBLE_")},
+               "PATH": path, "AWA_TESTBED_STATE": str(state_dir)}
+    return ansible_runner.run(private_data_dir=str(private), playbook=str(PLAYBOOK), inventory=str(TESTBED_INVENTORY),
+                              extravars=extravars, envvars=envvars, cmdline=" ".join(flags), process_isolation=False,
+                              quiet=True, timeout=300)
 
 
 def summary_row(output: str, queue: str = "demo") -> list[str]:
