@@ -56,14 +56,6 @@ def leaked(state_dir: Path, output: str, values: list[str]) -> list[str]:
     return [value for value in values if value in output or value in reports]
 
 
-def job(runner) -> tuple[str, list[dict], dict]:
-    """What AWX stores of a job ansible-runner ran: its stdout, its events (each with its stdout and event_data),
-    and the set_stats data of its playbook_on_stats event (the artifacts' job_events)."""
-    events = list(runner.events)
-    [stats] = [event for event in events if event["event"] == "playbook_on_stats"]
-    return runner.stdout.read(), events, stats["event_data"]["artifact_data"]
-
-
 def phases(events: list[dict]) -> list[str]:
     """The role's phases in the order their tasks started, each once."""
     started = [event["event_data"]["task"].split(" | ")[0] for event in events
@@ -109,7 +101,7 @@ def test_the_check_and_the_change_name_each_changed_variable_and_print_no_secret
 
     change = set_enqueue_shards_as_awx_does(secret_bed, "change", 2, "--diff", connection=state["login"], **settings)
 
-    stdout, events, stats = job(change)
+    stdout, events = change.stdout, change.events
     assert (change.rc, change.status) == (0, "successful"), stdout
     assert change.stats["failures"] == {} and change.stats["ok"]["localhost"] > 0
     assert phases(events) == PHASES
@@ -117,7 +109,7 @@ def test_the_check_and_the_change_name_each_changed_variable_and_print_no_secret
     assert summary_row(stdout)[1:3] == ["1 -> 2", "2 of 2"]
     # The summary's last lines: the window's start and end, and its back-out.
     assert re.search(r"The window: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d -> \d\d:\d\d:\d\d UTC \(", stdout)
-    outcome = stats["awa_enqueue_shards_outcome"]
+    outcome = change.artifact_data["awa_enqueue_shards_outcome"]
     assert (outcome["done"], outcome["stopped_at"]) == (True, None)
     assert outcome["queues"] == {"demo": {"asked": 2, "before": 1, "after": 2, "converged": True, "drained": True}}
     assert outcome["services"] == {"restarted": ["localhost/awa-app-1", "localhost/awa-app-2"], "skipped": [],
@@ -147,7 +139,7 @@ def test_a_file_that_cannot_be_written_stops_the_window_with_its_reason_and_no_s
     finally:
         subprocess.run(["chattr", "-i", str(env_file)], check=True)
 
-    stdout, events, stats = job(stopped)
+    stdout, events = stopped.stdout, stopped.events
     assert (stopped.rc, stopped.status) == (2, "failed")
     assert stopped.stats["failures"] == {"localhost": 1} and stopped.stats["rescued"] == {"localhost": 1}
     # The rollout's stop names the host with the module's reason; then what is done and left, and the report.
@@ -155,7 +147,7 @@ def test_a_file_that_cannot_be_written_stops_the_window_with_its_reason_and_no_s
     assert (f"localhost (The environment file {env_file} was not written: Operation not permitted. Nothing was "
             "restarted.)") in message
     [report] = [report for report in reports(secret_bed) if report["outcome"]["queues"]["demo"]["asked"] == 3]
-    outcome = stats["awa_enqueue_shards_outcome"]
+    outcome = stopped.artifact_data["awa_enqueue_shards_outcome"]
     assert report["outcome"] == outcome and report["stopped"]["task"] == outcome["stopped_at"]
     assert outcome["stopped_at"].startswith("Pickup | the plan") and not outcome["done"]
     # The count is committed (3), no runtime runs it yet (and drained is said only once converged).

@@ -173,10 +173,9 @@ def services_outcome(rollout: dict[str, Any] | None, matched: dict[str, Any] | N
     if not rollout:
         return {"restarted": [], "skipped": [], "left": []}
     restarted = list(rollout.get("restarted", []))
-    done = set(restarted) if matched is None else {
-        f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-        if entry["status"] in (match.HAS_RUNTIMES, match.COVERED_BY_COUNT) and entry["host"] + "/" + entry["service"]
-        in restarted}
+    live = None if matched is None else {f"{entry['host']}/{entry['service']}" for entry in matched["services"]
+                                         if entry["status"] in (match.HAS_RUNTIMES, match.COVERED_BY_COUNT)}
+    done = [name for name in restarted if live is None or name in live]
     planned = [f"{host}/{service}" for batch in rollout.get("batches", []) for host, service in batch]
     return {"restarted": restarted, "skipped": list(rollout.get("skipped", [])),
             "left": [name for name in planned if name not in done]}
