@@ -35,6 +35,8 @@ from collections import defaultdict
 PHASES = ("start-up", "validate", "preflight", "change", "producer config", "restart plan", "restarts",
           "batch waits", "batch checks", "final wait", "summary", "other", "exit")
 PHASE_TAGS = {
+    # First: the window's record (the role's phases/8_record.yml) carries the tags of every phase after the change.
+    "enqueue_shards_summary": "summary",
     "enqueue_shards_preflight": "preflight",
     "enqueue_shards_change": "change",
     "bench_change": "change",
@@ -43,7 +45,6 @@ PHASE_TAGS = {
     "enqueue_shards_pickup": "pickup",
     "bench_pickup": "pickup",
     "enqueue_shards_wait": "final wait",
-    "enqueue_shards_summary": "summary",
 }
 RESTART_ACTIONS = frozenset({"ansible.builtin.systemd_service", "ansible.builtin.systemd", "ansible.builtin.service",
                              "systemd_service", "systemd", "service", "awa.operations.awa_producer_services"})

@@ -3,9 +3,11 @@
 """Action plugin of awa_enqueue_shards_info: waits from the controller, with progress.
 
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
-by running the module with ``wait: none``, prints one progress line per poll,
-and waits with the module's own wait (info/wait.py's poll_until): the same
-predicates, deadline, result keys, reconnection warnings and messages.
+by running the module with ``wait: none``, prints one progress line per poll
+(its seconds against ``wait_timeout``, and a drain's time left at the rate
+its depth falls: info/wait.py's poll_line), and waits with the module's own
+wait (info/wait.py's poll_until): the same predicates, deadline, result keys,
+reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
@@ -41,9 +43,9 @@ from ansible_collections.awa.operations.plugins.module_utils.info.options import
     validate_read_options,
     with_rollout_defaults,
 )
+from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import poll_until, progress_line
-from ansible_collections.awa.operations.plugins.module_utils.info.waiters import PREDICATES
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import poll_line, poll_until
 
 display = Display()
 
@@ -135,9 +137,13 @@ class ActionModule(ActionBase):
             answered = True
             return cast(PolledRead, polled)
 
+        # A drain says how long it has left at the rate its depth falls.
+        drain = DrainHistory() if args["wait"] == "drained" else None
+
         def on_poll(info: PolledRead, elapsed: float) -> None:
-            state = "done" if PREDICATES[args["wait"]](info) else f"waiting until {args['wait']}"
-            display.display(f"[{host}] {elapsed:5.0f}s {state}: {progress_line(info)}")
+            if drain is not None:
+                drain.add(info, elapsed)
+            display.display(f"[{host}] {poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
 
         def on_attempt(exc: BaseException, attempt: int, delay: float) -> None:
             display.display(f"[{host}] connection lost ({exc}): reconnecting in {delay:.0f}s, attempt {attempt} of "

@@ -172,13 +172,15 @@ def test_ansible_wait_prints_progress_every_poll_and_fails_naming_the_straggler(
     assert failed.returncode != 0
     # One line per poll; how many polls fit in wait_timeout depends on how fast the machine runs a module.
     polls = int(re.search(r'"polls": (\d+)', failed.stdout).group(1))
-    assert failed.stdout.count("waiting until converged: ansible_q: 0/1 runtimes on 2 shards") == polls >= 1
+    # Each line says the seconds waited against wait_timeout.
+    assert len(re.findall(r"\d+s of 3s waiting until converged: ansible_q: 0/1 runtimes on 2 shards",
+                          failed.stdout)) == polls >= 1
     assert f"pid {worker.pid}" in failed.stdout and "Timed out after" in failed.stdout
 
     worker.restart()
     done = run_info_module(f"{login} queue=ansible_q wait=converged wait_timeout=60 wait_sleep=1")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "done: ansible_q: 1/1 runtimes on 2 shards" in done.stdout
+    assert "s of 60s done: ansible_q: 1/1 runtimes on 2 shards" in done.stdout
 
 
 def test_depths_of_many_lanes_are_read_a_thousand_lanes_per_transaction(awa_db, fleet, monkeypatch):

@@ -6,19 +6,21 @@ lists, the roles of `-t role -l`, no plugin of any other type (the role's
 filters and internal modules live under ``__role/``, a folder ansible-doc
 skips), each public module's options and their choices and suboptions, each
 entry point's variables; and, where ansible-doc does not look, the playbooks,
-the event source's arguments, the rulebooks and meta/runtime.yml's action
-group. No database.
+the event source's arguments, the rulebooks, meta/runtime.yml's action
+group and the role's set_stats outcome. No database.
 """
 
 from __future__ import annotations
 
 import json
+import typing
 from pathlib import Path
 
 import yaml
 
 from enqueue_shards_support import ansible_command
 from ansible_collections.awa.operations.plugins.plugin_utils.advice_events import SOURCE_DEFAULTS
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import record
 
 COLLECTION = Path(__file__).resolve().parents[2]
 INTERFACE = yaml.safe_load((COLLECTION / "docs" / "public_interface.yml").read_text(encoding="utf-8"))
@@ -120,6 +122,15 @@ def test_the_event_source_arguments_and_the_rulebooks_are_the_list_s():
     assert sources == set(INTERFACE["event_sources"])
     assert sorted(SOURCE_DEFAULTS) == INTERFACE["event_sources"]["awa.operations.shard_advice"]["arguments"]
     assert sorted(PREFIX + path.stem for path in (eda / "rulebooks").glob("*.yml")) == INTERFACE["rulebooks"]
+
+
+def test_the_role_s_set_stats_outcome_has_the_list_s_keys():
+    """A workflow gates on these names: the declaration (record.WindowOutcome) and the list agree, both ways."""
+    [(name, entry)] = INTERFACE["set_stats"].items()
+    assert name == record.OUTCOME_KEY
+    declared = {"keys": record.WindowOutcome, "queues": record.QueueOutcome, "services": record.ServicesOutcome,
+                "backout_queues": record.BackoutQueue}
+    assert {part: sorted(typing.get_type_hints(shape)) for part, shape in declared.items()} == entry
 
 
 def test_the_action_group_holds_the_list_s_modules_and_the_role_s_internal_read():

@@ -31,6 +31,7 @@ def _task_names(file_name: str) -> tuple[list[str], list[str]]:
         names.append(task["name"])
         if INCLUDE in task:
             included.append(task[INCLUDE])
+        # A block's rescue runs only on a failure, and --list-tasks does not list it.
         pending[:0] = task.get("block", [])
     return names, included
 

@@ -22,6 +22,7 @@ The same faults on real systemd units over SSH: extensions/molecule/fleet.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -81,6 +82,21 @@ def test_a_rollout_stopped_half_way_by_a_restart_loop_is_backed_out_as_printed(t
     assert message.startswith("Rollout stopped at batch 2 of 2 (localhost/awa-app-2): localhost/awa-app-2 did not "
                               "come back"), message
     assert shard_counts(testbed_db)["demo"] == 6, "the change itself is committed"
+    # The stopped window's record: what is done and what is left, for the change ticket.
+    report_path = message.split("The window's report: ", 1)[1].split(". To back out", 1)[0]
+    # awa-app-2 restarted, into its restart loop: not done.
+    assert "So far restarted: localhost/awa-app-1, localhost/awa-app-2; not done: localhost/awa-app-2." in message
+    report = json.loads(Path(report_path).read_text(encoding="utf-8"))
+    assert Path(report_path).parent == testbed and report["stopped"]["message"].startswith(message[:60])
+    outcome = report["outcome"]
+    assert (outcome["done"], outcome["stopped_at"]) == (
+        False, "Batch | stop the rollout unless every service came back and every health gate holds")
+    assert {key: outcome["queues"]["demo"][key] for key in ("asked", "after", "converged")} == {
+        "asked": 6, "after": 6, "converged": False}
+    assert outcome["services"] == {"restarted": ["localhost/awa-app-1", "localhost/awa-app-2"], "skipped": [],
+                                   "left": ["localhost/awa-app-2"]}
+    assert outcome["backout"] == message[message.index("To back out"):]
+    assert report["batches"][-1]["ok"] is False
 
     # The operator repairs the application and backs the change out with the command the stop printed.
     bed_command(testbed, "fault", "awa-app-2", "none")

@@ -1,7 +1,9 @@
 """Every refusal the runbook lists, through the change-window playbook, on PostgreSQL 17 and 18.
 
 Each reaches the operator with the module's own message (or the input rule's)
-and the words "nothing was changed", and the database is left as it was.
+and the words "nothing was changed", and the database is left as it was. So
+does a window resumed with --start-at-task past its change, and a dry run
+of a lowering whose backlog cannot drain in time is warned of before it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 from awa_testbed.pgserver import free_port
-from enqueue_shards_support import ansible_command, change, snapshot
+from enqueue_shards_support import ansible_command, change, ready_depth_by_shard, snapshot
 from rollout_support import PLAYBOOK, REPO, failure_message
 
 INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"
@@ -25,6 +27,7 @@ def run_playbook(tmp_path: Path, connection: dict, queues: list[dict] | None, *f
     extra = {**({"enqueue_shards_queues": queues} if queues is not None else {}),
              "enqueue_shards_connection": connection,
              "enqueue_shards_services": ["never-restarted"], "enqueue_shards_restart_command": "false {service}",
+             "enqueue_shards_report_dir": str(tmp_path),
              **{f"enqueue_shards_{name}": value for name, value in variables.items()}}
     (tmp_path / "vars.json").write_text(json.dumps(extra), encoding="utf-8")
     return ansible_command("ansible-playbook", "-i", str(inventory), str(playbook), "-e", f"@{tmp_path / 'vars.json'}",
@@ -225,3 +228,46 @@ def test_an_environment_file_the_producer_host_cannot_take_is_refused_before_the
         "no group no-such-group-awa on this host for the file; correct enqueue_shards_env_file, "
         "enqueue_shards_env_file_owner or enqueue_shards_env_file_group for this host, or prepare the host")
     assert env_file.read_text(encoding="utf-8") == text and snapshot(awa_db) == before
+
+
+def test_a_window_resumed_past_its_change_does_not_claim_a_count_it_did_not_set(awa_db, tmp_path):
+    """Issue 49, section 7: started at the wait, 2 asked, the queue at 1 - every live runtime (none) runs 1."""
+    before = snapshot(awa_db)
+
+    output = set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 2}],
+                                "--start-at-task", "Wait | until every live runtime runs with the new count")
+
+    message = failure_message(output)
+    assert message.startswith(
+        "The change window is not done: orders holds enqueue_shards 1, not the 2 asked. This run did not set it: it "
+        "started past the change (--start-at-task, or --tags without enqueue_shards_change), or another change came "
+        "after it. Nothing more was done. To resume, run the same command again: it changes nothing already done and "
+        "restarts only the services that do not run the count yet; or, once the count asked is set, only the wait "
+        "(--tags enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point). The window's report: ")
+    assert "To back out" not in output, "this run changed nothing to back out"
+    [report] = [json.loads(path.read_text(encoding="utf-8")) for path in tmp_path.glob("enqueue_shards-*.json")]
+    assert report["outcome"]["done"] is False and report["outcome"]["stopped_at"].startswith("Summary | stop unless")
+    assert report["outcome"]["queues"]["orders"] == {"asked": 2, "before": None, "after": 1, "converged": True,
+                                                     "drained": True}
+    assert snapshot(awa_db) == before
+
+
+def test_a_dry_run_warns_before_a_lowering_whose_backlog_no_worker_drains(awa_db, tmp_path):
+    change(awa_db, "orders", 4)
+    # 200 jobs spread over the four shards by their ordering keys, and no worker serves the queue.
+    awa_db.query("SELECT count(awa.insert_job_compat('test_job', 'orders', p_ordering_key => convert_to('key-' || n, "
+                 "'UTF8'))) FROM generate_series(1, 200) AS n")
+    backlog = sum(depth for shard, depth in ready_depth_by_shard(awa_db, "orders").items() if shard >= 1)
+    before = snapshot(awa_db)
+
+    process = run_playbook(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 1}], "--check",
+                           drain_timeout=600)
+    assert process.returncode == 0, process.stdout
+    output = process.stdout
+
+    assert backlog > 0
+    assert (f"warning: lowering orders to 1 leaves {backlog} ready jobs on shards 1 and above, and none of its jobs "
+            "was claimed while preflight watched it: no worker serves it, so they cannot drain within "
+            "enqueue_shards_drain_timeout (10 min) and the drain wait would time out. Start its workers first, or "
+            "raise enqueue_shards_drain_timeout") in output
+    assert snapshot(awa_db) == before

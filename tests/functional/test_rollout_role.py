@@ -12,15 +12,17 @@ The happy path over real systemd hosts runs in molecule (extensions/molecule).
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 from awa_testbed import environment
 from awa_testbed.binaries import awa_cli
 from awa_testbed.processes import worker
 from enqueue_shards_support import shard_counts, snapshot
-from rollout_support import program_pids, set_enqueue_shards, summary_row
+from rollout_support import PLAYBOOK, TESTBED_INVENTORY, program_pids, set_enqueue_shards, summary_row
 
 
 def test_preflight_refuses_missing_lanes_when_repair_is_off(testbed, testbed_db):
@@ -85,6 +87,20 @@ def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
     after = program_pids(testbed)
     assert after["awa-app-1"] == pids["awa-app-1"] and after["awa-app-2"] != pids["awa-app-2"]
     assert summary_row(finished.stdout)[1:3] == ["4 -> 4", "2 of 2"]
+    # A successful summary ends with the window's start and end and the back-out; so does its report.
+    window = re.search(r'"The window: (\S+ \S+) -> (\S+) UTC \(.*, the database\'s clock\)\."', finished.stdout)
+    assert window, finished.stdout
+    backout = ("To back out (the previous counts, the same options): ansible-playbook -i "
+               f"{TESTBED_INVENTORY} -e @{testbed / 'extra-vars.json'} {PLAYBOOK} -e "
+               "'{\"enqueue_shards_queues\": [{\"queue\": \"demo\", \"shards\": 1}]}'")
+    assert json.dumps(backout) in finished.stdout  # the summary's line, as the callback prints it
+    report_path = re.search(r"The window's report: (\S+?)\. Its outcome is published as awa_enqueue_shards_outcome",
+                            finished.stdout).group(1)
+    outcome = json.loads(Path(report_path).read_text(encoding="utf-8"))["outcome"]
+    assert (outcome["done"], outcome["stopped_at"], outcome["backout"], outcome["backout_queues"]) == (
+        True, None, backout, [{"queue": "demo", "shards": 1}])
+    assert outcome["started"].replace("T", " ")[:19] == window.group(1)
+    assert outcome["services"] == {"restarted": ["localhost/awa-app-2"], "skipped": [], "left": []}
 
     again = set_enqueue_shards(testbed, 4)
 
@@ -147,6 +163,7 @@ def test_lowering_a_paused_queue_says_so_and_finishes_once_it_is_resumed(testbed
     assert "note: demo is paused: its workers claim nothing until it is resumed (awa queue resume demo), so after " \
            "this lowering its old shards cannot drain" in stopped.stdout
     assert "ready beyond the count (paused: nothing drains until it is resumed)" in stopped.stdout
+    assert re.search(r"\] +\d+s of 4s waiting until drained: demo: ", stopped.stdout), "each line says its timeout"
     assert "Timed out after" in stopped.stdout and "waiting until drained" in stopped.stdout
 
     subprocess.run([*awa, "queue", "resume", "demo"], check=True, capture_output=True)

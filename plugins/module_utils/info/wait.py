@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.info import failover, waiters
+from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, named_queues, names_text
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
@@ -72,6 +73,15 @@ def progress_line(info: StateRead) -> str:
                                f"{'/'.join(map(str, sorted(set(queue_view['enqueue_shards'].values()))))} shards{beyond}"
                                + (" (paused: nothing drains until it is resumed)" if queue_view["paused"] else "")))
     return "; ".join(parts + by_status(statuses, LISTED)) or "no queues"
+
+
+def poll_line(info: StateRead, wait: str, elapsed: float, timeout: float, drain: DrainHistory | None = None) -> str:
+    """A poll as the controller prints it: the seconds against the wait's timeout, whether it holds, where each
+    queue stands, and (with the ``drain`` so far) the time left at the rate the depth beyond the count falls."""
+    done = waiters.PREDICATES[wait](info)
+    left = "" if done or drain is None else drain.time_left(elapsed, timeout)
+    return (f"{elapsed:5.0f}s of {timeout:g}s {'done' if done else f'waiting until {wait}'}: {progress_line(info)}"
+            + (f"; {left}" if left else ""))
 
 
 def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]:

@@ -106,5 +106,8 @@ def after_batch(rollout: dict[str, Any], *, index: int, restarts: dict[str, Any]
         hosts_total=len(hosts), max_fail_percentage=rollout["max_fail_percentage"], backout=backout)
     known = list(dict.fromkeys(rollout["known_runtimes"]
                                + [runtime["instance_id"] for runtime in read.get("runtimes", [])]))
+    # The services restarted so far (host/service): the window's record says them, and those left.
+    restarted = rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
+                                                for service in outcome["restarted"]]
     return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known, verdict=verdict,
-                verdicts=rollout["verdicts"] + [verdict])
+                verdicts=rollout["verdicts"] + [verdict], restarted=restarted)

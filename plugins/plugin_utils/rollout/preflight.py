@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, counted, kind_lines, names_text
+from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import backlog_beyond, claim_rate, seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 
 NOTHING_CHANGED = "nothing was changed"
@@ -86,11 +87,59 @@ def queue_notes(entry: dict[str, Any], view: QueueView, repair: bool) -> list[st
     return notes
 
 
-def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], repair: bool) -> dict[str, Any]:
+def backlog_queues(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]]) -> list[str]:
+    """The queues whose lowering leaves ready jobs on the shards at and above the new count: preflight reads them
+    again a few seconds later, for how fast their jobs are claimed (drain_warnings)."""
+    if read_failure(read):
+        return []
+    return [entry["queue"] for entry in queues
+            for view in [read["queues"][entry["queue"]]]
+            if _current_count(view) > int(entry["shards"]) and (backlog_beyond(view, int(entry["shards"])) or 0) > 0]
+
+
+def drain_warnings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any] | None, queues: list[dict[str, Any]],
+                   drain_timeout: float) -> tuple[list[str], list[str]]:
+    """(warnings, notes): whether each lowering's backlog beyond the new count can drain within the drain timeout, at
+    the rate workers claimed the queue's jobs between the read and ``watched`` (the read again, or None)."""
+    warnings, notes = [], []
+    entries = {entry["queue"]: entry for entry in queues}
+    watched = watched or {}
+    for name in backlog_queues(read, queues):
+        view, shards = read["queues"][name], int(entries[name]["shards"])
+        if view["paused"]:
+            continue  # queue_notes says it cannot drain while paused
+        backlog = backlog_beyond(view, shards) or 0
+        later = (watched.get("queues") or {}).get(name)
+        rate = claim_rate(view, read["read_at"], later, watched["read_at"]) if later else None
+        lowering = f"lowering {name} to {shards} leaves {backlog} ready jobs on shards {shards} and above"
+        limit = f"enqueue_shards_drain_timeout ({seconds_text(drain_timeout)})"
+        if rate is None:
+            why = watched.get("msg") or "a lane's sequences cannot be read"
+            warnings.append(f"{lowering}; how long they take to drain is unknown: preflight could not read how fast "
+                            f"the queue's jobs are claimed ({str(why).strip()}), so it cannot tell whether they drain "
+                            f"within {limit}")
+        elif rate <= 0:
+            warnings.append(f"{lowering}, and none of its jobs was claimed while preflight watched it: no worker "
+                            f"serves it, so they cannot drain within {limit} and the drain wait would time out. Start "
+                            "its workers first, or raise enqueue_shards_drain_timeout")
+        elif backlog / rate > drain_timeout:
+            warnings.append(f"{lowering}: at the rate its jobs were claimed before the change ({rate:.1f} jobs/s, "
+                            f"the new shards' jobs among them) they need at least {seconds_text(backlog / rate)}, more "
+                            f"than {limit}, and the drain wait would time out. Raise enqueue_shards_drain_timeout, or "
+                            "give the queue more workers")
+        else:
+            notes.append(f"{lowering}: about {seconds_text(backlog / rate)} to drain at the rate its jobs were "
+                         f"claimed before the change ({rate:.1f} jobs/s), within {limit}")
+    return warnings, notes
+
+
+def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], repair: bool, *,
+              watched: dict[str, Any] | None = None, drain_timeout: float | None = None) -> dict[str, Any]:
     """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
 
     ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``). Past
-    compact.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all.
+    compact.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all. With
+    ``drain_timeout``, each lowering's backlog is weighed against it (drain_warnings; ``watched``, the second read).
     """
     failure = read_failure(read)
     if failure:
@@ -107,5 +156,8 @@ def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], r
         view = read["queues"][entry["queue"]]
         refusals += queue_refusals(entry, view, repair)
         notes += queue_notes(entry, view, repair)
-    return {"lines": lines + kind_lines(list(read.get("findings", [])), "finding") + kind_lines(notes, "note"),
+    warnings, drain_notes = ([], []) if drain_timeout is None else drain_warnings(
+        read, watched, queues, float(drain_timeout))
+    return {"lines": lines + kind_lines(list(read.get("findings", [])), "finding")
+            + kind_lines(notes + drain_notes, "note") + kind_lines(warnings, "warning"),
             "refusals": refusals}

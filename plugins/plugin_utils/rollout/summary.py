@@ -1,13 +1,15 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the role enqueue_shards prints: the change, the queues to drain, and the summary table.
+"""What the role enqueue_shards prints: the change, the queues to drain, the summary table and its verdict.
 
 In check mode nothing was changed, so every line says what is planned and
 what is true now, never a planned state as if it had happened. With the
 producer hosts' services, "N of M" counts the inventory's runtimes live on
 the count against what the inventory expects (rollout.match), next to the
 runtimes outside it, and "converged" is never said while fewer are live or
-a host was left out.
+a host was left out. The verdict (window_verdict) never says done while a
+queue does not run the count asked: a run resumed past the change
+(--start-at-task) did not set it.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ SUMMARY_HEADER = ("queue", "S before -> after", "runtimes on S", "ready jobs by 
                   "converged / drained")
 CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "ready jobs by shard", "beyond S",
                      "converged / drained")
+CHECK_MODE_NOTE = "Check mode: nothing was changed, restarted or waited for."
+NOT_DONE = "The change window is not done"
 
 
 def _counts_text(counts: dict[str, Any] | list[Any]) -> str:
@@ -81,14 +85,20 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
 
 
+def lowered(view: QueueView) -> bool:
+    """Whether the queue's latest recorded change lowered its count: it must drain."""
+    return any(change["from_shards"] > change["to_shards"] for change in view["last_change"].values())
+
+
 def lowered_queues(read: StateRead) -> list[str]:
     """Queues whose latest recorded change lowered the count: they must drain."""
-    return [name for name, view in read.get("queues", {}).items()
-            if any(change["from_shards"] > change["to_shards"] for change in view["last_change"].values())]
+    return [name for name, view in read.get("queues", {}).items() if lowered(view)]
 
 
 def _ready_cell(view: QueueView) -> str:
     """The table's "ready jobs by shard": each physical queue's (``#n`` before each stripe's)."""
+    if "shards" not in view:
+        return "not read"
     parts = []
     for physical in view["physical_queues"]:
         text = ready_by_shard(view["shards"], physical, SHARDS_LISTED)
@@ -100,7 +110,7 @@ def _yes_no(value: bool) -> str:
     return "yes" if value else "no"
 
 
-def _inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
+def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
     """The inventory's match for one queue, or every queue read (None without the producer hosts' services)."""
     if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
         return None
@@ -114,17 +124,23 @@ def _runtimes_text(view: QueueView, matched: dict[str, Any] | None) -> str:
     return match.inventory_text(matched)
 
 
-def _done(view: QueueView, matched: dict[str, Any] | None) -> bool:
+def queue_done(view: QueueView, matched: dict[str, Any] | None) -> bool:
     """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
     return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
                                                       and not matched["unreachable_hosts"]))
+
+
+def _verdict_cell(view: QueueView, matched: dict[str, Any] | None) -> str:
+    """The table's "converged / drained" (a read without the lanes does not know drained)."""
+    done = queue_done(view, matched)
+    return f"{_yes_no(done)} / {_yes_no(bool(view.get('drained')) and done)}"
 
 
 def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
                 matched: dict[str, Any] | None = None) -> list[str]:
     result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
-    beyond = view["depth_beyond_count"]
+    beyond = view.get("depth_beyond_count")
     row = [entry["queue"], "", "", _ready_cell(view), "unknown" if beyond is None else str(beyond), ""]
     if check_mode:
         planned_switch = result is not None and switches(result)
@@ -134,16 +150,14 @@ def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsRes
             row[2] = f"0 of {expected} (they restart)" if expected else "0 of 0"
             row[5] = "not yet (check mode)"
         else:
-            row[2] = _runtimes_text(view, matched)
-            row[5] = f"{_yes_no(_done(view, matched))} / {_yes_no(view['drained'] and _done(view, matched))}"
+            row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
         return row
     if result is not None:
         before = _counts_text(result["previous_shards"])
     else:
         before = _counts_text([change["from_shards"] for change in view["last_change"].values()]) or "?"
     row[1] = f"{before} -> {now}"
-    row[2] = _runtimes_text(view, matched)
-    row[5] = f"{_yes_no(_done(view, matched))} / {_yes_no(view['drained'] and _done(view, matched))}"
+    row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
     return row
 
 
@@ -190,8 +204,9 @@ def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
 
 
 def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
-            inventory: dict[str, Any] | None = None) -> list[str]:
-    """The change window's table, the inventory's runtimes, then each queue's own summary lines.
+            inventory: dict[str, Any] | None = None, window: str = "", backout: str = "") -> list[str]:
+    """The change window's table, the inventory's runtimes, each queue's own summary lines, then (a real run) the
+    ``window``'s start and end and the ``backout``.
 
     ``inventory`` (optional) holds the producer hosts' states (``hosts``),
     the last read's ``runtimes``, ``runtimes_per_service``, ``pid_hosts`` and
@@ -200,39 +215,60 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     a row; past compact.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.
     """
-    matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
+    matched = {entry["queue"]: queue_inventory(entry["queue"], inventory) for entry in queues}
     rows = [summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]])
             for entry in queues]
     lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
                   rows if len(rows) <= LISTED else _grouped_rows(rows)) + [""]
     if not check_mode:
-        lines += _inventory_lines(_inventory(None, inventory))
+        lines += _inventory_lines(queue_inventory(None, inventory))
     if len(queues) <= DETAILED_QUEUES:
         for entry in queues:
             lines += views[entry["queue"]]["summary_lines"]
     if check_mode:
-        lines.append("Check mode: nothing was changed, restarted or waited for. \"now\" is what runs now; "
-                     "\"planned\" is what the playbook would set.")
+        lines.append(f"{CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set.")
+    elif window:
+        # A count this run did not set (it started past the change) is not this run's to back out.
+        lines += ["", window] + ([backout] if backout and not count_problems(queues, views) else [])
     return lines
 
 
-def report(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
-           inventory: dict[str, Any] | None, rollout: dict[str, Any] | None, preflight: dict[str, Any] | None) -> dict[str, Any]:
-    """The run's whole record, for its JSON report file: every queue, every service, every verdict."""
-    matched = {entry["queue"]: _inventory(entry["queue"], inventory) for entry in queues}
-    return {
-        "check_mode": check_mode,
-        "queues": {entry["queue"]: {
-            "requested": entry,
-            "summary": dict(zip(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
-                                summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]]))),
-            "change": queue_changes(change).get(entry["queue"]),
-            "read": views[entry["queue"]], "inventory": matched[entry["queue"]]} for entry in queues},
-        "preflight": None if preflight is None else {key: preflight.get(key) for key in (
-            "summary_lines", "findings", "health", "msg") if key in preflight},
-        "plan": None if rollout is None else {key: rollout.get(key) for key in (
-            "headline", "detail", "batches", "skipped", "problems", "pid_hosts")},
-        "services": None if rollout is None else rollout.get("hosts"),
-        "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": _inventory(None, inventory),
-    }
+def count_problems(queues: list[dict[str, Any]], views: dict[str, QueueView]) -> list[str]:
+    """Each queue whose count in force is not the one asked (a run that started past the change did not set it)."""
+    problems = []
+    for entry in queues:
+        view = views.get(entry["queue"])
+        if view is None:
+            problems.append(f"{entry['queue']} was not read")
+        elif set(view["enqueue_shards"].values()) != {int(entry["shards"])}:
+            problems.append(f"{entry['queue']} holds enqueue_shards {_counts_text(view['enqueue_shards'])}, not the "
+                            f"{entry['shards']} asked")
+    return problems
+
+
+def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
+                   inventory_verdict: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The summary's verdict (``ok``, ``message``): every queue runs the count asked - a run resumed past the change
+    must not claim what it did not do -, every service of the inventory is done (``inventory_verdict``,
+    verdicts.inventory_verdict; None without the producer hosts' services), and each queue is converged (and
+    drained after a lowering)."""
+    counts = count_problems(queues, views)
+    if counts:
+        return {"ok": False, "message": (
+            f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
+            "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
+            "To resume, run the same command again: it changes nothing already done and restarts only the services "
+            "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
+            "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point).")}
+    # The inventory's verdict names the services and hosts: it speaks first.
+    if inventory_verdict is not None and not inventory_verdict["ok"]:
+        return inventory_verdict
+    waiting = [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
+               if not view["converged"] or lowered(view) and not view.get("drained")]
+    if waiting:
+        return {"ok": False, "message": (
+            f"{NOT_DONE}: {names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
+            "the summary's table says where each stands. Run the wait: --tags enqueue_shards_wait,"
+            "enqueue_shards_summary, or the role's wait entry point.")}
+    return inventory_verdict or {"ok": True, "message": (
+        "Every queue runs the count asked, converged (and drained after a lowering).")}

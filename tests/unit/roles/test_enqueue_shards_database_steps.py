@@ -41,7 +41,7 @@ def _database_steps() -> list[tuple[str, dict]]:
 
 def test_every_phase_that_reads_or_writes_the_database_has_a_step_on_it():
     assert sorted({stem for stem, dummy in _database_steps()}) == [
-        "3_preflight", "4_change", "5_pickup", "5_pickup_batch", "6_wait", "7_summary"]
+        "3_preflight", "4_change", "5_pickup", "5_pickup_batch", "6_wait", "7_summary", "8_record"]
 
 
 def test_every_database_step_runs_once_without_become():

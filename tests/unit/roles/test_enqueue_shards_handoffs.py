@@ -109,14 +109,19 @@ def test_the_table_lists_every_handoff_with_the_files_that_set_and_read_it():
 
 
 def test_a_phase_reads_only_what_an_earlier_phase_or_itself_set():
-    # The phases' files are numbered in the flow's order (main.yml imports them so).
+    # The phases' files are numbered in the flow's order (main.yml imports them so). An entry point sets a value
+    # only in the rescue of the block it imports its later phases in: what stopped them, for the record after them.
     for name, (set_in, read_in) in handoffs().items():
-        assert all(reader >= set_in[0] for reader in read_in), (name, set_in, read_in)
+        phases = [file for file in set_in if file[0].isdigit()]
+        if not phases:
+            assert read_in == ["8_record"], (name, set_in, read_in)
+            continue
+        assert all(reader >= phases[0] for reader in read_in), (name, set_in, read_in)
 
 
 def test_the_phases_are_numbered_in_the_order_main_imports_them():
-    imported = [task["ansible.builtin.import_tasks"] for task in yaml.safe_load(
-        (TASKS / "main.yml").read_text(encoding="utf-8"))]
+    imported = [task["ansible.builtin.import_tasks"] for task in _tasks(yaml.safe_load(
+        (TASKS / "main.yml").read_text(encoding="utf-8"))) if "ansible.builtin.import_tasks" in task]
     assert imported == sorted(imported) and all(path.startswith("phases/") for path in imported), imported
     phases = sorted(path.relative_to(TASKS).as_posix() for path in (TASKS / "phases").glob("*.yml"))
     assert [path for path in phases if path not in imported] == ["phases/5_pickup_batch.yml"], phases

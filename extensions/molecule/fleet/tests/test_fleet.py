@@ -133,11 +133,14 @@ def restart_plan(name: str) -> dict:
 
 
 def stop_message(name: str) -> str:
-    """The message the rollout stopped with."""
+    """The message the rollout stopped with. The window's record ends the run with it again: what is done and left
+    and the report come before its back-out."""
     stops = [result["msg"] for dummy, result in run_results(name)
              if result.get("failed") and str(result.get("msg", "")).startswith("Rollout stopped at batch")]
-    assert len(stops) == 1, [result.get("msg") for dummy, result in run_results(name) if result.get("failed")]
-    return stops[0]
+    assert len(stops) == 2, [result.get("msg") for dummy, result in run_results(name) if result.get("failed")]
+    stop, record = stops
+    assert record.startswith(stop.split(" To back out")[0]) and "The window's report: " in record, record
+    return stop
 
 
 def batch_of(name: str) -> dict[tuple[str, str], int]:

@@ -82,12 +82,45 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
     assert all(call["args"] == dict(ARGS, wait="none") for call in harness.calls)
     assert harness.clock.sleeps == [5, 5]
     assert harness.lines == [
-        "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
-        "[db1]     5s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
-        "[db1]    10s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count",
+        "[db1]     0s of 60s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
+        "[db1]     5s of 60s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
+        "[db1]    10s of 60s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count",
     ]
     assert not result.get("failed")
     assert (result["converged"], result["waited"], result["polls"], result["duration"]) == (True, True, 3, 10)
+
+
+def draining(depth: int) -> dict:
+    """A poll of a drain: every runtime on the count, ``depth`` ready jobs beyond it."""
+    result = polled(True)
+    result["queues"]["orders"].update(drained=depth == 0, depth_beyond_count=depth)
+    return dict(result, drained=depth == 0)
+
+
+def test_a_drain_s_lines_say_the_timeout_and_the_time_left_at_the_rate_its_depth_falls(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, wait="drained", wait_timeout=1800),
+                      [draining(300), draining(250), draining(250), draining(100), draining(0)])
+    assert not harness.run().get("failed")
+    assert harness.lines == [
+        "[db1]     0s of 1800s waiting until drained: orders: 2/2 runtimes on 8 shards, 300 ready beyond the count",
+        # 50 jobs in 5 s: 10 a second, 250 left.
+        "[db1]     5s of 1800s waiting until drained: orders: 2/2 runtimes on 8 shards, 250 ready beyond the count; "
+        "about 25s left (falling 10.0 jobs/s)",
+        "[db1]    10s of 1800s waiting until drained: orders: 2/2 runtimes on 8 shards, 250 ready beyond the count; "
+        "about 50s left (falling 5.0 jobs/s)",
+        "[db1]    15s of 1800s waiting until drained: orders: 2/2 runtimes on 8 shards, 100 ready beyond the count; "
+        "about 8s left (falling 13.3 jobs/s)",
+        "[db1]    20s of 1800s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count",
+    ]
+
+
+def test_a_drain_too_slow_for_its_timeout_says_so_on_every_line(monkeypatch):
+    harness = Harness(monkeypatch, dict(ARGS, wait="drained", wait_timeout=60), [draining(1000), draining(990)] * 1
+                      + [draining(990)] * 12)
+    result = harness.run()
+    assert result["failed"] and result["msg"].startswith("Timed out after 60s waiting until drained.")
+    assert harness.lines[1].endswith("; about 8 min left (falling 2.0 jobs/s), more than the 55s the timeout leaves")
+    assert harness.lines[-1].endswith("; orders: not falling over the last 45s, no time left to estimate")
 
 
 def test_at_the_deadline_it_fails_naming_the_stragglers_and_returns_the_last_state(monkeypatch):
@@ -157,7 +190,7 @@ def test_a_delay_is_waited_out_before_the_first_read_and_the_module_runs_without
     assert harness.calls == [{"module": "awa.operations.__role.enqueue_shards_rollout_info",
                               "args": dict(ARGS, wait="none")}]
     assert harness.lines == ["[db1] waiting 20s before the first read",
-                             "[db1]     0s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count"]
+                             "[db1]     0s of 60s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count"]
 
 
 def test_queue_and_queues_together_are_refused_with_the_modules_own_rule(monkeypatch):
@@ -230,7 +263,7 @@ def test_a_wait_without_lanes_polls_the_module_without_lanes_and_prints_no_depth
     harness = Harness(monkeypatch, dict(ARGS, lanes=False), [light, polled(True)])
     assert not harness.run().get("failed")
     assert all(call["args"]["lanes"] is False for call in harness.calls)
-    assert harness.lines[0] == "[db1]     0s waiting until converged: orders: 1/2 runtimes on 8 shards"
+    assert harness.lines[0] == "[db1]     0s of 60s waiting until converged: orders: 1/2 runtimes on 8 shards"
 
 
 def test_the_role_s_read_waits_for_the_restarted_runtimes_polling_its_own_module(monkeypatch):
@@ -242,7 +275,7 @@ def test_the_role_s_read_waits_for_the_restarted_runtimes_polling_its_own_module
     assert not result.get("failed") and result["polls"] == 2
     assert harness.calls == [{"module": "awa.operations.__role.enqueue_shards_rollout_info",
                               "args": dict(args, wait="none")}] * 2
-    assert harness.lines[-1] == ("[db1]     5s done: 1/1 restarted runtimes live and healthy; orders: 2/2 runtimes "
+    assert harness.lines[-1] == ("[db1]     5s of 60s done: 1/1 restarted runtimes live and healthy; orders: 2/2 runtimes "
                                  "on 8 shards, 0 ready beyond the count")
 
 

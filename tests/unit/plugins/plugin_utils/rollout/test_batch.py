@@ -71,6 +71,7 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     assert (app1["a"]["main_pid"], app1["a"]["started_at"], app1["b"]["main_pid"]) == (11, T + 4, 2)
     assert not state["hosts"][1]["reachable"] and state["gone"] == ["app2"]
     assert state["known_runtimes"] == ["old-1", runtime(11, T + 4.5)["instance_id"]]
+    assert state["restarted"] == ["app1/a"], "what the window's record says was restarted"
     assert state["verdict"]["ok"], state["verdict"]["message"]
     assert "going on without them (1 of 3 producer host(s) unreachable (app2)" in state["verdict"]["message"]
     assert batch_members(state, 1) == [{"host": "app1", "services": ["b"], **SYSTEMD},

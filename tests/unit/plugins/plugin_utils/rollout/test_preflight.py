@@ -4,12 +4,13 @@
 from __future__ import annotations
 
 import copy
+import datetime
 import json
 from pathlib import Path
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.preflight import preflight
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.preflight import backlog_queues, preflight
 
 READ = json.loads((Path(__file__).parents[1] / "fixtures" / "info-converged.json").read_text(encoding="utf-8"))
 DEMO = [{"queue": "demo", "shards": 8}]
@@ -95,3 +96,58 @@ def test_a_queue_the_database_has_never_seen_is_refused_unless_its_entry_asks_fo
     assert "note: demo is new to the database: the change prepares it - its lanes, grants and count (new_queue)" \
         in prepared["lines"]
     assert not any("provisions the missing lanes" in line for line in prepared["lines"])
+
+
+LOWER_TO_2 = [{"queue": "demo", "shards": 2}]
+
+
+def with_backlog(claimed: int, seconds: float = 5.0, **view) -> tuple[dict, dict]:
+    """The read before the change with 300 ready jobs on each of shards 2 and 3 of priority 2, and the read again
+    ``seconds`` later after ``claimed`` more jobs of shard 2 were claimed."""
+    first, later = with_view(**view), with_view(**view)
+    later["read_at"] = (datetime.datetime.fromisoformat(first["read_at"])
+                        + datetime.timedelta(seconds=seconds)).isoformat()
+    for read, taken in ((first, 0), (later, claimed)):
+        for lane in read["queues"]["demo"]["lanes"]:
+            if lane["ready_depth"] is None:  # the recording's one lane the role may not read
+                lane.update(readable=True, ready_depth=0, seq_lag=0, enqueue_cursor=1)
+            if lane["priority"] == 2 and lane["shard"] >= 2:
+                lane.update(ready_depth=300 - (taken if lane["shard"] == 2 else 0), enqueue_cursor=1000,
+                            seq_lag=300 - (taken if lane["shard"] == 2 else 0))
+    return first, later
+
+
+def test_a_lowering_whose_backlog_cannot_drain_in_time_is_warned_of_before_the_change():
+    read, later = with_backlog(claimed=50)  # 10 jobs a second: 600 jobs need a minute
+    assert backlog_queues(read, LOWER_TO_2) == ["demo"] and backlog_queues(read, DEMO) == []
+    verdict = preflight(read, LOWER_TO_2, True, watched=later, drain_timeout=30)
+    assert verdict["refusals"] == []
+    assert verdict["lines"][-1] == (
+        "warning: lowering demo to 2 leaves 600 ready jobs on shards 2 and above: at the rate its jobs were claimed "
+        "before the change (10.0 jobs/s, the new shards' jobs among them) they need at least 60s, more than "
+        "enqueue_shards_drain_timeout (30s), and the drain wait would time out. Raise enqueue_shards_drain_timeout, "
+        "or give the queue more workers")
+    within = preflight(read, LOWER_TO_2, True, watched=later, drain_timeout=1800)["lines"]
+    assert within[-1] == ("note: lowering demo to 2 leaves 600 ready jobs on shards 2 and above: about 60s to drain at "
+                          "the rate its jobs were claimed before the change (10.0 jobs/s), within "
+                          "enqueue_shards_drain_timeout (30 min)")
+
+
+def test_a_backlog_no_worker_claims_or_whose_rate_cannot_be_read_is_warned_of_plainly():
+    read, idle = with_backlog(claimed=0)
+    assert preflight(read, LOWER_TO_2, True, watched=idle, drain_timeout=1800)["lines"][-1].startswith(
+        "warning: lowering demo to 2 leaves 600 ready jobs on shards 2 and above, and none of its jobs was claimed "
+        "while preflight watched it: no worker serves it, so they cannot drain within enqueue_shards_drain_timeout "
+        "(30 min)")
+    failed = {"failed": False, "msg": "could not connect to database 'awa' on db1:5432: connection refused"}
+    assert preflight(read, LOWER_TO_2, True, watched=failed, drain_timeout=1800)["lines"][-1] == (
+        "warning: lowering demo to 2 leaves 600 ready jobs on shards 2 and above; how long they take to drain is "
+        "unknown: preflight could not read how fast the queue's jobs are claimed (could not connect to database "
+        "'awa' on db1:5432: connection refused), so it cannot tell whether they drain within "
+        "enqueue_shards_drain_timeout (30 min)")
+    # Paused: the note about the pause says it cannot drain; no second word about it.
+    paused, dummy = with_backlog(claimed=0, paused=True)
+    assert not any(line.startswith("warning:") for line in preflight(paused, LOWER_TO_2, True, watched=idle,
+                                                                     drain_timeout=1800)["lines"])
+    # The preflight entry point of a raise, or without the timeout: nothing about a drain.
+    assert preflight(read, DEMO, True, drain_timeout=1800) == preflight(read, DEMO, True)

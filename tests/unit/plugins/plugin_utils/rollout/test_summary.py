@@ -7,9 +7,11 @@ import copy
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import (
     change_lines,
+    count_problems,
     lowered_queues,
     summary,
     table,
+    window_verdict,
 )
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
@@ -95,3 +97,57 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
                    inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
                               "runtimes_per_service": 1, "pid_hosts": []})
     assert [cell.strip() for cell in done[2].split(" | ")][2:][::3] == ["4 of 4", "yes / yes"]
+
+
+WINDOW = "The window: 2026-11-30 16:55:20 -> 16:56:40 UTC (80s, the database's clock)."
+BACKOUT = "To back out (the previous counts, the same options): ansible-playbook ... -e '...'"
+
+
+def test_a_real_run_s_summary_ends_with_the_window_s_times_and_its_back_out_and_a_dry_run_s_does_not():
+    done = converged_at(6)
+    lines = summary(DEMO_TO_6, views=done["queues"], change=REAL, check_mode=False, window=WINDOW, backout=BACKOUT)
+    assert lines[-3:] == ["", WINDOW, BACKOUT]
+    check = summary(DEMO_TO_6, views=CONVERGED["queues"], change=CHECK, check_mode=True, window=WINDOW,
+                    backout=BACKOUT)
+    assert WINDOW not in check and BACKOUT not in check
+    # A count this run did not set is not its to back out.
+    resumed = summary(DEMO_TO_6, views=CONVERGED["queues"], change=None, check_mode=False, window=WINDOW,
+                      backout=BACKOUT)
+    assert resumed[-2:] == ["", WINDOW]
+
+
+def converged_at(shards: int) -> dict:
+    read = copy.deepcopy(CONVERGED)
+    read["queues"]["demo"]["enqueue_shards"] = {"demo": shards}
+    return read
+
+
+def test_the_verdict_refuses_a_count_it_did_not_set_and_says_how_to_resume():
+    # The issue's run: --start-at-task at the wait, 2 asked, the queue still at 4, every runtime on 4.
+    verdict = window_verdict([{"queue": "demo", "shards": 2}], views=CONVERGED["queues"])
+    assert not verdict["ok"]
+    assert verdict["message"].startswith(
+        "The change window is not done: demo holds enqueue_shards 4, not the 2 asked. This run did not set it: it "
+        "started past the change (--start-at-task, or --tags without enqueue_shards_change), or another change came "
+        "after it. Nothing more was done. To resume, run the same command again: it changes nothing already done")
+    assert verdict["message"].endswith("or, once the count asked is set, only the wait (--tags "
+                                       "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point).")
+    assert count_problems(DEMO_TO_6, {}) == ["demo was not read"]
+
+
+def test_the_verdict_is_done_only_when_converged_and_drained_after_a_lowering_then_asks_the_inventory():
+    assert window_verdict([{"queue": "demo", "shards": 4}], views=CONVERGED["queues"]) == {
+        "ok": True, "message": "Every queue runs the count asked, converged (and drained after a lowering)."}
+    unconverged = window_verdict(DEMO_TO_6, views=UNCONVERGED["queues"])
+    assert not unconverged["ok"] and unconverged["message"].startswith(
+        "The change window is not done: demo not converged (or not drained after a lowering) at the last read")
+    lowered = copy.deepcopy(CONVERGED)
+    lowered["queues"]["demo"].update(drained=False, enqueue_shards={"demo": 2})
+    lowered["queues"]["demo"]["last_change"]["demo"].update(from_shards=4, to_shards=2)
+    assert not window_verdict([{"queue": "demo", "shards": 2}], views=lowered["queues"])["ok"]
+    # The inventory's verdict names hosts and services: it speaks before the queues' own.
+    inventory = {"ok": False, "message": "The change window is not done for the inventory: ..."}
+    assert window_verdict(DEMO_TO_6, views=UNCONVERGED["queues"], inventory_verdict=inventory) == inventory
+    done = {"ok": True, "message": "Every service of the inventory is done: ..."}
+    assert window_verdict([{"queue": "demo", "shards": 4}], views=CONVERGED["queues"], inventory_verdict=done) == done
+    assert not window_verdict(DEMO_TO_6, views=UNCONVERGED["queues"], inventory_verdict=done)["ok"]

@@ -1,0 +1,295 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The change window's record, on every ending after the change: its JSON report and the outcome it publishes.
+
+A window ends at its summary (done, or not done for the inventory), or
+stops before it: a batch that did not come back, a wait that timed out, a
+failure in between. Whichever it is, the record says what was done and what
+is left - each queue's count before and after, converged and drained; the
+services restarted, skipped and left - with the back-out and the window's
+start and end, in two shapes declared here once (style item 16):
+
+* ``WindowReport``, the run's JSON report on the controller
+  (enqueue_shards_report_dir): everything, for the change ticket;
+* ``WindowOutcome``, published with ansible.builtin.set_stats as
+  ``awa_enqueue_shards_outcome``, the value an AWX workflow's next node
+  gates on (docs/execution_environment.md; docs/public_interface.yml lists
+  its keys). It holds no secret: the back-out masks the run's inline ones.
+
+The window's times are the database's clock: ``started`` when preflight read
+the queues before the change, ``ended`` at the last read.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
+
+from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
+from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
+from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
+from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import previous_counts
+
+# The set_stats key: outside the role's enqueue_shards_* names, so a workflow's next run of the role, which receives
+# it as an extra variable, does not take it for a variable of its own.
+OUTCOME_KEY = "awa_enqueue_shards_outcome"
+RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
+          "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
+          "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point)")
+
+
+class QueueOutcome(TypedDict):
+    """One queue at the window's end: the count asked, before and in force (None: unknown, or its physical queues
+    differ), converged (every expected runtime live on it) and drained (None: the last read had no depths)."""
+
+    asked: int
+    before: int | None
+    after: int | None
+    converged: bool
+    drained: bool | None
+
+
+class ServicesOutcome(TypedDict):
+    """The producer services (``host/service``) the window restarted, skipped (not checked or restarted: their host
+    was unreachable, or its run failed before it read them) and left: planned to restart and not done - not
+    restarted (a later batch, a restart that failed), or restarted without a live runtime on the count."""
+
+    restarted: list[str]
+    skipped: list[str]
+    left: list[str]
+
+
+class _BackoutQueueAlways(TypedDict):
+    queue: str
+    shards: int
+
+
+class BackoutQueue(_BackoutQueueAlways, total=False):
+    """An entry of enqueue_shards_queues that puts a queue's previous count back."""
+
+    stripes: int
+
+
+class WindowOutcome(TypedDict):
+    """What the window publishes with set_stats (``OUTCOME_KEY``)."""
+
+    # Every queue on the count asked, converged (drained after a lowering), every service of the inventory done.
+    done: bool
+    check_mode: bool
+    # The task that stopped the window; None when it ran to its end.
+    stopped_at: str | None
+    message: str
+    queues: dict[str, QueueOutcome]
+    services: ServicesOutcome
+    backout: str
+    backout_queues: list[BackoutQueue]
+    # ISO 8601, the database's clock; None when not read (a run started past preflight).
+    started: str | None
+    ended: str | None
+
+
+class StopRecord(TypedDict):
+    """What stopped a window: the task that failed, its message, the hosts it failed on."""
+
+    task: str | None
+    message: str
+    hosts: list[str]
+
+
+class QueueRecord(TypedDict):
+    """One queue in the report: its entry, its summary row, its change, its last read, its inventory match."""
+
+    requested: dict[str, Any]
+    summary: dict[str, str] | None
+    change: QueueChange | None
+    read: QueueView | None
+    inventory: dict[str, Any] | None
+
+
+class WindowReport(TypedDict):
+    """The run's JSON report (enqueue_shards_report_dir): the outcome, then every queue, service and verdict."""
+
+    check_mode: bool
+    outcome: WindowOutcome
+    stopped: StopRecord | None
+    queues: dict[str, QueueRecord]
+    preflight: dict[str, Any] | None
+    plan: dict[str, Any] | None
+    services: list[dict[str, Any]] | None
+    batches: list[dict[str, Any]] | None
+    inventory: dict[str, Any] | None
+
+
+def _failure_text(result: Mapping[str, Any]) -> str:
+    """A failed task's message; a loop's, from its failed items."""
+    items = [str(item.get("msg", "")).strip() for item in result.get("results") or []
+             if isinstance(item, Mapping) and item.get("failed")]
+    return "; ".join(dict.fromkeys(text for text in items if text)) or str(result.get("msg") or "no message").strip()
+
+
+def stop(hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> StopRecord:
+    """What stopped the window, from the ``ansible_failed_task`` and ``ansible_failed_result`` Ansible gives each
+    play host that failed in a block with a rescue: the failed task, its messages (said once for the hosts that
+    share one), and those hosts. Only the messages are kept: a failed result may carry a module's arguments."""
+    failed = [(host, task, result) for host in hosts
+              for task, result in [(hostvars[host].get("ansible_failed_task"), hostvars[host].get("ansible_failed_result"))]
+              if isinstance(task, Mapping) and isinstance(result, Mapping)]
+    if not failed:
+        return {"task": None, "hosts": [], "message": (
+            "A host stopped answering during the window and Ansible stopped running tasks on it")}
+    by_message: dict[str, list[str]] = {}
+    for host, dummy, result in failed:
+        by_message.setdefault(_failure_text(result), []).append(host)
+    message = (next(iter(by_message)) if len(by_message) == 1 else
+               " | ".join(f"{names_text(names)}: {text}" for text, names in by_message.items()))
+    return {"task": str(failed[0][1].get("name") or "an unnamed task"), "message": message,
+            "hosts": [host for host, dummy_task, dummy_result in failed]}
+
+
+def _single(values: set[int]) -> int | None:
+    return next(iter(values)) if len(values) == 1 else None
+
+
+def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, matched: dict[str, Any] | None) -> QueueOutcome:
+    """A queue at the window's end, as the summary table says it (summary.queue_done)."""
+    asked = int(entry["shards"])
+    if view is None:
+        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None}
+    result = queue_changes(change).get(entry["queue"])
+    before = (set(result["previous_shards"].values()) if result is not None
+              else {recorded["from_shards"] for recorded in view["last_change"].values()})
+    done = summary.queue_done(view, matched)
+    drained = view.get("drained")
+    return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
+            "converged": done, "drained": None if drained is None else drained and done}
+
+
+def services_outcome(rollout: dict[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
+    """The services restarted so far, skipped, and left: planned to restart and not done - not restarted, or
+    (``matched``: the inventory's runtimes at the end, rollout.match) restarted without a live runtime on the count."""
+    if not rollout:
+        return {"restarted": [], "skipped": [], "left": []}
+    restarted = list(rollout.get("restarted", []))
+    live = None if matched is None else {f"{entry['host']}/{entry['service']}" for entry in matched["services"]
+                                         if entry["status"] in (match.HAS_RUNTIMES, match.COVERED_BY_COUNT)}
+    done = [name for name in restarted if live is None or name in live]
+    planned = [f"{host}/{service}" for batch in rollout.get("batches", []) for host, service in batch]
+    return {"restarted": restarted, "skipped": list(rollout.get("skipped", [])),
+            "left": [name for name in planned if name not in done]}
+
+
+def _clock(text: str) -> datetime.datetime:
+    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc)
+
+
+def times_text(started: str | None, ended: str | None) -> str:
+    """``The window: 2026-12-05 10:15:02 -> 10:21:40 UTC (7 min, the database's clock).``"""
+    if not ended:
+        return "The window's end was not read."
+    last = _clock(ended)
+    if not started:
+        return (f"The window ended {last:%Y-%m-%d %H:%M:%S} UTC (the database's clock); its start was not read: "
+                "this run did not read the queues before the change.")
+    first = _clock(started)
+    end = f"{last:%H:%M:%S}" if last.date() == first.date() else f"{last:%Y-%m-%d %H:%M:%S}"
+    return (f"The window: {first:%Y-%m-%d %H:%M:%S} -> {end} UTC "
+            f"({seconds_text((last - first).total_seconds())}, the database's clock).")
+
+
+def _services_text(services: ServicesOutcome) -> str:
+    parts = [f"{label}: {names_text(names)}" for label, names in (
+        ("restarted", services["restarted"]), ("not done", services["left"]),
+        ("skipped, not checked or restarted", services["skipped"])) if names]
+    return ("So far " + "; ".join(parts) + ".") if parts else ""
+
+
+def report_text(written: dict[str, Any] | None) -> str:
+    """Where the report is, from its task's result (None: no report was asked for)."""
+    if not written or written.get("skipped"):
+        return "No report was written (enqueue_shards_report_dir is empty)."
+    if "path" not in written:
+        return f"The window's report could not be written: {str(written.get('msg') or 'no message').rstrip('.')}."
+    return f"The window's report: {written['path']}."
+
+
+def stop_message(stopped: StopRecord, *, started_past: bool, counts_differ: bool, services: ServicesOutcome,
+                 backout: str, report: str) -> str:
+    """The window's last word after a stop: the stop's own message, what was done and what is left, the report,
+    and (unless a queue is not on the count asked) the back-out, last, as the command to copy."""
+    message = stopped["message"].replace(backout, "").strip()
+    if started_past and not counts_differ:
+        message = (f"This run started past the window's first phases (--start-at-task), so "
+                   f"'{stopped['task']}' lacked what they hand on ({message.rstrip('.')}). Nothing more was done. "
+                   f"{RESUME}.")
+    # A count this run did not set is not its to back out.
+    parts = [message if message.endswith(".") else message + ".", _services_text(services), report,
+             "" if counts_differ else backout]
+    return " ".join(part for part in parts if part)
+
+
+def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], read: dict[str, Any],
+                  change: Any, rollout: dict[str, Any] | None, preflight: dict[str, Any] | None,
+                  inventory: dict[str, Any] | None, verdict: dict[str, Any] | None, stopped: StopRecord | None,
+                  started_past: bool, check_mode: bool, backout: str,
+                  written: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The window's ``report`` (WindowReport), its ``outcome`` (WindowOutcome) and its last word: ``ok`` - it
+    neither stopped nor failed to write its report - and ``message``: after a stop, what stopped it, what is done
+    and left, the report and the back-out; otherwise where its report is.
+
+    ``views`` and ``read`` are the last read (the summary's, or the read after a stop); ``verdict`` the summary's
+    (its assert's result); ``stopped`` the rescue's (stop); ``started_past``: Validate's facts are missing, the run
+    started past it (--start-at-task); ``written``, the report task's result once it ran.
+    """
+    matched = {entry["queue"]: summary.queue_inventory(entry["queue"], inventory) for entry in queues}
+    services = services_outcome(rollout, summary.queue_inventory(None, inventory))
+    counts_differ = bool(summary.count_problems(queues, views))
+    if check_mode and not stopped:
+        done, message = False, summary.CHECK_MODE_NOTE
+    elif stopped:
+        done, message = False, stopped["message"]
+    elif verdict and not verdict.get("skipped"):
+        done, message = not verdict.get("failed"), str(verdict.get("msg", ""))
+    else:
+        done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
+                                "wait entry point (or the playbook's summary) to say.")
+    backout_entries, dummy = previous_counts(queues, read)
+    outcome: WindowOutcome = {
+        "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
+        "message": message,
+        "queues": {entry["queue"]: queue_outcome(entry, views.get(entry["queue"]), change, matched[entry["queue"]])
+                   for entry in queues},
+        "services": services, "backout": backout,
+        # previous_counts keeps only queue, shards and stripes of each entry.
+        "backout_queues": [cast(BackoutQueue, entry) for entry in backout_entries],
+        "started": (preflight or {}).get("read_at"), "ended": read.get("read_at")}
+    report: WindowReport = {
+        "check_mode": check_mode, "outcome": outcome, "stopped": stopped,
+        "queues": {entry["queue"]: _queue_record(entry, views.get(entry["queue"]), change, check_mode,
+                                                 matched[entry["queue"]]) for entry in queues},
+        "preflight": None if preflight is None else {key: preflight.get(key) for key in (
+            "summary_lines", "findings", "health", "msg") if key in preflight},
+        "plan": None if rollout is None else {key: rollout.get(key) for key in (
+            "headline", "detail", "batches", "skipped", "problems", "pid_hosts")},
+        "services": None if rollout is None else rollout.get("hosts"),
+        "batches": None if rollout is None else rollout.get("verdicts"),
+        "inventory": summary.queue_inventory(None, inventory),
+    }
+    where = report_text(written)
+    if stopped:
+        last = stop_message(stopped, started_past=started_past, counts_differ=counts_differ, services=services,
+                            backout=backout, report=where)
+    else:
+        last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."
+    unwritten = written is not None and not written.get("skipped") and "path" not in written
+    return {"report": report, "outcome": outcome, "ok": not stopped and not unwritten, "message": last}
+
+
+def _queue_record(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
+                  matched: dict[str, Any] | None) -> QueueRecord:
+    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
+    row = None if view is None else dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
+    return {"requested": entry, "summary": row, "change": queue_changes(change).get(entry["queue"]),
+            "read": view, "inventory": matched}

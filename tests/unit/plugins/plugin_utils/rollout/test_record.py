@@ -1,0 +1,173 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The window's record on every ending after the change: its report, the outcome it publishes, its last word."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import (
+    OUTCOME_KEY,
+    RESUME,
+    WindowOutcome,
+    WindowReport,
+    services_outcome,
+    stop,
+    times_text,
+    window_record,
+)
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import CHECK_MODE_NOTE
+
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
+
+UNCONVERGED, CONVERGED, REAL = load("info-unconverged"), load("info-converged"), load("change-real")
+DEMO_TO_6 = [{"queue": "demo", "shards": 6}]
+BACKOUT = ("To back out (the previous counts, the same options): ansible-playbook -i inventory play.yml -e "
+           "'{\"enqueue_shards_queues\": [{\"queue\": \"demo\", \"shards\": 4}]}'")
+STOPPED = ("Rollout stopped at batch 2 of 2 (app2/worker): app2/worker did not come back: the restart failed: exit "
+           f"status 3. No later batch was restarted. {BACKOUT}")
+# The window 4 -> 6 on two hosts, one service each, in two batches; the first batch restarted app1/worker.
+ROLLOUT = {"batches": [[["app1", "worker"]], [["app2", "worker"]]], "skipped": [], "restarted": ["app1/worker"],
+           "hosts": [], "verdicts": [], "headline": "Restarting 2 producer service(s) in 2 batch(es)", "detail": [],
+           "problems": [], "pid_hosts": []}
+
+
+def converged_at_6() -> dict:
+    read = copy.deepcopy(CONVERGED)
+    view = read["queues"]["demo"]
+    view.update(enqueue_shards={"demo": 6}, last_change=copy.deepcopy(UNCONVERGED["queues"]["demo"]["last_change"]))
+    return read
+
+
+def record(last_read: dict, **given) -> dict:
+    arguments = {"views": last_read["queues"], "read": last_read, "change": REAL, "rollout": ROLLOUT,
+                 "preflight": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "inventory": None, "verdict": None,
+                 "stopped": None, "started_past": False, "check_mode": False, "backout": BACKOUT,
+                 "written": {"changed": False, "path": "/srv/windows/enqueue_shards-20261130T165600Z.json"}}
+    return window_record(DEMO_TO_6, **{**arguments, **given})
+
+
+def test_what_stopped_the_window_is_the_failed_task_its_message_and_the_hosts_it_failed_on():
+    task = {"name": "Batch | stop the rollout unless every service came back and every health gate holds"}
+    # A task that runs once fails on the first host; the rescue's other hosts carry nothing.
+    assert stop(["app1", "app2"], {"app1": {"ansible_failed_task": task, "ansible_failed_result": {
+        "msg": STOPPED, "invocation": {"module_args": {"login_password": "s3cret"}}}}, "app2": {}}) == {
+        "task": task["name"], "message": STOPPED, "hosts": ["app1"]}
+    write = {"name": "Pickup | write the producers' environment file"}
+    same = {host: {"ansible_failed_task": write, "ansible_failed_result": {"msg": "not written"}}
+            for host in ("app1", "app2")}
+    assert stop(["app1", "app2"], same)["message"] == "not written"
+    differ = dict(same, app2={"ansible_failed_task": write, "ansible_failed_result": {"msg": "gone", "results": [
+        {"msg": "item one failed", "failed": True}, {"msg": "fine"}]}})
+    assert stop(["app1", "app2"], differ)["message"] == "app1: not written | app2: item one failed"
+    assert stop(["app1"], {"app1": {}}) == {"task": None, "hosts": [], "message": (
+        "A host stopped answering during the window and Ansible stopped running tasks on it")}
+
+
+def test_a_window_done_at_its_summary_publishes_done_with_the_back_out_and_its_times():
+    read = converged_at_6()
+    verdict = {"changed": False, "msg": "Every queue runs the count asked, converged (and drained after a lowering)."}
+    done = record(read, verdict=verdict, rollout=dict(ROLLOUT, restarted=["app1/worker", "app2/worker"]))
+    outcome = done["outcome"]
+    assert value_problems(outcome, WindowOutcome, "outcome") == []
+    assert value_problems(done["report"], WindowReport, "report") == []
+    assert (outcome["done"], outcome["stopped_at"], outcome["message"]) == (True, None, verdict["msg"])
+    assert outcome["queues"] == {"demo": {"asked": 6, "before": 4, "after": 6, "converged": True, "drained": True}}
+    assert outcome["services"] == {"restarted": ["app1/worker", "app2/worker"], "skipped": [], "left": []}
+    assert (outcome["backout"], outcome["backout_queues"]) == (BACKOUT, [{"queue": "demo", "shards": 4}])
+    assert (outcome["started"], outcome["ended"]) == ("2026-11-30T16:55:20.000000+00:00", read["read_at"])
+    assert done["report"]["outcome"] == outcome and done["report"]["stopped"] is None
+    assert done["ok"] and done["message"] == (
+        f"The window's report: /srv/windows/enqueue_shards-20261130T165600Z.json. Its outcome is published as "
+        f"{OUTCOME_KEY} (set_stats).")
+
+
+def test_a_window_stopped_at_a_batch_says_what_is_done_and_left_and_ends_with_the_back_out():
+    stopped = {"task": "Batch | stop the rollout unless every service came back and every health gate holds",
+               "message": STOPPED, "hosts": ["app1"]}
+    ended = record(UNCONVERGED, stopped=stopped)
+    outcome = ended["outcome"]
+    assert (outcome["done"], outcome["stopped_at"], outcome["message"]) == (False, stopped["task"], STOPPED)
+    assert outcome["queues"]["demo"] == {"asked": 6, "before": 4, "after": 6, "converged": False, "drained": False}
+    assert outcome["services"] == {"restarted": ["app1/worker"], "skipped": [], "left": ["app2/worker"]}
+    assert ended["report"]["stopped"] == stopped
+    # The back-out stays the last words: the command to copy.
+    assert ended["message"] == (
+        "Rollout stopped at batch 2 of 2 (app2/worker): app2/worker did not come back: the restart failed: exit status "
+        "3. No later batch was restarted. So far restarted: app1/worker; not done: app2/worker. The window's "
+        f"report: /srv/windows/enqueue_shards-20261130T165600Z.json. {BACKOUT}")
+    timed_out = record(UNCONVERGED, stopped=dict(stopped, message="Timed out after 300s waiting until converged."),
+                       written={"changed": False, "skipped": True})
+    assert timed_out["message"].endswith(f"waiting until converged. So far restarted: app1/worker; not done: "
+                                         f"app2/worker. No report was written (enqueue_shards_report_dir is empty). "
+                                         f"{BACKOUT}")
+    assert not ended["ok"] and not timed_out["ok"]
+
+
+def test_a_report_that_cannot_be_written_fails_the_run_after_the_outcome_is_published():
+    failed = {"changed": False, "failed": False, "msg": "The report's directory /srv/gone does not exist on the "
+              "controller: create it or name another (the role's enqueue_shards_report_dir; an empty string there "
+              "writes no report)"}
+    ended = record(converged_at_6(), verdict={"changed": False, "msg": "done"}, written=failed)
+    assert not ended["ok"] and ended["outcome"]["done"]
+    assert ended["message"] == (f"The window's report could not be written: {failed['msg']}. Its outcome is "
+                                f"published as {OUTCOME_KEY} (set_stats).")
+
+
+def test_a_run_started_past_its_first_phases_says_how_to_resume():
+    stopped = {"task": "Pickup | plan the restarts over every host",
+               "message": "Task failed: '_enqueue_shards_host' is undefined", "hosts": ["app1"]}
+    ended = record(converged_at_6(), stopped=stopped, started_past=True, rollout=None, change=None, preflight=None)
+    assert ended["message"] == (
+        "This run started past the window's first phases (--start-at-task), so 'Pickup | plan the restarts over every "
+        "host' lacked what they hand on (Task failed: '_enqueue_shards_host' is undefined). Nothing more was done. "
+        f"{RESUME}. The window's report: /srv/windows/enqueue_shards-20261130T165600Z.json. {BACKOUT}")
+    assert ended["outcome"]["started"] is None and ended["outcome"]["services"] == {
+        "restarted": [], "skipped": [], "left": []}
+    # The summary's own refusal of a count it did not set says all of that already, and backs nothing out.
+    verdict = {"task": "Summary | stop unless ...", "message": "The change window is not done: demo holds "
+               "enqueue_shards 4, not the 6 asked. ... To resume, run the same command again ...", "hosts": ["app1"]}
+    refused = record(CONVERGED, stopped=verdict, started_past=True, rollout=None, change=None)
+    assert refused["message"] == verdict["message"] + " The window's report: " \
+        "/srv/windows/enqueue_shards-20261130T165600Z.json."
+    # Before: the count before the last recorded change (1 -> 4, change #1), as the summary's table says it.
+    assert refused["outcome"]["queues"]["demo"] == {"asked": 6, "before": 1, "after": 4, "converged": True,
+                                                    "drained": True}
+
+
+@pytest.mark.parametrize("given", [{"check_mode": True}, {"views": {}, "read": {}}])
+def test_a_dry_run_or_a_window_with_nothing_read_is_never_done(given):
+    outcome = record(converged_at_6(), **given)["outcome"]
+    assert not outcome["done"]
+    if given.get("check_mode"):
+        assert outcome["message"] == CHECK_MODE_NOTE and outcome["check_mode"]
+    else:
+        assert outcome["queues"]["demo"] == {"asked": 6, "before": None, "after": None, "converged": False,
+                                             "drained": None}
+        assert outcome["ended"] is None
+
+
+def test_the_window_s_times_are_on_the_database_s_clock():
+    assert times_text("2026-12-05T10:15:02.5+00:00", "2026-12-05T10:21:40.1+00:00") == (
+        "The window: 2026-12-05 10:15:02 -> 10:21:40 UTC (7 min, the database's clock).")
+    # A window past midnight gives the end's date; a server in another zone is read in UTC.
+    assert times_text("2026-12-05T23:59:00+00:00", "2026-12-06T02:01:30+02:00") == (
+        "The window: 2026-12-05 23:59:00 -> 2026-12-06 00:01:30 UTC (2 min, the database's clock).")
+    assert times_text(None, "2026-12-05T10:21:40+00:00") == (
+        "The window ended 2026-12-05 10:21:40 UTC (the database's clock); its start was not read: this run did not "
+        "read the queues before the change.")
+    assert times_text(None, None) == "The window's end was not read."
+
+
+def test_a_service_restarted_into_a_restart_loop_is_left_not_done():
+    both = dict(ROLLOUT, restarted=["app1/worker", "app2/worker"])
+    matched = {"services": [{"host": "app1", "service": "worker", "status": "has_runtimes"},
+                            {"host": "app2", "service": "worker", "status": "no_runtime"}]}
+    assert services_outcome(both, matched) == {"restarted": ["app1/worker", "app2/worker"], "skipped": [],
+                                               "left": ["app2/worker"]}
+    # Without the inventory's runtimes, a restart is all it can go by.
+    assert services_outcome(both, None)["left"] == []
+    assert services_outcome(ROLLOUT, matched)["left"] == ["app2/worker"]
+    assert services_outcome(None, matched) == {"restarted": [], "skipped": [], "left": []}
