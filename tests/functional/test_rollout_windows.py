@@ -133,6 +133,8 @@ def test_a_producer_started_outside_the_window_during_a_batch_is_named_outside_n
         code, output = finished(window, tmp_path / "out")
 
         assert code == 0, output
+        # The first batch's wait counted the runtimes of its own two restarts, not the outsider's.
+        assert "Batch 1 of 2 is back: 2 of 2 restarted runtimes live and healthy" in output
         assert outsider.pid in outside_pids(output), output
         assert "Every service of the inventory is done: 4 of 4, 1 outside inventory runtimes live on the count" in output
         assert outsider.running(), "a producer outside the window is not restarted"
