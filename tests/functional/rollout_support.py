@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 TESTBED_INVENTORY = REPO / "extensions" / "testbed" / "inventory.yml"
 PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
 BACKOUT_PREFIX = "To back out (the previous counts, the same options): "
+# Three producer hosts of this machine and the four programs of the conftest's fleet_bed they run.
+HOSTS = {"producer-a": ["awa-app-1", "awa-app-2"], "producer-b": ["awa-app-3"], "producer-c": ["awa-app-4"]}
 # A runtime the plan or the summary names as outside the change window.
 OUTSIDE = re.compile(r"pid (\d+) on host")
 

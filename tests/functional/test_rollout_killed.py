@@ -23,30 +23,17 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.change.apply import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.options import APPLICATION_NAME
 
-from awa_testbed.awadb import AwaDatabase
-from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.waiting import wait_until
 from enqueue_shards_support import ledger_rows, session_holding, sessions_waiting_for_an_advisory_lock, shard_counts
-from rollout_support import (demo_bed, hosts_inventory, program_pids, restart_command, restarted,
+from rollout_support import (HOSTS, hosts_inventory, program_pids, restart_command, restarted,
                              set_enqueue_shards, start_enqueue_shards, summary_row)
 
-HOSTS = {"producer-a": ["awa-app-1", "awa-app-2"], "producer-b": ["awa-app-3"], "producer-c": ["awa-app-4"]}
 # Only bounds how long a broken run takes to fail.
 WINDOW_SECONDS = 600
-
-
-@pytest.fixture(scope="module", params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
-def bed(request) -> Iterator[tuple[Path, AwaDatabase]]:
-    with demo_bed(request.param, apps=4) as state:
-        yield state
 
 
 def killed(window: subprocess.Popen) -> None:
@@ -55,8 +42,8 @@ def killed(window: subprocess.Popen) -> None:
     window.wait(timeout=60)
 
 
-def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_same_command(bed, tmp_path):
-    state_dir, db = bed
+def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_same_command(fleet_bed, tmp_path):
+    state_dir, db = fleet_bed
     inventory = hosts_inventory(tmp_path, HOSTS)
     options = {"inventory": inventory, "batch_size": 1, "restart_command": restart_command(state_dir, tmp_path)}
     shards = shard_counts(db).get("demo", 1) + 1
@@ -83,8 +70,8 @@ def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_
     assert "Every service of the inventory is done: 4 of 4 inventory runtimes live on the count" in again.stdout
 
 
-def test_a_controller_killed_during_the_change_is_finished_by_the_same_command_with_one_recorded_change(bed, tmp_path):
-    state_dir, db = bed
+def test_a_controller_killed_during_the_change_is_finished_by_the_same_command_with_one_recorded_change(fleet_bed, tmp_path):
+    state_dir, db = fleet_bed
     inventory = hosts_inventory(tmp_path, HOSTS)
     options = {"inventory": inventory, "batch_size": "100%", "restart_command": restart_command(state_dir, tmp_path),
                "lock_timeout": WINDOW_SECONDS}

@@ -23,30 +23,17 @@ from __future__ import annotations
 import re
 import shlex
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 from awa_testbed import environment
-from awa_testbed.awadb import AwaDatabase
-from awa_testbed.binaries import SUPPORTED_MAJORS
 from awa_testbed.processes import worker
 from awa_testbed.waiting import wait_until
 from enqueue_shards_support import info, ledger_rows, shard_counts
-from rollout_support import (demo_bed, hosts_inventory, outside_pids, program_pids, restart_command, restarted,
+from rollout_support import (HOSTS, hosts_inventory, outside_pids, program_pids, restart_command, restarted,
                              start_enqueue_shards)
 
-# Three producer hosts, four services.
-HOSTS = {"producer-a": ["awa-app-1", "awa-app-2"], "producer-b": ["awa-app-3"], "producer-c": ["awa-app-4"]}
 # A window's wall clock bound: it only bounds how long a broken run takes to fail.
 WINDOW_SECONDS = 600
-
-
-@pytest.fixture(scope="module", params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
-def bed(request) -> Iterator[tuple[Path, AwaDatabase]]:
-    with demo_bed(request.param, apps=4) as state:
-        yield state
 
 
 def finished(window: subprocess.Popen, output: Path) -> tuple[int, str]:
@@ -61,8 +48,8 @@ def converge_wait_totals(output: str) -> set[int]:
     return {int(total) for total in re.findall(r"demo: \d+/(\d+) runtimes", task)}
 
 
-def test_a_batch_s_hosts_restart_at_once(bed, tmp_path):
-    state_dir, db = bed
+def test_a_batch_s_hosts_restart_at_once(fleet_bed, tmp_path):
+    state_dir, db = fleet_bed
     hosts = {f"producer-{index}": [program] for index, program in enumerate(environment.load_state(state_dir)["programs"])}
     # Every restart is slow, and says when it began and when it ended.
     log = shlex.quote(str(tmp_path))
@@ -86,8 +73,8 @@ def test_a_batch_s_hosts_restart_at_once(bed, tmp_path):
     assert "Every service of the inventory is done: 4 of 4 inventory runtimes live on the count" in output
 
 
-def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_name_the_other_s_outside(bed, tmp_path):
-    state_dir, db = bed
+def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_name_the_other_s_outside(fleet_bed, tmp_path):
+    state_dir, db = fleet_bed
     inventory = hosts_inventory(tmp_path, HOSTS)
     command = restart_command(state_dir, tmp_path)
     shards = shard_counts(db).get("demo", 1) + 1
@@ -114,8 +101,8 @@ def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_name_
         assert converge_wait_totals(output) == {len(limits[limit])}, output
 
 
-def test_a_producer_started_outside_the_window_during_a_batch_is_named_outside_not_waited_for(bed, tmp_path):
-    state_dir, db = bed
+def test_a_producer_started_outside_the_window_during_a_batch_is_named_outside_not_waited_for(fleet_bed, tmp_path):
+    state_dir, db = fleet_bed
     # awa-app-1's restart (the first batch's) waits until the test has started a producer outside the inventory.
     go = tmp_path / "go"
     command = restart_command(state_dir, tmp_path, before=(

@@ -59,7 +59,7 @@ options:
     elements: dict
     default: []
     suboptions:
-      names:
+      names: &names
         description: The names of the service's host that its runtimes may report as their host name.
         type: list
         elements: str
@@ -68,8 +68,8 @@ options:
         description: The main pid of the service's process after its restart.
         type: int
         required: true
-      started_at:
-        description: When that process started, in unix seconds by its host's clock (omitted - unknown).
+      started_at: &started_at
+        description: When the service's process started, in unix seconds by its host's clock (omitted - unknown).
         type: float
       runtimes:
         description: How many Awa runtimes the service runs.
@@ -102,17 +102,11 @@ options:
     elements: dict
     default: []
     suboptions:
-      names:
-        description: The names of the service's host that its runtimes may report as their host name.
-        type: list
-        elements: str
-        required: true
+      names: *names
       pid:
         description: The service's main pid (omitted - its runtimes cannot be told apart by pid).
         type: int
-      started_at:
-        description: When its process started, in unix seconds by its host's clock (omitted - unknown).
-        type: float
+      started_at: *started_at
       concerned:
         description: Whether the change concerns the service.
         type: bool

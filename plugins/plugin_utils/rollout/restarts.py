@@ -225,9 +225,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     order = [member for batch in batches for member in batch]
     stragglers = _stragglers(read, deadlines) if not check_mode else {}
     outside = len(stragglers) - len(order) * runtimes_per_service
-    everyone = match.match(hosts, read.get("runtimes", []), runtimes_per_service)
-    if everyone["outside_runtimes"]:
-        lines.append(match.outside_text(everyone, read.get("runtimes", [])))
+    if matched["outside_runtimes"]:
+        lines.append(match.outside_text(matched, read.get("runtimes", [])))
     elif stragglers and outside > 0:
         listed = ", ".join(f"pid {s['pid']} (instance {s['instance_id']}, up {s['seconds_since_start']:.0f}s)"
                            for s in list(stragglers.values())[:5])
