@@ -45,16 +45,18 @@ def killed(window: subprocess.Popen) -> None:
 def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_same_command(fleet_bed, tmp_path):
     state_dir, db = fleet_bed
     inventory = hosts_inventory(tmp_path, HOSTS)
-    options = {"inventory": inventory, "batch_size": 1, "restart_command": restart_command(state_dir, tmp_path)}
+    # Two batches: [producer-a/awa-app-1, producer-b/awa-app-3], then [producer-c/awa-app-4, producer-a/awa-app-2].
+    options = {"inventory": inventory, "batch_size": 2, "restart_command": restart_command(state_dir, tmp_path)}
     shards = shard_counts(db).get("demo", 1) + 1
     recorded, before = len(ledger_rows(db)), program_pids(state_dir)
 
     window = start_enqueue_shards(state_dir, shards, output=tmp_path / "killed.out", **options)
-    # The next batch restarts only once this one's runtime is live: the kill lands between the two.
-    wait_until(lambda: restarted(tmp_path), WINDOW_SECONDS, "the first batch's restart", interval=0.05)
+    # The next batch restarts only once this one's runtimes are live: the kill lands between the two.
+    wait_until(lambda: len(restarted(tmp_path)) == 2, WINDOW_SECONDS, "the first batch's restarts", interval=0.05)
     killed(window)
 
-    [first] = restarted(tmp_path)
+    first = restarted(tmp_path)
+    assert sorted(first) == ["awa-app-1", "awa-app-3"]
     assert shard_counts(db)["demo"] == shards and len(ledger_rows(db)) == recorded + 1
     again = set_enqueue_shards(state_dir, shards, **options)
 
@@ -62,10 +64,10 @@ def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_
     assert "demo: enqueue_shards " f"{shards} -> {shards} on demo - already so, nothing written" in again.stdout
     assert len(ledger_rows(db)) == recorded + 1, "the count is not switched again"
     # What the first run restarted is found done; the others restart, each once.
-    host = next(host for host, services in HOSTS.items() if first in services)
-    assert f"{host}/{first}: left alone - its runtime (pid {program_pids(state_dir)[first]}) runs the count" \
-        in again.stdout
-    assert "Restarting 3 producer service(s)" in again.stdout
+    now = program_pids(state_dir)
+    for host, program in (("producer-a", "awa-app-1"), ("producer-b", "awa-app-3")):
+        assert f"{host}/{program}: left alone - its runtime (pid {now[program]}) runs the count" in again.stdout
+    assert "Restarting 2 producer service(s) in 1 batch(es)" in again.stdout
     assert sorted(restarted(tmp_path)) == sorted(before)
     assert "Every service of the inventory is done: 4 of 4 inventory runtimes live on the count" in again.stdout
 

@@ -8,14 +8,13 @@ pid): every runtime is told apart by pid. The tests run in order on one bed
 per major, each raising queue demo's count once more:
 
 * with every restart slow and the whole fleet in one batch, the restarts of
-  the batch's hosts overlap, each with every other;
+  the batch's hosts overlap, each with every other; a producer that starts
+  outside the inventory meanwhile (a deploy, an autoscaler) does not stand in
+  for the batch's own restarts: the window finishes and names it as outside;
 * two windows at once on disjoint ``--limit``s (AWX's job slicing runs a job
   template so) both finish: the count switched once, each service restarted
   once, every runtime on the count, each window naming the other's runtimes
-  as outside it and never waiting for them;
-* a producer that starts outside the inventory while a batch waits (a deploy,
-  an autoscaler) does not stand in for the batch's own restart: the window
-  finishes and names it as outside.
+  as outside it and never waiting for them.
 """
 
 from __future__ import annotations
@@ -48,29 +47,43 @@ def converge_wait_totals(output: str) -> set[int]:
     return {int(total) for total in re.findall(r"demo: \d+/(\d+) runtimes", task)}
 
 
-def test_a_batch_s_hosts_restart_at_once(fleet_bed, tmp_path):
+def test_a_batch_s_hosts_restart_at_once_and_a_producer_started_meanwhile_is_outside_the_window(fleet_bed, tmp_path):
     state_dir, db = fleet_bed
     hosts = {f"producer-{index}": [program] for index, program in enumerate(environment.load_state(state_dir)["programs"])}
-    # Every restart is slow, and says when it began and when it ended.
-    log = shlex.quote(str(tmp_path))
-    command = restart_command(state_dir, tmp_path, before=f'date +%s.%N > {log}/"$1".began; sleep 3',
-                              after=f'date +%s.%N > {log}/"$1".ended')
+    # Every restart is slow and says when it began and ended; awa-app-1's waits until the test has started a
+    # producer outside the inventory while the batch's other restarts run.
+    log, go = shlex.quote(str(tmp_path)), shlex.quote(str(tmp_path / "go"))
+    command = restart_command(state_dir, tmp_path, before=(
+        f'date +%s.%N > {log}/"$1".began; if [ "$1" = awa-app-1 ]; then touch {log}/waiting; '
+        f'while [ ! -e {go} ]; do sleep 0.1; done; else sleep 3; fi'), after=f'date +%s.%N > {log}/"$1".ended')
     shards = shard_counts(db).get("demo", 1) + 1
     before = program_pids(state_dir)
 
     window = start_enqueue_shards(state_dir, shards, inventory=hosts_inventory(tmp_path, hosts), output=tmp_path / "out",
                                   batch_size="100%", restart_command=command)
-    code, output = finished(window, tmp_path / "out")
+    wait_until((tmp_path / "waiting").exists, WINDOW_SECONDS, "the batch's restarts")
+    outsider = worker("outsider", environment.load_state(state_dir)["runtime_url"], ["demo"], log_dir=tmp_path).start()
+    try:
+        environment.wait_for_live_runtimes(db, [outsider.pid])
+        (tmp_path / "go").touch()
+        code, output = finished(window, tmp_path / "out")
 
-    assert code == 0, output
-    assert "Restarting 4 producer service(s) in 1 batch(es)" in output
-    assert sorted(restarted(tmp_path)) == sorted(before)
-    began, ended = ({program: float((tmp_path / f"{program}.{end}").read_text(encoding="utf-8")) for program in before}
-                    for end in ("began", "ended"))
-    # Each restart began before any other ended: every one overlaps every other.
-    assert max(began.values()) < min(ended.values()), (began, ended)
-    assert all(program_pids(state_dir)[program] != pid for program, pid in before.items())
-    assert "Every service of the inventory is done: 4 of 4 inventory runtimes live on the count" in output
+        assert code == 0, output
+        assert "Restarting 4 producer service(s) in 1 batch(es)" in output
+        assert sorted(restarted(tmp_path)) == sorted(before)
+        began, ended = ({program: float((tmp_path / f"{program}.{end}").read_text(encoding="utf-8"))
+                         for program in before} for end in ("began", "ended"))
+        # Each restart began before any other ended: every one overlaps every other.
+        assert max(began.values()) < min(ended.values()), (began, ended)
+        assert all(program_pids(state_dir)[program] != pid for program, pid in before.items())
+        # The batch's wait counted the runtimes of its own four restarts, not the outsider's, which no service runs:
+        # outside the window, named, not restarted.
+        assert "Batch 1 of 1 is back: 4 of 4 restarted runtimes live and healthy" in output
+        assert outsider.pid in outside_pids(output), output
+        assert "Every service of the inventory is done: 4 of 4, 1 outside inventory runtimes live on the count" in output
+        assert outsider.running()
+    finally:
+        outsider.stop()
 
 
 def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_name_the_other_s_outside(fleet_bed, tmp_path):
@@ -99,31 +112,3 @@ def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_name_
         # Each names the other's runtimes as outside it, and its convergence wait counted only its own two.
         assert outside_pids(output) and outside_pids(output) <= others, (limit, others, output)
         assert converge_wait_totals(output) == {len(limits[limit])}, output
-
-
-def test_a_producer_started_outside_the_window_during_a_batch_is_named_outside_not_waited_for(fleet_bed, tmp_path):
-    state_dir, db = fleet_bed
-    # awa-app-1's restart (the first batch's) waits until the test has started a producer outside the inventory.
-    go = tmp_path / "go"
-    command = restart_command(state_dir, tmp_path, before=(
-        f'if [ "$1" = awa-app-1 ]; then touch {shlex.quote(str(tmp_path / "waiting"))}; '
-        f'while [ ! -e {shlex.quote(str(go))} ]; do sleep 0.1; done; fi'))
-    shards = shard_counts(db).get("demo", 1) + 1
-    window = start_enqueue_shards(state_dir, shards, inventory=hosts_inventory(tmp_path, HOSTS), output=tmp_path / "out",
-                                  batch_size=2, restart_command=command)
-    wait_until((tmp_path / "waiting").exists, WINDOW_SECONDS, "the first batch's restart")
-    outsider = worker("outsider", environment.load_state(state_dir)["runtime_url"], ["demo"], log_dir=tmp_path).start()
-    try:
-        environment.wait_for_live_runtimes(db, [outsider.pid])
-        go.touch()  # the outsider's runtime is live and new before awa-app-1's restarted one
-
-        code, output = finished(window, tmp_path / "out")
-
-        assert code == 0, output
-        # The first batch's wait counted the runtimes of its own two restarts, not the outsider's.
-        assert "Batch 1 of 2 is back: 2 of 2 restarted runtimes live and healthy" in output
-        assert outsider.pid in outside_pids(output), output
-        assert "Every service of the inventory is done: 4 of 4, 1 outside inventory runtimes live on the count" in output
-        assert outsider.running(), "a producer outside the window is not restarted"
-    finally:
-        outsider.stop()
