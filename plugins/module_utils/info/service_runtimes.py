@@ -21,7 +21,7 @@ host name: each runtime a service expects takes a runtime of its own
 from __future__ import annotations
 
 import datetime
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import RuntimeView
@@ -67,17 +67,36 @@ def is_runtime_of(service: ServiceProcess, pid: int, hostname: str | None, start
     return started is None or started_at is None or started_at >= started - CLOCK_RESOLUTION
 
 
+def identity(runtime: RuntimeView) -> tuple[int, str | None, float | None]:
+    """What the rule reads of a runtime as a read returns it: its pid, host name and start (unix seconds)."""
+    return runtime["pid"], runtime["hostname"], seconds(runtime["started_at"])
+
+
 def is_runtime_view_of(service: ServiceProcess, runtime: RuntimeView) -> bool:
     """``is_runtime_of`` for a runtime as a read returns it."""
-    return is_runtime_of(service, runtime["pid"], runtime["hostname"], seconds(runtime["started_at"]))
+    return is_runtime_of(service, *identity(runtime))
+
+
+def _owners(services: Sequence[ServiceProcess]) -> Callable[[int, str | None, float | None], list[int]]:
+    """The positions in ``services`` of those a runtime of (pid, host name, start) is, looked up by pid: a poll of
+    a thousand services and runtimes compares each runtime with the few services of its pid, not with all."""
+    by_pid: dict[int, list[int]] = {}
+    for position, service in enumerate(services):
+        if service["pid"]:
+            by_pid.setdefault(service["pid"], []).append(position)
+    return lambda pid, hostname, started_at: [position for position in by_pid.get(pid, [])
+                                              if is_runtime_of(services[position], pid, hostname, started_at)]
 
 
 def assign(services: Sequence[ServiceProcess], runtimes: Sequence[RuntimeView]) -> dict[str, int]:
     """Runtime instance id -> the index of the service it is given to, each runtime to one service, as many
     services served as can be (a maximum matching: a runtime that could be two services' never leaves one of them
     without the other runtime it could have had)."""
-    candidates = [[runtime["instance_id"] for runtime in runtimes if is_runtime_view_of(service, runtime)]
-                  for service in services]
+    owners_of = _owners(services)
+    candidates: list[list[str]] = [[] for dummy in services]
+    for runtime in runtimes:
+        for position in owners_of(*identity(runtime)):
+            candidates[position].append(runtime["instance_id"])
     owner: dict[str, int] = {}
     for first in range(len(services)):
         # An augmenting path from ``first``, searched depth first without recursion.
@@ -86,19 +105,19 @@ def assign(services: Sequence[ServiceProcess], runtimes: Sequence[RuntimeView]) 
         stack = [(first, iter(candidates[first]))]
         while stack:
             service, options = stack[-1]
-            runtime = next((option for option in options if option not in seen), None)
-            if runtime is None:
+            tried = next((option for option in options if option not in seen), None)
+            if tried is None:
                 stack.pop()
                 if path:
                     path.pop()
                 continue
-            seen.add(runtime)
-            path.append((service, runtime))
-            if runtime not in owner:
+            seen.add(tried)
+            path.append((service, tried))
+            if tried not in owner:
                 for taker, taken in path:
                     owner[taken] = taker
                 break
-            stack.append((owner[runtime], iter(candidates[owner[runtime]])))
+            stack.append((owner[tried], iter(candidates[owner[tried]])))
     return owner
 
 
@@ -108,9 +127,9 @@ def restarted_runtimes(services: Sequence[RestartedService], new: Sequence[Runti
     at most as many as each runs - and, when ``counted``, every one that is none of theirs (the runtimes of
     services whose pid is not known are counted, not told apart)."""
     slots = [service for service in services for dummy in range(service["runtimes"])]
-    given = assign(slots, new)
+    given, owners_of = assign(slots, new), _owners(services)
     return [runtime for runtime in new if runtime["instance_id"] in given
-            or counted and not any(is_runtime_view_of(service, runtime) for service in services)]
+            or counted and not owners_of(*identity(runtime))]
 
 
 def left_out(window: Sequence[WindowService],
@@ -119,14 +138,11 @@ def left_out(window: Sequence[WindowService],
     for: those of the services the change does not concern and - where the pid of every service of the window is
     known - those of none of its services (outside the window: another window's, a producer outside the
     inventory). Without a window (empty), none."""
-    by_pid: dict[int, list[WindowService]] = {}
-    for service in window:
-        if service["pid"]:
-            by_pid.setdefault(service["pid"], []).append(service)
+    owners_of = _owners(window)
     told_apart = bool(window) and all(service["pid"] for service in window)
     found = set()
     for instance_id, pid, hostname, started_at in runtimes:
-        owners = [service for service in by_pid.get(pid, []) if is_runtime_of(service, pid, hostname, started_at)]
-        if (not owners and told_apart) or (owners and not any(service["concerned"] for service in owners)):
+        owners = owners_of(pid, hostname, started_at)
+        if (not owners and told_apart) or (owners and not any(window[position]["concerned"] for position in owners)):
             found.add(instance_id)
     return found

@@ -39,9 +39,9 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
     ServiceProcess,
     WindowService,
+    identity,
     is_runtime_view_of,
     left_out,
-    seconds,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
@@ -171,8 +171,8 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], runtimes
     on_count += counted_on_count
     outside = len(spare) - counted_on_count
     # The live runtimes no service runs, where every service that runs is told apart by pid: the waits' rule.
-    outside_runtimes = left_out(window(hosts, by_pid_hosts), [
-        (runtime["instance_id"], runtime["pid"], runtime["hostname"], seconds(runtime["started_at"])) for runtime in live])
+    outside_runtimes = left_out(window(hosts, by_pid_hosts), [(runtime["instance_id"], *identity(runtime))
+                                                              for runtime in live])
     return {"services": services, "expected": expected, "on_count": on_count, "outside": outside,
             "outside_runtimes": [runtime["instance_id"] for runtime in live if runtime["instance_id"] in outside_runtimes],
             "by_count_hosts": sorted(host["host"] for host in hosts
