@@ -230,8 +230,9 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
 
 
 def restarted_units(host: str, item: object) -> list[list[str]]:
-    """The (host, unit) pairs one restart run restarted: the floor loops over unit names, the role over one
-    entry per host (``{host, services, ...}``, delegated to that host)."""
+    """The (host, unit) pairs one restart run restarted: the floor loops over unit names; the role's run on each host
+    of a batch records the services it restarted (``{services: [...]}``), as its loop over one entry per host
+    (``{host, services, ...}``, delegated to that host) did before 0.5.0."""
     if isinstance(item, dict):
         return [[host, str(service)] for service in item.get("services", [])]
     return [] if item is None else [[host, str(item)]]

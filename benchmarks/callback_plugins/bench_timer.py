@@ -22,8 +22,9 @@ the host a result was delegated to (per loop item, too), else the host
 itself; the outcome ok, changed, skipped, failed or unreachable. A looped
 task lists each item's run (a ``delegate_to: "{{ item.host }}"`` loop run
 once lists every host it reached) and its final result adds none; any other
-result is one run, item null. These are the task x host runs the benchmark
-counts.
+result is one run, its item null - but for a run of awa_producer_services
+that restarted services, whose item is ``{"services": [...]}``, the services
+it restarted. These are the task x host runs the benchmark counts.
 """
 
 from __future__ import annotations
@@ -97,13 +98,14 @@ def _ran_on(result) -> str:
 
 
 def _run(result, status: str, item: bool) -> list:
-    """[host the result ran on, outcome, the loop item or None]."""
+    """[host the result ran on, outcome, the loop item - or the services a run restarted - or None]."""
     if status == "ok" and result.result.get("changed"):
         status = "changed"
     elif status in ("failed", "ignored"):
         status = "unreachable" if result.result.get("unreachable") else "failed"
-    return [_ran_on(result), status,
-            json.loads(json.dumps(result.result.get("item"), default=str)) if item else None]
+    restarted = result.result.get("restarted")
+    recorded = result.result.get("item") if item else {"services": restarted} if restarted else None
+    return [_ran_on(result), status, json.loads(json.dumps(recorded, default=str))]
 
 
 def _loop_iteration(task) -> dict | None:

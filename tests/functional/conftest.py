@@ -135,6 +135,16 @@ def testbed() -> Iterator[Path]:
         yield state_dir
 
 
+@pytest.fixture(scope="module", params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
+def fleet_bed(request) -> Iterator[tuple[Path, AwaDatabase]]:
+    """The demo's test bed with four applications, one per test module and PostgreSQL major: its state folder and
+    its database. The rollout tests serve its programs to the role as several producer hosts of this machine
+    (rollout_support.hosts_inventory)."""
+    from rollout_support import demo_bed  # pylint: disable=import-outside-toplevel  # imports the collection
+    with demo_bed(request.param, apps=4) as state:
+        yield state
+
+
 @pytest.fixture(scope="module")
 def testbed_db(testbed) -> AwaDatabase:
     """The test bed's database, for reading what the change window did."""

@@ -6,7 +6,8 @@ restarted`` and ``health: true``; its verdict reads the runtimes, the new
 runtimes and the health counters. Without the lanes a poll reads those, each
 queue's count and last change, in the same number of statements for one
 queue or ten (benchmarks/batch_wait.py measures 1, 10 and 100), and says the
-same of them as the full read.
+same of them as the full read. Given the services a batch restarted, it waits
+for their runtimes (their pids) and for no other new runtime.
 """
 
 from __future__ import annotations
@@ -80,3 +81,24 @@ def test_the_role_s_wait_for_restarted_runtimes_without_lanes_through_ansible(aw
     refused = ansible_command("ansible", "localhost", "-m", ROLE_READ,
                               "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
     assert refused.returncode != 0 and "lanes=false reads no lane depths" in refused.stdout
+
+
+def test_the_role_s_wait_for_the_services_it_restarted_waits_for_their_pids_and_nothing_else(awa_db, fleet):
+    change(awa_db, "orders", 4)
+    restarted, elsewhere = fleet.worker("restarted", ["orders=4"]), fleet.worker("elsewhere", ["orders=4"])
+    wait_for_live_runtimes(awa_db, [restarted.pid, elsewhere.pid], 30)
+    args = {**awa_db.login_args(), "queues": ["orders"], "wait": "restarted", "known_runtimes": [], "lanes": False,
+            "restarted_services": [{"names": ["localhost"], "pid": restarted.pid}], "wait_timeout": 60,
+            "wait_sleep": 0.5}
+    process = ansible_command("ansible", "localhost", "-m", ROLE_READ,
+                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
+    assert process.returncode == 0, process.stdout + process.stderr
+    result = json.loads(process.stdout[process.stdout.index("{", process.stdout.find("localhost | ")):])
+    # The other new runtime does not stand in for the restarted service's: it is not one of the new runtimes.
+    assert [view["pid"] for view in result["new_runtimes"]] == [restarted.pid] and result["expected_new_runtimes"] == 1
+
+    # A service whose runtime never comes: the wait times out, though another new runtime is live.
+    args.update(restarted_services=[{"names": ["localhost"], "pid": 1}], wait_timeout=2)
+    timed_out = ansible_command("ansible", "localhost", "-m", ROLE_READ,
+                                "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
+    assert timed_out.returncode != 0 and "0 of 1 restarted runtimes are live and healthy" in timed_out.stdout

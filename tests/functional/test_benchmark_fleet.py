@@ -1,7 +1,7 @@
 """The fleet benchmark's own accounting (benchmarks/fleet_timing.py, benchmarks/callback_plugins/bench_timer.py),
-its model (benchmarks/fleet_model.py), and what it counts of the role: a batch runs on its own hosts only, a
-producer host costs the role as many task x host runs as it costs the floor, and a window's output does not grow
-with its queues.
+its model (benchmarks/fleet_model.py), and what it counts of the role: a batch's hosts restart at once, each batch
+costs a producer host the task x host runs it costs the floor, and a window's output does not grow with its
+queues.
 
 The accounting and the model need no database and no hosts: a real
 ansible-playbook run on localhost with the callback enabled, shaped like the
@@ -137,6 +137,9 @@ HOST_COUNTS = (2, 3)
 RUN_ONCE_PHASES = "enqueue_shards_wait,enqueue_shards_summary"
 # The floor changes a new queue of its own each run, as the benchmark's does.
 FLOOR_SHARDS = 4
+# The runs the role adds on each producer host once a window beyond the floor's one there (the environment file): its
+# argument spec, its validation, the reach and the services' read (which writes the file).
+ROLE_CHECKS_PER_HOST = 3
 # The role's defaults for the environment file, said to the floor as the benchmark's inventory says them.
 ENV_FILE_MODE = {"enqueue_shards_environment": {}, "enqueue_shards_env_file_owner": "root",
                  "enqueue_shards_env_file_group": "root", "enqueue_shards_env_file_mode": "0640"}
@@ -205,20 +208,26 @@ def test_a_producer_host_costs_the_role_the_task_x_host_runs_it_costs_the_floor(
     per_host = {kind: fleet_model.runs_over_hosts([(hosts, runs[kind, hosts]) for hosts in HOST_COUNTS])
                 for kind in ("role", "floor")}
 
-    # The role's checks are fixed runs (database steps, verdicts), not runs on every host: an added host costs
-    # both what its own tasks cost (the argument spec, validation, reach, the services' read and its restart).
-    assert per_host["role"]["per_host"] == per_host["floor"]["per_host"] > 0, runs
+    # A batch costs the role on each producer host what it costs the floor: the include and the restart (skipped
+    # where the host has no service in the batch). The role's checks of a batch are fixed runs (database steps,
+    # verdicts), not runs on every host; on each host it checks once a window what the floor does not (its
+    # argument spec, validation, the reach, and the services' read with the environment file, where the floor
+    # writes the file).
+    assert per_host["role"]["per_host"] == per_host["floor"]["per_host"] + ROLE_CHECKS_PER_HOST, runs
+    assert per_host["floor"]["per_host"] > 0
     assert per_host["role"]["fixed"] > per_host["floor"]["fixed"], runs
-    # The model (benchmarks/fleet_model.py) splits those runs into host tasks and restarts, one a host.
+    # The model (benchmarks/fleet_model.py) splits those runs into host tasks and restarts, one a host; the
+    # restart's skipped runs on the hosts outside each batch it does not count.
     record, hosts = counted_runs["role", HOST_COUNTS[-1]], HOST_COUNTS[-1]
     costs = fleet_model.run_costs({"timings": record, "wall_s": record["ended"] - record["started"],
                                    "controller_cpu_s": record["cpu_ended"] - record["cpu_started"]},
                                   breakdown_of(record), hosts, controller="localhost")
     assert costs.restarted_hosts == hosts
-    assert costs.host_runs + costs.restarted_hosts == per_host["role"]["per_host"] * hosts, costs
+    assert costs.host_runs + costs.restarted_hosts + hosts * (costs.batches - 1) == per_host["role"]["per_host"] * hosts, \
+        costs
 
 
-def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed, counted_runs):
+def test_a_batch_s_restarts_run_on_every_producer_host_at_once_and_its_database_steps_once(testbed, counted_runs):
     # Two producer hosts (both this machine: the test bed's programs), one service each, one service a batch.
     first, second = environment.load_state(testbed)["programs"][:2]
     record = counted_runs["role", 2]
@@ -227,17 +236,18 @@ def test_a_batch_runs_only_on_the_hosts_of_its_services_one_run_per_task(testbed
 
     assert fleet_timing.restarted_batches(record, controller="localhost") == [[["producer-a", first]],
                                                                               [["producer-b", second]]]
-    # Each batch runs on its own host (one run: the restart that reports how its service runs) and on the
-    # database controller, never on the other producer host.
+    # Each batch runs its restart on every producer host at once, as the floor does - restarting where the host has
+    # services in the batch, skipped elsewhere - and its database steps once, on the database controller.
+    restarts = [task for task in fleet_timing.task_spans(record) if task["phase"] == "restarts"]
+    assert [sorted((host, outcome) for host, outcome, dummy, dummy_seconds in fleet_timing.runs_of(task, "localhost"))
+            for task in restarts] == [[("producer-a", "changed"), ("producer-b", "skipped")],
+                                      [("producer-a", "skipped"), ("producer-b", "changed")]]
     first_batch, second_batch = measured["batch_task_host_runs"]
-    assert first_batch["hosts"].keys() == {"producer-a", "localhost"}
-    assert second_batch["hosts"].keys() == {"producer-b", "localhost"}
-    assert first_batch["hosts"]["producer-a"] == second_batch["hosts"]["producer-b"] == 1
-    assert first_batch["hosts"]["localhost"] == second_batch["hosts"]["localhost"]
-    # A batch's cost does not grow with the fleet: each of its tasks ran on one host, whatever the play's hosts.
-    batch_tasks = [task for task in fleet_timing.task_spans(record) if task["phase"] in fleet_timing.BATCH_PHASES]
-    assert batch_tasks and all(len(fleet_timing.runs_of(task, "localhost")) == 1 for task in batch_tasks), [
-        (task["name"], fleet_timing.runs_of(task, "localhost")) for task in batch_tasks]
+    assert first_batch["hosts"] == second_batch["hosts"] and first_batch["hosts"]["producer-a"] == 1
+    checks = [task for task in fleet_timing.task_spans(record)
+              if task["phase"] in fleet_timing.BATCH_PHASES and task["phase"] != "restarts"]
+    assert checks and all([host for host, *dummy in fleet_timing.runs_of(task, "localhost")] == ["localhost"]
+                          for task in checks), [(task["name"], fleet_timing.runs_of(task, "localhost")) for task in checks]
 
 
 def test_the_rows_counted_are_those_an_80_column_terminal_fills():

@@ -88,7 +88,7 @@ def test_the_moved_options_are_the_internal_read_s_not_the_public_module_s():
         "awa.operations.__role.enqueue_shards_rollout_info"]["doc"]
     public = INTERFACE["modules"]["awa.operations.awa_enqueue_shards_info"]
     assert set(internal["options"]) - set(public["options"]) - set(INTERFACE["connection"]["options"]) == {
-        "known_runtimes", "expected_new_runtimes", "untouched_runtimes", "delay"}
+        "known_runtimes", "restarted_services", "expected_new_runtimes", "window_services", "delay"}
     assert internal["options"]["wait"]["choices"] == [*public["choices"]["wait"], "restarted"]
 
 

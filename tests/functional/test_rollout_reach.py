@@ -31,11 +31,10 @@ import pytest
 import yaml
 
 from awa_testbed import environment
-from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabase
+from awa_testbed.awadb import AwaDatabase
 from awa_testbed.binaries import SUPPORTED_MAJORS
-from awa_testbed.pgserver import PgServer
 from enqueue_shards_support import shard_counts, snapshot
-from rollout_support import failure_message, program_pids, set_enqueue_shards
+from rollout_support import demo_bed, failure_message, program_pids, set_enqueue_shards
 from test_readme_quick_start import README, quick_start
 
 # Seconds a batch waits for its new runtimes: the applications register in about a second here.
@@ -45,9 +44,8 @@ RESTART_TIMEOUT = 30
 @pytest.fixture(scope="module", params=SUPPORTED_MAJORS, ids=lambda major: f"pg{major}")
 def bed(request) -> Iterator[tuple[Path, AwaDatabase]]:
     """The demo's test bed on PostgreSQL ``major`` (a job a second per application, as the testbed fixture)."""
-    with environment.temporary(major=request.param, apps=2, queue="demo", produce_rate=1.0) as state_dir:
-        state = environment.load_state(state_dir)
-        yield state_dir, AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
+    with demo_bed(request.param) as state:
+        yield state
 
 
 def readme_commands() -> dict[str, str]:

@@ -45,7 +45,7 @@ def restart_plan(settings: list[dict[str, Any]], *, probes: list[dict[str, Any]]
              for host, probe, result in zip(settings, probes, reads)]
     return restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
                                  runtimes_per_service=runtimes_per_service, check_mode=check_mode,
-                                 max_fail_percentage=max_fail_percentage, settings=settings)
+                                 max_fail_percentage=max_fail_percentage)
 
 
 def backout_command(read: dict[str, Any], queues: list[dict[str, Any]]) -> str:
@@ -68,11 +68,12 @@ class FilterModule:
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_restart_plan": restart_plan,
-            "enqueue_shards_batch_members": batch.batch_members,
-            "enqueue_shards_expected_new_runtimes": batch.expected_new_runtimes,
+            "enqueue_shards_batch_services": batch.batch_services,
+            "enqueue_shards_batch_expectations": batch.expectations,
             "enqueue_shards_pause_seconds": batch.pause_seconds,
             "enqueue_shards_after_batch": batch.after_batch,
             "enqueue_shards_backout_command": backout_command,
+            "enqueue_shards_window_services": restarts.window_services,
             "enqueue_shards_inventory_verdict": verdicts.inventory_verdict,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
             "enqueue_shards_summary": summary.summary,

@@ -81,8 +81,8 @@ def read(module: Module) -> tuple[ShardsInfo, list[str]]:
                 runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
                 margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
                 expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                health=params["health"], lanes=params["lanes"],
-                untouched_runtimes=tuple(params["untouched_runtimes"]))
+                health=params["health"], lanes=params["lanes"], restarted_services=params["restarted_services"],
+                window_services=params["window_services"])
             if params["advise"]:
                 add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                params["lock_timeout"], params["advise_gains"]))

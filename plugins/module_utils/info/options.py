@@ -7,9 +7,10 @@ its options (``argument_spec()``) are a promise to users, documented by the
 doc fragment ``awa.operations.shards_info``. The role's internal read,
 ``awa.operations.__role.enqueue_shards_rollout_info``, takes the same options
 and the state the rollout carries from one task to the next
-(``ROLLOUT_OPTIONS``: the runtimes seen before a batch's restarts, how many
-new ones it waits for, the runtimes a change leaves untouched, a pause before
-the read) and the wait ``restarted`` (``argument_spec(rollout=True)``). The
+(``ROLLOUT_OPTIONS``: the runtimes seen before a batch's restarts, the
+services it restarted and how many other new runtimes it counts, the
+window's producer services, a pause before the read) and the wait
+``restarted`` (``argument_spec(rollout=True)``). The
 action plugins, the role's input check and the shard_advice event source check
 the same values with these functions before anything connects.
 """
@@ -103,11 +104,21 @@ ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
 # The wait between the batches of a rolling restart, for the new runtimes ROLLOUT_OPTIONS name: the role's alone.
 ROLLOUT_WAIT = "restarted"
 
+# A producer service's current process, as its host reported it (service_runtimes.ServiceProcess).
+SERVICE_PROCESS: dict[str, dict[str, Any]] = {
+    "names": {"type": "list", "elements": "str", "required": True},
+    "pid": {"type": "int"},
+    "started_at": {"type": "float"},
+}
+
 # The rollout's state, carried from one of the role's tasks to the next; the internal read's options only.
 ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
     "known_runtimes": {"type": "list", "elements": "str", "default": []},
+    "restarted_services": {"type": "list", "elements": "dict", "default": [], "options": {
+        **SERVICE_PROCESS, "pid": {"type": "int", "required": True}, "runtimes": {"type": "int", "default": 1}}},
     "expected_new_runtimes": {"type": "int", "default": 0},
-    "untouched_runtimes": {"type": "list", "elements": "str", "default": []},
+    "window_services": {"type": "list", "elements": "dict", "default": [], "options": {
+        **SERVICE_PROCESS, "concerned": {"type": "bool", "default": True}}},
     "delay": {"type": "float", "default": 0.0},
 }
 

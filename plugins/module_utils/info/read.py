@@ -25,6 +25,7 @@ advice/on_read.py's; the result is declared in result.py.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, ContextManager
 
 from ansible_collections.awa.operations.plugins.module_utils import ledger
@@ -38,6 +39,11 @@ from ansible_collections.awa.operations.plugins.module_utils.info.introspect.run
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
+    RestartedService,
+    WindowService,
+    left_out,
+)
 from ansible_collections.awa.operations.plugins.module_utils.naming import (
     StripeLayout, logical_queue, never_seen, resolve_stripes)
 
@@ -101,7 +107,8 @@ def _read_only_transaction(conn: Connection, selected: tuple[str, ...] | None, l
 
 def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
           margin_seconds: float, known_runtimes: frozenset[str], expected_new_runtimes: int, lock_timeout: float,
-          read_lanes: bool, untouched_runtimes: frozenset[str]) -> ShardsRead:
+          read_lanes: bool, restarted_services: Sequence[RestartedService],
+          window_services: Sequence[WindowService]) -> ShardsRead:
     with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
@@ -123,8 +130,11 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
     if not found.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
-    # A runtime the change does not concern keeps the old count by design: convergence does not wait for it.
-    concerned = [runtime for runtime in runtimes if runtime.instance_id not in untouched_runtimes]
+    # A runtime of a service the change does not concern keeps the old count by design, and one outside the change
+    # window is another's to restart: convergence does not wait for either.
+    outside = left_out(window_services, [(runtime.instance_id, runtime.pid, runtime.hostname,
+                                          runtime.started_at.timestamp()) for runtime in runtimes])
+    concerned = [runtime for runtime in runtimes if runtime.instance_id not in outside]
     depths_by_queue: dict[str, list[depths.LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
@@ -136,27 +146,33 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
               for logical, layout in layouts.items()}
     return views.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
                              known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,
-                             lanes=read_lanes)
+                             lanes=read_lanes, restarted_services=restarted_services)
 
 
 def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
                      runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
                      expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                     lanes: bool = True, untouched_runtimes: tuple[str, ...] = ()) -> ShardsRead:
+                     lanes: bool = True, restarted_services: Sequence[RestartedService] = (),
+                     window_services: Sequence[WindowService] = ()) -> ShardsRead:
     """A read-only look at ``queue``, at ``queues``, or at every queue when neither is given.
 
     ``new_runtimes`` lists live, healthy runtimes not in ``known_runtimes``
-    (instance ids seen before a restart), for ``wait: restarted``. Without
-    ``lanes``, the lanes are not read (nor their grants and depths): a queue's
-    view then has its count, its convergence and its last change only
-    (views.LANE_KEYS are absent, and so is ``drained``), in a fixed number of
-    statements whatever the number of lanes - what a wait for restarted
-    runtimes needs. Runtimes in ``untouched_runtimes`` (producers a rollout
-    did not restart because the change does not concern them) are left out
-    of each queue's convergence; the result still lists them in ``runtimes``. Raises ``LockTimeout`` when a lock is not granted within
-    ``lock_timeout`` seconds.
+    (instance ids seen before a restart), for ``wait: restarted``: with
+    ``restarted_services``, those of the services a batch restarted, plus
+    ``expected_new_runtimes`` more counted among the others
+    (views.shards_read). Without ``lanes``, the lanes are not read (nor their
+    grants and depths): a queue's view then has its count, its convergence
+    and its last change only (views.LANE_KEYS are absent, and so is
+    ``drained``), in a fixed number of statements whatever the number of
+    lanes - what a wait for restarted runtimes needs. With
+    ``window_services`` (a rollout's producer services), the runtimes of
+    those the change does not concern, and those outside the window
+    (service_runtimes.left_out), are left out of each queue's convergence;
+    the result still lists them in ``runtimes``. Raises ``LockTimeout`` when
+    a lock is not granted within ``lock_timeout`` seconds.
     """
     selected = selected_queues(queue, queues, stripes)
     return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
-                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes, frozenset(untouched_runtimes))
+                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes, restarted_services,
+                 window_services)

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import datetime
 from collections import defaultdict
+from collections.abc import Sequence
 
-from ansible_collections.awa.operations.plugins.module_utils.info import convergence
+from ansible_collections.awa.operations.plugins.module_utils.info import convergence, service_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
 from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
@@ -270,13 +271,18 @@ def summary_lines(view: QueueView) -> list[str]:
 
 def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_at: datetime.datetime,
                 findings: list[str], warnings: list[str], known_runtimes: frozenset[str],
-                expected_new_runtimes: int, lanes: bool = True) -> ShardsRead:
+                expected_new_runtimes: int, lanes: bool = True,
+                restarted_services: Sequence[service_runtimes.RestartedService] = ()) -> ShardsRead:
     """One read's result: the queues' views, every runtime (with the queues it is pending on), and the totals.
 
     ``new_runtimes`` are the live, healthy runtimes not in ``known_runtimes``
-    (instance ids seen before a restart); ``findings`` are those of no queue
-    (stripe layouts that could not be resolved), and NO_LIVE_RUNTIME when no
-    runtime is live.
+    (instance ids seen before a restart): with ``restarted_services``, those
+    of the services restarted (service_runtimes.restarted_runtimes), and the
+    others only when ``expected_new_runtimes`` counts some (of services whose
+    runtimes are not told apart by pid). ``expected_new_runtimes`` in the
+    result adds the runtimes of the restarted services to it. ``findings``
+    are those of no queue (stripe layouts that could not be resolved), and
+    NO_LIVE_RUNTIME when no runtime is live.
     """
     pending: dict[str, list[str]] = defaultdict(list)
     for logical, queue_view in queues.items():
@@ -285,12 +291,13 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
                 pending[straggler["instance_id"]].append(logical)
     runtime_views = [runtime_view(runtime, pending.get(runtime.instance_id, [])) for runtime in runtimes]
     lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
+    new = [view for view in runtime_views if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     read: ShardsRead = {
         "changed": False,
         "read_at": read_at.isoformat(),
-        "new_runtimes": [view for view in runtime_views
-                         if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes],
-        "expected_new_runtimes": expected_new_runtimes,
+        "new_runtimes": service_runtimes.restarted_runtimes(
+            restarted_services, new, counted=not restarted_services or expected_new_runtimes > 0),
+        "expected_new_runtimes": expected_new_runtimes + sum(service["runtimes"] for service in restarted_services),
         "converged": all(q["converged"] for q in queues.values()),
         "queues": queues,
         "runtimes": runtime_views,

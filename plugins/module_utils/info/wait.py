@@ -148,8 +148,9 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
                 held_up.append((name, f"new jobs keep arriving at or above the count during the wait "
                                       f"({_shards_text(receiving)}): a producer that was not restarted still enqueues "
                                       "with the old count"))
-                advice.append("find and restart it (a runtime left out of the wait with untouched_runtimes, one "
-                              "outside the inventory, or a service whose enqueue_shards_service_queues is wrong)")
+                advice.append("find and restart it (a runtime the wait left out - a service the change does not "
+                              "concern, or a producer outside the change window or the inventory - or a service "
+                              "whose enqueue_shards_service_queues is wrong)")
             elif beyond is None:
                 held_up.append((name, "the depth beyond the count is unknown (lane sequences not readable)"))
                 advice.append("connect as a role that can read the lane sequences (their owner or a member of it)")

@@ -13,12 +13,13 @@ description:
     C(awa.operations.__role.enqueue_shards_rollout_info); C(ansible-doc -l) does not list it, and its options change
     with the role in any release. In a playbook of your own, use M(awa.operations.awa_enqueue_shards_info).
   - M(awa.operations.awa_enqueue_shards_info) with the state the rollout carries from one of its tasks to the next -
-    the runtimes seen before a batch's restarts (O(known_runtimes)), how many new ones the batch brings
-    (O(expected_new_runtimes)), the runtimes a change leaves untouched (O(untouched_runtimes)), a pause to watch a
-    batch before the read (O(delay)) - and the wait O(wait=restarted) between the batches of a rolling restart.
+    the runtimes seen before a batch's restarts (O(known_runtimes)), the services the batch restarted
+    (O(restarted_services)) and how many other new runtimes it counts (O(expected_new_runtimes)), the producer
+    services of the change window (O(window_services)), a pause to watch a batch before the read (O(delay)) - and
+    the wait O(wait=restarted) between the batches of a rolling restart.
   - The same code as M(awa.operations.awa_enqueue_shards_info) reads, waits (from the controller, a progress line
-    per poll) and returns its result; RV(new_runtimes) and RV(expected_new_runtimes) are the ones these options
-    set.
+    per poll) and returns its result; RV(new_runtimes), RV(expected_new_runtimes) and RV(converged) are the ones
+    these options set.
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -36,33 +37,80 @@ options:
   wait:
     description:
       - As M(awa.operations.awa_enqueue_shards_info)'s (V(none), V(converged), V(drained)), and
-        V(restarted) - polls until at least O(expected_new_runtimes) live, healthy runtimes are not in
-        O(known_runtimes) (between the batches of a rolling restart).
+        V(restarted) - polls until RV(new_runtimes) holds RV(expected_new_runtimes) runtimes (between the batches
+        of a rolling restart).
     type: str
     default: none
     choices: [none, converged, drained, restarted]
   known_runtimes:
     description:
-      - Runtime instance ids seen before a restart; runtimes not in this list are returned as RV(new_runtimes).
+      - Runtime instance ids seen before a restart; no runtime in this list is returned in RV(new_runtimes).
     type: list
     elements: str
     default: []
+  restarted_services:
+    description:
+      - The services a batch restarted, each as its restart reported it. O(wait=restarted) waits for the runtimes
+        of each - a live, healthy runtime not in O(known_runtimes) whose pid is the service's, whose host name
+        (when the runtime reports one) is one of the service's host's names, and that started no earlier than the
+        service's process - and for nothing else. Two services may share a pid (their hosts hand out the same
+        pids) - each takes a runtime of its own.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      names: &names
+        description: The names of the service's host that its runtimes may report as their host name.
+        type: list
+        elements: str
+        required: true
+      pid:
+        description: The main pid of the service's process after its restart.
+        type: int
+        required: true
+      started_at: &started_at
+        description: When the service's process started, in unix seconds by its host's clock (omitted - unknown).
+        type: float
+      runtimes:
+        description: How many Awa runtimes the service runs.
+        type: int
+        default: 1
   expected_new_runtimes:
     description:
-      - How many new runtimes O(wait=restarted) waits for.
+      - How many more new runtimes O(wait=restarted) waits for, counted - any live, healthy runtime not in
+        O(known_runtimes) and none of O(restarted_services)'s - for the restarted services whose runtimes cannot be
+        told apart by pid (runtimes in child processes or containers, a status command that prints no pid).
+      - With no O(restarted_services), every such runtime is returned in RV(new_runtimes).
     type: int
     default: 0
-  untouched_runtimes:
+  window_services:
     description:
-      - Instance ids of live runtimes that a change does not concern, left out of each queue's convergence
-        (RV(awa.operations.awa_enqueue_shards_info#module:queues), RV(converged)), so O(wait=converged) does not
-        wait for them. They are still listed in RV(awa.operations.awa_enqueue_shards_info#module:runtimes).
-      - The role passes the runtimes of the producer services it did not restart because they declare other queues
-        (C(enqueue_shards_service_queues)), and only for a raise - a producer that keeps a higher count after a
-        lowering would refill the old shards.
+      - The producer services of the change window (the rollout's inventory), each its process as last read and
+        whether the change concerns it. The runtimes of a service the change does not concern
+        (O(window_services[].concerned=false)) are left out of each queue's convergence
+        (RV(awa.operations.awa_enqueue_shards_info#module:queues), RV(converged)), so O(wait=converged) and
+        O(wait=drained) do not wait for them. The role passes those of the services it did not restart because they
+        declare other queues (C(enqueue_shards_service_queues)), and only for a raise - a producer that keeps a
+        higher count after a lowering would refill the old shards.
+      - Where every service has a O(window_services[].pid), a live runtime that is none of theirs runs outside the
+        window (another window's, on another part of the inventory; a producer outside the inventory) and is left
+        out too. Where some have none (their runtimes cannot be told apart by pid, or their host could not be
+        read), the runtimes outside cannot be told from theirs, and every runtime is waited for.
+      - Left-out runtimes are still listed in RV(awa.operations.awa_enqueue_shards_info#module:runtimes); a drain
+        wait still notes new jobs on the old shards, whoever enqueues them.
     type: list
-    elements: str
+    elements: dict
     default: []
+    suboptions:
+      names: *names
+      pid:
+        description: The service's main pid (omitted - its runtimes cannot be told apart by pid).
+        type: int
+      started_at: *started_at
+      concerned:
+        description: Whether the change concerns the service.
+        type: bool
+        default: true
   delay:
     description:
       - Seconds to wait before the first read, connected to nothing - the role watches a batch of restarted
@@ -77,32 +125,37 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Batch | wait until the restarted services' new runtimes are live and healthy (the role's restart_batch.yml)
+- name: Batch | wait until the restarted services' new runtimes are live and healthy (the role's 5_pickup_batch.yml)
   awa.operations.__role.enqueue_shards_rollout_info:
     queues: [orders]
     wait: restarted
     lanes: false
     known_runtimes: "{{ rollout.known_runtimes }}"
-    expected_new_runtimes: 2
+    restarted_services:
+      - {names: [app1, app1.example.com], pid: 4711, started_at: 1764520004.0, runtimes: 1}
     health: true
   register: batch_wait
 """
 
 RETURN = r"""
 converged:
-  description: Whether every live runtime not in O(untouched_runtimes) runs with the current count of every queue read.
+  description: Whether every live runtime the wait does not leave out (O(window_services)) runs with the current count
+    of every queue read.
   returned: always
   type: bool
   sample: true
 new_runtimes:
-  description: Live, healthy runtimes whose instance id is not in O(known_runtimes) (all of them when it is empty),
-    each as in RV(awa.operations.awa_enqueue_shards_info#module:runtimes).
+  description:
+    - The runtimes of O(restarted_services), at most as many as each runs, and the other live, healthy runtimes not
+      in O(known_runtimes) when O(expected_new_runtimes) counts some or no O(restarted_services) is given; each as in
+      RV(awa.operations.awa_enqueue_shards_info#module:runtimes).
   returned: always
   type: list
   elements: dict
   sample: []
 expected_new_runtimes:
-  description: The value of O(expected_new_runtimes).
+  description: How many runtimes O(wait=restarted) waits for - those of O(restarted_services) and
+    O(expected_new_runtimes).
   returned: always
   type: int
   sample: 2

@@ -3,10 +3,12 @@
 """One batch of the role enqueue_shards's rolling restart: whom it restarts, what it waits for, what it found.
 
 The rollout's state is the restart plan (restarts.restart_plan):
-the host states, each host's restart contract, the runtimes known so far,
-the hosts gone. A batch restarts its services with one run of
-awa_producer_services on each of its hosts (the registered loop result
-``restarts``), waits for their new runtimes on the database, and then
+the host states, the runtimes known so far, the hosts gone. Each host of a
+batch restarts its own services of the batch in its own run of
+awa_producer_services, all of them at once (``batch_services`` tells each
+host its own); the batch's restarts are each host's registered result
+(``restarts``: host -> result). The batch then waits on the database for the
+runtimes of exactly the services that restarted (``expectations``), and
 ``after_batch`` takes what the restarts reported into the host states and
 judges the batch (verdicts.batch_verdict).
 """
@@ -15,46 +17,67 @@ from __future__ import annotations
 
 from typing import Any
 
+from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
-def batch_members(rollout: dict[str, Any], index: int) -> list[dict[str, Any]]:
-    """The batch's hosts still in the rollout, each with its services of the batch and its restart contract."""
+def batch_services(rollout: dict[str, Any], index: int) -> dict[str, list[str]]:
+    """Each host of batch ``index`` still in the rollout, with its services of the batch (a host not named
+    restarts nothing in it)."""
     services: dict[str, list[str]] = {}
     for host, service in rollout["batches"][index]:
         if host not in rollout["gone"]:
             services.setdefault(host, []).append(service)
-    return [{"host": host, "services": names, **rollout["contracts"][host]} for host, names in services.items()]
+    return services
 
 
-def restart_outcomes(restarts: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each host's restarts in the batch, from the registered loop over awa_producer_services.
+def restart_outcomes(rollout: dict[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each host's restarts in batch ``index``, from its run of awa_producer_services (``restarts``: host ->
+    its result).
 
     A host the run could not reach restarted nothing there: ``unreachable``
     carries the connection error.
     """
+    members = batch_services(rollout, index)
     outcomes = []
-    for result in restarts.get("results", []):
+    for host, result in restarts.items():
         error = read_error(result)
         if error is not None:
-            outcomes.append({"host": result["item"]["host"], "restarted": [],
+            outcomes.append({"host": host, "restarted": [],
                              "failed": [] if result.get("unreachable") else [
-                                 {"service": service, "message": error} for service in result["item"]["services"]],
+                                 {"service": service, "message": error} for service in members[host]],
                              "unreachable": error if result.get("unreachable") else None})
             continue
-        outcomes.append({"host": result["item"]["host"], "restarted": list(result["restarted"]),
+        outcomes.append({"host": host, "restarted": list(result["restarted"]),
                          "failed": [dict(failure) for failure in result["restart_failures"]]
                          + [{"service": service, "message": problem} for problem in result["problems"]
-                            for service in result["item"]["services"]],
+                            for service in members[host]],
                          "unreachable": None})
     return outcomes
 
 
-def expected_new_runtimes(restarts: dict[str, Any], runtimes_per_service: int) -> int:
-    """How many new runtimes the batch's wait expects: one set per service that restarted."""
-    return sum(len(outcome["restarted"]) for outcome in restart_outcomes(restarts)) * runtimes_per_service
+def expectations(rollout: dict[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
+    """What the batch's wait waits for: the runtimes of each service that restarted - its new main pid, on a host
+    whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
+    counted (``expected_new_runtimes``)."""
+    fresh = _fresh_states(rollout, restarts)
+    per_service = rollout["runtimes_per_service"]
+    services: list[RestartedService] = []
+    counted = 0
+    for outcome in restart_outcomes(rollout, index, restarts):
+        state = fresh[outcome["host"]]
+        reported = {service["service"]: service for service in state["services"]}
+        for name in outcome["restarted"]:
+            if outcome["host"] not in rollout["pid_hosts"]:
+                counted += per_service
+            elif reported[name]["main_pid"]:
+                services.append({**process(state, reported[name]), "runtimes": per_service})
+            # Without a pid after its restart (it failed, or its status command said none) no runtime can be told to
+            # be its own, and no other may stand in for it: the verdict says what its host reported.
+    return {"restarted_services": services, "expected_new_runtimes": counted}
 
 
 def gates_of(read: dict[str, Any], gates: dict[str, Any]) -> dict[str, Any]:
@@ -73,30 +96,38 @@ def pause_seconds(rollout: dict[str, Any], index: int, read: dict[str, Any], gat
     return int(-(-seconds // 1))
 
 
-def _updated_hosts(rollout: dict[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
-    """The host states, with what each host of the batch reported after its restarts."""
+def _fresh_states(rollout: dict[str, Any], restarts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each host of the batch's state as its restart reported it (unreachable: every service unread)."""
     by_host = {state["host"]: state for state in rollout["hosts"]}
-    for result in restarts.get("results", []):
-        host = result["item"]["host"]
+    fresh = {}
+    for host, result in restarts.items():
         state = by_host[host]
         settings = {"host": host, "names": state["names"],
                     "services": [service["service"] for service in state["services"]],
                     "service_queues": {service["service"]: service["queues"] for service in state["services"]
                                        if service.get("queues") is not None}}
-        if result.get("unreachable"):
-            by_host[host] = host_state(settings, result)
-            continue
-        if read_error(result) is not None:
-            continue
-        fresh = {service["service"]: service for service in host_state(settings, result)["services"]}
-        by_host[host] = dict(state, clock=result["clock"],
-                             services=[fresh.get(service["service"], service) for service in state["services"]])
+        fresh[host] = host_state(settings, result)
+    return fresh
+
+
+def _updated_hosts(rollout: dict[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host states, with what each host of the batch reported after its restarts."""
+    by_host = {state["host"]: state for state in rollout["hosts"]}
+    for host, state in _fresh_states(rollout, restarts).items():
+        if restarts[host].get("unreachable"):
+            by_host[host] = state
+        elif read_error(restarts[host]) is None:
+            fresh = {service["service"]: service for service in state["services"]}
+            by_host[host] = dict(by_host[host], clock=state["clock"],
+                                 services=[fresh.get(service["service"], service)
+                                           for service in by_host[host]["services"]])
     return [by_host[state["host"]] for state in rollout["hosts"]]
 
 
 def after_batch(rollout: dict[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any], backout: str) -> dict[str, Any]:
-    """The rollout's state after batch ``index``, with the batch's verdict (``verdict``: ``ok`` and ``message``)."""
-    outcomes = restart_outcomes(restarts)
+    """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
+    with the batch's verdict (``verdict``: ``ok`` and ``message``)."""
+    outcomes = restart_outcomes(rollout, index, restarts)
     hosts = _updated_hosts(rollout, restarts)
     gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
     verdict = batch_verdict(

@@ -7,7 +7,8 @@ that is up but never registered its runtime (hung, crash-looping, stuck in
 start) runs nothing. Awa 0.6.9 runtimes publish their pid (and a host name
 when the runtime reports one; Python runtimes leave it empty), so:
 
-* a runtime belongs to a service when its pid is the service's main pid
+* a runtime belongs to a service by the rule the rollout's waits apply too
+  (module_utils/info/service_runtimes.py): its pid is the service's main pid
   (systemd's MainPID, or the pid the status command prints), its host name
   (when reported) is one of the service's host's names, and it started no
   earlier than the service's process. Hosts have their own pid namespaces,
@@ -21,22 +22,34 @@ when the runtime reports one; Python runtimes leave it empty), so:
   service claimed must cover them, else they cannot be told apart.
 
 The expected runtimes are the inventory's: every service that is not
-stopped, times ``runtimes_per_service``, unreachable hosts included.
+stopped, times ``runtimes_per_service``, unreachable hosts included. Where
+every service is judged by pid and every host was read, a live runtime that
+no service claimed runs outside the inventory (``outside_runtimes``): another
+change window's, or a producer the inventory does not list.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import names_text
+from ansible_collections.awa.operations.plugins.module_utils.compact import counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import RuntimeView
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import RUNNING, STOPPED, UNREACHABLE
-
-# systemd's start timestamps are whole seconds.
-CLOCK_RESOLUTION = 1.0
+from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
+    ServiceProcess,
+    WindowService,
+    identity,
+    is_runtime_view_of,
+    left_out,
+)
+from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
+    FAILED,
+    RUNNING,
+    STOPPED,
+    UNREACHABLE,
+)
 
 # What a service's runtimes are, by pid (host and pid where reported) or by count.
 HAS_RUNTIMES, STALE_RUNTIMES, NO_RUNTIME = "has_runtimes", "stale_runtimes", "no_runtime"
@@ -44,28 +57,37 @@ COVERED_BY_COUNT, SHORT_BY_COUNT, NOT_RUNNING, NOT_READ = "covered_by_count", "s
 BY_PID, BY_COUNT = "pid", "count"
 
 
-def _timestamp(text: str | None) -> float | None:
-    return datetime.datetime.fromisoformat(text).timestamp() if text else None
+def process(host: dict[str, Any], service: dict[str, Any]) -> ServiceProcess:
+    """A service of a host state (services.host_state) as the rule that ties runtimes to it reads it."""
+    return {"names": host["names"], "pid": service["main_pid"] or None, "started_at": service["started_at"]}
 
 
-def _candidates(service: dict[str, Any], host: dict[str, Any], runtime: dict[str, Any]) -> bool:
-    """Whether ``runtime`` may be the Awa runtime of ``service`` (pid, host name, start)."""
-    if not service["main_pid"] or runtime["pid"] != service["main_pid"]:
-        return False
-    if runtime.get("hostname") and runtime["hostname"] not in host["names"]:
-        return False
-    started, runtime_started = service["started_at"], _timestamp(runtime.get("started_at"))
-    return started is None or runtime_started is None or runtime_started >= started - CLOCK_RESOLUTION
+def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: Collection[str] = ()) -> list[WindowService]:
+    """The services of ``hosts`` as a change window's waits see them (service_runtimes.left_out): each with its
+    process where it runs on a host whose runtimes are told apart by pid (``pid_hosts``), else without a pid; and
+    whether the change concerns it (``untouched``: host/service names it does not). Stopped and failed services run
+    no runtime: left out."""
+    services: list[WindowService] = []
+    for host in hosts:
+        for service in host["services"]:
+            if service["state"] in (STOPPED, FAILED):
+                continue
+            told_apart = host["reachable"] and host["host"] in pid_hosts and service["state"] == RUNNING
+            services.append({"names": host["names"], "pid": (service["main_pid"] or None) if told_apart else None,
+                             "started_at": service["started_at"],
+                             "concerned": f"{host['host']}/{service['service']}" not in untouched})
+    return services
 
 
-def _assign(hosts: list[dict[str, Any]], live: list[dict[str, Any]]) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], set[str]]:
+def _assign(hosts: list[dict[str, Any]], live: list[RuntimeView]) -> tuple[dict[tuple[str, str], list[RuntimeView]], set[str]]:
     """(host, service) -> the live runtimes that belong to it, each runtime to one service at most; and the hosts
     whose services share a pid with another host's for a runtime that could be either (no host name reported)."""
-    claimed: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list[Any])
+    claimed: dict[tuple[str, str], list[RuntimeView]] = defaultdict(list[RuntimeView])
     ambiguous: set[str] = set()
     for runtime in live:
         owners = [(host["host"], service["service"]) for host in hosts if host["reachable"]
-                  for service in host["services"] if service["state"] == RUNNING and _candidates(service, host, runtime)]
+                  for service in host["services"]
+                  if service["state"] == RUNNING and is_runtime_view_of(process(host, service), runtime)]
         if len({owner_host for owner_host, dummy in owners}) > 1:
             ambiguous.update(owner_host for owner_host, dummy in owners)
         elif owners:
@@ -80,7 +102,7 @@ def concerns(service: dict[str, Any], queues: Collection[str] | None) -> bool:
     return declared is None or queues is None or bool(set(declared) & set(queues))
 
 
-def _unconcerned(hosts: list[dict[str, Any]], claimed: dict[tuple[str, str], list[dict[str, Any]]],
+def _unconcerned(hosts: list[dict[str, Any]], claimed: dict[tuple[str, str], list[RuntimeView]],
                  queues: Collection[str] | None) -> tuple[list[dict[str, Any]], set[str], list[str]]:
     """The hosts with only the services the change concerns, the runtimes of the others (which count neither for
     nor against the inventory), and the others' names."""
@@ -105,8 +127,9 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], runtimes
     enqueue only into other queues than ``queue`` (or ``queues``) are left
     out (``untouched``), with the runtimes tied to them by pid.
     """
-    live = [dict(runtime, converged=queue not in runtime.get("pending_queues", []) if queue else runtime["converged"])
-            for runtime in runtimes if runtime["live"]]
+    live: list[RuntimeView] = [
+        {**runtime, "converged": queue not in runtime.get("pending_queues", []) if queue else runtime["converged"]}
+        for runtime in runtimes if runtime["live"]]
     claimed, ambiguous = _assign(hosts, live)
     hosts, theirs, untouched = _unconcerned(hosts, claimed, [queue] if queue else queues)
     live = [runtime for runtime in live if runtime["instance_id"] not in theirs]
@@ -147,7 +170,11 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], runtimes
     counted_on_count = min(len(spare_on_count), need)
     on_count += counted_on_count
     outside = len(spare) - counted_on_count
+    # The live runtimes no service runs, where every service that runs is told apart by pid: the waits' rule.
+    outside_runtimes = left_out(window(hosts, by_pid_hosts), [(runtime["instance_id"], *identity(runtime))
+                                                              for runtime in live])
     return {"services": services, "expected": expected, "on_count": on_count, "outside": outside,
+            "outside_runtimes": [runtime["instance_id"] for runtime in live if runtime["instance_id"] in outside_runtimes],
             "by_count_hosts": sorted(host["host"] for host in hosts
                                      if host["reachable"] and host["host"] not in by_pid_hosts and host["services"]),
             "unreachable_hosts": sorted(host["host"] for host in hosts if not host["reachable"]),
@@ -173,3 +200,12 @@ def inventory_text(matched: dict[str, Any]) -> str:
     """``N of M`` against the inventory, with the runtimes outside it."""
     text = f"{matched['on_count']} of {matched['expected']}"
     return text + (f", {matched['outside']} outside" if matched["outside"] else "")
+
+
+def outside_text(matched: dict[str, Any], runtimes: Sequence[RuntimeView]) -> str:
+    """The live runtimes outside the inventory (``outside_runtimes``), named: a few, then counted."""
+    described = [describe_runtime(runtime) for runtime in runtimes if runtime["instance_id"] in matched["outside_runtimes"]]
+    listed = "; ".join(described[:3]) + (f"; and {len(described) - 3} more" if len(described) > 3 else "")
+    return (f"{counted(len(described), 'live runtime')} outside the change window - no producer service of the "
+            "inventory runs them (another window's, on another part of the inventory, or a producer the inventory does "
+            f"not list): {listed}. The waits leave them out; their own window or their owner restarts them.")

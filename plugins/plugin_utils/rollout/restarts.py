@@ -29,6 +29,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
     queue_changes,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead, StragglerView
+from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import CLOCK_RESOLUTION, WindowService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, serial, summary
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
     FAILED,
@@ -38,9 +39,6 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
     service_problem,
 )
 
-
-# systemd timestamps are whole seconds.
-CLOCK_RESOLUTION = 1.0
 # A pid in a plan line: services whose lines differ only in it have the same reason.
 PID = re.compile(r" \(pid \d+\)")
 
@@ -161,16 +159,14 @@ def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percent
 
 
 def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
-                 runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0,
-                 settings: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                 runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0) -> dict[str, Any]:
     """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
 
     Services of hosts that could not be reached are listed in ``skipped``;
     more of them than ``max_fail_percentage`` of the hosts is a problem. The
     plan is also the rollout's state, which each batch carries on
-    (batch.after_batch): the host states, each host's restart
-    contract (from ``settings``, input_rules.host_settings), the runtimes
-    known so far and the hosts gone.
+    (batch.after_batch): the host states, the runtimes known so far and the
+    hosts gone.
     """
     deadlines = pickup_deadlines(read, change, check_mode)
     read_at = _db_time(read["read_at"])
@@ -229,7 +225,9 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     order = [member for batch in batches for member in batch]
     stragglers = _stragglers(read, deadlines) if not check_mode else {}
     outside = len(stragglers) - len(order) * runtimes_per_service
-    if stragglers and outside > 0:
+    if matched["outside_runtimes"]:
+        lines.append(match.outside_text(matched, read.get("runtimes", [])))
+    elif stragglers and outside > 0:
         listed = ", ".join(f"pid {s['pid']} (instance {s['instance_id']}, up {s['seconds_since_start']:.0f}s)"
                            for s in list(stragglers.values())[:5])
         lines.append(f"{len(stragglers)} live runtime(s) run an older count but only {len(order)} service(s) of "
@@ -247,28 +245,17 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
             "problems": problems, "restarts": len(order), "skipped": skipped,
             "pid_hosts": sorted({entry["host"] for entry in matched["services"]
                                  if entry["judged_by"] == match.BY_PID}),
-            "headline": _headline(batches, batch_size, check_mode),
-            "hosts": hosts, "contracts": {entry["host"]: _contract(entry) for entry in settings or []},
+            "headline": _headline(batches, batch_size, check_mode), "hosts": hosts,
             "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
             "gone": sorted(host["host"] for host in hosts if not host["reachable"]),
             "runtimes_per_service": runtimes_per_service, "max_fail_percentage": max_fail_percentage,
-            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"],
-            "untouched_runtimes": _untouched_runtimes(hosts, read, runtimes_per_service, matched["untouched"])}
+            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"]}
 
 
-def _untouched_runtimes(hosts: list[dict[str, Any]], read: StateRead, runtimes_per_service: int, untouched: list[str]) -> list[str]:
-    """The runtimes tied by pid to the services the change leaves untouched: the waits leave them out."""
-    if not untouched:
-        return []
-    everyone = match.match(hosts, read.get("runtimes", []), runtimes_per_service)
-    return sorted(runtime for entry in everyone["services"] if f"{entry['host']}/{entry['service']}" in untouched
-                  for runtime in entry["runtimes"])
-
-
-def _contract(settings: dict[str, Any]) -> dict[str, Any]:
-    """How a host restarts and reads its services (the module's options)."""
-    return {"method": settings["restart_method"], "restart_command": settings["restart_command"],
-            "status_command": settings["status_command"]}
+def window_services(rollout: dict[str, Any] | None) -> list[WindowService]:
+    """The producer services of the change window as the rollout last read them, for its waits (match.window).
+    Without a rollout (the wait entry point), none: every runtime is waited for."""
+    return match.window(rollout["hosts"], rollout["pid_hosts"], rollout["untouched"]) if rollout else []
 
 
 def _members_text(batch: list[tuple[str, str]]) -> str:

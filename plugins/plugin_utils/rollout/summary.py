@@ -161,11 +161,13 @@ def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsRes
     return row
 
 
-def _inventory_lines(matched: dict[str, Any] | None) -> list[str]:
+def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
     if matched is None:
         return []
     lines = [f"inventory: {match.inventory_text(matched)} runtimes of the producer services live on the "
              f"count; {match.how_judged(matched, brief=True)}"]
+    if matched["outside_runtimes"]:
+        lines.append("  " + match.outside_text(matched, runtimes))
     if matched["unreachable_hosts"]:
         skipped = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                    if entry["status"] == match.NOT_READ]
@@ -221,7 +223,7 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
                   rows if len(rows) <= LISTED else _grouped_rows(rows)) + [""]
     if not check_mode:
-        lines += _inventory_lines(queue_inventory(None, inventory))
+        lines += _inventory_lines(queue_inventory(None, inventory), (inventory or {}).get("runtimes", []))
     if len(queues) <= DETAILED_QUEUES:
         for entry in queues:
             lines += views[entry["queue"]]["summary_lines"]

@@ -146,12 +146,14 @@ def max_fail_percentage_problem(value: object) -> float | str:
 
 def _service_problem(name: str, failure: str | None, state: dict[str, Any] | None, status: str | None,
                      wait_failed: bool) -> str | None:
-    """Why one service of a batch did not come back, if its own evidence says so."""
+    """Why one service of a batch did not come back, if its own evidence says so. ``status`` is its match's where
+    its host's runtimes are told apart by pid (None elsewhere): there a service that cannot be told to run has no pid
+    the batch's wait could wait for."""
     if failure is not None:
         return f"{name} did not come back: the restart failed: {failure}"
     if state is not None and state["state"] not in (RUNNING, UNKNOWN):
         return f"{name} did not come back: it is {state['state']} ({state['detail']}) after its restart"
-    if state is not None and state["state"] == UNKNOWN and wait_failed:
+    if state is not None and state["state"] == UNKNOWN and (wait_failed or status is not None):
         return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
     pid = (state or {}).get("main_pid")
     if status == match.NO_RUNTIME:

@@ -21,8 +21,6 @@ CONNECTION = {"group/awa.operations.awa": "{{ _enqueue_shards_database }}"}
 # The modules of the awa action group (meta/runtime.yml): they take the connection from the module defaults.
 AWA_GROUP = ("awa.operations.awa_enqueue_shards", "awa.operations.awa_enqueue_shards_info",
              "awa.operations.__role.enqueue_shards_rollout_info")
-# Included once per batch from a task that runs once (5_pickup.yml), so each of its tasks runs once already.
-RUN_ONCE_BY_ITS_INCLUDE = {"5_pickup_batch"}
 
 
 def _with_children(task: dict) -> list[dict]:
@@ -47,7 +45,7 @@ def test_every_phase_that_reads_or_writes_the_database_has_a_step_on_it():
 def test_every_database_step_runs_once_without_become():
     for stem, step in _database_steps():
         assert step.get("become") is False, (stem, step["name"])
-        assert step.get("run_once") is True or stem in RUN_ONCE_BY_ITS_INCLUDE, (stem, step["name"])
+        assert step.get("run_once") is True, (stem, step["name"])
 
 
 def test_every_database_step_that_calls_the_awa_modules_connects_through_the_same_module_defaults():

@@ -280,7 +280,9 @@ def test_the_role_s_read_waits_for_the_restarted_runtimes_polling_its_own_module
 
 
 @pytest.mark.parametrize("moved", [{"known_runtimes": ["i-1"]}, {"expected_new_runtimes": 1},
-                                   {"untouched_runtimes": ["i-1"]}, {"delay": 20}], ids=lambda moved: next(iter(moved)))
+                                   {"restarted_services": [{"names": ["app1"], "pid": 11}]},
+                                   {"window_services": [{"names": ["app1"], "pid": 11}]}, {"delay": 20}],
+                         ids=lambda moved: next(iter(moved)))
 def test_the_public_module_refuses_the_role_s_options_naming_them(monkeypatch, moved):
     harness = Harness(monkeypatch, dict(ARGS, **moved), [])
     with pytest.raises(AnsibleActionFail, match=f"Unsupported parameters for .* module: {next(iter(moved))}"):

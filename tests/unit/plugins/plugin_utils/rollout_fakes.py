@@ -63,11 +63,13 @@ def iso(unix: float) -> str:
 
 
 def runtime(pid: int, started: float, *, live: bool = True, converged: bool = True, healthy: bool = True,
-            hostname: str | None = None, instance: str | None = None, pending: list[str] | None = None) -> dict:
-    """One runtime of the info module's ``runtimes``."""
+            hostname: str | None = None, instance: str | None = None, pending: list[str] | None = None,
+            up: float = 60.0) -> dict:
+    """One runtime of the info module's ``runtimes`` (``up``: its seconds since start, as the database read it)."""
     return {"instance_id": instance or f"instance-{pid}-{int(started)}", "hostname": hostname, "pid": pid,
             "started_at": iso(started), "live": live, "healthy": healthy, "converged": converged,
-            "pending_queues": pending if pending is not None else ([] if converged else ["demo"])}
+            "pending_queues": pending if pending is not None else ([] if converged else ["demo"]),
+            "seconds_since_start": up}
 
 
 def command_host(host: str, printed: dict[str, object], clock: float | None = None,

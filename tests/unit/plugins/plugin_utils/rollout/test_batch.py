@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.batch import (
     after_batch,
-    batch_members,
-    expected_new_runtimes,
+    batch_services,
+    expectations,
     pause_seconds,
     restart_outcomes,
 )
@@ -19,38 +19,36 @@ from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_
 
 T = 1764520000.0
 NO_GATES = {"baseline": None, "queues": ["demo"], "limits": {}}
-SYSTEMD = {"method": "auto", "restart_command": "", "status_command": ""}
 
 
 def rollout(**overrides) -> dict:
-    """Three hosts, two batches: [app1/a, app2/a] then [app1/b, app3/a]."""
+    """Three hosts, two batches: [app1/a, app2/a] then [app1/b, app3/a]; runtimes told apart by pid on each."""
     hosts = [systemd_host("app1", {"a": unit("a", pid=1), "b": unit("b", pid=2)}, T),
              systemd_host("app2", {"a": unit("a", pid=3)}, T), systemd_host("app3", {"a": unit("a", pid=4)}, T)]
     state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
-             "contracts": {host["host"]: SYSTEMD for host in hosts}, "gone": [], "known_runtimes": ["old-1"],
-             "pid_hosts": [], "runtimes_per_service": 1, "max_fail_percentage": 0, "verdicts": []}
+             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"], "runtimes_per_service": 1,
+             "max_fail_percentage": 0, "verdicts": []}
     return {**state, **overrides}
 
 
-def restarted_on(host: str, services: dict[str, str], **failing) -> dict:
-    """One item of the registered loop: awa_producer_services restarted ``services`` on ``host``."""
-    return dict(systemd_result(services, T + 5, restart=tuple(services), failing=failing),
-                item={"host": host, "services": list(services), **SYSTEMD})
+def restarted(services: dict[str, str], **failing) -> dict:
+    """A host's restart: awa_producer_services restarted ``services`` there (its registered result)."""
+    return systemd_result(services, T + 5, restart=tuple(services), failing=failing)
 
 
-def test_a_batch_runs_only_on_its_hosts_each_with_its_services_and_restart_contract():
-    assert batch_members(rollout(), 1) == [{"host": "app1", "services": ["b"], **SYSTEMD},
-                                           {"host": "app3", "services": ["a"], **SYSTEMD}]
-    assert batch_members(rollout(gone=["app3"]), 1) == [{"host": "app1", "services": ["b"], **SYSTEMD}]
+def test_each_host_of_a_batch_restarts_only_its_own_services_of_it():
+    assert batch_services(rollout(), 1) == {"app1": ["b"], "app3": ["a"]}
+    assert batch_services(rollout(gone=["app3"]), 1) == {"app1": ["b"]}
 
 
 def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
-    restarts = {"results": [
-        restarted_on("app1", {"a": unit("a", pid=11)}),
-        restarted_on("app2", {"a": unit("a", pid=12)}, a="Job for a.service failed."),
-        {"item": {"host": "app3", "services": ["a"]}, "unreachable": True, "msg": "ssh: connect to host app3 port 22"},
-        {"item": {"host": "app4", "services": ["a", "b"]}, "failed": True, "msg": "/usr/bin/python3: not found"}]}
-    assert restart_outcomes(restarts) == [
+    state = rollout(batches=[[["app1", "a"], ["app2", "a"], ["app3", "a"], ["app4", "a"], ["app4", "b"]]])
+    restarts = {
+        "app1": restarted({"a": unit("a", pid=11)}),
+        "app2": restarted({"a": unit("a", pid=12)}, a="Job for a.service failed."),
+        "app3": {"unreachable": True, "msg": "ssh: connect to host app3 port 22"},
+        "app4": {"failed": True, "msg": "/usr/bin/python3: not found"}}
+    assert restart_outcomes(state, 0, restarts) == [
         {"host": "app1", "restarted": ["a"], "failed": [], "unreachable": None},
         {"host": "app2", "restarted": [], "failed": [{"service": "a", "message": "exit status 1: Job for a.service failed."}],
          "unreachable": None},
@@ -58,12 +56,27 @@ def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
         {"host": "app4", "restarted": [], "unreachable": None,
          "failed": [{"service": "a", "message": "/usr/bin/python3: not found"},
                     {"service": "b", "message": "/usr/bin/python3: not found"}]}]
-    assert expected_new_runtimes(restarts, 2) == 2
+
+
+def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_only_where_pids_cannot_tell():
+    restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
+                "app2": restarted({"a": unit("a", pid=12, started=T + 4)})}
+    assert expectations(rollout(runtimes_per_service=2), 0, restarts) == {
+        "restarted_services": [{"names": ["app1"], "pid": 11, "started_at": T + 4, "runtimes": 2},
+                               {"names": ["app2"], "pid": 12, "started_at": T + 4, "runtimes": 2}],
+        "expected_new_runtimes": 0}
+    # app2's runtimes cannot be told apart by pid: counted.
+    assert expectations(rollout(pid_hosts=["app1"]), 0, restarts) == {
+        "restarted_services": [{"names": ["app1"], "pid": 11, "started_at": T + 4, "runtimes": 1}],
+        "expected_new_runtimes": 1}
+    # A service that failed after its restart has no pid: nothing is waited for in its name, the verdict says why.
+    failed = {"app1": restarted({"a": unit("a", state="failed", sub="failed", pid=0, started=T + 4)})}
+    assert expectations(rollout(), 0, failed) == {"restarted_services": [], "expected_new_runtimes": 0}
 
 
 def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_is_gone():
-    restarts = {"results": [restarted_on("app1", {"a": unit("a", pid=11, started=T + 4)}),
-                            {"item": {"host": "app2", "services": ["a"]}, "unreachable": True, "msg": "no route"}]}
+    restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
+                "app2": {"unreachable": True, "msg": "no route"}}
     read = {"runtimes": [runtime(11, T + 4.5)], "new_runtimes": [runtime(11, T + 4.5)], "expected_new_runtimes": 1}
     state = after_batch(rollout(max_fail_percentage=50), index=0, restarts=restarts, read=read, gates=NO_GATES,
                         backout="To back out: ...")
@@ -74,8 +87,7 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     assert state["restarted"] == ["app1/a"], "what the window's record says was restarted"
     assert state["verdict"]["ok"], state["verdict"]["message"]
     assert "going on without them (1 of 3 producer host(s) unreachable (app2)" in state["verdict"]["message"]
-    assert batch_members(state, 1) == [{"host": "app1", "services": ["b"], **SYSTEMD},
-                                       {"host": "app3", "services": ["a"], **SYSTEMD}]
+    assert batch_services(state, 1) == {"app1": ["b"], "app3": ["a"]}
 
 
 def test_a_batch_is_watched_only_when_it_came_back_within_its_gates_and_another_follows():

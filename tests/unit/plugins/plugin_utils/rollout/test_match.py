@@ -33,6 +33,18 @@ def test_each_service_gets_the_runtime_of_its_main_pid_and_the_rest_are_outside(
     # The stopped service is not expected; the stale runtime does not count; pid 13 runs outside the inventory.
     assert (matched["expected"], matched["on_count"], matched["outside"]) == (2, 1, 1)
     assert inventory_text(matched) == "1 of 2, 1 outside"
+    # Every service that runs is told apart by pid: pid 13's runtime is named as outside.
+    assert matched["outside_runtimes"] == [runtime(13, T + 1)["instance_id"]]
+
+
+def test_runtimes_are_named_outside_only_where_every_running_service_is_told_apart_by_pid():
+    hosts = [systemd_host("f1", {"a": unit("a", started=T, pid=11)}), systemd_host("f2", {"c": unit("c", pid=21)})]
+    runtimes = [runtime(11, T + 1), runtime(13, T + 1)]
+    # f2's service has no runtime with its pid: judged by count, so pid 13 may be its runtime.
+    assert match(hosts, runtimes, 1)["outside_runtimes"] == []
+    assert match(hosts, runtimes, 1, pid_hosts=["f2"])["outside_runtimes"] == [runtime(13, T + 1)["instance_id"]]
+    unreachable = [hosts[0], systemd_host("f3", {"d": unit("d")}, reachable=False)]
+    assert match(unreachable, runtimes, 1)["outside_runtimes"] == [], "the unreachable host's runtimes are unknown"
 
 
 def test_a_runtime_on_an_older_count_does_not_count_and_per_queue_counts_read_pending_queues():

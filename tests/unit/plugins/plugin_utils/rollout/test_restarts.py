@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import restart_plan
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import restart_plan, window_services
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
     command_host,
@@ -59,9 +59,9 @@ def test_services_started_before_the_change_restart_in_batches_that_span_hosts()
                                          "[app1/a, app2/a] then [app1/b]")
 
 
-def test_services_that_started_after_the_change_are_left_alone_and_outside_runtimes_reported():
+def test_services_that_started_after_the_change_are_left_alone_and_outside_runtimes_named():
     # A re-run 60 s after the change: both services were restarted 30 s after it (their runtimes run the count),
-    # yet 3 runtimes lag.
+    # yet 3 runtimes lag; every service is told apart by pid, so those 3 are no service's: outside the window.
     after = CHANGE_AT + 30
     hosts = [systemd_host("app1", {"a": unit("a", started=after, pid=21), "b": unit("b", started=after, pid=22)},
                           CHANGE_AT + 62)]
@@ -70,9 +70,25 @@ def test_services_that_started_after_the_change_are_left_alone_and_outside_runti
     result = plan(hosts, read=read)
     assert result["batches"] == [] and result["headline"] == "No producer service to restart."
     assert "app1/a: left alone - its runtime (pid 21) runs the count" in result["lines"]
-    outside = [line for line in result["lines"] if "outside the inventory" in line]
-    assert len(outside) == 1 and "at least 3 runtime(s) run outside the inventory. On an older count: " in outside[0]
-    assert "pid 15653 " in outside[0]
+    [outside] = [line for line in result["lines"] if "outside" in line]
+    assert outside.startswith("3 live runtimes outside the change window - no producer service of the inventory "
+                              "runs them (another window's, on another part of the inventory, or a producer the "
+                              "inventory does not list): pid 15653 on host (unreported) (instance 00add19d-"), outside
+    assert "pid 15854 on host" in outside and "pid 18237 on host" in outside
+    assert outside.endswith("The waits leave them out; their own window or their owner restarts them.")
+
+
+def test_runtimes_outside_are_only_counted_where_a_host_s_runtimes_cannot_be_told_apart_by_pid():
+    # The same, but app2's service is judged by count (no runtime has its pid): the 3 cannot be told from its own.
+    after = CHANGE_AT + 30
+    hosts = [systemd_host("app1", {"a": unit("a", started=after, pid=21)}, CHANGE_AT + 62),
+             systemd_host("app2", {"b": unit("b", started=after, pid=77)}, CHANGE_AT + 62)]
+    read = read_later(UNCONVERGED, 60)
+    read["runtimes"] = read["runtimes"] + [runtime(21, after + 1), runtime(22, after + 1)]
+    lines = plan(hosts, read=read)["lines"]
+    assert not any("outside the change window" in line for line in lines), lines
+    [outside] = [line for line in lines if "outside the inventory" in line]
+    assert "at least 3 runtime(s) run outside the inventory. On an older count: " in outside
 
 
 def test_a_restart_only_one_runtime_short_still_names_the_runtimes_outside():
@@ -307,7 +323,10 @@ def test_a_raise_leaves_the_services_that_declare_other_queues_untouched_and_the
     result = plan(hosts, read=read)
     assert result["batches"] == [[["app1", "a"]]]
     assert result["untouched"] == ["app1/b"]
-    assert result["untouched_runtimes"] == [runtime(102, before)["instance_id"]]
+    # The waits leave out the runtimes of app1/b (window_services, concerned false).
+    started = float(int(before))  # systemd's whole seconds
+    assert window_services(result) == [{"names": ["app1"], "pid": 101, "started_at": started, "concerned": True},
+                                       {"names": ["app1"], "pid": 102, "started_at": started, "concerned": False}]
     assert ("app1/b: untouched - it enqueues only into billing, which this change does not concern "
             "(enqueue_shards_service_queues)") in result["detail"]
 
@@ -322,7 +341,7 @@ def test_a_lowering_restarts_every_service_whatever_it_declares():
                            {"b": ["billing"]})]
     result = plan(hosts, read=lowered, batch_size=2)
     assert result["batches"] == [[["app1", "a"], ["app1", "b"]]]
-    assert result["untouched"] == [] and result["untouched_runtimes"] == []
+    assert result["untouched"] == [] and all(service["concerned"] for service in window_services(result))
     assert ("enqueue_shards_service_queues is not applied: the change lowers demo, so every producer service is "
             "concerned (one that kept the old count would refill the old shards).") in result["detail"]
 

@@ -92,7 +92,11 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
     assert row[2] == "3 of 4, 1 outside" and row[5] == "no / no"
     assert lines[4].startswith("inventory: 3 of 4, 1 outside runtimes of the producer services live on the count; "
                                "runtimes matched to services by pid")
-    assert lines[5] == "  without a live runtime on the count: app1/p3"
+    # Every service is told apart by pid: pid 99 runs outside the window, named.
+    assert lines[5].startswith("  1 live runtime outside the change window - no producer service of the inventory runs "
+                               "them (another window's, on another part of the inventory, or a producer the inventory "
+                               "does not list): pid 99 on host (unreported) (instance instance-99-"), lines[5]
+    assert lines[6] == "  without a live runtime on the count: app1/p3"
     done = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
                    inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
                               "runtimes_per_service": 1, "pid_hosts": []})

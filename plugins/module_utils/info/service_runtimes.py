@@ -1,0 +1,148 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Which Awa runtimes a producer service runs: the one rule of the rollout's waits (here, on the module's side)
+and of its verdicts (plugin_utils/rollout/match.py, on the controller's).
+
+Awa 0.6.9 runtimes publish their pid, a host name when the runtime reports
+one (Python runtimes leave it empty) and when they started, by the clock of
+the host they run on. A runtime is a service's when its pid is the service's
+main pid (systemd's MainPID, or the pid its status command prints), its host
+name, when reported, is one of the names of the service's host, and it
+started no earlier than the service's process (the same host's clock;
+systemd's start is whole seconds). A service without a known pid has no
+runtime by this rule: its host's runtimes are counted instead.
+
+Hosts have pid namespaces of their own, so services on two hosts may share a
+pid (identical containers restarted together) while their runtimes report no
+host name: each runtime a service expects takes a runtime of its own
+(``assign``), so a pid counts as many times as services expect it.
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable, Iterable, Sequence
+from typing import TypedDict
+
+from ansible_collections.awa.operations.plugins.module_utils.info.result import RuntimeView
+
+# systemd's start timestamps are whole seconds.
+CLOCK_RESOLUTION = 1.0
+
+
+class ServiceProcess(TypedDict):
+    """A producer service's current process, as its host reported it."""
+
+    # The names of its host a runtime may report as its host name.
+    names: list[str]
+    pid: int | None
+    # Unix seconds by its host's clock; None when unknown.
+    started_at: float | None
+
+
+class RestartedService(ServiceProcess):
+    """A service a batch restarted, and how many runtimes it runs."""
+
+    runtimes: int
+
+
+class WindowService(ServiceProcess):
+    """A producer service of the change window, and whether the change concerns it."""
+
+    concerned: bool
+
+
+def seconds(text: str | None) -> float | None:
+    """An ISO timestamp as unix seconds (None stays None)."""
+    return datetime.datetime.fromisoformat(text).timestamp() if text else None
+
+
+def is_runtime_of(service: ServiceProcess, pid: int, hostname: str | None, started_at: float | None) -> bool:
+    """Whether the runtime of ``pid``, ``hostname`` and ``started_at`` (unix seconds) is ``service``'s."""
+    if not service["pid"] or pid != service["pid"]:
+        return False
+    if hostname and hostname not in service["names"]:
+        return False
+    started = service["started_at"]
+    return started is None or started_at is None or started_at >= started - CLOCK_RESOLUTION
+
+
+def identity(runtime: RuntimeView) -> tuple[int, str | None, float | None]:
+    """What the rule reads of a runtime as a read returns it: its pid, host name and start (unix seconds)."""
+    return runtime["pid"], runtime["hostname"], seconds(runtime["started_at"])
+
+
+def is_runtime_view_of(service: ServiceProcess, runtime: RuntimeView) -> bool:
+    """``is_runtime_of`` for a runtime as a read returns it."""
+    return is_runtime_of(service, *identity(runtime))
+
+
+def _owners(services: Sequence[ServiceProcess]) -> Callable[[int, str | None, float | None], list[int]]:
+    """The positions in ``services`` of those a runtime of (pid, host name, start) is, looked up by pid: a poll of
+    a thousand services and runtimes compares each runtime with the few services of its pid, not with all."""
+    by_pid: dict[int, list[int]] = {}
+    for position, service in enumerate(services):
+        if service["pid"]:
+            by_pid.setdefault(service["pid"], []).append(position)
+    return lambda pid, hostname, started_at: [position for position in by_pid.get(pid, [])
+                                              if is_runtime_of(services[position], pid, hostname, started_at)]
+
+
+def assign(services: Sequence[ServiceProcess], runtimes: Sequence[RuntimeView]) -> dict[str, int]:
+    """Runtime instance id -> the index of the service it is given to, each runtime to one service, as many
+    services served as can be (a maximum matching: a runtime that could be two services' never leaves one of them
+    without the other runtime it could have had)."""
+    owners_of = _owners(services)
+    candidates: list[list[str]] = [[] for dummy in services]
+    for runtime in runtimes:
+        for position in owners_of(*identity(runtime)):
+            candidates[position].append(runtime["instance_id"])
+    owner: dict[str, int] = {}
+    for first in range(len(services)):
+        # An augmenting path from ``first``, searched depth first without recursion.
+        seen: set[str] = set()
+        path: list[tuple[int, str]] = []
+        stack = [(first, iter(candidates[first]))]
+        while stack:
+            service, options = stack[-1]
+            tried = next((option for option in options if option not in seen), None)
+            if tried is None:
+                stack.pop()
+                if path:
+                    path.pop()
+                continue
+            seen.add(tried)
+            path.append((service, tried))
+            if tried not in owner:
+                for taker, taken in path:
+                    owner[taken] = taker
+                break
+            stack.append((owner[tried], iter(candidates[owner[tried]])))
+    return owner
+
+
+def restarted_runtimes(services: Sequence[RestartedService], new: Sequence[RuntimeView], *,
+                       counted: bool) -> list[RuntimeView]:
+    """Of the ``new`` runtimes (live, healthy, not seen before the restart), those of the restarted ``services`` -
+    at most as many as each runs - and, when ``counted``, every one that is none of theirs (the runtimes of
+    services whose pid is not known are counted, not told apart)."""
+    slots = [service for service in services for dummy in range(service["runtimes"])]
+    given, owners_of = assign(slots, new), _owners(services)
+    return [runtime for runtime in new if runtime["instance_id"] in given
+            or counted and not owners_of(*identity(runtime))]
+
+
+def left_out(window: Sequence[WindowService],
+             runtimes: Iterable[tuple[str, int, str | None, float | None]]) -> set[str]:
+    """The instance ids, of ``runtimes`` (instance id, pid, host name, start), that a change window does not wait
+    for: those of the services the change does not concern and - where the pid of every service of the window is
+    known - those of none of its services (outside the window: another window's, a producer outside the
+    inventory). Without a window (empty), none."""
+    owners_of = _owners(window)
+    told_apart = bool(window) and all(service["pid"] for service in window)
+    found = set()
+    for instance_id, pid, hostname, started_at in runtimes:
+        owners = owners_of(pid, hostname, started_at)
+        if (not owners and told_apart) or (owners and not any(window[position]["concerned"] for position in owners)):
+            found.add(instance_id)
+    return found
