@@ -46,37 +46,34 @@ UNUSED_BUILD_AGE = 24 * 3600
 # Where a Debian 11 host finds Debian 12's tree (read-only), the root directory of its producer units.
 RUNTIME_ROOT = "/opt/awa-runtime"
 
-# Runs inside the new tree (systemd-nspawn, no boot), with the wheels at /wheels.
-SETUP_SCRIPT = f"""
-set -eu
-useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin {SERVICE_USER}
+# Every tree: the units' user and the login user the controller connects as (passwordless sudo).
+USERS_SCRIPT = f"""useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin {SERVICE_USER}
 useradd --create-home --shell /bin/bash {LOGIN_USER}
 echo '{LOGIN_USER} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{LOGIN_USER}
 chmod 0440 /etc/sudoers.d/{LOGIN_USER}
-python3 -m venv {VENV}
+"""
+# Each host gets its own host key when it is created; the package caches are not needed.
+CLEANUP_SCRIPT = """rm -f /etc/ssh/ssh_host_*
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
+"""
+
+# Runs inside the new tree (systemd-nspawn, no boot), with the wheels at /wheels.
+SETUP_SCRIPT = f"""
+set -eu
+{USERS_SCRIPT}python3 -m venv {VENV}
 {VENV}/bin/pip install --quiet --no-index --find-links /wheels -r /wheels/requirements.txt
 mkdir -p {APP_DIR}
 echo {APP_DIR} > "$({VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')/awa-app.pth"
 {VENV}/bin/python -c 'import awa, psycopg'
-# Each host gets its own host key when it is created.
-rm -f /etc/ssh/ssh_host_*
-apt-get clean
-rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-"""
+{CLEANUP_SCRIPT}"""
 
 
 # Debian 11: the same users, no venv; the app folder and the runtime root's mount point exist for the units.
 SETUP_SCRIPT_BULLSEYE = f"""
 set -eu
-useradd --system --user-group --home-dir /nonexistent --shell /usr/sbin/nologin {SERVICE_USER}
-useradd --create-home --shell /bin/bash {LOGIN_USER}
-echo '{LOGIN_USER} ALL=(ALL) NOPASSWD: ALL' > /etc/sudoers.d/{LOGIN_USER}
-chmod 0440 /etc/sudoers.d/{LOGIN_USER}
-mkdir -p {APP_DIR} {RUNTIME_ROOT}
-rm -f /etc/ssh/ssh_host_*
-apt-get clean
-rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin
-"""
+{USERS_SCRIPT}mkdir -p {APP_DIR} {RUNTIME_ROOT}
+{CLEANUP_SCRIPT}"""
 
 
 @dataclass(frozen=True)
