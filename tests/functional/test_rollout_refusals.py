@@ -235,7 +235,7 @@ def test_a_window_resumed_past_its_change_does_not_claim_a_count_it_did_not_set(
     before = snapshot(awa_db)
 
     output = set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "orders", "shards": 2}],
-                                "--start-at-task", "Wait | until every live runtime runs with the new count")
+                                "--start-at-task", "Wait | until every live runtime of the window runs with the new count")
 
     message = failure_message(output)
     assert message.startswith(

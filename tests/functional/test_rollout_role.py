@@ -91,8 +91,10 @@ def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
     # A successful summary ends with the window's start and end and the back-out; so does its report.
     window = re.search(r'"The window: (\S+ \S+) -> (\S+) UTC \(.*, the database\'s clock\)\."', finished.stdout)
     assert window, finished.stdout
+    # The window's variables file (rollout_support writes one a window), as the run was given it.
+    [variables] = set(re.findall(rf"-e @({re.escape(str(testbed))}/extra-vars-\w+\.json)", finished.stdout))
     backout = ("To back out (the previous counts, the same options): ansible-playbook -i "
-               f"{TESTBED_INVENTORY} -e @{testbed / 'extra-vars.json'} {PLAYBOOK} -e "
+               f"{TESTBED_INVENTORY} -e @{variables} {PLAYBOOK} -e "
                "'{\"enqueue_shards_queues\": [{\"queue\": \"demo\", \"shards\": 1}]}'")
     assert json.dumps(backout) in finished.stdout  # the summary's line, as the callback prints it
     report_path = re.search(r"The window's report: (\S+?)\. Its outcome is published as awa_enqueue_shards_outcome",
