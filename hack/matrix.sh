@@ -20,8 +20,8 @@ matrix_test_cores=("${matrix_prerelease_cores[@]}" "${matrix_cores[@]}")
 
 # The cores ansible-test integration runs on (hack/integration.sh): the ends of the range - the
 # pre-release, the newest and the floor (the oldest, meta/runtime.yml's requires_ansible). Between
-# them sanity and units run on every core; the floor's functional step runs the modules and the
-# role through Ansible on 2.16 too.
+# them sanity and units run on every core; the functional step runs the modules and the role
+# through Ansible on the floor too (its tests marked floor, on PostgreSQL 17).
 matrix_integration_cores=("${matrix_prerelease_cores[@]}" "${matrix_cores[0]}" "${matrix_cores[-1]}")
 
 # The Python each core runs on here and the requirements of its venv (exact

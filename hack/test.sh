@@ -9,15 +9,15 @@
 #     bash hack/test.sh --serial             # molecule in turn with the others
 #     bash hack/test.sh quick                # the contributor's loop, at most 5 minutes
 #
-# Steps: changelog sanity units lint types docs importer ee integration molecule functional floor.
+# Steps: changelog sanity units lint types docs importer ee integration molecule functional.
 # sanity and units run on every ansible-core of the matrix and on the next
 # one's pre-release (hack/matrix.sh; units every core at once), integration on
 # the pre-release, the newest and the floor (matrix_integration_cores, at
 # once), molecule on the newest. Sanity runs every test on the newest core
 # and, on the others, the tests whose verdict depends on the core (step_sanity
 # says which and why); units run module_utils' tests on one core per Python
-# (step_units). floor: the change window's functional tests on the oldest
-# core (step_floor). quick: sanity, units and types on the newest core, the
+# (step_units). functional: the change window's tests also on the oldest
+# core (step_functional). quick: sanity, units and types on the newest core, the
 # modules' functional tests on PostgreSQL 18.
 #
 # What it does, top to bottom:
@@ -53,7 +53,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-all_steps=(changelog sanity units lint types docs importer ee integration molecule functional floor)
+all_steps=(changelog sanity units lint types docs importer ee integration molecule functional)
 [ ${#steps[@]} -gt 0 ] || steps=("${all_steps[@]}")
 for step in "${steps[@]}"; do
     [[ " ${all_steps[*]} quick " == *" $step "* ]] || { echo "unknown step: $step (known: ${all_steps[*]} quick)" >&2; exit 2; }
@@ -257,33 +257,17 @@ step_molecule() {
 # (tests/functional/conftest.py): a test that would be skipped here fails, because this command
 # promises that every selected test runs.
 by_file_in_conftest_order=(--dist loadfile --no-loadscope-reorder)
+# The change window on the floor too: the oldest ansible-core of the matrix (meta/runtime.yml's
+# requires_ansible) runs the role and the playbook end to end, the modules and the action plugin's
+# wait through Ansible, and the secrets rules (its no_log masking predates 2.19's data tagging):
+# the tests marked floor run ansible and ansible-playbook from the floor core's venv on PostgreSQL
+# 17 and from the newest on 18 (tests/functional/conftest.py, --floor-python). Each core and each
+# major runs them for the cost of one run of each test, in the same pool of workers.
 step_functional() {
     local marker=(-m "not slow")
     [ "$long" = 1 ] && marker=()
     pytest "${marker[@]}" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --durations=25 \
-        -k "not (pg17 and ($(floor_file_names)))" tests/functional | tee "$work/functional.log"
-}
-
-# The change window on the floor: the oldest ansible-core of the matrix (meta/runtime.yml's
-# requires_ansible) runs the role and the playbook end to end, the modules and the action plugin's
-# wait through Ansible, and the secrets rules (its no_log masking predates 2.19's data tagging):
-# the tests run ansible and ansible-playbook from the folder of the Python that runs pytest
-# (enqueue_shards_support.ansible_command), so the floor core's venv runs them. On PostgreSQL 17,
-# which the functional step leaves to it for these files: each core and each major runs them,
-# for the cost of one run of each file.
-floor_files=(tests/functional/test_rollout_role.py tests/functional/test_rollout_secrets.py
-             tests/functional/test_enqueue_shards_ansible.py tests/functional/test_batch_wait_read.py
-             tests/functional/test_playbook_groups.py)
-# "test_a or test_b ...": the floor's files for pytest -k (the functional step leaves their PostgreSQL 17 tests out).
-floor_file_names() {
-    local file names=() joined
-    for file in "${floor_files[@]}"; do names+=("$(basename "$file" .py)"); done
-    joined="${names[*]}"
-    echo "${joined// / or }"
-}
-step_floor() {
-    with_core "${matrix_cores[-1]}" pytest -m "not slow" --no-skips -n 3 "${by_file_in_conftest_order[@]}" --pg 17 \
-        --durations=10 "${floor_files[@]}" | tee "$work/floor.log"
+        --floor-python "$(matrix_venv "${matrix_cores[-1]}")/bin/python" tests/functional | tee "$work/functional.log"
 }
 
 # The contributor's loop (CONTRIBUTING.md), at most five minutes: sanity,
@@ -352,7 +336,6 @@ show_results() {
     cat "$timings"
     printf '%-24s %5ss\n' "total" "$SECONDS"
     [ ! -f "$work/functional.log" ] || grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/functional.log" | tail -n 1
-    [ ! -f "$work/floor.log" ] || grep -E '^=+ .*[0-9]+ (passed|failed|errors?)' "$work/floor.log" | tail -n 1
     [ "$status" = 0 ] || echo "hack/test.sh failed (exit $status): the step that failed, or was stopped, is above" >&2
 }
 at_exit show_results

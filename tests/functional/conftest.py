@@ -167,9 +167,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--pg", action="append", type=int, choices=SUPPORTED_MAJORS, metavar="MAJOR",
                      help="run only the tests on this PostgreSQL major (repeatable; default: every major). "
                           "hack/test.sh quick uses --pg 18")
+    parser.addoption("--floor-python", metavar="PYTHON", type=Path,
+                     help="the tests marked floor run on PostgreSQL 17 with the ansible-core of this Python's venv "
+                          "(hack/test.sh: the oldest core of the matrix, meta/runtime.yml's requires_ansible); on 18 "
+                          "with the one that runs pytest")
     parser.addoption("--record-file-seconds", metavar="PATH", type=Path,
                      help="write each test file's seconds (setup, call and teardown of its tests) to PATH as JSON; "
                           "the files run costliest first by tests/functional/file_seconds.json (awa_testbed.file_order)")
+
+
+@pytest.fixture(autouse=True)
+def floor_core(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A test marked floor, on PostgreSQL 17, runs ansible and ansible-playbook of --floor-python's venv: each core
+    and each major runs the change window, for the cost of one run of each test, in one pool of workers."""
+    # Imported here: it imports the collection, which make_importable() above puts on the path.
+    from enqueue_shards_support import ANSIBLE_PYTHON_VARIABLE  # pylint: disable=import-outside-toplevel
+
+    floor_python = request.config.getoption("--floor-python")
+    callspec = getattr(request.node, "callspec", None)
+    if floor_python and request.node.get_closest_marker("floor") and callspec and "pg17" in callspec.id.split("-"):
+        monkeypatch.setenv(ANSIBLE_PYTHON_VARIABLE, str(floor_python))
 
 
 # Each test file's seconds in a recent run of the whole step, recorded with --record-file-seconds (CONTRIBUTING.md).

@@ -245,9 +245,18 @@ def ansible_env() -> dict[str, str]:
             "ANSIBLE_DEPRECATION_WARNINGS": "false", "ANSIBLE_RETRY_FILES_ENABLED": "false"}
 
 
+# Set for a test that runs on the floor core (conftest.py, --floor-python): the Python whose ansible-core it runs.
+ANSIBLE_PYTHON_VARIABLE = "AWA_TEST_ANSIBLE_PYTHON"
+
+
+def ansible_python() -> Path:
+    """The Python whose ansible-core a test runs: this interpreter's, or the floor core's venv's (conftest.py)."""
+    return Path(os.environ.get(ANSIBLE_PYTHON_VARIABLE) or sys.executable)
+
+
 def ansible_command(program: str, *args: str, env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    """Run ``ansible``/``ansible-playbook`` from this interpreter's environment."""
-    executable = Path(sys.executable).parent / program
+    """Run ``ansible``/``ansible-playbook`` from the environment of ``ansible_python()``."""
+    executable = ansible_python().parent / program
     return subprocess.run([str(executable), *args], env={**ansible_env(), **(env_extra or {})}, capture_output=True,
                           text=True, timeout=300, check=False)
 

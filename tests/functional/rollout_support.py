@@ -14,7 +14,6 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,7 @@ from awa_testbed import environment
 from awa_testbed.awadb import DEFAULT_AWA_VERSION, AwaDatabase
 from awa_testbed.pgserver import PgServer
 from awa_testbed.supervisor import Supervisor
-from enqueue_shards_support import ansible_command, ansible_env
+from enqueue_shards_support import ansible_command, ansible_env, ansible_python
 
 REPO = Path(__file__).resolve().parents[2]
 TESTBED_INVENTORY = REPO / "extensions" / "testbed" / "inventory.yml"
@@ -142,13 +141,13 @@ def set_enqueue_shards_as_awx_does(state_dir: Path, name: str, shards: int, *fla
     extravars = {"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
                  **{f"enqueue_shards_{key}": value for key, value in variables.items()}}
     # The playbook's interpreter's ansible-playbook, and this checkout as the collection.
-    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    path = f"{ansible_python().parent}{os.pathsep}{os.environ['PATH']}"
     envvars = {**{key: value for key, value in ansible_env().items() if key.startswith("ANSIBLE_")},
                "PATH": path, "AWA_TESTBED_STATE": str(state_dir)}
     run = {"private_data_dir": str(private), "ident": "job", "playbook": str(PLAYBOOK),
            "inventory": str(TESTBED_INVENTORY), "extravars": extravars, "envvars": envvars,
            "cmdline": " ".join(flags), "process_isolation": False, "quiet": True, "timeout": 300}
-    subprocess.run([sys.executable, "-c", "import json, sys, ansible_runner; ansible_runner.run(**json.load(sys.stdin))"],
+    subprocess.run([str(ansible_python()), "-c", "import json, sys, ansible_runner; ansible_runner.run(**json.load(sys.stdin))"],
                    input=json.dumps(run), text=True, check=True, timeout=360)
     artifacts = private / "artifacts" / "job"
     events = sorted((json.loads(path.read_text(encoding="utf-8")) for path in (artifacts / "job_events").glob("*.json")),
@@ -167,7 +166,7 @@ def start_enqueue_shards(state_dir: Path, shards: int, *flags: str, inventory: P
     its whole process group, as a dropped SSH session or a cancelled AWX job does), its output to ``output``."""
     with open(output, "wb") as log:
         return subprocess.Popen(  # pylint: disable=consider-using-with
-            [str(Path(sys.executable).parent / "ansible-playbook"),
+            [str(ansible_python().parent / "ansible-playbook"),
              *_window_args(state_dir, shards, flags, inventory, variables)],
             env={**ansible_env(), "AWA_TESTBED_STATE": str(state_dir)}, stdout=log, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True)

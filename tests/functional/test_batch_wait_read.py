@@ -13,7 +13,8 @@ for their runtimes (their pids) and for no other new runtime.
 from __future__ import annotations
 
 import json
-import sys
+
+import pytest
 
 from awa_testbed.environment import wait_for_live_runtimes
 
@@ -23,7 +24,10 @@ from ansible_collections.awa.operations.plugins.module_utils.info.views import L
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 from benchmarks.tracing import protocol_trace
-from enqueue_shards_support import ansible_command, change
+from enqueue_shards_support import ansible_command, ansible_python, change
+
+# The change window on the floor core too (conftest.py, --floor-python).
+pytestmark = pytest.mark.floor
 
 QUEUES = [f"batch{n}" for n in range(10)]
 ROLE_READ = "awa.operations.__role.enqueue_shards_rollout_info"
@@ -70,7 +74,7 @@ def test_the_role_s_wait_for_restarted_runtimes_without_lanes_through_ansible(aw
     args = {**awa_db.login_args(), "queues": ["orders"], "wait": "restarted", "expected_new_runtimes": 1,
             "known_runtimes": [], "health": True, "lanes": False, "wait_timeout": 60, "wait_sleep": 0.5}
     process = ansible_command("ansible", "localhost", "-m", ROLE_READ,
-                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
+                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert process.returncode == 0, process.stdout + process.stderr
     result = json.loads(process.stdout[process.stdout.index("{", process.stdout.find("localhost | ")):])
     assert "done: 1/1 restarted runtimes live and healthy; orders: 1/1 runtimes on 4 shards\n" in process.stdout
@@ -79,7 +83,7 @@ def test_the_role_s_wait_for_restarted_runtimes_without_lanes_through_ansible(aw
 
     args.update(wait="drained")
     refused = ansible_command("ansible", "localhost", "-m", ROLE_READ,
-                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
+                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert refused.returncode != 0 and "lanes=false reads no lane depths" in refused.stdout
 
 
@@ -91,7 +95,7 @@ def test_the_role_s_wait_for_the_services_it_restarted_waits_for_their_pids_and_
             "restarted_services": [{"names": ["localhost"], "pid": restarted.pid}], "wait_timeout": 60,
             "wait_sleep": 0.5}
     process = ansible_command("ansible", "localhost", "-m", ROLE_READ,
-                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
+                              "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert process.returncode == 0, process.stdout + process.stderr
     result = json.loads(process.stdout[process.stdout.index("{", process.stdout.find("localhost | ")):])
     # The other new runtime does not stand in for the restarted service's: it is not one of the new runtimes.
@@ -100,5 +104,5 @@ def test_the_role_s_wait_for_the_services_it_restarted_waits_for_their_pids_and_
     # A service whose runtime never comes: the wait times out, though another new runtime is live.
     args.update(restarted_services=[{"names": ["localhost"], "pid": 1}], wait_timeout=2)
     timed_out = ansible_command("ansible", "localhost", "-m", ROLE_READ,
-                                "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": sys.executable})
+                                "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert timed_out.returncode != 0 and "0 of 1 restarted runtimes are live and healthy" in timed_out.stdout

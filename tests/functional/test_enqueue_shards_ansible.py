@@ -18,6 +18,9 @@ from enqueue_shards_support import (
     snapshot,
 )
 
+# The change window on the floor core too (conftest.py, --floor-python).
+pytestmark = pytest.mark.floor
+
 STEP_PLAYBOOK = Path(__file__).with_name("playbooks") / "enqueue_shards_step.yml"
 
 

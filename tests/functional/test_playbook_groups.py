@@ -13,8 +13,13 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from enqueue_shards_support import ansible_command, shard_counts
 from rollout_support import PLAYBOOK, REPO, failure_message
+
+# The change window on the floor core too (conftest.py, --floor-python).
+pytestmark = pytest.mark.floor
 
 INVENTORY = """\
 all:

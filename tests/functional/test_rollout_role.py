@@ -19,11 +19,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from awa_testbed import environment
 from awa_testbed.binaries import awa_cli
 from awa_testbed.processes import worker
 from enqueue_shards_support import shard_counts, snapshot
 from rollout_support import PLAYBOOK, TESTBED_INVENTORY, program_pids, set_enqueue_shards, summary_row
+
+# The change window on the floor core too (conftest.py, --floor-python).
+pytestmark = pytest.mark.floor
 
 
 def test_preflight_refuses_missing_lanes_when_repair_is_off(testbed, testbed_db):

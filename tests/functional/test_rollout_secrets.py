@@ -34,6 +34,9 @@ from awa_testbed.binaries import SUPPORTED_MAJORS
 from rollout_support import (failure_message, program_pids, set_enqueue_shards, set_enqueue_shards_as_awx_does,
                              summary_row)
 
+# The change window on the floor core too (conftest.py, --floor-python).
+pytestmark = pytest.mark.floor
+
 REGION = "eu-test-1"
 # The role's phases, in the order their tasks run (a batch's tasks are the pickup's).
 PHASES = ["Validate", "Reach", "Preflight", "Change", "Pickup", "Wait", "Summary", "Record"]
