@@ -6,7 +6,7 @@ Round trips do not grow with the lanes: one statement for the lock keys of
 every lane of the queues, one for every lane's cursors at each end of the
 window, and one per sample (every ``interval`` seconds) of pg_stat_activity
 joined to the lock each backend waits for. Only the window reads these, so
-they live here rather than in ``info.introspect``.
+they live here rather than in ``schema``.
 Each read is its own READ ONLY transaction, because PostgreSQL keeps one
 statistics snapshot per transaction: a sample in a new transaction sees the
 backends as they are now.
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, TypeVar
 from ansible_collections.awa.operations.plugins.module_utils.advice import contention
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LANE_READABLE_JOINS
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import fetch_queue_storage_schema
+from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LANE_READABLE_JOINS
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import fetch_queue_storage_schema
 
 if TYPE_CHECKING:
     from typing import TypeAlias

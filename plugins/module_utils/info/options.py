@@ -28,7 +28,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info import waiters
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
 
 DEFAULT_WAIT_TIMEOUT = 300.0

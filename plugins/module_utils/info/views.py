@@ -9,10 +9,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence, service_runtimes
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
-from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     ChangeView,

@@ -26,8 +26,9 @@ PREFIX = "ansible_collections.awa.operations.plugins."
 # and the rows below. plugin_utils (controller-side) stands above all of module_utils (which is shipped to hosts).
 ORDER = (
     ("module_utils/errors", "module_utils/compact", "module_utils/masking"),
-    ("module_utils/naming", "module_utils/ledger"),
+    ("module_utils/naming",),
     ("module_utils/db", "module_utils/producer"),
+    ("module_utils/schema",),
     ("module_utils/info",),
     ("module_utils/change", "module_utils/advice"),
     ("module_utils/module_main",),
@@ -64,7 +65,7 @@ GRAPH = {path: imported(path) for path in SOURCES}
 def test_the_graph_reads_the_imports():
     rule = PLUGINS / "module_utils" / "advice" / "rule.py"
     assert PLUGINS / "module_utils" / "advice" / "contention.py" in GRAPH[rule]
-    assert PLUGINS / "module_utils" / "db" / "connection.py" in GRAPH[PLUGINS / "module_utils" / "change" / "apply.py"]
+    assert PLUGINS / "module_utils" / "db" / "connection.py" in GRAPH[PLUGINS / "module_utils" / "change" / "writes.py"]
     assert all(target.exists() for targets in GRAPH.values() for target in targets)
 
 

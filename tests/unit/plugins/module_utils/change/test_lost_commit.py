@@ -14,7 +14,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     CommitNotApplied,
     CommitOutcomeUnknown,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import TransactionIdentity
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.db.test_reopening import Unreachable
 

@@ -12,7 +12,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.convergence im
     judge,
     queue_convergence,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import reported_shard_counts
+from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import reported_shard_counts
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import change, runtime
 
