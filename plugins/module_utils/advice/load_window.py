@@ -47,10 +47,10 @@ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
 """
 
 # Both lock keys of every lane (contention.py): reserve_enqueue_seq's, on the qualified name of the lane's
-# enqueue sequence, and the Rust producers', on 'awa:<queue>:<priority>:<shard>'. As pg_locks shows a
-# bigint advisory key: classid = high 32 bits, objid = low 32 bits.
+# enqueue sequence, and the Rust producers', on 'awa:<queue>:<priority>:<shard>' (bigint keys, which pg_locks
+# shows split: contention.split_key).
 LANE_LOCK_KEYS_SQL = """
-SELECT k.kind, h.queue, h.priority, h.enqueue_shard, (k.key >> 32) & 4294967295, k.key & 4294967295
+SELECT k.kind, h.queue, h.priority, h.enqueue_shard, k.key
 FROM {enqueue_heads} AS h
 CROSS JOIN LATERAL (VALUES
     (%(reservation)s, hashtextextended(format('%%I.%%I', %(schema)s::text, h.seq_name), 0)),
@@ -89,7 +89,7 @@ def fetch_lane_keys(conn: Connection, schema: str, queues: list[str]) -> content
     rows = conn.execute(sql.SQL(LANE_LOCK_KEYS_SQL).format(**_identifiers(schema)),
                         {"schema": schema, "queues": queues, "reservation": contention.RESERVATION,
                          "insert": contention.INSERT}).fetchall()
-    return {(classid, objid): (kind, (queue, priority, shard)) for kind, queue, priority, shard, classid, objid in rows}
+    return {contention.split_key(key): (kind, (queue, priority, shard)) for kind, queue, priority, shard, key in rows}
 
 
 def fetch_cursors(conn: Connection, schema: str, queues: list[str]) -> Cursors:

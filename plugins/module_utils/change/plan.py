@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
+from ansible_collections.awa.operations.plugins.module_utils.name_lists import named_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation

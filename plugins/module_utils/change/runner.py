@@ -55,7 +55,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
     ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChange, QueueChangeRun)
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import render, server_address, transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening, reconnect_with_retries
+from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
@@ -66,6 +66,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes, unknown_queues
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: 
     runs = change_queues(conn, requests, listed=listed, reconnect=reconnect, **options)
     run = merge_results(runs, time.monotonic() - started) if listed else runs[requests[0].queue]
     outcome = module_outcome(run, diff=diff)
-    session = Reopening(conn, (lambda: reconnect_with_retries(reconnect)) if reconnect else None)
+    session = ReadSession(conn, (lambda: reconnect_with_retries(reconnect)) if reconnect else None)
     try:
         current = session.current()
         read = read_shards_info(current, queues=list(runs), runtime_roles=requests[0].runtime_roles,
@@ -314,8 +315,8 @@ def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool,
 
 
 def refuse_writes(conn: Connection, run: str) -> None:
-    """A ``run`` that only reads (a check-mode run, one with nothing to change, a list's read): a transaction id
-    would mean it wrote."""
+    """A ``run`` that only reads (the read of the queues to change, in check mode too): a transaction id would
+    mean it wrote."""
     if fetch_assigned_transaction_id(conn) is not None:
         raise DatabaseError(f"internal error: {run} was assigned a transaction id, so it wrote something; it was "
                             "rolled back.")

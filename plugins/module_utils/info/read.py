@@ -18,8 +18,8 @@ because reading a lane's cursors locks its two sequences until the
 transaction ends. Every transaction sets ``lock_timeout``: reads take only
 ACCESS SHARE locks, so they wait only behind DDL (for example an ``awa
 migrate`` holding ACCESS EXCLUSIVE), and fail with ``LockTimeout`` naming the
-holder rather than wait for it. Waiting is wait.py's, advice
-advice/on_read.py's; the result is declared in result.py.
+holder rather than wait for it. Waiting is wait/polls.py's, advice
+info/runner.py's; the result is declared in result.py.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
-from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.schema import depths, installation, lanes, ledger
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
