@@ -25,11 +25,11 @@ import psycopg
 from awa_testbed import processes
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
-from ansible_collections.awa.operations.plugins.module_utils.change.listed import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
+from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_in_session
 
 from . import environment, stats, tables
 from .environment import BenchServer
@@ -46,7 +46,7 @@ def poll(conn: psycopg.Connection, queues: list[str], known: list[str], *, lanes
     """One poll of the batch wait, as the role asks for it: the read and what it cost."""
     started = time.perf_counter()
     with protocol_trace(conn) as wire:
-        read = wait_in_session(Reopening(conn, None), "none", 0, 1, health=True, queues=queues,
+        read = wait_in_session(ReadSession(conn, None), "none", 0, 1, health=True, queues=queues,
                                known_runtimes=tuple(known), expected_new_runtimes=RUNTIMES, lanes=lanes)
     return read, {"seconds": time.perf_counter() - started, "statements": wire.statements,
                   "round_trips": wire.round_trips}

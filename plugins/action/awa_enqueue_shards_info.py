@@ -5,14 +5,14 @@
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll
 (its seconds against ``wait_timeout``, and a drain's time left at the rate
-its depth falls: info/wait.py's poll_line), and waits with the module's own
-wait (info/wait.py's poll_until): the same predicates, deadline, result keys,
+its depth falls: info/wait/polls.py's poll_line), and waits with the module's own
+wait (info/wait/polls.py's poll_until): the same predicates, deadline, result keys,
 reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
 (``disconnected``, a failover) after an earlier poll succeeded: that one is
-tried again, as in the module's own wait (info/wait.py's reconnect_policy).
+tried again, as in the module's own wait (info/wait/polls.py's reconnect_policy).
 
 Without ``wait`` the module runs once, as is. Under ``async`` it runs once too,
 wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
@@ -34,7 +34,7 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.info.failover import RECONNECT_ATTEMPTS
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import RECONNECT_ATTEMPTS
 from ansible_collections.awa.operations.plugins.module_utils.info.options import (
     ARGUMENT_RULES,
     argument_spec,
@@ -45,7 +45,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.options import
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import poll_line, poll_until
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import poll_line, poll_until
 
 display = Display()
 

@@ -657,7 +657,7 @@ duration:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
-from ansible_collections.awa.operations.plugins.module_utils.advice.on_read import read
+from ansible_collections.awa.operations.plugins.module_utils.info.runner import read
 from ansible_collections.awa.operations.plugins.module_utils.info.options import ARGUMENT_RULES, argument_spec
 
 

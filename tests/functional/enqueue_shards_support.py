@@ -28,13 +28,13 @@ from awa_testbed.pgserver import PgServer
 from awa_testbed.collection import collections_path
 from awa_testbed.waiting import wait_until  # the tests' one wait, imported from here by most of them
 
-from ansible_collections.awa.operations.plugins.module_utils.change.apply import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
 # Keys of a result that differ between two runs of the same plan.

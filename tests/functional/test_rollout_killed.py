@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 
-from ansible_collections.awa.operations.plugins.module_utils.change.apply import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.options import APPLICATION_NAME
 
 from awa_testbed.waiting import wait_until

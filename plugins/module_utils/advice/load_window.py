@@ -6,7 +6,7 @@ Round trips do not grow with the lanes: one statement for the lock keys of
 every lane of the queues, one for every lane's cursors at each end of the
 window, and one per sample (every ``interval`` seconds) of pg_stat_activity
 joined to the lock each backend waits for. Only the window reads these, so
-they live here rather than in ``info.introspect``.
+they live here rather than in ``schema``.
 Each read is its own READ ONLY transaction, because PostgreSQL keeps one
 statistics snapshot per transaction: a sample in a new transaction sees the
 backends as they are now.
@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, TypeVar
 from ansible_collections.awa.operations.plugins.module_utils.advice import contention
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LANE_READABLE_JOINS
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import fetch_queue_storage_schema
+from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LANE_READABLE_JOINS
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import fetch_queue_storage_schema
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -47,10 +47,10 @@ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
 """
 
 # Both lock keys of every lane (contention.py): reserve_enqueue_seq's, on the qualified name of the lane's
-# enqueue sequence, and the Rust producers', on 'awa:<queue>:<priority>:<shard>'. As pg_locks shows a
-# bigint advisory key: classid = high 32 bits, objid = low 32 bits.
+# enqueue sequence, and the Rust producers', on 'awa:<queue>:<priority>:<shard>' (bigint keys, which pg_locks
+# shows split: contention.split_key).
 LANE_LOCK_KEYS_SQL = """
-SELECT k.kind, h.queue, h.priority, h.enqueue_shard, (k.key >> 32) & 4294967295, k.key & 4294967295
+SELECT k.kind, h.queue, h.priority, h.enqueue_shard, k.key
 FROM {enqueue_heads} AS h
 CROSS JOIN LATERAL (VALUES
     (%(reservation)s, hashtextextended(format('%%I.%%I', %(schema)s::text, h.seq_name), 0)),
@@ -89,7 +89,7 @@ def fetch_lane_keys(conn: Connection, schema: str, queues: list[str]) -> content
     rows = conn.execute(sql.SQL(LANE_LOCK_KEYS_SQL).format(**_identifiers(schema)),
                         {"schema": schema, "queues": queues, "reservation": contention.RESERVATION,
                          "insert": contention.INSERT}).fetchall()
-    return {(classid, objid): (kind, (queue, priority, shard)) for kind, queue, priority, shard, classid, objid in rows}
+    return {contention.split_key(key): (kind, (queue, priority, shard)) for kind, queue, priority, shard, key in rows}
 
 
 def fetch_cursors(conn: Connection, schema: str, queues: list[str]) -> Cursors:

@@ -3,7 +3,7 @@
 """Which shard count a queue should have, from one window of its load and a measured gains table: the decision. Pure.
 
 What the decision says to an operator (its message, its ordering consequence,
-its findings) is words.py's; ``words.advise`` is the two together.
+its findings) is explained.py's; ``explained.advise`` is the two together.
 
 The rule (docs/performance.md, "Choosing the shard count"):
 
@@ -37,7 +37,7 @@ from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import LoadWindow
-from ansible_collections.awa.operations.plugins.module_utils.info.result import AdviceEvidence
+from ansible_collections.awa.operations.plugins.module_utils.advice.result import AdviceEvidence
 
 MIN_GAIN = 1.3  # the least measured gain worth a change of count (and its ordering cost)
 NEAR_BEST = 0.95  # a count within 5% of the best measured gain is as good as the best
@@ -154,7 +154,7 @@ def commit_limit(tally: ContentionTally) -> str | None:
 
 @dataclass(frozen=True)
 class Decision:
-    """What the rule decided for one queue, and the numbers the decision rests on (words.py says it in words).
+    """What the rule decided for one queue, and the numbers the decision rests on (explained.py says it in words).
 
     ``reason`` names the branch of the rule that decided (the REASONS below);
     ``facts`` holds what that branch found (waiters, the measured row, the

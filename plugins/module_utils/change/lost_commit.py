@@ -4,7 +4,7 @@
 
 When the connection drops while COMMIT is in flight, the change committed
 whole or not at all, and only the database knows which. So we reconnect with
-the same options (a few attempts, a short backoff: db/reopening.py) and, in
+the same options (a few attempts, a short backoff: db/reconnect.py) and, in
 a READ ONLY transaction:
 
 1. take the per-queue advisory lock the change held: it is granted once the
@@ -30,10 +30,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.change import apply
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, sessions
+from ansible_collections.awa.operations.plugins.module_utils.change import writes
+from ansible_collections.awa.operations.plugins.module_utils.schema import sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, transaction
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import attempts, attempts_text
+from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import attempts, attempts_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,
@@ -43,8 +43,9 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ConnectionFailed,
     LockTimeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import TransactionIdentity
-from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow, lookup_query, recorded_row
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import TransactionIdentity
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
+    LedgerRow, fetch_recorded_change, lookup_query, recorded_row)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
@@ -155,7 +156,7 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
     try:
         with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
                          lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
-            apply.lock_queue(conn, pending.queue)
+            writes.lock_queue(conn, pending.queue)
             return _resolve(conn, pending, reason)
     except LockTimeout:
         raise _unknown(pending, reason, (
@@ -168,14 +169,14 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
 def _resolve(conn: Connection, pending: PendingChange, reason: str) -> Resolution:
     schema = pending.ledger_schema
     if pending.records_change_id:
-        row = changes.fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)
+        row = fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)
         ledger = recorded_row(pending.ledger, row, pending.change_id) if row else None
         return Resolution(row is not None, "change id in the ledger", ledger)
     status = sessions.fetch_transaction_status(conn, pending.identity)
     if status == "aborted":
         return Resolution(False, "transaction status")
     if status == "committed":
-        row = changes.fetch_recorded_change(conn, schema, "transaction_id", pending.identity.transaction_id) \
+        row = fetch_recorded_change(conn, schema, "transaction_id", pending.identity.transaction_id) \
             if schema else None
         return Resolution(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
     xid = pending.identity.transaction_id

@@ -5,7 +5,7 @@
 No I/O, no clock, no module object: ``plan_enqueue_shards`` is tested with
 plain tables. An empty plan means "nothing to write". ``queue_summary`` is
 the one view of a physical queue used for the plan's ``before`` and, by
-``apply.verify_provisioned``, for what the database holds after provisioning.
+``verify_provisioned``, for what the database holds after provisioning.
 ``check_ledger`` plans the ledger's part: create it, add the change_id column
 a ledger of 0.1.0 lacks, or write a row without it (refused when the row
 could not be written at all).
@@ -16,12 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import named_queues
+from ansible_collections.awa.operations.plugins.module_utils.name_lists import named_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
-from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import Installation
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_INDEX
+from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, PreconditionFailed
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
@@ -102,6 +101,28 @@ def queue_summary(state: QueueState, queue: str, shards: int) -> PhysicalQueueSi
     }
 
 
+class ChangedSinceRead(DatabaseError):
+    """The queue's counts are not those its plan was made from: another change committed in between.
+
+    Only a plan made before its transaction (a list's one read) can meet it; that caller plans the queue again.
+    """
+
+
+def verify_provisioned(plan: Plan, state: QueueState) -> None:
+    """After provisioning, before the switch: the state re-read inside the change's transaction must hold every
+    planned lane and grant, and the counts the plan was made from."""
+    if state.enqueue_shards != plan.previous_shards:
+        raise ChangedSinceRead(
+            f"queue {plan.queue!r} was changed while this run planned it (counts {plan.previous_shards} when read, "
+            f"{state.enqueue_shards} now); the transaction was rolled back and nothing changed. Re-run to change it.")
+    # The same summary the plan's before was made with, at the planned count.
+    observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
+    if observed != plan.after:
+        raise DatabaseError(
+            f"After provisioning queue {plan.queue!r} the database does not match the plan "
+            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
+
+
 def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: QueueState,
                         installation: Installation) -> Plan:
     """Lanes to create or repair, grants to add and queue_meta rows to switch.
@@ -179,52 +200,6 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     switch = Switch.of(plan.queue, previous, plan.shards)
     plan.warnings.extend(change_warnings([switch]) if switch else [])
     return plan
-
-
-@dataclass(frozen=True)
-class LedgerPlan:
-    """How a change writes its ledger row."""
-
-    create: bool  # the ledger does not exist yet: create it
-    add_change_id: bool  # a ledger of awa.operations 0.1.0, run by its owner: add the change_id column
-    records_change_id: bool  # the row carries the change id (else a lost commit is looked up by transaction id)
-    warnings: list[str]
-
-
-def check_ledger(installation: Installation, ledger_schema: str, ledger_table: str) -> LedgerPlan:
-    """Refuse a change whose ledger row could not be written (before writing anything); else say how to write it.
-
-    A ledger created by awa.operations 0.1.0 lacks the change_id column. Its
-    owner (or a member of the owning role) adds it in the change's own
-    transaction; any other role cannot, so its rows carry no change id and it
-    is told what the owner should run.
-    """
-    name = f"{ledger_schema}.{ledger_table}"
-    who = installation.current_user
-    if installation.ledger_exists and not installation.can_write_ledger:
-        raise PreconditionFailed(
-            f"The change ledger {name} exists but {who!r} cannot INSERT into it. "
-            f"GRANT USAGE ON SCHEMA {ledger_schema} TO {who}; GRANT INSERT, SELECT ON {name} TO {who}; "
-            "or set ledger: false to change without a record "
-            "(convergence can then not be judged). Nothing was changed.")
-    if not installation.ledger_exists and not installation.can_create_ledger:
-        raise PreconditionFailed(
-            f"The change ledger {name} does not exist and {who!r} may not create it. Either let an "
-            f"administrator run this module once, or GRANT CREATE ON DATABASE {installation.database} TO {who} "
-            f"(or CREATE ON SCHEMA {ledger_schema} if it exists); or set ledger: false to change without a "
-            "record (convergence can then not be judged). Nothing was changed.")
-    if not installation.ledger_exists:
-        return LedgerPlan(create=True, add_change_id=False, records_change_id=True, warnings=[])
-    if installation.ledger_has_change_id or installation.can_alter_ledger:
-        return LedgerPlan(create=False, add_change_id=not installation.ledger_has_change_id, records_change_id=True,
-                          warnings=[])
-    owner = installation.ledger_owner
-    return LedgerPlan(create=False, add_change_id=False, records_change_id=False, warnings=[
-        f"The change ledger {name} predates change ids (awa.operations 0.1.0) and {who!r} cannot add the column: "
-        f"only its owner {owner!r} can. This change's row carries no change id, so a commit whose connection is "
-        "lost is looked up by its transaction id, which is lost with a failover. Run the module once as "
-        f"{owner!r} (it adds the column), or as {owner!r}: ALTER TABLE {name} ADD COLUMN change_id uuid; "
-        f"CREATE UNIQUE INDEX {CHANGE_ID_INDEX} ON {name} (change_id);"])
 
 
 @dataclass(frozen=True)

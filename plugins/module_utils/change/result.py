@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The result of awa_enqueue_shards, declared once: what ``operation`` builds and every reader imports.
+"""The result of awa_enqueue_shards, declared once: what ``runner`` builds and every reader imports.
 
 The role's filters (plugins/plugin_utils), the info module's ``committed``
 option (failover.validate_committed) and the benchmarks read this result by
@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ObservedRead
-from ansible_collections.awa.operations.plugins.module_utils.ledger import LedgerRow
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerRow
 
 
 class PhysicalQueueSide(TypedDict):
@@ -94,11 +94,11 @@ class _Statements(TypedDict):
 
 
 class QueueChangeRun(QueueChange, _Statements):
-    """``operation.change_enqueue_shards``: one queue's change with its statements."""
+    """``runner.change_enqueue_shards``: one queue's change with its statements."""
 
 
 class ChangesRun(ChangeTotals, _Statements):
-    """``operation.change_many_queues``: the totals of a list of queues, and each queue's own change."""
+    """``runner.change_many_queues``: the totals of a list of queues, and each queue's own change."""
 
     queues: dict[str, QueueChange]
 

@@ -5,7 +5,7 @@
 It connects with the options of db/options.py, runs every transaction
 with its lock_timeout and session_role, commits, and translates psycopg's
 errors into awa.operations' (errors.py), each saying what to do. The SQL
-builders of introspect and apply take ``sql`` from here.
+builders of schema and change.writes take ``sql`` from here.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
@@ -40,7 +41,7 @@ from ansible_collections.awa.operations.plugins.module_utils.masking import mask
 try:
     import psycopg
     from psycopg import errors as pg_errors
-    # Not used here: introspect and apply build their SQL with these, imported from this file, the one that imports
+    # Not used here: schema and change.writes build their SQL with these, imported from this file, the one that imports
     # psycopg (``X as X``: exported, for the type checker).
     from psycopg import ClientCursor as ClientCursor, sql as sql  # pylint: disable=unused-import,useless-import-alias
 except ImportError:  # the modules stop at HAS_PSYCOPG and say how to install it (module_main)
@@ -190,6 +191,21 @@ def open_connection(options: Mapping[str, Any], *, writes: bool = False) -> Iter
         yield conn
     finally:
         conn.close()
+
+
+@dataclass(frozen=True)
+class Statement:
+    """One statement and its bound parameters (the writes and the ledger build them with ``sql``)."""
+
+    query: sql.SQL | sql.Composed
+    params: dict[str, Any] | None = None
+
+
+def render(conn: Connection, statements: list[Statement]) -> list[str]:
+    """The statements as psycopg would send them, with their values bound (for reports: what a check-mode run
+    would run is what a real run runs)."""
+    cursor = ClientCursor(conn)
+    return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
 
 
 @contextlib.contextmanager

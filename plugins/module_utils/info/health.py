@@ -4,7 +4,7 @@
 
 Two statements in one READ ONLY transaction, whatever the number of queues
 (only a wait with ``health`` reads them, so they live here rather than in
-``introspect``, which holds the reads more than one step makes):
+``schema``, which holds the reads more than one step makes):
 
 * ``deadlocks``: the database's cumulative deadlock count
   (``pg_stat_database.deadlocks``) and when those statistics were last reset.

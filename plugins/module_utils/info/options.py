@@ -26,9 +26,9 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     validate_lock_timeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.info import waiters
-from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import loop
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
 
 DEFAULT_WAIT_TIMEOUT = 300.0
@@ -125,7 +125,7 @@ ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
 
 def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
     """The public module's options, connection options included; with ``rollout``, the role's internal read's."""
-    waits = [choice for choice in waiters.WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
+    waits = [choice for choice in loop.WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
     spec = connection_argument_spec()
     spec.update(
         queue={"type": "str"},

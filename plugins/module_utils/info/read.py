@@ -18,8 +18,8 @@ because reading a lane's cursors locks its two sequences until the
 transaction ends. Every transaction sets ``lock_timeout``: reads take only
 ACCESS SHARE locks, so they wait only behind DDL (for example an ``awa
 migrate`` holding ACCESS EXCLUSIVE), and fail with ``LockTimeout`` naming the
-holder rather than wait for it. Waiting is wait.py's, advice
-advice/on_read.py's; the result is declared in result.py.
+holder rather than wait for it. Waiting is wait/polls.py's, advice
+info/runner.py's; the result is declared in result.py.
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ContextManager
 
-from ansible_collections.awa.operations.plugins.module_utils import ledger
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
-from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect import changes, depths, installation, lanes
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import fetch_runtimes
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.sessions import describe_lock_holders
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.schema import depths, installation, lanes, ledger
+from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
+from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
@@ -62,13 +62,13 @@ def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None,
     if selected == ():
         return {}, [], {}
     if selected is not None:
-        names = lanes.fetch_queue_names(conn, schema, list(selected))
+        names = fetch_queue_names(conn, schema, list(selected))
         unknown = [logical for logical in selected if not names.known(logical)]
-        stored = lanes.fetch_all_queue_names(conn, schema) if unknown else []
+        stored = fetch_all_queue_names(conn, schema) if unknown else []
         return ({logical: resolve_stripes(logical, stripes, names.stored[logical]) for logical in selected}, [],
                 {logical: never_seen(logical, stored) for logical in unknown})
     grouped: dict[str, list[str]] = defaultdict(list)
-    for name in lanes.fetch_all_queue_names(conn, schema):
+    for name in fetch_all_queue_names(conn, schema):
         grouped[logical_queue(name)].append(name)
     layouts: dict[str, StripeLayout] = {}
     findings: list[str] = []
@@ -119,7 +119,7 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
         state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes
                  else lanes.fetch_queue_counts(conn, physical))
         runtimes = fetch_runtimes(conn)
-        latest = changes.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
+        latest = ledger.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
         chunks = depth_chunks(physical, state) if read_lanes else []
         observed = depths.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
     # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):

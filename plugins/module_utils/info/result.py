@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TypedDict
 
+from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
+
 
 class RuntimeView(TypedDict):
     """One ``awa.runtime_instances`` row, judged by the database's clock."""
@@ -153,46 +155,6 @@ class QueueView(QueueConvergenceView, total=False):
     grants: Grants
     # Only in a wait until drained (wait.noting_new_jobs).
     new_jobs_beyond_count: list[ShardRef]
-
-
-class MeasuredRow(TypedDict):
-    """The row of the gains table a verdict was judged by: producers, and shard count -> measured gain."""
-
-    producers: int
-    gains: dict[str, float]
-
-
-class AdviceEvidence(TypedDict):
-    """What one window of load showed, as the advice used it."""
-
-    window_seconds: float
-    samples: int
-    enqueued_per_s: float
-    claimed_per_s: float
-    enqueued_by_shard: dict[str, int]
-    busiest_shard_share: float | None
-    lag_growth: int | None
-    lane_lock_waiters: float
-    notify_lock_waiters: float
-    wal_waiters: float
-    enqueuers_on_cpu_share: float
-    concurrent_enqueuers: int
-    path: str
-    measured_row: MeasuredRow | None
-    hidden_backend_samples: int
-
-
-class Advice(TypedDict):
-    """A shard count advised for one logical queue (``advise: true``)."""
-
-    verdict: str  # raise, keep, lower or will_not_help
-    shards: int
-    to: int
-    limit: str | None
-    message: str
-    ordering: str
-    evidence: AdviceEvidence
-    findings: list[str]
 
 
 class QueueHealth(TypedDict):

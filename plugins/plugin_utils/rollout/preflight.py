@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, counted, kind_lines, names_text
+from ansible_collections.awa.operations.plugins.module_utils.name_lists import DETAILED_QUEUES, counted, kind_lines, names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import backlog_beyond, claim_rate, seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 

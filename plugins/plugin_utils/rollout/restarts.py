@@ -23,7 +23,7 @@ import math
 import re
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
     queue_changes,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.compact import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.name_lists import DETAILED_QUEUES, LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
     QueueChange,

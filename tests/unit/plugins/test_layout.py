@@ -25,11 +25,13 @@ PREFIX = "ansible_collections.awa.operations.plugins."
 # From the bottom up: each row's packages (folders) and top-level files (without .py) import only their own package
 # and the rows below. plugin_utils (controller-side) stands above all of module_utils (which is shipped to hosts).
 ORDER = (
-    ("module_utils/errors", "module_utils/compact", "module_utils/masking"),
-    ("module_utils/naming", "module_utils/ledger"),
+    ("module_utils/errors", "module_utils/name_lists", "module_utils/masking"),
+    ("module_utils/naming",),
     ("module_utils/db", "module_utils/producer"),
+    ("module_utils/schema",),
+    ("module_utils/advice",),
     ("module_utils/info",),
-    ("module_utils/change", "module_utils/advice"),
+    ("module_utils/change",),
     ("module_utils/module_main",),
     ("plugin_utils/rollout", "plugin_utils/advice_events"),
 )
@@ -64,7 +66,7 @@ GRAPH = {path: imported(path) for path in SOURCES}
 def test_the_graph_reads_the_imports():
     rule = PLUGINS / "module_utils" / "advice" / "rule.py"
     assert PLUGINS / "module_utils" / "advice" / "contention.py" in GRAPH[rule]
-    assert PLUGINS / "module_utils" / "db" / "connection.py" in GRAPH[PLUGINS / "module_utils" / "change" / "apply.py"]
+    assert PLUGINS / "module_utils" / "db" / "connection.py" in GRAPH[PLUGINS / "module_utils" / "change" / "writes.py"]
     assert all(target.exists() for targets in GRAPH.values() for target in targets)
 
 

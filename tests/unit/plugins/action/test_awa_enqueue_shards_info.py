@@ -23,7 +23,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_info as plugin
 from ansible_collections.awa.operations.plugins.action.__role import enqueue_shards_rollout_info as rollout_plugin
 
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.test_waiters import FakeClock
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.wait.test_loop import FakeClock
 
 STRAGGLER = {"instance_id": "i-1", "hostname": None, "pid": 42, "seconds_since_start": 90.0,
              "reason": "it was already running when the count changed (change #3)"}

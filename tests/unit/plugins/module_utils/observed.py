@@ -1,15 +1,15 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Observed states written as plain data, as introspect returns them: shared by the pure tests."""
+"""Observed states written as plain data, as the schema reads return them: shared by the pure tests."""
 
 from __future__ import annotations
 
 import dataclasses
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import Installation
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
-from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, plan_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes

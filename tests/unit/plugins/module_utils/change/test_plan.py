@@ -8,7 +8,8 @@ import dataclasses
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import check_ledger, queue_summary
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import queue_summary
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import check_ledger
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import (
     RUNTIME,

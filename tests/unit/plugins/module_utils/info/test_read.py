@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.module_utils.info import read
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import QueueState
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import QueueState
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import grid
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.depths import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS, NO_LIVE_RUNTIME, queue_view, shards_read
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.naming import never_seen, resolve_stripes

@@ -2,13 +2,13 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What is installed, and who we are: the first read of every run, and whether we can act on it.
 
-The introspect package holds the reads that more than one step makes (a read
+The schema package holds the reads that more than one step makes (a read
 only one step makes lives with that step: info/health.py,
 advice/load_window.py). Every function of the package runs a fixed number
 of statements, whatever the number of queues, stripes or lanes involved
 (set-based SQL, no per-lane round trips), in the caller's transaction
 (``db.connection.transaction``). They take only ACCESS SHARE locks (tables,
-lane sequences), which wait behind DDL only. ``change.apply`` has the SQL
+lane sequences), which wait behind DDL only. ``change.writes`` has the SQL
 that writes. The Awa facts they rely on are in docs/awa-internals.md.
 
 ``check_installation`` and ``storage_schema`` take what ``fetch_installation``

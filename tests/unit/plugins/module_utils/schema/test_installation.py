@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.installation import check_installation
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import check_installation
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import installation
 

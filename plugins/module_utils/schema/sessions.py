@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The current transaction and the other sessions: what we hold, and who holds what we wait for.
 
-Part of the introspect package, the reads more than one step makes (installation.py says how they behave).
+Part of the schema package, the reads of Awa's schema that the change and the read both make (installation.py says how they behave).
 """
 
 from __future__ import annotations

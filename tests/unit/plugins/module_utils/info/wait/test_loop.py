@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.info.waiters import (
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.loop import (
     PREDICATES,
     Interruption,
     Reconnect,

@@ -22,8 +22,8 @@ from __future__ import annotations
 import datetime
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import Runtime
-from ansible_collections.awa.operations.plugins.module_utils.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.info.result import LaneView
 
 DEFAULT_MARGIN_SECONDS = 5.0

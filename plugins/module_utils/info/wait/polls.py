@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Wait until a change has taken effect: reads (read.py) polled until a predicate holds, and the wait's text.
 
-    from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
+    from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_for_shards_info
 
     with open_connection(options) as conn:
         wait_for_shards_info(conn, "converged", timeout=600, sleep=5, queue="orders")  # raises WaitTimeout
@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.info import failover, waiters
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import failover, loop
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
-from ansible_collections.awa.operations.plugins.module_utils.compact import LISTED, counted, named_queues, names_text
+from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, named_queues, names_text
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ChangeNotFound,
     ConnectionLost,
@@ -78,7 +78,7 @@ def progress_line(info: StateRead) -> str:
 def poll_line(info: StateRead, wait: str, elapsed: float, timeout: float, drain: DrainHistory | None = None) -> str:
     """A poll as the controller prints it: the seconds against the wait's timeout, whether it holds, where each
     queue stands, and (with the ``drain`` so far) the time left at the rate the depth beyond the count falls."""
-    done = waiters.PREDICATES[wait](info)
+    done = loop.PREDICATES[wait](info)
     left = "" if done or drain is None else drain.time_left(elapsed, timeout)
     return (f"{elapsed:5.0f}s of {timeout:g}s {'done' if done else f'waiting until {wait}'}: {progress_line(info)}"
             + (f"; {left}" if left else ""))
@@ -172,12 +172,12 @@ def _disconnected(exc: BaseException) -> bool:
 
 
 def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
-                     on_attempt: Callable[[BaseException, int, float], None] | None = None) -> waiters.Reconnect:
+                     on_attempt: Callable[[BaseException, int, float], None] | None = None) -> loop.Reconnect:
     """How a wait rides out a lost connection (failover.RECONNECT_ATTEMPTS, failover.RECONNECT_INTERVAL).
 
     ``lost`` tells a lost connection from other failures (by default: ``Disconnected``).
     """
-    return waiters.Reconnect(lost=lost, attempts=failover.RECONNECT_ATTEMPTS, interval=failover.RECONNECT_INTERVAL,
+    return loop.Reconnect(lost=lost, attempts=failover.RECONNECT_ATTEMPTS, interval=failover.RECONNECT_INTERVAL,
                              describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
 
 
@@ -197,17 +197,17 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     deadline comes first and ``WaitInterrupted`` when the connection stays
     lost, each carrying that result, with the message that says what to do.
     """
-    if wait not in waiters.WAIT_CHOICES:
-        raise InvalidRequest(f"wait must be one of {', '.join(waiters.WAIT_CHOICES)}, got {wait!r}")
+    if wait not in loop.WAIT_CHOICES:
+        raise InvalidRequest(f"wait must be one of {', '.join(loop.WAIT_CHOICES)}, got {wait!r}")
     if wait == "none":
         return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
     if wait == "drained":
         fetch = noting_new_jobs(fetch)
     try:
-        outcome = waiters.wait_until(fetch, waiters.PREDICATES[wait], timeout, sleep, clock=clock, sleep=pause,
+        outcome = loop.wait_until(fetch, loop.PREDICATES[wait], timeout, sleep, clock=clock, sleep=pause,
                                      on_poll=on_poll,
                                      reconnect=reconnect_policy(lost, on_attempt) if lost is not None else None)
-    except waiters.ReconnectGaveUp as gave_up:
+    except loop.ReconnectGaveUp as gave_up:
         raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
                               dict(gave_up.last or {}, waited=True, polls=gave_up.polls,
                                    duration=round(gave_up.elapsed, 3))) from None
@@ -231,14 +231,14 @@ def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: flo
     ends with ``WaitInterrupted``. The connections the wait opened are closed
     when it ends; ``conn`` is the caller's.
     """
-    session = Reopening(conn, reconnect)
+    session = ReadSession(conn, reconnect)
     try:
         return wait_in_session(session, wait, timeout, sleep, on_poll, **options)
     finally:
         session.close()
 
 
-def wait_in_session(session: Reopening, wait: str, timeout: float, sleep: float,
+def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: float,
                     on_poll: Callable[[PolledRead, float], None] | None = None, *,
                     committed: dict[str, failover.Committed] | None = None, health: bool = False,
                     **read_args: Any) -> ShardsInfo:

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.info import convergence
-from ansible_collections.awa.operations.plugins.module_utils.info.convergence import (
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import conditions as convergence
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import (
     depth_beyond_count,
     is_drained,
     judge,
     queue_convergence,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import reported_shard_counts
+from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import reported_shard_counts
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import change, runtime
 

@@ -8,11 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.info import failover, wait
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import failover, polls as wait
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession as Reopening
 from ansible_collections.awa.operations.plugins.module_utils.errors import Disconnected, WaitInterrupted, WaitTimeout
 
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.test_waiters import FakeClock
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.wait.test_loop import FakeClock
 
 
 def test_a_timeout_names_every_straggler_and_what_to_do():

@@ -21,7 +21,7 @@ from ansible_collections.awa.operations.plugins.module_utils.advice.rule import 
     Decision,
 )
 from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
-from ansible_collections.awa.operations.plugins.module_utils.info.result import Advice, AdviceEvidence
+from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice, AdviceEvidence
 
 # Why lane contention outlasts more shards, by what the benchmark saw take over at the largest count.
 PAST_THE_LANE_LOCK = {

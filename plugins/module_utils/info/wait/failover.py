@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ChangeView, StateRead
-from ansible_collections.awa.operations.plugins.module_utils.info.waiters import Interruption, ReconnectGaveUp
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.loop import Interruption, ReconnectGaveUp
 
 # After a lost connection, a wait tries to reconnect up to RECONNECT_ATTEMPTS times, RECONNECT_INTERVAL seconds
 # apart (or wait_sleep, when longer), within wait_timeout: two minutes of outage at least. That covers the

@@ -1,12 +1,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Opening a lost connection again: how often, how long, and what a failure says (the wait's session is tested with
-the wait, tests/unit/plugins/module_utils/info/test_wait.py)."""
+the wait, tests/unit/plugins/module_utils/info/wait/test_polls.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import reconnect_with_retries
+from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
 
 

@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Ready depth and lag per lane: the exact count Awa uses, never the stale next_seq - claim_seq columns.
 
-Part of the introspect package, the reads more than one step makes
+Part of the schema package, the reads of Awa's schema that the change and the read both make
 (installation.py says how they behave). docs/awa-internals.md §9 has the count; reading a
 lane's cursors locks its two sequences until the transaction ends.
 """

@@ -15,7 +15,7 @@ values bound) and run in the caller's transaction, in this order:
    last, so the window in which a producer's own first write into the same
    lane could collide with ours is short;
 6. grants on every lane sequence the runtime roles lack;
-7. the re-read that verifies them (``verify_provisioned``);
+7. the re-read that verifies them (``plan.verify_provisioned``);
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
 
@@ -35,31 +35,17 @@ from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import ClientCursor, one_row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.lanes import QueueState, send_queue_state
-from ansible_collections.awa.operations.plugins.module_utils.info.introspect.runtimes import LIVE_RUNTIME_PREDICATE
-from ansible_collections.awa.operations.plugins.module_utils.ledger import CHANGE_ID_COLUMN, CHANGE_ID_INDEX, LedgerRow, recorded_row
-from ansible_collections.awa.operations.plugins.module_utils.ledger import TABLE as LEDGER_TABLE
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, queue_summary
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import QueueState, send_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
+    CHANGE_ID_SETTING, LedgerRow, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
-# The transaction-local setting the ledger row reads its change id from (set with the queue lock), so that the
-# statements a real run reports are the ones check mode predicts, whatever id the run was given.
-CHANGE_ID_SETTING = "awa_operations.change_id"
-# Serializes the first creation of the ledger by concurrent runs.
-LEDGER_CREATE_LOCK_KEY = "awa.operations:ledger"
-
-
-@dataclass(frozen=True)
-class Statement:
-    """One statement and its bound parameters."""
-
-    query: sql.SQL | sql.Composed
-    params: dict[str, Any] | None = None
 
 
 def queue_lock(queue: str, change_id: str | None = None) -> Statement:
@@ -128,99 +114,6 @@ def upsert_queue_meta(queues: list[str], shards: int) -> Statement:
         "RETURNING queue, enqueue_shards"), {"queues": list(queues), "shards": shards})
 
 
-LEDGER_DDL = """
-SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
--- CREATE SCHEMA IF NOT EXISTS needs CREATE on the database even when the schema
--- exists; a role given only CREATE on a prepared schema must skip it.
-SELECT set_config('awa_operations.ledger_schema', {schema_name}, true);
-DO $ledger$
-BEGIN
-  IF to_regnamespace(quote_ident(current_setting('awa_operations.ledger_schema'))) IS NULL THEN
-    EXECUTE format('CREATE SCHEMA %I', current_setting('awa_operations.ledger_schema'));
-  END IF;
-END
-$ledger$;
-CREATE TABLE IF NOT EXISTS {table} (
-    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-    changed_at timestamptz NOT NULL DEFAULT clock_timestamp(),
-    queue text NOT NULL,
-    physical_queues text[] NOT NULL,
-    stripes integer NOT NULL,
-    from_shards jsonb NOT NULL,
-    to_shards smallint NOT NULL,
-    lanes_created integer NOT NULL,
-    grants_added integer NOT NULL,
-    runtime_roles text[] NOT NULL,
-    live_runtime_ids uuid[] NOT NULL,
-    reason text,
-    changed_by text NOT NULL DEFAULT current_user,
-    login_user text NOT NULL DEFAULT session_user,
-    client_addr inet DEFAULT inet_client_addr(),
-    application_name text DEFAULT current_setting('application_name'),
-    transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
-    change_id uuid
-);
-CREATE INDEX IF NOT EXISTS {index} ON {table} USING gin (physical_queues);
-CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
-COMMENT ON TABLE {table} IS 'awa.operations: every enqueue_shards change (awa_enqueue_shards module)';
-"""
-
-# A ledger created by awa.operations 0.1.0, run by its owner: the column and index the new DDL has. No default,
-# so no rewrite; its ACCESS EXCLUSIVE lock on the ledger lasts until the change commits.
-LEDGER_CHANGE_ID_DDL = """
-SELECT pg_advisory_xact_lock(hashtextextended({lock_key}, 0));
-ALTER TABLE {table} ADD COLUMN IF NOT EXISTS change_id uuid;
-CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
-"""
-
-
-def _ledger_names(schema: str) -> dict[str, sql.Composable]:
-    return {"lock_key": sql.Literal(LEDGER_CREATE_LOCK_KEY), "table": sql.Identifier(schema, LEDGER_TABLE),
-            "change_id_index": sql.Identifier(CHANGE_ID_INDEX)}
-
-
-def ledger_ddl(schema: str) -> Statement:
-    return Statement(sql.SQL(LEDGER_DDL).format(
-        **_ledger_names(schema), schema_name=sql.Literal(schema),
-        index=sql.Identifier(f"{LEDGER_TABLE}_physical_queues_idx")))
-
-
-def ledger_change_id_ddl(schema: str) -> Statement:
-    return Statement(sql.SQL(LEDGER_CHANGE_ID_DDL).format(**_ledger_names(schema)))
-
-
-LEDGER_INSERT_SQL = """
-INSERT INTO {table} (queue, physical_queues, stripes, from_shards, to_shards, lanes_created, grants_added,
-                     runtime_roles, live_runtime_ids, reason{change_id_column})
-SELECT CAST(%(queue)s AS text), %(physical_queues)s::text[], CAST(%(stripes)s AS int),
-       CAST(%(from_shards)s AS jsonb), CAST(%(to_shards)s AS smallint), CAST(%(lanes_created)s AS int),
-       CAST(%(grants_added)s AS int), %(runtime_roles)s::text[],
-       ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE {live} ORDER BY ri.instance_id),
-       CAST(%(reason)s AS text){change_id_value}
-RETURNING id, changed_at, cardinality(live_runtime_ids)
-"""
-
-
-def ledger_insert(schema: str, plan: Plan, reason: str | None, *, with_change_id: bool = True) -> Statement:
-    """The ledger row of ``plan``, with the runtime instances live at that moment (Awa's own liveness rule).
-
-    With ``with_change_id`` the row carries the change id the queue lock set
-    (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
-    """
-    column: sql.SQL | sql.Composed = sql.SQL("")
-    value: sql.SQL | sql.Composed = sql.SQL("")
-    if with_change_id:
-        column = sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN))
-        value = sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
-    return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
-        table=sql.Identifier(schema, LEDGER_TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE),
-        change_id_column=column, change_id_value=value), {
-        "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
-        "from_shards": json.dumps(plan.previous_shards), "to_shards": plan.shards,
-        "lanes_created": len(plan.lanes_to_create), "grants_added": plan.grants.pairs,
-        "runtime_roles": plan.grants.roles, "reason": reason})
-
-
 @dataclass
 class ChangeStatements:
     """The write statements of a plan, split where the caller verifies."""
@@ -259,28 +152,26 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
         return key[2] >= plan.previous_shards[key[0]]
 
     locked = sorted(set(plan.enqueue_heads_to_create) | set(plan.claim_heads_to_create) | set(plan.lanes_to_repair))
-    provision = [lane_locks(schema, locked)] if locked else []
-    provision += _head_statements(schema, plan, hidden)
+    before_ledger = [lane_locks(schema, locked)] if locked else []
+    before_ledger += _head_statements(schema, plan, hidden)
     if plan.lanes_to_repair:
-        provision.append(repair_lane_sequences(schema, plan.lanes_to_repair))
+        before_ledger.append(repair_lane_sequences(schema, plan.lanes_to_repair))
+    after_ledger = [insert_lane_rows(schema, plan.lane_rows_to_create)] if plan.lane_rows_to_create else []
+    after_ledger += _head_statements(schema, plan, lambda key: not hidden(key))
+    if plan.grants.pairs:
+        after_ledger.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
+    switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
+    # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
+    # those they can), and its row.
     ddl = (ledger_ddl(ledger_schema) if create_ledger else ledger_change_id_ddl(ledger_schema)
            if add_change_id else None) if ledger_schema else None
-    if ddl is not None:
-        provision.append(ddl)
-    if plan.lane_rows_to_create:
-        provision.append(insert_lane_rows(schema, plan.lane_rows_to_create))
-    provision += _head_statements(schema, plan, lambda key: not hidden(key))
-    if plan.grants.pairs:
-        provision.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
-    record = ledger_insert(ledger_schema, plan, reason, with_change_id=record_change_id) if ledger_schema else None
-    switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
+    record = ledger_insert(
+        ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
+        previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
+        grants_added=plan.grants.pairs, runtime_roles=plan.grants.roles, reason=reason,
+        with_change_id=record_change_id) if ledger_schema else None
+    provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
     return ChangeStatements(provision, record, switch, pipelined=ddl is None)
-
-
-def render(conn: Connection, statements: list[Statement]) -> list[str]:
-    """The statements as psycopg would send them with their values bound (for reports)."""
-    cursor = ClientCursor(conn)
-    return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
 
 
 def lock_queue(conn: Connection, queue: str, change_id: str | None = None) -> None:
@@ -292,28 +183,6 @@ def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) 
     """``lock_queue``, its result read later (on a connection in pipeline mode, with what is sent after it)."""
     statement = queue_lock(queue, change_id)
     return conn.execute(statement.query, statement.params)
-
-
-class ChangedSinceRead(DatabaseError):
-    """The queue's counts are not those its plan was made from: another change committed in between.
-
-    Only a plan made before its transaction (a list's one read) can meet it; that caller plans the queue again.
-    """
-
-
-def verify_provisioned(plan: Plan, state: QueueState) -> None:
-    """After provisioning, before the switch: the state re-read inside the change's transaction must hold every
-    planned lane and grant, and the counts the plan was made from."""
-    if state.enqueue_shards != plan.previous_shards:
-        raise ChangedSinceRead(
-            f"queue {plan.queue!r} was changed while this run planned it (counts {plan.previous_shards} when read, "
-            f"{state.enqueue_shards} now); the transaction was rolled back and nothing changed. Re-run to change it.")
-    # The same summary the plan's before was made with, at the planned count.
-    observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
-    if observed != plan.after:
-        raise DatabaseError(
-            f"After provisioning queue {plan.queue!r} the database does not match the plan "
-            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
 
 
 def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],

@@ -1,13 +1,12 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""A read and its advice: the info modules' run, and the advice on a read's queues (``advise: true``).
+"""The info modules' run: a read of the queues, or a wait, then the advice on them when asked (``advise: true``).
 
-``read`` is what awa_enqueue_shards_info and the role's internal read run:
-one read of the queues, or a wait, then advice when asked - it puts the two
-steps together, so it sits above both. The advice watches the queues' load
-for a window and puts the rule's verdicts in: the rule is rule.py's (pure),
-its words words.py's, the window load_window.py's. The shard_advice event
-source calls ``advise_queues`` window after window.
+``read`` is what awa_enqueue_shards_info and the role's internal read run.
+The advice watches the queues' load for a window and puts the rule's
+verdicts in: the advice package's (the rule is rule.py's, pure, its words
+explained.py's, the window load_window.py's), below this one. The
+shard_advice event source calls ``advise_queues`` window after window.
 """
 
 from __future__ import annotations
@@ -15,18 +14,19 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.advice import gains, load_window, rule, words
+from ansible_collections.awa.operations.plugins.module_utils.advice import explained, gains, load_window, rule
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.db.reopening import Reopening
-from ansible_collections.awa.operations.plugins.module_utils.info.failover import validate_committed
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.info.options import (
     validate_advice_options,
     validate_lanes_option,
     validate_read_options,
     with_rollout_defaults,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.result import Advice, ShardsInfo, ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
+from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_in_session
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
@@ -37,7 +37,7 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
                   measured: dict[str, Any] | None = None) -> dict[str, Advice]:
     """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
 
-    Returns queue -> advice (words.advise); ``measured`` defaults to the shipped gains table.
+    Returns queue -> advice (explained.advise); ``measured`` defaults to the shipped gains table.
     """
     views = info["queues"]
     physical = [name for view in views.values() for name in view["physical_queues"]]
@@ -46,7 +46,7 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
     advised = {}
     for name, view in views.items():
         shards = max(view["enqueue_shards"].values(), default=1)
-        advised[name] = words.advise(rule.queue_load(name, view["physical_queues"], shards, window),
+        advised[name] = explained.advise(rule.queue_load(name, view["physical_queues"], shards, window),
                                      window.tally, table)
     return advised
 
@@ -73,7 +73,7 @@ def read(module: Module) -> tuple[ShardsInfo, list[str]]:
     time.sleep(params["delay"])
     with open_connection(params) as conn:
         # After a wait that reconnected (a failover), advice reads on the connection it ended on.
-        session = Reopening(conn, lambda: connect(params))
+        session = ReadSession(conn, lambda: connect(params))
         try:
             info = wait_in_session(
                 session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.info.failover import (
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import (
     RECONNECT_ATTEMPTS,
     Committed,
     gave_up_message,
@@ -15,7 +15,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.failover impor
     reconnected_warning,
     validate_committed,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.waiters import Interruption, ReconnectGaveUp
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.loop import Interruption, ReconnectGaveUp
 
 SERVER = "db2.example.com:5432"
 # What awa_enqueue_shards returns per queue (with queues), trimmed to a few keys.

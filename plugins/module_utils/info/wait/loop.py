@@ -1,6 +1,7 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Waiting: predicates on an observed state, and one loop with one deadline.
+"""What a wait is: its conditions (predicates on an observed state, by the wait's name) and one loop with one
+deadline.
 
 The loop owns no clock of its own (``clock`` and ``sleep`` are injected), so
 it is tested without sleeping.

@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Saying many names in a few words: what the role and the modules print stays one screen long for a hundred queues.
+"""Lists of names said in a few words: what the role and the modules print stays one screen long for a hundred queues.
 
 A change window of a few queues and services prints one line for each; past
 ``LISTED`` they are counted, named by ranges (``q001..q100``) or by the

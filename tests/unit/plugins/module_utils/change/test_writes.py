@@ -14,7 +14,7 @@ import re
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.change.apply import Statement, build_change_statements, queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import Statement, build_change_statements, queue_lock
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import RUNTIME, grid, plan_for

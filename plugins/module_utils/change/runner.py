@@ -1,0 +1,376 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one path of a change: a list of queues, a single queue being a list of one; usable from Python.
+
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
+    from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+    from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+
+    options = {"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}
+    with open_connection(options) as conn:
+        result = change_enqueue_shards(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]),
+                                       reconnect=lambda: connect(options))
+
+The data path, one file per step: ``request`` (validated before connecting),
+``schema`` (the reads, and the installation's checks), ``naming`` (the
+queue's stripes), ``plan``, ``writes`` (the statements, and their
+verification before the switch) and ``schema.ledger`` (the change's record),
+``lost_commit``. The queues are read once, in one READ ONLY snapshot
+(``_read_and_plan``: the installation, the stored names, the lanes, then each
+queue's plan and statements; no lock is taken, so check mode only reads).
+Then each queue, in the order given, runs in a transaction of its own, with
+its own lock, change id, ledger row and lost-commit resolution: it sends the
+lock, the writes, the verification read, the ledger row and the switch
+without waiting on each (psycopg's pipeline mode) and commits once their
+results are checked. The verification read under the lock finds a queue that
+another run changed since the read (``ChangedSinceRead``): that queue is read
+and planned again, from what that run committed. A list stops at the first
+queue that fails, the queues before it committed. Every transaction waits
+for a lock at most ``lock_timeout`` seconds.
+
+Every real run gets a change id (a UUID) that its ledger row carries. If the
+connection is lost while COMMIT is in flight, ``reconnect`` (a connect with
+the same options) is used to look the change up (``lost_commit``), so the run
+reports it committed or not applied instead of "maybe". The module's run
+(``change_and_read``) then reads the changed queues as awa_enqueue_shards_info
+does and returns that read as ``observed``; ``module_outcome`` makes the
+module's result of either run, a queue's (``queue``) or a list's (``queues``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
+
+from ansible_collections.awa.operations.plugins.module_utils.schema import ledger
+from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, writes
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import (
+    ChangedSinceRead, Plan, Switch, change_warnings, plan_enqueue_shards)
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
+from ansible_collections.awa.operations.plugins.module_utils.change.result import (
+    ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChange, QueueChangeRun)
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import render, server_address, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import reconnect_with_retries
+from ansible_collections.awa.operations.plugins.module_utils.errors import (
+    AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
+    check_installation, fetch_installation, storage_schema)
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
+    describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
+from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes, unknown_queues
+
+if TYPE_CHECKING:
+    from typing import TypeAlias
+
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+
+# How many times a queue is read and planned, when other runs change it between its read and its transaction.
+READS_PER_QUEUE = 3
+# What a run reports once for all its queues, not in each entry of a list's ``queues``.
+_REPORTED_ONCE = ("queries", "diff", "warnings")
+
+
+def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: bool, diff: bool,
+                    reconnect: Callable[[], Connection] | None, **options: Any) -> tuple[EnqueueShardsResult, list[str]]:
+    """The module's run: change ``requests`` (``listed``: the module's ``queues``), then read those queues; the
+    module's result with the read as ``observed``, and the warnings of both (the module hands them to Ansible).
+
+    ``options`` are change_queues' (check_mode, lock_timeout, ledger_schema,
+    reason). The read runs on ``conn``, or - when a COMMIT lost it - on a new
+    connection from ``reconnect``. A read that fails raises
+    ``FailedWithState`` carrying the change's result: the change stands.
+    """
+    started = time.monotonic()
+    runs = change_queues(conn, requests, listed=listed, reconnect=reconnect, **options)
+    run = merge_results(runs, time.monotonic() - started) if listed else runs[requests[0].queue]
+    outcome = module_outcome(run, diff=diff)
+    session = ReadSession(conn, (lambda: reconnect_with_retries(reconnect)) if reconnect else None)
+    try:
+        current = session.current()
+        read = read_shards_info(current, queues=list(runs), runtime_roles=requests[0].runtime_roles,
+                                ledger_schema=options["ledger_schema"], lock_timeout=options["lock_timeout"])
+        server = server_address(current)
+    except AwaOperationsError as exc:
+        raise _read_failed(outcome, run["warnings"], exc) from None
+    finally:
+        session.close()
+    result: EnqueueShardsResult = {**outcome, "observed": observed_read(read, server)}
+    return result, list(dict.fromkeys(run["warnings"] + read["warnings"]))
+
+
+def change_enqueue_shards(conn: Connection, request: ChangeRequest, **options: Any) -> QueueChangeRun:
+    """Validate, plan and (unless ``check_mode``) apply a shard-count change of one queue in one transaction.
+
+    ``options`` are change_queues'. Raises an ``AwaOperationsError`` subclass
+    when the change is refused or fails; the transaction is then rolled back
+    and nothing is written. When the connection is lost during COMMIT, the
+    change is looked up on a connection from ``reconnect``: its result is
+    returned if it committed, ``CommitNotApplied`` raised if not,
+    ``CommitOutcomeUnknown`` if that cannot be told (always, without ``reconnect``).
+    """
+    return change_queues(conn, [request], listed=False, **options)[request.queue]
+
+
+def change_many_queues(conn: Connection, requests: list[ChangeRequest], **options: Any) -> ChangesRun:
+    """Change every request on one connection, each queue in its own transaction, in the order given; one result
+    merged over them (``options``: change_queues').
+
+    It stops at the first queue that fails: the queues before it stay changed
+    (each committed on its own), the error names them, and a re-run (changes
+    are idempotent) finishes the list. A queue whose COMMIT lost the
+    connection but was found committed does not stop it: the next queue runs
+    on a new connection from ``reconnect``.
+    """
+    started = time.monotonic()
+    return merge_results(change_queues(conn, requests, **options), time.monotonic() - started)
+
+
+def change_queues(conn: Connection, requests: list[ChangeRequest], *, listed: bool = True,
+                  reconnect: Callable[[], Connection] | None = None, check_mode: bool = False,
+                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT, ledger_schema: str = ledger.DEFAULT_SCHEMA,
+                  reason: str | None = None) -> dict[str, QueueChangeRun]:
+    """Each queue's run, in the order given, every queue planned from one read. A queue another run changed since
+    that read (``ChangedSinceRead``) is read and planned again, from what that run committed, at most
+    ``READS_PER_QUEUE`` times. A list's (``listed``) failure names the queues before it, which stay changed (queues
+    the database has never seen name themselves)."""
+    runs: dict[str, QueueChangeRun] = {}
+    planned: Planned = {}
+    reads = dict.fromkeys((request.queue for request in requests), 0)
+    position = 0
+    with contextlib.ExitStack() as reopened:
+        while position < len(requests):
+            request = requests[position]
+            try:
+                if request.queue not in planned:
+                    unplanned = [later for later in requests[position:] if later.queue not in planned]
+                    planned.update(_read_and_plan_in_snapshot(conn, unplanned, listed=listed, lock_timeout=lock_timeout,
+                                                              ledger_schema=ledger_schema, reason=reason))
+                    reads.update((later.queue, reads[later.queue] + 1) for later in unplanned)
+                prepared = planned[request.queue]
+                if isinstance(prepared, AwaOperationsError):
+                    raise prepared
+                if conn.closed and reconnect is not None:
+                    conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
+                runs[request.queue] = _change_queue(conn, prepared, check_mode=check_mode, lock_timeout=lock_timeout,
+                                                    ledger_schema=ledger_schema, reconnect=reconnect)
+                position += 1
+            except AwaOperationsError as exc:
+                if isinstance(exc, ChangedSinceRead) and reads[request.queue] < READS_PER_QUEUE:
+                    del planned[request.queue]
+                    continue
+                if not listed:
+                    raise
+                changed = [queue for queue, run in runs.items() if run["changed"]]
+                done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
+                        "re-run to finish the list." if changed else " No queue of the list was changed.")
+                subject = "" if isinstance(exc, UnknownQueue) else f"Queue {request.queue!r}: "
+                raise type(exc)(f"{subject}{exc.message}{done}", **{**exc.details, "queues": runs}) from None
+    return runs
+
+
+@dataclass
+class Prepared:
+    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
+
+    request: ChangeRequest
+    schema: str
+    plan: Plan
+    statements: writes.ChangeStatements
+    # The statements as they are sent, values bound (what a check-mode run reports).
+    queries: list[str]
+    warnings: list[str]
+    ledger_schema: str
+    # Whether a ledger row is written (not with ledger: false, nor when nothing changes), and carries the change id.
+    records: bool
+    records_change_id: bool
+
+
+# Each queue's change as the read plans it, or why it is refused (raised when the run reaches that queue).
+# An alias in quotes, its kind for the type checker only: evaluated, it would need Python 3.9 (3.8 sanity).
+Planned: TypeAlias = "dict[str, Prepared | AwaOperationsError]"
+
+
+def _read_and_plan_in_snapshot(conn: Connection, requests: list[ChangeRequest], *, listed: bool, lock_timeout: float,
+                               ledger_schema: str, reason: str | None) -> Planned:
+    """The one read of the queues (READ ONLY, one snapshot, no lock taken) and every queue's plan."""
+    action = (f"changing enqueue_shards of queue {requests[0].queue!r}" if len(requests) == 1
+              else f"reading {len(requests)} queues to change")
+    with transaction(conn, action, lock_timeout=lock_timeout, read_only=True, repeatable_read=True,
+                     on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
+        planned = _read_and_plan(conn, requests, listed=listed, ledger_schema=ledger_schema, reason=reason)
+        refuse_writes(conn, "the read of the queues to change")
+    return planned
+
+
+def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, listed: bool, ledger_schema: str,
+                   reason: str | None) -> Planned:
+    """Every request planned from one read; a refusal is kept for its queue (the queues before it still run). Queues
+    the database has never seen are the run's input, refused before any queue runs (``UnknownQueue``)."""
+    roles = list(dict.fromkeys(role for request in requests for role in request.runtime_roles))
+    installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
+    try:
+        # The installation's warnings, the same for every queue.
+        warnings = check_installation(installation, tuple(roles))
+        schema = storage_schema(installation)
+    except AwaOperationsError as refused:
+        # Nothing is read of the queues: the first queue is refused as a single queue would be.
+        return {requests[0].queue: refused}
+    names = fetch_queue_names(conn, schema, [request.queue for request in requests])
+    unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
+    if unknown:
+        stored = fetch_all_queue_names(conn, schema)
+        raise unknown_queues(unknown, stored, listed=listed)
+    planned: Planned = {}
+    layouts: dict[str, StripeLayout] = {}
+    for request in requests:
+        try:
+            layouts[request.queue] = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
+        except AwaOperationsError as refused:
+            planned[request.queue] = refused
+    # The lanes' grants are read for the runtime roles of each request: one read per set of roles (a list has one).
+    states = {}
+    for runtime_roles in {request.runtime_roles for request in requests}:
+        shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
+                  and request.queue in layouts for physical in layouts[request.queue].physical_queues}
+        states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
+    for request in requests:
+        if request.queue not in layouts:
+            continue
+        try:
+            plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
+            use_ledger = request.ledger and plan.changed
+            ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
+        except AwaOperationsError as refused:
+            planned[request.queue] = refused
+            continue
+        records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
+        statements = writes.build_change_statements(
+            plan, schema, ledger_schema=ledger_schema if use_ledger else None,
+            create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
+            add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
+        planned[request.queue] = Prepared(
+            request, schema, plan, statements, render(conn, statements.all),
+            warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []),
+            ledger_schema, use_ledger, records_change_id)
+    return planned
+
+
+def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, lock_timeout: float, ledger_schema: str,
+                  reconnect: Callable[[], Connection] | None) -> QueueChangeRun:
+    """One queue: its planned result in check mode or with nothing to change; else its transaction, which sends
+    the lock, the writes, their verification, the ledger row and the switch without waiting on each (pipeline
+    mode, unless the ledger's table is created) and commits, a lost COMMIT settled on a connection from
+    ``reconnect``. Raises ``ChangedSinceRead`` when the queue's counts are no longer those it was planned from."""
+    started = time.monotonic()
+    plan = prepared.plan
+    result = _result(plan, prepared.queries, changed=plan.changed, check_mode=check_mode, warnings=prepared.warnings)
+    if plan.changed and not check_mode:
+        # The id its ledger row will carry (a check-mode run writes none, and returns none).
+        change_id = str(uuid.uuid4())
+        try:
+            with transaction(conn, f"changing enqueue_shards of queue {plan.queue!r}", lock_timeout=lock_timeout,
+                             on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
+                with conn.pipeline() if prepared.statements.pipelined else contextlib.nullcontext():
+                    writes.send_queue_lock(conn, plan.queue, change_id)
+                    recorded = writes.apply_change(conn, plan, prepared.statements, schema=prepared.schema,
+                                                   runtime_roles=prepared.request.runtime_roles,
+                                                   ledger_schema=prepared.ledger_schema,
+                                                   change_id=change_id if prepared.records_change_id else None)
+                if recorded is not None:
+                    result["ledger"] = recorded
+                result["change_id"] = change_id
+                # Without a change id in the row, a lost commit is looked up by its transaction.
+                pending = lost_commit.PendingChange(
+                    queue=plan.queue, change_id=change_id, result=result,
+                    ledger_schema=prepared.ledger_schema if prepared.records else None,
+                    records_change_id=prepared.records_change_id,
+                    transaction=None if prepared.records_change_id else fetch_transaction_identity(conn),
+                    lock_timeout=lock_timeout)
+                lost_commit.commit_change(conn, pending)
+        except lost_commit.Unsettled as unsettled:
+            result = lost_commit.settle(unsettled.pending, unsettled.reason, reconnect)
+    result["duration"] = round(time.monotonic() - started, 3)
+    return result
+
+
+def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool,
+            warnings: list[str]) -> QueueChangeRun:
+    """One queue's change as its plan says it (the ledger row, change id and lost commit are added once known)."""
+    return {
+        "changed": changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
+        "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
+        "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
+        "grants_added": plan.grants.pairs, "ordering": plan.ordering, "duration": 0.0, "queries": queries,
+        "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
+
+
+def refuse_writes(conn: Connection, run: str) -> None:
+    """A ``run`` that only reads (the read of the queues to change, in check mode too): a transaction id would
+    mean it wrote."""
+    if fetch_assigned_transaction_id(conn) is not None:
+        raise DatabaseError(f"internal error: {run} was assigned a transaction id, so it wrote something; it was "
+                            "rolled back.")
+
+
+def list_warnings(runs: list[QueueChangeRun]) -> list[str]:
+    """The warnings of a list's queues, each once: the switch warnings each queue gave for itself are given once
+    for all the queues they concern (a hundred queues raised together warn in two lines, not a hundred)."""
+    switches = [Switch.of(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
+    own = {warning for switch in switches if switch for warning in change_warnings([switch])}
+    others = [warning for run in runs for warning in run["warnings"] if warning not in own]
+    return list(dict.fromkeys(others + change_warnings([switch for switch in switches if switch])))
+
+
+def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:
+    """One result for a list of queues: totals and views merged over them, and each queue's own result."""
+    ordered = list(results.values())
+    return {
+        "changed": any(result["changed"] for result in ordered),
+        "check_mode": all(result["check_mode"] for result in ordered),
+        "physical_queues": [name for result in ordered for name in result["physical_queues"]],
+        "previous_shards": {name: count for result in ordered for name, count in result["previous_shards"].items()},
+        "lanes_created": sum(result["lanes_created"] for result in ordered),
+        "lanes_repaired": sum(result["lanes_repaired"] for result in ordered),
+        "grants_added": sum(result["grants_added"] for result in ordered),
+        "queries": [query for result in ordered for query in result["queries"]],
+        "diff": {"before": {name: view for result in ordered for name, view in result["diff"]["before"].items()},
+                 "after": {name: view for result in ordered for name, view in result["diff"]["after"].items()}},
+        "warnings": list_warnings(ordered),
+        "queues": {queue: _entry(result) for queue, result in results.items()},
+        "duration": round(duration, 3),
+    }
+
+
+def _entry(run: QueueChangeRun) -> QueueChange:
+    """A queue's change as an entry of a list's ``queues``: without what the list reports once for all."""
+    return cast(QueueChange, {key: value for key, value in run.items() if key not in _REPORTED_ONCE})
+
+
+def module_outcome(run: QueueChangeRun | ChangesRun, *, diff: bool) -> ChangeOutcome:
+    """The module's result of a run, of one queue or a list, but the read after it: the warnings go to Ansible, the
+    diff only in diff mode."""
+    return cast(ChangeOutcome, {key: value for key, value in run.items()
+                                if key != "warnings" and (diff or key != "diff")})
+
+
+def _read_failed(outcome: ChangeOutcome, warnings: list[str], error: AwaOperationsError) -> FailedWithState:
+    if outcome["check_mode"]:
+        done = "The check-mode run planned the change (nothing was written)"
+    elif outcome["changed"]:
+        done = "The change was committed (the result says what it did)"
+    else:
+        done = "Nothing needed changing"
+    return FailedWithState(
+        f"{done}, but reading the state of the queues after it failed: {error.message} The change stands: a re-run "
+        "changes nothing more and reads again; or read the state with awa.operations.awa_enqueue_shards_info.",
+        {**outcome, "warnings": warnings})
