@@ -24,7 +24,7 @@ import time
 from awa_testbed.awadb import AwaDatabase
 
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 
 from . import stats, tables

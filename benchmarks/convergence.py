@@ -19,7 +19,7 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.processes import ManagedProcess
 
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead

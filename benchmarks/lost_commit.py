@@ -25,7 +25,7 @@ import time
 from awa_testbed.commit_cutter import CommitCutter
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request

@@ -32,7 +32,7 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed import processes
 from awa_testbed.processes import ManagedProcess
 
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import environment, stats, tables

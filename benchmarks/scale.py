@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import ChangesRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request

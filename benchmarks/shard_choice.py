@@ -48,7 +48,7 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed.processes import ManagedProcess
 from psycopg import sql
 
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
 from ansible_collections.awa.operations.plugins.module_utils.schema.depths import fetch_lane_depths
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request

@@ -30,7 +30,7 @@ from awa_testbed.waiting import wait_until  # the tests' one wait, imported from
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request

@@ -12,7 +12,7 @@ import threading
 import time
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import queue_lock
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect
 

@@ -16,7 +16,7 @@ import datetime
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_and_read, change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read, change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ObservedRead
 

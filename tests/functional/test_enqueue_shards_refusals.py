@@ -14,7 +14,7 @@ from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards, change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards, change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ConnectionFailed,
     DatabaseError,

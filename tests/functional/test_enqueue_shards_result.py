@@ -21,7 +21,7 @@ from pathlib import Path
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_and_read
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 

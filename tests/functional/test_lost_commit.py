@@ -30,7 +30,7 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared
 from ansible_collections.awa.operations.plugins.module_utils.db import reconnect as reopening
 from ansible_collections.awa.operations.plugins.module_utils.schema import sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests

@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, transaction
-from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 

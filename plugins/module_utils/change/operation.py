@@ -3,7 +3,7 @@
 """The one path of a change: a list of queues, a single queue being a list of one; usable from Python.
 
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-    from ansible_collections.awa.operations.plugins.module_utils.change.runner import change_enqueue_shards
+    from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
     from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
     options = {"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}
