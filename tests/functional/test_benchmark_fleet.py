@@ -103,7 +103,7 @@ def run_shaped_playbook(tmp_path: Path, batches: list) -> tuple[dict, float, flo
 
 
 def test_every_second_of_a_run_lands_in_one_phase_and_batches_are_told_apart(tmp_path):
-    batches = interleaved_batches(["one", "two"], 2, ("awa-producer@1", "awa-producer@2"))
+    batches = interleaved_batches({host: ["awa-producer@1", "awa-producer@2"] for host in ("one", "two")}, 2)
     assert batches == [[["one", "awa-producer@1"], ["two", "awa-producer@1"]],
                        [["one", "awa-producer@2"], ["two", "awa-producer@2"]]]
     record, started, ended, cpu = run_shaped_playbook(tmp_path, batches)
