@@ -5,7 +5,8 @@ cores from 6 hosts, so those cells measure the overload. Here each producer
 host is as light as the restart contract allows: an inventory host of its
 own name reached with ``ansible_connection: local``, whose services are
 real Awa runtimes - the test bed's worker (awa-pg 0.6.9, queue demo, the
-fleet unit's rotation intervals, the matrix's workers and job rate) under one
+fleet unit's rotation intervals, the matrix's workers and job rate, a pool of
+5 connections) under one
 supervisord for all hosts, restarted through the role's restart contract
 (``enqueue_shards_restart_command``: ``supervisorctl restart``, which returns
 once the program has run 2 s; the status command asks supervisord for the
@@ -38,6 +39,11 @@ from .fleet import Fleet, FleetMatrix, ProducerHosts
 
 # The fleet unit's rotation intervals and log level (extensions/molecule/fleet/files/awa-producer@.service).
 UNIT_ENVIRONMENT = {"AWA_TESTBED_ROTATE_MS": "2000,5000", "RUST_LOG": "warn", "NO_COLOR": "1"}
+# Each runtime's pool (the unit's: 10). The server takes 300 connections - the test bed sets max_connections on its
+# command line, which the suite's ALTER SYSTEM does not override - and a runtime with its producer and recorders
+# holds its pool and 4 more: 24 runtimes with pools of 10 ran the server out; with pools of 2 none published its
+# snapshot.
+RUNTIME_CONNECTIONS = 5
 
 
 def host_names(count: int) -> list[str]:
@@ -51,7 +57,8 @@ def programs(db: AwaDatabase, matrix: FleetMatrix, hosts_dir: Path, names: list[
         for unit in range(1, matrix.units_per_host + 1):
             program = f"awa-app-{index * matrix.units_per_host + unit}"
             argv = [sys.executable, "-m", "awa_testbed.worker", "--name", f"{name}/{program}",
-                    "--queue", f"demo={matrix.workers}", "--handler-ms", "100", "--produce", "demo",
+                    "--queue", f"demo={matrix.workers}", "--connections", str(RUNTIME_CONNECTIONS),
+                    "--handler-ms", "100", "--produce", "demo",
                     "--produce-rate", f"{matrix.produce_rate:g}", "--env-file", str(hosts_dir / f"{name}.env")]
             found.setdefault(name, []).append(Program(program, argv, {"AWA_DATABASE_URL": db.url("runtime1"),
                                                                       **UNIT_ENVIRONMENT}))
