@@ -15,7 +15,7 @@ are, and a scratch run redraws nothing:
   count (the machine was busy 0.8 or more of a run, so its time measures the
   overload, or a run did not complete), and the chart says so under its axis;
 - fleet-light-time.svg: the same for the light hosts of the fleet_light
-  suite (benchmarks/fleet_light.py), up to 48 hosts;
+  suite (benchmarks/fleet_light.py);
 - producer-latency.svg: the producers' enqueue latency (p99 and p50) in the
   window around the switch, per arm of the producer impact suite.
 

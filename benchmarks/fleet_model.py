@@ -174,11 +174,10 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str, forks: in
         db_cpu_per_batch=db_cpu_per_batch(breakdown, run.get("db_idle_cpu_per_s")))
 
 
-def fitted(runs: list[RunCosts]) -> RunCosts:
-    """The costs of the run on the fewest hosts, its CPU per host refitted over every host count of ``runs``: each
-    part's CPU against the hosts it reached, a line whose slope is the cost of one more host (what a part costs
-    whatever the hosts - a task's start, its templating - stays out of it). One host count: that run as measured."""
-    base = min(runs, key=lambda costs: costs.hosts)
+def fitted(base: RunCosts, runs: list[RunCosts]) -> RunCosts:
+    """``base`` (a run on the fewest hosts) with its CPU per host refitted over every run of ``runs``: each part's
+    CPU against the hosts it reached, a line whose slope is the cost of one more host (what a part costs whatever
+    the hosts - a task's start, its templating - stays out of it). One host count: ``base`` as measured."""
     if len({costs.hosts for costs in runs}) < 2:
         return base
     slopes = {}

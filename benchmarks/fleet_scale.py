@@ -2,9 +2,9 @@
 part by part, the model (benchmarks/fleet_model.py) checked against the cells not used for its fit, and its
 projection to 50, 200 and 1,000 producer hosts.
 
-The costs come from the run with the median seconds of each cell's
-repeats: the latencies and fixed seconds from the fewest hosts, the CPU per
-host fitted over the host counts measured - every count but the largest,
+The latencies and fixed seconds come from the run with the median seconds
+of the fewest hosts' repeats, the CPU per host from a line over every run of
+the host counts fitted on - every count but the largest,
 which is kept for the check, when three or more were measured (two or one:
 the fewest hosts alone, checked against the others). A cell that does not
 count (busy 0.8 or more) still gives its costs, marked so. The model is
@@ -60,19 +60,25 @@ def base_costs(result: dict) -> dict[tuple[int, str, str], tuple[fleet_model.Run
     """(queues, config, run) -> the model's costs (fleet_model.fitted over the fit's host counts), the summary of
     the cell on the fewest hosts, and the host counts fitted on."""
     medians = fleet_report.median_cells(result["cells"])
-    runs: dict[tuple[int, str, str], dict[int, fleet_model.RunCosts]] = {}
+    # (queues, config, kind) -> hosts -> the costs of the cell's median run, and of each of its runs.
+    medians_of: dict[tuple[int, str, str], dict[int, fleet_model.RunCosts]] = {}
+    every: dict[tuple[int, str, str], dict[int, list[fleet_model.RunCosts]]] = {}
     for (hosts, queues, config), cells in sorted(_cells_of(result).items()):
         for kind in KINDS:
-            run = _median_run(cells, kind)
-            costs = fleet_model.run_costs(run, fleet_report.run_breakdown(run), hosts, CONTROLLER,
-                                          fleet_report.forks_of(result, config))
-            if costs is not None:
-                runs.setdefault((queues, config, kind), {})[hosts] = costs
+            median = _median_run(cells, kind)
+            for cell in cells:
+                costs = fleet_model.run_costs(cell[kind], fleet_report.run_breakdown(cell[kind]), hosts, CONTROLLER,
+                                              fleet_report.forks_of(result, config))
+                if costs is None:
+                    continue
+                every.setdefault((queues, config, kind), {}).setdefault(hosts, []).append(costs)
+                if cell[kind] is median:
+                    medians_of.setdefault((queues, config, kind), {})[hosts] = costs
     found = {}
-    for (queues, config, kind), by_hosts in runs.items():
+    for key, by_hosts in medians_of.items():
         fitted_on = fit_hosts(list(by_hosts))
-        found[queues, config, kind] = (fleet_model.fitted([by_hosts[hosts] for hosts in fitted_on]),
-                                       medians[fitted_on[0], queues, config], fitted_on)
+        runs = [costs for hosts in fitted_on for costs in every[key].get(hosts, [])]
+        found[key] = (fleet_model.fitted(by_hosts[fitted_on[0]], runs), medians[(fitted_on[0], *key[:2])], fitted_on)
     return found
 
 

@@ -306,13 +306,13 @@ def test_the_cpu_per_host_is_refitted_over_host_counts_as_the_slope_of_each_part
         return dataclasses.replace(COSTS, hosts=hosts, host_runs=4 * hosts, cpu_per_host_run=(1 + 0.1 * hosts) / hosts,
                                    restart_cpu_per_dispatch=(0.5 + 0.05 * hosts) / hosts)
 
-    refitted = fleet_model.fitted([measured(6), measured(3), measured(12)])
+    refitted = fleet_model.fitted(measured(3), [measured(6), measured(3), measured(12)])
 
     assert abs(measured(3).cpu_per_host_run - 0.433) < 1e-3
     assert abs(refitted.cpu_per_host_run - 0.1) < 1e-9 and abs(refitted.restart_cpu_per_dispatch - 0.05) < 1e-9
     # The rest is the fewest hosts' run; one host count is that run as measured.
     assert refitted.hosts == 3 and refitted.wall_s == COSTS.wall_s
-    assert fleet_model.fitted([measured(3)]) == measured(3)
+    assert fleet_model.fitted(measured(3), [measured(3)]) == measured(3)
 
 
 def test_a_task_takes_its_waves_its_cpu_over_the_cores_or_its_main_process_cpu_whichever_is_longest():
