@@ -14,7 +14,9 @@ shard_choice (which S helps real producers: path x N x S; about 35 minutes:
 ``--suites shard_choice``), lost_commit (COMMITs cut by a proxy: is the
 module's answer true, and how fast) and fleet (the change-window playbook
 over SSH to N systemd hosts beside a floor; needs root and ``bash
-hack/hosts.sh``: ``--suites fleet``) and batch_wait (one poll of the
+hack/hosts.sh``: ``--suites fleet``) and fleet_light (the same on light hosts: inventory hosts on
+a local connection whose services are real runtimes under supervisord, to measure the controller past 12
+hosts: ``--suites fleet_light``) and batch_wait (one poll of the
 rollout's batch wait at 1, 10 and 100 queues, with and without the lanes:
 ``--suites batch_wait``) and change_list (the module's change of 100 and 400
 queues beside the floor's SQL in one transaction, in process: ``--suites
@@ -36,8 +38,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from . import (batch_wait, change_cost, change_list, charts, convergence, environment, fleet, lost_commit,
-               producer_impact, scale, shard_choice)
+from . import (batch_wait, change_cost, change_list, charts, convergence, environment, fleet, fleet_light,
+               lost_commit, producer_impact, scale, shard_choice)
 from .environment import BenchServer
 from .fleet import FleetMatrix
 from .producer_impact import Traffic
@@ -91,6 +93,8 @@ SUITES: dict[str, Suite] = {
     "lost_commit": Suite(lambda bench, profile, work_dir: lost_commit.run(bench, profile.lost_commit_rounds),
                          lost_commit.table),
     "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table),
+    "fleet_light": Suite(lambda bench, profile, work_dir: fleet_light.run(bench, profile.fleet_matrix, work_dir),
+                         fleet_light.table),
     "batch_wait": Suite(lambda bench, profile, work_dir: batch_wait.run(bench, work_dir), batch_wait.table),
     "change_list": Suite(lambda bench, profile, work_dir: change_list.run(
         bench, profile.change_list_queues, profile.change_list_repeats), change_list.table),

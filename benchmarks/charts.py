@@ -14,6 +14,8 @@ are, and a scratch run redraws nothing:
   beside the floor, per queue count; a hollow marker is a cell that does not
   count (the machine was busy 0.8 or more of a run, so its time measures the
   overload, or a run did not complete), and the chart says so under its axis;
+- fleet-light-time.svg: the same for the light hosts of the fleet_light
+  suite (benchmarks/fleet_light.py);
 - producer-latency.svg: the producers' enqueue latency (p99 and p50) in the
   window around the switch, per arm of the producer impact suite.
 
@@ -236,8 +238,14 @@ def uncounted_note(points: Iterable[FleetPoint]) -> list[str]:
     return note
 
 
-def fleet_chart(run: Run) -> str:
-    results = run.results("fleet")
+# The fleet charts: suite -> what its hosts are, in the chart's title.
+FLEET_TITLES = {"fleet": "A change window at fleet scale: time against producer hosts",
+                "fleet_light": "A change window on light producer hosts: time against hosts"}
+
+
+def fleet_chart(run: Run, suite: str = "fleet") -> str:
+    results = run.results(suite)
+    title = FLEET_TITLES[suite]
     major = max(results)
     series = fleet_series(results[major])
     queue_counts = sorted({queues for dummy, queues in series})
@@ -249,7 +257,7 @@ def fleet_chart(run: Run) -> str:
     y_ticks = svg.ticks(0, longest)
     x = svg.Scale(0, max(host_counts), left, left + plot_w)
     y = svg.Scale(0, y_ticks[-1], top + plot_h, top)
-    body = [svg.text(12, 24, "A change window at fleet scale: time against producer hosts", 16, weight="bold"),
+    body = [svg.text(12, 24, title, 16, weight="bold"),
             svg.text(12, 42, f"PostgreSQL {major}; {run.source()}", 11)]
     for value in y_ticks:
         body += [svg.line(left, y(value), left + plot_w, y(value)),
@@ -284,8 +292,7 @@ def fleet_chart(run: Run) -> str:
              svg.marker(legend_x + 11, key_y + 42, "circle", svg.INK, filled=False),
              svg.text(legend_x + 28, key_y + 46, "not counted (below)", 11)]
     body += [svg.text(12, top + plot_h + 58 + index * 15, line, 11) for index, line in enumerate(note)]
-    return svg.document(legend_x + 190, top + plot_h + 50 + 15 * len(note) + (8 if note else 0),
-                        "A change window at fleet scale: time against producer hosts",
+    return svg.document(legend_x + 190, top + plot_h + 50 + 15 * len(note) + (8 if note else 0), title,
                         f"Wall time of the change-window playbook (the role) and of the floor, per queue count, against "
                         f"the number of producer hosts. Source: {run.source()}.", body)
 
@@ -369,6 +376,7 @@ def producer_latency_chart(run: Run) -> str:
 CHARTS: dict[str, tuple[str, Callable[[Run], str]]] = {
     "shard-choice-gain.svg": ("shard_choice", shard_choice_chart),
     "fleet-time.svg": ("fleet", fleet_chart),
+    "fleet-light-time.svg": ("fleet_light", lambda run: fleet_chart(run, "fleet_light")),
     "producer-latency.svg": ("impact", producer_latency_chart),
 }
 

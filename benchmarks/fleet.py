@@ -54,7 +54,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -157,15 +157,33 @@ class FleetMatrix:
 QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), host_queues=(1,), compare=())
 
 
+@dataclass(frozen=True)
+class ProducerHosts:
+    """The producer hosts of one host count as the operator's inventory names them: each host's own variables (its
+    services at least), the group's (how to reach them), and the SSH client's configuration (None: no SSH)."""
+
+    host_vars: dict[str, dict]
+    group_vars: dict
+    ssh_config: Path | None = None
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.host_vars)
+
+    def services(self) -> dict[str, list[str]]:
+        """Each host's producer services."""
+        return {name: list(variables.get("enqueue_shards_services", self.group_vars.get("enqueue_shards_services", [])))
+                for name, variables in self.host_vars.items()}
+
+
 @dataclass
 class Fleet:
-    """The booted hosts, the database and the files every run shares."""
+    """The producer hosts, the database and the files every run shares."""
 
     bench: BenchServer
     db: AwaDatabase
     work_dir: Path
-    names: list[str]
-    ssh_config: Path
+    hosts: ProducerHosts
     runs: int = 0
     # The database server's CPU seconds a second with the producers running and no playbook (the last settle).
     db_idle_cpu_per_s: float | None = None
@@ -199,10 +217,8 @@ class Fleet:
                 "awa_db_controller": {"hosts": {CONTROLLER: {
                     "ansible_connection": "local", "ansible_python_interpreter": sys.executable}}},
                 "awa_producers": {
-                    "hosts": {name: {} for name in self.names[:host_count]},
-                    "vars": {"ansible_connection": "ssh", "ansible_user": "deploy", "ansible_become": True,
-                             "ansible_python_interpreter": "/usr/bin/python3",
-                             "enqueue_shards_services": list(matrix.services)}},
+                    "hosts": {name: self.hosts.host_vars[name] for name in self.hosts.names[:host_count]},
+                    "vars": self.hosts.group_vars},
             }}}
         path.write_text(json.dumps(inventory, indent=1), encoding="utf-8")
         return path
@@ -229,9 +245,9 @@ class Fleet:
         # A fresh control path folder: this run opens its own SSH connections, as a first run does.
         # In /tmp, not the run's folder: a socket's path holds at most 107 bytes.
         control_dir = tempfile.mkdtemp(prefix="awa-cp-")
+        ssh = {} if self.hosts.ssh_config is None else {"ANSIBLE_SSH_COMMON_ARGS": f"-F {self.hosts.ssh_config}"}
         env = {**os.environ, "ANSIBLE_CONFIG": str(self.config(config)), "AWA_BENCH_TIMINGS": str(timings),
-               "ANSIBLE_SSH_COMMON_ARGS": f"-F {self.ssh_config}",
-               "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir,
+               **ssh, "ANSIBLE_SSH_CONTROL_PATH_DIR": control_dir,
                # The callback reads the database server's CPU at every task start.
                "AWA_BENCH_DB_PID": str(self.bench.server.postmaster_pid())}
         command = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", str(inventory), playbook,
@@ -327,9 +343,11 @@ def terminal_rows(text: str, columns: int) -> int:
     return sum(max(1, math.ceil(len(line) / columns)) for line in text.splitlines())
 
 
-def interleaved_batches(names: list[str], batch_size: int, services: tuple[str, ...]) -> list[list[list[str]]]:
-    """One unit of each host in turn, ``batch_size`` at a time: the order the role restarts them in."""
-    order = [[name, service] for service in services for name in names]
+def interleaved_batches(services: dict[str, list[str]], batch_size: int) -> list[list[list[str]]]:
+    """One unit of each host in turn (``services``: each host's), ``batch_size`` at a time: the order the role
+    restarts them in."""
+    rounds = max((len(units) for units in services.values()), default=0)
+    order = [[name, units[turn]] for turn in range(rounds) for name, units in services.items() if turn < len(units)]
     return [sorted(order[start:start + batch_size]) for start in range(0, len(order), batch_size)]
 
 
@@ -402,7 +420,7 @@ def unit_file(matrix: FleetMatrix, work_dir: Path) -> Path:
 
 def setup(fleet: Fleet, matrix: FleetMatrix) -> None:
     """Units installed on every host, the environment file rendered by the role; nothing started."""
-    inventory = fleet.inventory(len(fleet.names), matrix)
+    inventory = fleet.inventory(len(fleet.hosts.names), matrix)
     for playbook, extra, options in (
             (str(PLAYBOOKS / "fleet_setup.yml"), {"bench_unit_file": str(unit_file(matrix, fleet.work_dir)),
                                                   "bench_runtime_url": fleet.db.url("runtime1")}, ()),
@@ -415,11 +433,11 @@ def setup(fleet: Fleet, matrix: FleetMatrix) -> None:
 
 def activate(fleet: Fleet, matrix: FleetMatrix) -> float:
     """Start every host's units; seconds until their runtimes are live."""
-    measured = fleet.playbook(str(PLAYBOOKS / "fleet_units.yml"), fleet.inventory(len(fleet.names), matrix), {},
+    measured = fleet.playbook(str(PLAYBOOKS / "fleet_units.yml"), fleet.inventory(len(fleet.hosts.names), matrix), {},
                               matrix.configs[-1], "units")
     if measured["rc"] != 0:
         raise RuntimeError(f"starting the units failed:\n{measured.get('output_tail', '')}")
-    return fleet.wait_live(len(fleet.names) * matrix.units_per_host)
+    return fleet.wait_live(len(fleet.hosts.names) * matrix.units_per_host)
 
 
 def checked(fleet: Fleet, measured: dict, queues: list[str], shards: int, started: float, units: int) -> dict:
@@ -447,7 +465,9 @@ def measure_floor(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: li
     sql_file.write_text(floor_sql(fleet.db.dsn(), queues, matrix.shards, [fleet.db.roles["runtime1"].name]),
                         encoding="utf-8")
     started = time.time()
-    batches = interleaved_batches(fleet.names[:host_count], matrix.batch_units(host_count), matrix.services)
+    services = fleet.hosts.services()
+    batches = interleaved_batches({name: services[name] for name in fleet.hosts.names[:host_count]},
+                                  matrix.batch_units(host_count))
     measured = fleet.playbook(str(PLAYBOOKS / "fleet_floor.yml"), fleet.inventory(host_count, matrix),
                               floor_vars(fleet.bench.server.bin_dir / "psql", fleet.db.login_args("migrator"),
                                          sql_file, batches, started, matrix.wait_sleep),
@@ -471,7 +491,27 @@ def measure_cell(fleet: Fleet, matrix: FleetMatrix, host_count: int, queue_count
     return cell
 
 
-def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
+# How a suite gets its producer hosts for one host count: a context manager that yields a Fleet on them (with the
+# run counter it is given), their units started and live, and what starting them took.
+HostsUp = Callable[[BenchServer, AwaDatabase, FleetMatrix, Path, int, int],
+                   contextlib.AbstractContextManager[tuple["Fleet", dict]]]
+
+
+@contextlib.contextmanager
+def systemd_hosts(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, hosts_dir: Path, count: int,
+                  runs: int) -> Iterator[tuple[Fleet, dict]]:
+    """``count`` systemd hosts over SSH (see the module's docstring), each with the matrix's units, started."""
+    with booted_hosts(hosts_dir, count) as (names, ssh_config, boot_seconds):
+        group_vars = {"ansible_connection": "ssh", "ansible_user": "deploy", "ansible_become": True,
+                      "ansible_python_interpreter": "/usr/bin/python3",
+                      "enqueue_shards_services": list(matrix.services)}
+        fleet = Fleet(bench, db, hosts_dir, ProducerHosts({name: {} for name in names}, group_vars, ssh_config),
+                      runs=runs)
+        setup(fleet, matrix)
+        yield fleet, {"boot_seconds": boot_seconds, "units_live_s": activate(fleet, matrix)}
+
+
+def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path, hosts_up: HostsUp = systemd_hosts) -> dict:
     units = max(matrix.hosts) * matrix.units_per_host
     connections = SPARE_CONNECTIONS + CONNECTIONS_PER_UNIT * units
     with environment.restarted_with(bench, {"max_connections": connections}):
@@ -481,12 +521,13 @@ def run(bench: BenchServer, matrix: FleetMatrix, work_dir: Path) -> dict:
             forks = {name: int(config.get("defaults", {}).get("forks", DEFAULT_FORKS)) for name, config in CONFIGS.items()}
             # The model (benchmarks/fleet_model.py) is checked on this machine's cores.
             return {"max_connections": connections, "forks": forks, "controller_cores": os.cpu_count(),
-                    **measure_fleet(bench, db, matrix, work_dir)}
+                    **measure_fleet(bench, db, matrix, work_dir, hosts_up)}
         finally:
             db.drop()
 
 
-def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work_dir: Path) -> dict:
+def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work_dir: Path,
+                  hosts_up: HostsUp = systemd_hosts) -> dict:
     result: dict = {"matrix": asdict(matrix), "cells": [], "boot_seconds": {}, "units_live_s": {}, "warm_up": {}}
     fleet_dir = work_dir / f"fleet-{bench.major}"
     runs = 0
@@ -495,13 +536,11 @@ def measure_fleet(bench: BenchServer, db: AwaDatabase, matrix: FleetMatrix, work
         # hosts' systemd shared the 2 cores with the measured ones (12 hosts took 3 to 4 times as long).
         hosts_dir = fleet_dir / f"{host_count}-hosts"
         hosts_dir.mkdir(parents=True, exist_ok=True)
-        with booted_hosts(hosts_dir, host_count) as (names, ssh_config, boot_seconds):
-            # One run counter over every boot: each run's queues are new ones in the one database.
-            fleet = Fleet(bench, db, hosts_dir, names, ssh_config, runs=runs)
+        # One run counter over every host count: each run's queues are new ones in the one database.
+        with hosts_up(bench, db, matrix, hosts_dir, host_count, runs) as (fleet, started):
             key = str(host_count)
-            result["boot_seconds"][key] = boot_seconds
-            setup(fleet, matrix)
-            result["units_live_s"][key] = activate(fleet, matrix)
+            result["boot_seconds"][key] = started["boot_seconds"]
+            result["units_live_s"][key] = started["units_live_s"]
             # Unmeasured: the first run on fresh hosts also fills caches on both sides.
             result["warm_up"][key] = measure_role(fleet, matrix, host_count, [f"warmup_{host_count}"],
                                                   matrix.configs[-1])

@@ -1,50 +1,57 @@
-"""The change window at 50, 200 and 1,000 producer hosts: projected from one measured run of the role on a few
-hosts, and checked against the runs measured on more (benchmarks/fleet_report.py prints both).
+"""The change window at 50, 200 and 1,000 producer hosts: projected from measured runs of the role, and checked
+against runs not used for the fit (benchmarks/fleet_scale.py prints both).
 
-On 2 cores a run past 6 hosts measures the overload, not the playbook, so
-the projection takes what saturation does not spoil: the task x host runs
-counted over hosts (a line: so many fixed, so many per host), and one run on
-the fewest hosts with the machine under 0.8 busy, split by the benchmark's
-callback into
+On 2 cores the runs measure the machine's overload as much as the
+playbook, so the model takes what load spoils least: the task x host runs
+counted over hosts (a line: so many fixed, so many per host), the CPU each
+part costs the controller - fitted over the host counts measured, where
+there are several (benchmarks/fleet_light.py's light hosts, 6 to 24), so a
+per-task overhead is not read as a cost per host - and the latencies and
+fixed seconds of the run on the fewest hosts. A run is split by the
+benchmark's callback into
 
 * the **host tasks**: the tasks outside the batches that reach every
   producer host (the argument spec, validation, reach, the services' read);
   each costs the controller ``cpu_per_host_run`` seconds of CPU per host
-  (ansible-playbook and the forks and SSH clients it reaped), of which
-  ``main_cpu_per_host_run`` in ansible-playbook's own process (the strategy
-  and the results: one core, whatever the forks), and a host's run takes
-  ``host_run_s`` from being handed to a worker to its result;
-* the **restarts**: the role restarts a batch's hosts one after another (one
-  run of ``awa_producer_services`` per host, a loop delegated to each), so
-  every restarted host adds ``restart_s``;
+  (ansible-playbook and the forks, SSH clients and local modules it reaped),
+  of which ``main_cpu_per_host_run`` in ansible-playbook's own process (the
+  strategy and the results: one core, whatever the forks), and a host's run
+  takes ``host_run_s`` from being handed to a worker to its result;
+* the **restarts**: since 0.5.0 each batch's restart task runs on every
+  producer host at once - the batch's hosts restart, the others skip it - so
+  a batch takes ``restart_wave_s`` for each wave of ``forks`` restarting hosts,
+  unless its dispatches to every host take longer: ``restart_cpu_per_dispatch``
+  of CPU each over the cores, ``restart_main_cpu_per_dispatch`` of it in the
+  main process (the include and the skipped runs included);
 * the rest of each **batch**: its wait for the new runtimes and its checks,
   on the database controller (``batch_s``);
 * the **fixed** part: everything else - start-up, the database steps, the
   final wait and summary - which grows with queues, not hosts.
 
-A host task on N hosts then takes the longest of three bounds: its hosts in
-waves of ``forks``, each wave a run's latency; its CPU shared by
-min(cores, forks) processes; and its main-process CPU on one core:
+A task on N hosts then takes the longest of three bounds: its hosts in waves
+of ``forks``, each wave a run's latency; its CPU shared by min(cores, forks)
+processes; and its main-process CPU on one core:
 
     seconds = fixed + host_tasks x max(ceil(N / forks) x host_run_s,
                                        N x cpu_per_host_run / min(cores, forks),
                                        N x main_cpu_per_host_run)
-              + restarted hosts x restart_s + batches x batch_s
+              + batches x (max(ceil(N / batches / forks) x restart_wave_s,
+                               N x restart_cpu_per_dispatch / min(cores, forks),
+                               N x restart_main_cpu_per_dispatch) + batch_s)
 
 Assumed: the controller's cores are as fast as this machine's and its own
 (no producer host shares them); a host answers as fast as here (the
-latencies are this machine's SSH to its local containers, not a network's);
-the database keeps up (the runs measure its CPU per batch); each host has
-the units per host of the measured run; and the role stays as it is
-(the runs over hosts say so, a functional test holds it). Pure arithmetic
-on a results JSON: tests/functional/test_benchmark_fleet.py tests it
-without hosts.
+latencies are this machine's, not a network's); the database keeps up (the
+runs measure its CPU per batch); each host has the units per host of the
+measured run; and the role stays as it is (the runs over hosts say so, a
+functional test holds it). Pure arithmetic on a results JSON:
+tests/functional/test_benchmark_fleet.py tests it without hosts.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import fleet_timing
 
@@ -72,8 +79,10 @@ class RunCosts:
     main_cpu_per_host_run: float | None
     host_run_s: float
     restarted_hosts: int
-    restart_s: float
-    restart_cpu_s: float
+    restarts_s: float
+    restart_wave_s: float
+    restart_cpu_per_dispatch: float
+    restart_main_cpu_per_dispatch: float | None
     batches: int
     batch_s: float
     db_cpu_per_batch: float | None
@@ -81,7 +90,7 @@ class RunCosts:
     @property
     def fixed_s(self) -> float:
         """The run's seconds that neither hosts nor batches add to."""
-        return self.wall_s - self.host_task_s - self.restarted_hosts * self.restart_s - self.batches * self.batch_s
+        return self.wall_s - self.host_task_s - self.restarts_s - self.batches * self.batch_s
 
     @property
     def cpu_per_run(self) -> float:
@@ -90,8 +99,23 @@ class RunCosts:
 
     @property
     def cpu_per_added_host(self) -> float:
-        """The controller's CPU one more producer host adds: its host tasks' runs and its restarts."""
-        return (self.host_runs * self.cpu_per_host_run + self.restart_cpu_s) / self.hosts
+        """The controller's CPU one more producer host adds: its host tasks' runs and its dispatch in every batch."""
+        return self.host_runs / self.hosts * self.cpu_per_host_run + self.batches * self.restart_cpu_per_dispatch
+
+
+def _runs_per_host_task(costs: RunCosts) -> float:
+    return costs.host_runs / costs.host_tasks
+
+
+def _dispatches_per_batch(costs: RunCosts) -> float:
+    return costs.hosts
+
+
+# The CPU costs refitted over host counts (fitted), and what turns each into the CPU its part used in a run: a host
+# task's (its runs), a batch's (its dispatches, one a producer host).
+PER_HOST_CPU = {"cpu_per_host_run": _runs_per_host_task, "main_cpu_per_host_run": _runs_per_host_task,
+                "restart_cpu_per_dispatch": _dispatches_per_batch,
+                "restart_main_cpu_per_dispatch": _dispatches_per_batch}
 
 
 def runs_over_hosts(points: list[tuple[int, float]]) -> dict | None:
@@ -110,9 +134,10 @@ def _sum_of(tasks: list[dict], key: str) -> float | None:
     return None if not values or any(value is None for value in values) else sum(values)
 
 
-def run_costs(run: dict, breakdown: dict, hosts: int, controller: str) -> RunCosts | None:
+def run_costs(run: dict, breakdown: dict, hosts: int, controller: str, forks: int) -> RunCosts | None:
     """The parts of one measured run (benchmarks/fleet.py's run: its totals and the callback's record, and its
-    breakdown by benchmarks/fleet_timing.py); None for a run without a record, a host task or a restart."""
+    breakdown by benchmarks/fleet_timing.py) with ``forks``; None for a run without a record, a host task or a
+    restart."""
     record = run.get("timings")
     if not record or not breakdown:
         return None
@@ -128,6 +153,12 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str) -> RunCos
         return None
     phases = breakdown["phases"]
     main_cpu = _sum_of(host_tasks, "cpu_main_span")
+    # Every batch dispatches to every producer host: the restart plan's include and the restart, skipped or not.
+    batch_tasks = restarts + [task for task in spans if task["phase"] == "restart plan" and task["loop"] is not None]
+    dispatches = batches * hosts
+    restart_main_cpu = _sum_of(batch_tasks, "cpu_main_span")
+    waves = sum(math.ceil(len([item for item in _producer_runs(task, controller) if item[1] != fleet_timing.SKIPPED])
+                          / forks) for task in restarts)
     return RunCosts(
         hosts=hosts, wall_s=run["wall_s"], task_host_runs=breakdown["task_host_runs"],
         controller_cpu_s=run["controller_cpu_s"], host_tasks=len(host_tasks), host_runs=host_runs,
@@ -136,10 +167,26 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str) -> RunCos
         main_cpu_per_host_run=None if main_cpu is None else main_cpu / host_runs,
         host_run_s=sum(seconds for task in host_tasks for *dummy, seconds in _producer_runs(task, controller))
         / host_runs,
-        restarted_hosts=len(restarted), restart_s=phases["restarts"] / len(restarted),
-        restart_cpu_s=_sum_of(restarts, "cpu_span") or 0.0,
+        restarted_hosts=len(restarted), restarts_s=phases["restarts"], restart_wave_s=phases["restarts"] / max(1, waves),
+        restart_cpu_per_dispatch=(_sum_of(batch_tasks, "cpu_span") or 0.0) / dispatches,
+        restart_main_cpu_per_dispatch=None if restart_main_cpu is None else restart_main_cpu / dispatches,
         batches=batches, batch_s=(phases["batch waits"] + phases["batch checks"]) / batches,
         db_cpu_per_batch=db_cpu_per_batch(breakdown, run.get("db_idle_cpu_per_s")))
+
+
+def fitted(base: RunCosts, runs: list[RunCosts]) -> RunCosts:
+    """``base`` (a run on the fewest hosts) with its CPU per host refitted over every run of ``runs``: each part's
+    CPU against the hosts it reached, a line whose slope is the cost of one more host (what a part costs whatever
+    the hosts - a task's start, its templating - stays out of it). One host count: ``base`` as measured."""
+    if len({costs.hosts for costs in runs}) < 2:
+        return base
+    slopes = {}
+    for name, runs_of_part in PER_HOST_CPU.items():
+        line = fleet_timing.line_fit([(costs.hosts, getattr(costs, name) * runs_of_part(costs))
+                                      for costs in runs if getattr(costs, name) is not None])
+        if line is not None:
+            slopes[name] = max(0.0, line[1])
+    return replace(base, **slopes)
 
 
 def db_cpu_per_batch(breakdown: dict, idle_cpu_per_s: float | None) -> float | None:
@@ -152,28 +199,44 @@ def db_cpu_per_batch(breakdown: dict, idle_cpu_per_s: float | None) -> float | N
     return max(0.0, used) / breakdown["batches"]
 
 
+def _longest(waves_s: float, cpu_s: float, main_cpu_s: float | None, controller: Controller) -> dict[str, float]:
+    """A task's three bounds (see the module's docstring) by name."""
+    bounds = {"forks": waves_s, "cores": cpu_s / min(controller.cores, controller.forks)}
+    if main_cpu_s is not None:
+        bounds["main process"] = main_cpu_s
+    return bounds
+
+
+def _host_task_bounds(costs: RunCosts, hosts: int, controller: Controller) -> dict[str, float]:
+    return _longest(math.ceil(hosts / controller.forks) * costs.host_run_s, hosts * costs.cpu_per_host_run,
+                    None if costs.main_cpu_per_host_run is None else hosts * costs.main_cpu_per_host_run, controller)
+
+
 def host_task_s(costs: RunCosts, hosts: int, controller: Controller) -> float:
     """One host task on ``hosts`` hosts: the longest of its waves, its CPU over the cores and its main-process CPU."""
-    bounds = [math.ceil(hosts / controller.forks) * costs.host_run_s,
-              hosts * costs.cpu_per_host_run / min(controller.cores, controller.forks)]
-    if costs.main_cpu_per_host_run is not None:
-        bounds.append(hosts * costs.main_cpu_per_host_run)
-    return max(bounds)
+    return max(_host_task_bounds(costs, hosts, controller).values())
+
+
+def restart_batch_s(costs: RunCosts, hosts: int, controller: Controller, batches: int) -> float:
+    """One batch's restart on ``hosts`` hosts in ``batches`` batches: its hosts' restarts in waves of forks, or its
+    dispatches to every host, whichever is longer."""
+    waves = math.ceil(math.ceil(hosts / batches) / controller.forks)
+    main = None if costs.restart_main_cpu_per_dispatch is None else hosts * costs.restart_main_cpu_per_dispatch
+    return max(_longest(waves * costs.restart_wave_s, hosts * costs.restart_cpu_per_dispatch, main,
+                        controller).values())
 
 
 def bound_of(costs: RunCosts, hosts: int, controller: Controller) -> str:
     """Which bound sets a host task's seconds on ``hosts`` hosts: forks, cores or the main process."""
-    waves = math.ceil(hosts / controller.forks) * costs.host_run_s
-    cores = hosts * costs.cpu_per_host_run / min(controller.cores, controller.forks)
-    main = hosts * (costs.main_cpu_per_host_run or 0.0)
-    return max((waves, "forks"), (cores, "cores"), (main, "main process"))[1]
+    bounds = _host_task_bounds(costs, hosts, controller)
+    return max(bounds, key=lambda name: bounds[name])
 
 
 def projected(costs: RunCosts, hosts: int, controller: Controller, batches: int) -> dict:
     """The window's seconds on ``hosts`` producer hosts restarted in ``batches`` batches, part by part."""
     parts = {"fixed": costs.fixed_s,
              "host tasks": costs.host_tasks * host_task_s(costs, hosts, controller),
-             "restarts": costs.restarted_hosts / costs.hosts * hosts * costs.restart_s,
+             "restarts": batches * restart_batch_s(costs, hosts, controller, batches),
              "batches": batches * costs.batch_s}
     return {**parts, "total": sum(parts.values())}
 

@@ -1,14 +1,20 @@
 """The fleet benchmark's tables beyond the hosts it measured: the task x host runs over hosts, what a run costs
-part by part, the model (benchmarks/fleet_model.py) checked against the cells measured on more hosts, and its
+part by part, the model (benchmarks/fleet_model.py) checked against the cells not used for its fit, and its
 projection to 50, 200 and 1,000 producer hosts.
 
-The costs come from the fewest hosts, the run with the median seconds of
-each cell's repeats; a cell that does not count (busy 0.8 or more) still
-gives its costs, marked so. The model is checked on this machine's cores
-(recorded by benchmarks/fleet.py; 2 for older results) and the cell's own
-forks and batches, against every complete cell on more hosts, counted or not: there
-the hosts share the controller's cores, which the model assumes they do not,
-so the check says how far off a saturated machine is, not only the model.
+The latencies and fixed seconds come from the run with the median seconds
+of the fewest hosts' repeats, the CPU per host from a line over every run of
+the host counts fitted on - every count but the largest,
+which is kept for the check, when three or more were measured (two or one:
+the fewest hosts alone, checked against the others). A cell that does not
+count (busy 0.8 or more) still gives its costs, marked so. The model is
+checked on this machine's cores (recorded by benchmarks/fleet.py; 2 for
+older results) and the cell's own forks and batches, against every
+complete cell not in the fit, counted or not, in seconds and in the
+controller's CPU. Where the machine is busy - other users' processes, or
+the producer hosts' own, which share the controller's cores here and which
+the model assumes do not - the seconds say how far off a saturated machine
+is, not only the model; the CPU holds better.
 """
 
 from __future__ import annotations
@@ -43,20 +49,36 @@ def _cells_of(result: dict) -> dict[tuple[int, int, str], list[dict]]:
     return grouped
 
 
-def base_costs(result: dict) -> dict[tuple[int, str, str], tuple[fleet_model.RunCosts, dict]]:
-    """(queues, config, run) -> the costs of the median run on the fewest hosts, and its cell's summary."""
+def fit_hosts(host_counts: list[int]) -> tuple[int, ...]:
+    """The host counts the model is fitted on: every one but the largest, kept for the check, from three on; else
+    the fewest."""
+    ordered = sorted(set(host_counts))
+    return tuple(ordered[:-1]) if len(ordered) >= 3 else tuple(ordered[:1])
+
+
+def base_costs(result: dict) -> dict[tuple[int, str, str], tuple[fleet_model.RunCosts, dict, tuple[int, ...]]]:
+    """(queues, config, run) -> the model's costs (fleet_model.fitted over the fit's host counts), the summary of
+    the cell on the fewest hosts, and the host counts fitted on."""
     medians = fleet_report.median_cells(result["cells"])
-    grouped = _cells_of(result)
-    fewest = min((key[0] for key in grouped), default=0)
-    found = {}
-    for (hosts, queues, config), cells in sorted(grouped.items()):
-        if hosts != fewest:
-            continue
+    # (queues, config, kind) -> hosts -> the costs of the cell's median run, and of each of its runs.
+    medians_of: dict[tuple[int, str, str], dict[int, fleet_model.RunCosts]] = {}
+    every: dict[tuple[int, str, str], dict[int, list[fleet_model.RunCosts]]] = {}
+    for (hosts, queues, config), cells in sorted(_cells_of(result).items()):
         for kind in KINDS:
-            run = _median_run(cells, kind)
-            costs = fleet_model.run_costs(run, fleet_report.run_breakdown(run), hosts, CONTROLLER)
-            if costs is not None:
-                found[queues, config, kind] = (costs, medians[hosts, queues, config])
+            median = _median_run(cells, kind)
+            for cell in cells:
+                costs = fleet_model.run_costs(cell[kind], fleet_report.run_breakdown(cell[kind]), hosts, CONTROLLER,
+                                              fleet_report.forks_of(result, config))
+                if costs is None:
+                    continue
+                every.setdefault((queues, config, kind), {}).setdefault(hosts, []).append(costs)
+                if cell[kind] is median:
+                    medians_of.setdefault((queues, config, kind), {})[hosts] = costs
+    found = {}
+    for key, by_hosts in medians_of.items():
+        fitted_on = fit_hosts(list(by_hosts))
+        runs = [costs for hosts in fitted_on for costs in every[key].get(hosts, [])]
+        found[key] = (fleet_model.fitted(by_hosts[fitted_on[0]], runs), medians[(fitted_on[0], *key[:2])], fitted_on)
     return found
 
 
@@ -89,55 +111,61 @@ def _ms(seconds: float | None) -> float | None:
 
 
 def costs_table(major: int, result: dict) -> str:
-    """What a run on the fewest hosts costs, part by part: the model's inputs."""
+    """What a run costs, part by part: the model's inputs."""
     rows = []
-    for (queues, config, kind), (costs, summary) in sorted(base_costs(result).items()):
-        rows.append([costs.hosts, queues, config, kind, summary["counted"], summary["busy"], costs.wall_s,
-                     costs.controller_cpu_s, costs.task_host_runs, _ms(costs.cpu_per_run), costs.host_tasks,
-                     _ms(costs.cpu_per_host_run), _ms(costs.main_cpu_per_host_run), _ms(costs.host_run_s),
-                     round(costs.restart_s, 2), costs.batches, round(costs.batch_s, 2), round(costs.fixed_s, 1),
-                     None if costs.db_cpu_per_batch is None else round(costs.db_cpu_per_batch, 3)])
+    for (queues, config, kind), (costs, summary, fitted_on) in sorted(base_costs(result).items()):
+        rows.append([", ".join(map(str, fitted_on)), queues, config, kind, summary["counted"], summary["busy"],
+                     costs.wall_s, costs.controller_cpu_s, costs.task_host_runs, _ms(costs.cpu_per_run),
+                     costs.host_tasks, _ms(costs.cpu_per_host_run), _ms(costs.main_cpu_per_host_run),
+                     _ms(costs.host_run_s), round(costs.restart_wave_s, 2), _ms(costs.restart_cpu_per_dispatch),
+                     _ms(costs.restart_main_cpu_per_dispatch), costs.batches, round(costs.batch_s, 2),
+                     round(costs.fixed_s, 1), None if costs.db_cpu_per_batch is None else round(costs.db_cpu_per_batch, 3)])
     if not rows:
         return ""
     return tables.render(
-        f"Fleet costs of one run on the fewest hosts, PostgreSQL {major} (the run with the median seconds)",
-        ["hosts", "queues", "ansible.cfg", "run", "counted", "busy", "s", "controller CPU s", "task x host runs",
-         "CPU ms per run", "host tasks", "CPU ms per host run", "of it main process", "host run ms",
-         "restart s per host", "batches", "batch s", "fixed s", "database CPU s per batch"], rows,
-        "CPU = ansible-playbook and what it reaped (forks, SSH clients, modules run on the controller); per run = "
-        "over all its task x host runs; host tasks = the tasks outside the batches that reached every producer "
-        "host, and per host run their CPU over their runs (of it in ansible-playbook's own process); host run = "
-        "from a host handed to a worker to its result; restart s per host = the restarts' seconds over the hosts "
-        "restarted (the role restarts a batch's hosts one after another, the floor all at once); batch s = a "
-        "batch's wait and checks; fixed = the rest of the run; database CPU per batch = the server's CPU over "
+        f"Fleet costs of a run, PostgreSQL {major}: the model's inputs (the run with the median seconds)",
+        ["hosts fitted on", "queues", "ansible.cfg", "run", "counted", "busy", "s", "controller CPU s",
+         "task x host runs", "CPU ms per run", "host tasks", "CPU ms per host run", "of it main process",
+         "host run ms", "restart s per wave", "restart CPU ms per dispatch", "of it main process", "batches",
+         "batch s", "fixed s", "database CPU s per batch"], rows,
+        "The seconds, runs, latencies and fixed part are the fewest hosts' (its cell's counted and busy); the CPU "
+        "per host run and per dispatch the slopes of a line over the hosts fitted on. CPU = ansible-playbook and "
+        "what it reaped (forks, SSH clients, modules run on the controller); per run = over all its task x host "
+        "runs; host tasks = the tasks outside the batches that reached every producer host, and per host run "
+        "their CPU per host (of it in ansible-playbook's own process); host run = from a host handed to a worker "
+        "to its result; restart s per wave = the restarts' seconds over their waves of forks restarting hosts; "
+        "per dispatch = each batch's include and restart on every producer host, restarting or skipped; batch s "
+        "= a batch's wait and checks; fixed = the rest of the run; database CPU per batch = the server's CPU over "
         "the batches, less its idle rate with the producers running.")
 
 
 def check_table(major: int, result: dict) -> str:
-    """The model on this machine against every cell measured on more hosts than its costs came from."""
+    """The model on this machine against every cell not used for its fit."""
     cores = int(result.get("controller_cores") or REPORT_MACHINE_CORES)
     medians = fleet_report.median_cells(result["cells"])
     bases = base_costs(result)
     rows = []
     for (hosts, queues, config), summary in sorted(medians.items()):
         base = bases.get((queues, config, "role"))
-        if base is None or hosts == base[0].hosts or not summary["complete"]:
+        if base is None or hosts in base[2] or not summary["complete"]:
             continue
         costs, role = base[0], summary["role"]
         controller = fleet_model.Controller(cores=cores, forks=fleet_report.forks_of(result, config))
         wall = fleet_model.projected(costs, hosts, controller, int(role["batches"] or costs.batches))["total"]
         cpu = fleet_model.projected_cpu(costs, hosts)
-        rows.append([hosts, queues, config, summary["counted"], summary["busy"], role["total"], round(wall, 1),
-                     _error(wall, role["total"]), role["controller_cpu"], round(cpu, 1),
+        rows.append([hosts, queues, config, ", ".join(map(str, base[2])), summary["counted"], summary["busy"],
+                     role["total"], round(wall, 1), _error(wall, role["total"]), role["controller_cpu"], round(cpu, 1),
                      _error(cpu, role["controller_cpu"])])
     if not rows:
         return ""
     return tables.render(
-        f"Fleet model checked, PostgreSQL {major}: the role on more hosts, measured and modelled ({cores} cores)",
-        ["hosts", "queues", "ansible.cfg", "counted", "busy", "measured s", "model s", "error", "measured CPU s",
-         "model CPU s", "CPU error"], rows,
+        f"Fleet model checked, PostgreSQL {major}: the role on hosts not fitted on, measured and modelled "
+        f"({cores} cores)",
+        ["hosts", "queues", "ansible.cfg", "fitted on", "counted", "busy", "measured s", "model s", "error",
+         "measured CPU s", "model CPU s", "CPU error"], rows,
         "error = (model - measured) / measured. The model assumes a controller of its own: on this machine the "
-        "producer hosts' units and SSH servers share its cores, so on a cell that does not count it reads low.")
+        "producer hosts' runtimes (and SSH servers) and other users' processes share its cores, so on a busy cell "
+        "its seconds read low; the CPU is the controller's own.")
 
 
 def _error(modelled: float, measured: float | None) -> str | None:
@@ -147,7 +175,7 @@ def _error(modelled: float, measured: float | None) -> str | None:
 def projection_table(major: int, result: dict) -> str:
     """The role's window on 50, 200 and 1,000 hosts for each forks and controller cores."""
     rows = []
-    for (queues, config, kind), (costs, summary) in sorted(base_costs(result).items()):
+    for (queues, config, kind), (costs, summary, dummy) in sorted(base_costs(result).items()):
         if kind != "role" or config not in result["matrix"]["configs"]:
             continue
         for forks, cores in PROJECTED_CONTROLLERS:

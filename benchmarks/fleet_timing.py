@@ -13,8 +13,8 @@ phase (``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
 ``bench_wait``). Within the pickup phase, tasks loaded by a looped include
 (one iteration per batch) are the batches: the restarts (the service
 manager's tasks, the floor's restart command tagged ``bench_restart``, or the
-role's ``awa_producer_services`` run on the batch's hosts), the waits for the restarted runtimes (an ``awa_enqueue_shards_info``
-task with ``wait``, or the floor's ``bench_wait``), and the batch's other
+role's ``awa_producer_services`` run on the batch's hosts), the waits for the restarted runtimes (a read of the queues with
+``wait``, or the floor's ``bench_wait``), and the batch's other
 tasks (reads, state, verdict); the
 pickup tasks before the batches are the restart plan.
 
@@ -63,7 +63,8 @@ BATCH_SUFFIX = re.compile(r" - batch \d+$")
 
 
 def is_wait(task: dict) -> bool:
-    return "bench_wait" in task["tags"] or (task["action"].endswith("awa_enqueue_shards_info") and bool(task["wait"]))
+    """The floor's poll, or a read of the queues that waits (the info module, or the role's private read since 0.5.0)."""
+    return "bench_wait" in task["tags"] or (task["action"].endswith("_info") and bool(task["wait"]))
 
 
 def phase_of(task: dict) -> str:

@@ -17,6 +17,7 @@ batches each as the fleet benchmark restarts them.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -103,7 +104,7 @@ def run_shaped_playbook(tmp_path: Path, batches: list) -> tuple[dict, float, flo
 
 
 def test_every_second_of_a_run_lands_in_one_phase_and_batches_are_told_apart(tmp_path):
-    batches = interleaved_batches(["one", "two"], 2, ("awa-producer@1", "awa-producer@2"))
+    batches = interleaved_batches({host: ["awa-producer@1", "awa-producer@2"] for host in ("one", "two")}, 2)
     assert batches == [[["one", "awa-producer@1"], ["two", "awa-producer@1"]],
                        [["one", "awa-producer@2"], ["two", "awa-producer@2"]]]
     record, started, ended, cpu = run_shaped_playbook(tmp_path, batches)
@@ -216,13 +217,14 @@ def test_a_producer_host_costs_the_role_the_task_x_host_runs_it_costs_the_floor(
     assert per_host["role"]["per_host"] == per_host["floor"]["per_host"] + ROLE_CHECKS_PER_HOST, runs
     assert per_host["floor"]["per_host"] > 0
     assert per_host["role"]["fixed"] > per_host["floor"]["fixed"], runs
-    # The model (benchmarks/fleet_model.py) splits those runs into host tasks and restarts, one a host; the
-    # restart's skipped runs on the hosts outside each batch it does not count.
+    # The model (benchmarks/fleet_model.py) splits those runs into host tasks and restarts, one a host, in one wave
+    # a batch (forks 5); a batch's dispatches are its include and its restart on every producer host.
     record, hosts = counted_runs["role", HOST_COUNTS[-1]], HOST_COUNTS[-1]
     costs = fleet_model.run_costs({"timings": record, "wall_s": record["ended"] - record["started"],
                                    "controller_cpu_s": record["cpu_ended"] - record["cpu_started"]},
-                                  breakdown_of(record), hosts, controller="localhost")
-    assert costs.restarted_hosts == hosts
+                                  breakdown_of(record), hosts, controller="localhost", forks=5)
+    assert costs.restarted_hosts == hosts and costs.batches == 2
+    assert costs.restart_wave_s == costs.restarts_s / costs.batches
     assert costs.host_runs + costs.restarted_hosts + hosts * (costs.batches - 1) == per_host["role"]["per_host"] * hosts, \
         costs
 
@@ -281,34 +283,52 @@ def test_a_window_of_100_queues_prints_about_as_many_lines_as_a_window_of_one(te
 
 
 # A role's run on 3 hosts, in the parts of the model (benchmarks/fleet_model.py): 12 runs of 4 host tasks, 3 hosts
-# restarted one after another, 2 batches.
+# restarted in 2 batches of one wave each, each batch dispatched to the 3 hosts.
 COSTS = fleet_model.RunCosts(hosts=3, wall_s=12.0, task_host_runs=40, controller_cpu_s=9.0, host_tasks=4,
                              host_runs=12, host_task_s=2.0, cpu_per_host_run=0.1, main_cpu_per_host_run=0.02,
-                             host_run_s=0.4, restarted_hosts=3, restart_s=0.5, restart_cpu_s=0.3, batches=2,
+                             host_run_s=0.4, restarted_hosts=3, restarts_s=1.0, restart_wave_s=0.5,
+                             restart_cpu_per_dispatch=0.05, restart_main_cpu_per_dispatch=0.01, batches=2,
                              batch_s=1.5, db_cpu_per_batch=None)
 
 
 def test_the_model_takes_the_fixed_part_as_what_hosts_and_batches_leave_of_the_measured_run():
-    assert COSTS.fixed_s == 12.0 - 2.0 - 3 * 0.5 - 2 * 1.5
+    assert COSTS.fixed_s == 12.0 - 2.0 - 1.0 - 2 * 1.5
     assert fleet_model.runs_over_hosts([(3, 40), (12, 85)]) == {"fixed": 25.0, "per_host": 5.0}
     assert fleet_model.runs_over_hosts([(3, 40)]) is None
-    # Each added host adds its host tasks' CPU and its restart's: (12 x 0.1 + 0.3) / 3 a host.
+    # Each added host adds its host tasks' CPU and its dispatch in each batch: 12 / 3 x 0.1 + 2 x 0.05 a host.
     assert abs(fleet_model.projected_cpu(COSTS, 6) - (9.0 + 3 * 0.5)) < 1e-9
 
 
-def test_a_host_task_takes_its_waves_its_cpu_over_the_cores_or_its_main_process_cpu_whichever_is_longest():
-    # 1,000 hosts: forks 5 is 200 waves of 0.4 s; forks 50 on 4 cores is 100 s of CPU over 4; on 16 cores the
-    # main process's 20 s, which one core runs whatever the forks.
-    expected = {(5, 4): (80.0, "forks"), (50, 4): (25.0, "cores"), (50, 16): (20.0, "main process")}
-    for (forks, cores), (seconds, bound) in expected.items():
+def test_the_cpu_per_host_is_refitted_over_host_counts_as_the_slope_of_each_part_s_cpu():
+    # Each host task costs 1 s whatever the hosts plus 0.1 s a host; a batch's dispatches 0.5 s plus 0.05 s a host:
+    # measured on 3 hosts alone, the per-task second is read as a cost per host.
+    def measured(hosts: int) -> fleet_model.RunCosts:
+        return dataclasses.replace(COSTS, hosts=hosts, host_runs=4 * hosts, cpu_per_host_run=(1 + 0.1 * hosts) / hosts,
+                                   restart_cpu_per_dispatch=(0.5 + 0.05 * hosts) / hosts)
+
+    refitted = fleet_model.fitted(measured(3), [measured(6), measured(3), measured(12)])
+
+    assert abs(measured(3).cpu_per_host_run - 0.433) < 1e-3
+    assert abs(refitted.cpu_per_host_run - 0.1) < 1e-9 and abs(refitted.restart_cpu_per_dispatch - 0.05) < 1e-9
+    # The rest is the fewest hosts' run; one host count is that run as measured.
+    assert refitted.hosts == 3 and refitted.wall_s == COSTS.wall_s
+    assert fleet_model.fitted(measured(3), [measured(3)]) == measured(3)
+
+
+def test_a_task_takes_its_waves_its_cpu_over_the_cores_or_its_main_process_cpu_whichever_is_longest():
+    # 1,000 hosts, 10 batches of 100: a host task with forks 5 is 200 waves of 0.4 s; forks 50 on 4 cores 100 s of
+    # CPU over 4; on 16 cores the main process's 20 s, which one core runs whatever the forks. A batch's restart is
+    # its 100 hosts in waves of 0.5 s (20 with forks 5, 2 with 50), or its dispatches to all 1,000 hosts: 50 s of
+    # CPU over 4 cores, or on 16 cores their 10 s in the main process.
+    expected = {(5, 4): (80.0, "forks", 12.5), (50, 4): (25.0, "cores", 12.5), (50, 16): (20.0, "main process", 10.0)}
+    for (forks, cores), (seconds, bound, restart) in expected.items():
         controller = fleet_model.Controller(cores=cores, forks=forks)
 
         window = fleet_model.projected(COSTS, 1000, controller, batches=10)
 
         assert abs(window["host tasks"] - 4 * seconds) < 1e-9 and fleet_model.bound_of(COSTS, 1000, controller) == bound
-        # The role restarts a batch's hosts one after another: every host adds its restart, whatever the forks.
-        assert window["restarts"] == 1000 * 0.5 and window["batches"] == 10 * 1.5
-        assert abs(window["total"] - (COSTS.fixed_s + 4 * seconds + 500 + 15)) < 1e-9
+        assert abs(window["restarts"] - 10 * restart) < 1e-9 and window["batches"] == 10 * 1.5
+        assert abs(window["total"] - (COSTS.fixed_s + 4 * seconds + 10 * restart + 15)) < 1e-9
 
 
 def test_the_database_cpu_of_a_batch_is_what_the_server_used_over_the_batches_beyond_its_idle_rate():
