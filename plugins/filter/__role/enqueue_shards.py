@@ -9,8 +9,9 @@ folder whose name starts with two underscores - Ansible's mark of what is
 private - and the role calls them by that folder's name,
 awa.operations.__role.<filter>. (The file's own name cannot carry the mark:
 Galaxy refuses it.) Their names, arguments and results change with the role
-in any release. Filters that take more than two arguments take them by
-keyword.
+in any release. A filter takes what it works on first (the rollout's state,
+the window's reads, a batch's index), then its options by keyword when it has
+several.
 """
 
 from __future__ import annotations
