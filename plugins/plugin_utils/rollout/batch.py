@@ -125,7 +125,8 @@ def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list
     return [by_host[state["host"]] for state in rollout["hosts"]]
 
 
-def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any], backout: str) -> dict[str, Any]:
+def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any],
+                backout: str) -> dict[str, Any]:
     """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
     with the batch's verdict (``verdict``: ``ok`` and ``message``)."""
     outcomes = restart_outcomes(rollout, index, restarts)
