@@ -9,8 +9,9 @@ folder whose name starts with two underscores - Ansible's mark of what is
 private - and the role calls them by that folder's name,
 awa.operations.__role.<filter>. (The file's own name cannot carry the mark:
 Galaxy refuses it.) Their names, arguments and results change with the role
-in any release. Filters that take more than two arguments take them by
-keyword.
+in any release. A filter takes what it works on first (the rollout's state,
+the window's reads, a batch's index), then its options by keyword when it has
+several.
 """
 
 from __future__ import annotations
@@ -19,38 +20,63 @@ from typing import Any
 
 from ansible import context
 
-from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
-    backout,
-    batch,
     environment_file,
     input_rules,
     preflight,
     record,
     restarts,
-    services,
+    state,
     summary,
     verdicts,
+    window,
 )
 
 
-def restart_plan(settings: list[dict[str, Any]], *, probes: list[dict[str, Any]], reads: list[dict[str, Any]], read: StateRead,
-                 change: EnqueueShardsResult | None, batch_size: object, runtimes_per_service: int, check_mode: bool,
-                 max_fail_percentage: float = 0) -> dict[str, Any]:
-    """The plan (and the rollout's state) from each host's settings and its read of its services, which says whether
-    its environment file changed (or, for a host left out since it was reached, why) - one entry per play host, in
-    order."""
-    hosts = [services.host_state(host, probe if result.get("skipped") else result)
-             for host, probe, result in zip(settings, probes, reads)]
-    return restarts.restart_plan(hosts, read=read, change=change, batch_size=batch_size,
-                                 runtimes_per_service=runtimes_per_service, check_mode=check_mode,
-                                 max_fail_percentage=max_fail_percentage)
+def rollout_plan(hosts: list[dict[str, Any]], reads: dict[str, Any], settings: state.RolloutSettings) -> state.Rollout:
+    """The rollout's state before its first batch (rollout.state.plan), from each play host's settings and what was
+    read so far: each host when it was reached (``reach``) and after its environment file was written
+    (``services``) - one entry per play host, in order - and the queues (window.WindowReads: ``before``,
+    ``change``, ``now``)."""
+    queues: window.WindowReads = {"before": reads.get("before"), "change": reads.get("change"), "now": reads.get("now")}
+    return state.plan(hosts, reads["reach"], reads["services"], read=window.after_change(queues),  # type: ignore[arg-type]
+                      change=reads.get("change"), before=reads.get("before"), settings=settings,
+                      cli_args=dict(context.CLIARGS))
 
 
-def backout_command(read: dict[str, Any], queues: list[dict[str, Any]]) -> str:
-    """The back-out, rebuilt from the options this ansible-playbook was started with."""
-    return backout.backout_command(queues, read, dict(context.CLIARGS))
+def batch(rollout: dict[str, Any], index: int, restarts_by_host: dict[str, Any] | None = None,
+          wait: dict[str, Any] | None = None) -> state.BatchView:
+    """Batch ``index`` as it stands (rollout.state.batch_view)."""
+    return state.batch_view(state.rollout_of(rollout), index, restarts_by_host, wait)
+
+
+def after_batch(rollout: dict[str, Any], view: state.BatchView, wait: dict[str, Any],
+                watch: dict[str, Any] | None = None) -> state.Rollout:
+    """The rollout's state after a batch (rollout.state.after_batch)."""
+    return state.after_batch(state.rollout_of(rollout), view, wait, watch)
+
+
+def window_services(rollout: dict[str, Any] | None) -> Any:
+    """The change window's producer services for its waits (restarts.window_services)."""
+    return restarts.window_services(None if rollout is None else state.rollout_of(rollout))
+
+
+def window_summary(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
+                   runtimes_per_service: int, check_mode: bool) -> window.WindowSummary:
+    """The summary's lines and verdict from the window's reads (rollout.window.window)."""
+    return window.window(reads, rollout=None if rollout is None else state.rollout_of(rollout), queues=queues,
+                         runtimes_per_service=runtimes_per_service, check_mode=check_mode,
+                         cli_args=dict(context.CLIARGS))
+
+
+def window_record(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
+                  runtimes_per_service: int, verdict: dict[str, Any] | None, stopped: record.StopRecord | None,
+                  started_past: bool, check_mode: bool, written: dict[str, Any] | None) -> dict[str, Any]:
+    """The window's record from its reads (rollout.window.window_record)."""
+    return window.window_record(reads, rollout=None if rollout is None else state.rollout_of(rollout), queues=queues,
+                                runtimes_per_service=runtimes_per_service, verdict=verdict, stopped=stopped,
+                                started_past=started_past, check_mode=check_mode, written=written,
+                                cli_args=dict(context.CLIARGS))
 
 
 class FilterModule:
@@ -67,18 +93,12 @@ class FilterModule:
             "enqueue_shards_change_lines": summary.change_lines,
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
-            "enqueue_shards_restart_plan": restart_plan,
-            "enqueue_shards_batch_services": batch.batch_services,
-            "enqueue_shards_batch_expectations": batch.expectations,
-            "enqueue_shards_pause_seconds": batch.pause_seconds,
-            "enqueue_shards_after_batch": batch.after_batch,
-            "enqueue_shards_backout_command": backout_command,
-            "enqueue_shards_window_services": restarts.window_services,
-            "enqueue_shards_inventory_verdict": verdicts.inventory_verdict,
+            "enqueue_shards_rollout_plan": rollout_plan,
+            "enqueue_shards_batch": batch,
+            "enqueue_shards_after_batch": after_batch,
+            "enqueue_shards_window_services": window_services,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
-            "enqueue_shards_summary": summary.summary,
-            "enqueue_shards_window_times": record.times_text,
-            "enqueue_shards_window_verdict": summary.window_verdict,
+            "enqueue_shards_summary": window_summary,
             "enqueue_shards_stop": record.stop,
-            "enqueue_shards_record": record.window_record,
+            "enqueue_shards_record": window_record,
         }

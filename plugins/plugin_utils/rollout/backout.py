@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from ansible.errors import AnsibleParserError
@@ -34,7 +35,7 @@ VALUE_OPTIONS = (("subset", "--limit"), ("remote_user", "--user"), ("private_key
 SWITCHES = (("become", "--become"), ("become_ask_pass", "--ask-become-pass"), ("ask_vault_pass", "--ask-vault-pass"))
 
 
-def previous_counts(queues: list[dict[str, Any]], read: dict[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+def previous_counts(queues: list[dict[str, Any]], read: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
     """The run's queue entries with the count before their last recorded change, and what cannot be backed out."""
     entries, problems = [], []
     for entry in queues:
@@ -87,7 +88,7 @@ def command_line(cli_args: dict[str, Any], extra: dict[str, Any]) -> str:
     return " ".join(shlex.quote(word) for word in words)
 
 
-def backout_command(queues: list[dict[str, Any]], read: dict[str, Any], cli_args: dict[str, Any] | None) -> str:
+def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_args: dict[str, Any] | None) -> str:
     """What to run to put the previous counts back, as one sentence for a stop message (no secret of the run's
     inline extra variables)."""
     entries, problems = previous_counts(queues, read)

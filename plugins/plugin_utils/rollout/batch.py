@@ -2,8 +2,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """One batch of the role enqueue_shards's rolling restart: whom it restarts, what it waits for, what it found.
 
-The rollout's state is the restart plan (restarts.restart_plan):
-the host states, the runtimes known so far, the hosts gone. Each host of a
+The rollout's state is one record (rollout.state.Rollout): the plan, the
+host states, the runtimes known so far, the hosts gone. Each host of a
 batch restarts its own services of the batch in its own run of
 awa_producer_services, all of them at once (``batch_services`` tells each
 host its own); the batch's restarts are each host's registered result
@@ -15,6 +15,7 @@ judges the batch (verdicts.batch_verdict).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
@@ -24,7 +25,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
-def batch_services(rollout: dict[str, Any], index: int) -> dict[str, list[str]]:
+def batch_services(rollout: Mapping[str, Any], index: int) -> dict[str, list[str]]:
     """Each host of batch ``index`` still in the rollout, with its services of the batch (a host not named
     restarts nothing in it)."""
     services: dict[str, list[str]] = {}
@@ -34,7 +35,7 @@ def batch_services(rollout: dict[str, Any], index: int) -> dict[str, list[str]]:
     return services
 
 
-def restart_outcomes(rollout: dict[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
+def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
     """Each host's restarts in batch ``index``, from its run of awa_producer_services (``restarts``: host ->
     its result).
 
@@ -59,7 +60,7 @@ def restart_outcomes(rollout: dict[str, Any], index: int, restarts: dict[str, An
     return outcomes
 
 
-def expectations(rollout: dict[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
+def expectations(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
     """What the batch's wait waits for: the runtimes of each service that restarted - its new main pid, on a host
     whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
     counted (``expected_new_runtimes``)."""
@@ -86,7 +87,7 @@ def gates_of(read: dict[str, Any], gates: dict[str, Any]) -> dict[str, Any]:
                                  limits=gates["limits"])
 
 
-def pause_seconds(rollout: dict[str, Any], index: int, read: dict[str, Any], gates: dict[str, Any], canary_pause: float | None,
+def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any], gates: dict[str, Any], canary_pause: float | None,
                   batch_pause: float | None) -> int:
     """How long to watch the batch before the next one: 0 when it is the last, did not come back or crossed a gate."""
     seconds = float(canary_pause if index == 0 and canary_pause is not None else batch_pause or 0)
@@ -96,7 +97,7 @@ def pause_seconds(rollout: dict[str, Any], index: int, read: dict[str, Any], gat
     return int(-(-seconds // 1))
 
 
-def _fresh_states(rollout: dict[str, Any], restarts: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each host of the batch's state as its restart reported it (unreachable: every service unread)."""
     by_host = {state["host"]: state for state in rollout["hosts"]}
     fresh = {}
@@ -110,7 +111,7 @@ def _fresh_states(rollout: dict[str, Any], restarts: dict[str, Any]) -> dict[str
     return fresh
 
 
-def _updated_hosts(rollout: dict[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
+def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
     """The host states, with what each host of the batch reported after its restarts."""
     by_host = {state["host"]: state for state in rollout["hosts"]}
     for host, state in _fresh_states(rollout, restarts).items():
@@ -124,7 +125,8 @@ def _updated_hosts(rollout: dict[str, Any], restarts: dict[str, Any]) -> list[di
     return [by_host[state["host"]] for state in rollout["hosts"]]
 
 
-def after_batch(rollout: dict[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any], backout: str) -> dict[str, Any]:
+def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any],
+                backout: str) -> dict[str, Any]:
     """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
     with the batch's verdict (``verdict``: ``ok`` and ``message``)."""
     outcomes = restart_outcomes(rollout, index, restarts)

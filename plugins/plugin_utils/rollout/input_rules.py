@@ -2,10 +2,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The role enqueue_shards's input rules: every problem with its variables, named at once.
 
-meta/argument_specs.yml checks types; this checks what a spec cannot express
-(ranges, rules between variables, typos in variable names). Queue entries,
-runtime roles, the lock timeout and the wait bounds are checked with the
-modules' own rules, so the role and the modules can never disagree.
+meta/argument_specs.yml declares the variables - their names, types and
+defaults, read from it (role_spec) - and Ansible checks their types; this
+checks what a spec cannot express (ranges, rules between variables, typos in
+variable names). Queue entries, runtime roles, the lock timeout and the wait
+bounds are checked with the modules' own rules, so the role and the modules
+can never disagree.
 """
 
 from __future__ import annotations
@@ -30,19 +32,11 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.commands i
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import METHODS
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.options import DEFAULT_WAIT_SLEEP, validate_read_options
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import role_spec
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.serial import batch_size_problem
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import max_fail_percentage_problem
 
 PREFIX = "enqueue_shards_"
-
-# Every public variable of the role (a unit test keeps this equal to meta/argument_specs.yml).
-KNOWN_VARIABLES = frozenset(PREFIX + name for name in (
-    "queues", "connection", "db_host", "db_group", "runtime_roles", "reason", "lock_timeout", "ledger_schema", "repair",
-    "env_file", "env_file_show", "env_file_owner", "env_file_group", "env_file_mode", "environment", "pickup", "services",
-    "runtimes_per_service", "batch_size", "batch_pause", "canary_pause", "max_fail_percentage", "max_deadlocks",
-    "max_failed_jobs", "max_retried_jobs", "restart_method", "restart_command", "status_command",
-    "restart_timeout", "converge_timeout", "drain_timeout", "wait_sleep", "report_dir", "service_queues",
-))
 
 # Seconds a batch may be watched before the next one (an hour: a canary soak longer than that is its own window).
 MAX_PAUSE = 3600
@@ -74,9 +68,10 @@ def _checked(rule: Callable[[], object]) -> list[str]:
 
 
 def unknown_variable_problems(settings: dict[str, Any]) -> list[str]:
-    unknown = sorted(name for name in settings if name.startswith(PREFIX) and name not in KNOWN_VARIABLES)
+    known = role_spec.known_variables()
+    unknown = sorted(name for name in settings if name.startswith(PREFIX) and name not in known)
     return [f"{name} is not a variable of the role awa.operations.enqueue_shards"
-            f"{did_you_mean(name, sorted(KNOWN_VARIABLES), compared=lambda known: known[len(PREFIX):], limit=1)}: it "
+            f"{did_you_mean(name, sorted(known), compared=lambda known: known[len(PREFIX):], limit=1)}: it "
             "would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them" for name in unknown]
 
 
@@ -132,9 +127,9 @@ def connection_problems(connection: object) -> list[str]:
 
 def database_problems(settings: dict[str, Any]) -> list[str]:
     problems = connection_problems(settings.get(PREFIX + "connection"))
-    lock_timeout = _number(settings.get(PREFIX + "lock_timeout", 5))
+    lock_timeout = _number(settings.get(PREFIX + "lock_timeout"))
     problems += _checked(lambda: validate_lock_timeout(lock_timeout if lock_timeout is not None else -1))
-    schema = settings.get(PREFIX + "ledger_schema", "awa_operations")
+    schema = settings.get(PREFIX + "ledger_schema")
     if not isinstance(schema, str) or not schema.strip():
         problems.append("enqueue_shards_ledger_schema must name a schema, e.g. awa_operations")
     return [problem.replace("lock_timeout", PREFIX + "lock_timeout", 1) if problem.startswith("lock_timeout")
@@ -167,7 +162,7 @@ def _command_problems(settings: dict[str, Any]) -> list[str]:
         if command and SERVICE_PLACEHOLDER not in command and len(services) > 1:
             problems.append(f"enqueue_shards_{name} runs once per service, so it must contain {{service}} when a "
                             f"host has more than one service: {command}")
-    method = settings.get(PREFIX + "restart_method", "auto")
+    method = settings.get(PREFIX + "restart_method")
     if method not in METHODS:
         problems.append(f"enqueue_shards_restart_method must be one of {', '.join(METHODS)}, got {method!r}")
     return problems
@@ -198,7 +193,7 @@ def _environment_file_problems(settings: dict[str, Any]) -> list[str]:
     path = str(settings.get(PREFIX + "env_file") or "")
     if path and not path.startswith("/"):
         problems.append(f"enqueue_shards_env_file must be an absolute path, got {path}")
-    mode = settings.get(PREFIX + "env_file_mode", "0640")
+    mode = settings.get(PREFIX + "env_file_mode")
     if not isinstance(mode, str) or not OCTAL_MODE.match(mode):
         problems.append(f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}')
     show = settings.get(PREFIX + "env_file_show") or []
@@ -228,7 +223,7 @@ def _environment_file_problems(settings: dict[str, Any]) -> list[str]:
 
 def batch_problems(settings: dict[str, Any]) -> list[str]:
     """Batch size (serial's forms), pauses, the share of hosts that may be left out, and the gates' limits."""
-    problems = [problem for problem in [batch_size_problem(settings.get(PREFIX + "batch_size", 1))] if problem]
+    problems = [problem for problem in [batch_size_problem(settings.get(PREFIX + "batch_size"))] if problem]
     for name in ("batch_pause", "canary_pause"):
         value = settings.get(PREFIX + name)
         seconds = _number(value)
@@ -237,7 +232,7 @@ def batch_problems(settings: dict[str, Any]) -> list[str]:
         if seconds is None or not 0 <= seconds <= MAX_PAUSE:
             problems.append(f"enqueue_shards_{name} must be seconds between 0 and {MAX_PAUSE}, got {value!r}"
                             + (" (null: the same as enqueue_shards_batch_pause)" if name == "canary_pause" else ""))
-    share = max_fail_percentage_problem(settings.get(PREFIX + "max_fail_percentage", 0))
+    share = max_fail_percentage_problem(settings.get(PREFIX + "max_fail_percentage"))
     if isinstance(share, str):
         problems.append(share)
     for name in GATE_LIMITS:
@@ -263,9 +258,9 @@ def producer_group_problem(groups: dict[str, Any], group: str) -> str:
 
 
 def rollout_problems(settings: dict[str, Any]) -> list[str]:
-    restarts = settings.get(PREFIX + "pickup", "restart") == "restart"
+    restarts = settings.get(PREFIX + "pickup") == "restart"
     problems = batch_problems(settings)
-    value = _number(settings.get(PREFIX + "runtimes_per_service", 1))
+    value = _number(settings.get(PREFIX + "runtimes_per_service"))
     if value is None or value < 1 or not value.is_integer():
         problems.append("enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
                         f"{settings.get(PREFIX + 'runtimes_per_service')!r}")
@@ -280,10 +275,10 @@ def rollout_problems(settings: dict[str, Any]) -> list[str]:
 
 def _wait_problems(settings: dict[str, Any], timeouts: tuple[str, ...]) -> list[str]:
     """The info module's own wait bounds, for each timeout the entry point uses."""
-    sleep = _number(settings.get(PREFIX + "wait_sleep", 2))
+    sleep = _number(settings.get(PREFIX + "wait_sleep"))
     problems = []
     for name in timeouts:
-        timeout = _number(settings.get(PREFIX + name, 1))
+        timeout = _number(settings.get(PREFIX + name))
         for message in _checked(lambda: validate_read_options(-1 if timeout is None else timeout, DEFAULT_WAIT_SLEEP,
                                                               DEFAULT_LOCK_TIMEOUT)):
             problems.append(message.replace("wait_timeout", PREFIX + name, 1))
@@ -291,6 +286,11 @@ def _wait_problems(settings: dict[str, Any], timeouts: tuple[str, ...]) -> list[
                  for message in _checked(lambda: validate_read_options(0, -1 if sleep is None else sleep,
                                                                        DEFAULT_LOCK_TIMEOUT))]
     return problems
+
+
+def with_defaults(settings: dict[str, Any]) -> dict[str, Any]:
+    """The variables given, over the defaults meta/argument_specs.yml declares (those Ansible gives a role)."""
+    return {**role_spec.defaults(), **settings}
 
 
 def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
@@ -303,6 +303,7 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
     if unknown_scopes:
         raise ValueError(f"unknown validation scope {unknown_scopes}; known: {SCOPES}")
     problems = unknown_variable_problems(settings)
+    settings = with_defaults(settings)
     problems += queue_problems(settings.get(PREFIX + "queues"), settings.get(PREFIX + "runtime_roles"))
     problems += database_problems(settings)
     if "rollout" in scope:
@@ -327,11 +328,13 @@ def host_settings(settings: dict[str, Any], host: str, scope: list[str], names: 
     the steps that run once for all hosts - the plan, each batch's restarts -
     read each host's services and restart contract from here.
     """
+    problems = input_problems(settings, scope)
+    settings = with_defaults(settings)
     services = settings.get(PREFIX + "services") or []
     declared = settings.get(PREFIX + "service_queues") or {}
-    carried = {name: _text(settings.get(PREFIX + name, "auto" if name == "restart_method" else ""))
+    carried = {name: _text(settings.get(PREFIX + name))
                for name in HOST_SETTINGS if name not in ("services", "service_queues")}
-    return {"host": host, "problems": input_problems(settings, scope), "names": [name for name in names or [] if name],
+    return {"host": host, "problems": problems, "names": [name for name in names or [] if name],
             "services": [str(name) for name in services] if isinstance(services, list) else [],
             "service_queues": declared if isinstance(declared, dict) else {}, **carried}
 

@@ -167,7 +167,7 @@ def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, ma
             "converged": done, "drained": None if drained is None else drained and done}
 
 
-def services_outcome(rollout: dict[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
+def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
     """The services restarted so far, skipped, and left: planned to restart and not done - not restarted, or
     (``matched``: the inventory's runtimes at the end, rollout.match) restarted without a live runtime on the count."""
     if not rollout:
@@ -231,7 +231,7 @@ def stop_message(stopped: StopRecord, *, started_past: bool, counts_differ: bool
 
 
 def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], read: dict[str, Any],
-                  change: Any, rollout: dict[str, Any] | None, preflight: dict[str, Any] | None,
+                  change: Any, rollout: Mapping[str, Any] | None, preflight: dict[str, Any] | None,
                   inventory: dict[str, Any] | None, verdict: dict[str, Any] | None, stopped: StopRecord | None,
                   started_past: bool, check_mode: bool, backout: str,
                   written: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -271,8 +271,9 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
                                                  matched[entry["queue"]]) for entry in queues},
         "preflight": None if preflight is None else {key: preflight.get(key) for key in (
             "summary_lines", "findings", "health", "msg") if key in preflight},
-        "plan": None if rollout is None else {key: rollout.get(key) for key in (
-            "headline", "detail", "batches", "skipped", "problems", "pid_hosts")},
+        "plan": None if rollout is None else {
+            **{key: rollout.get("shown", {}).get(key) for key in ("headline", "detail")},
+            **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
         "inventory": summary.queue_inventory(None, inventory),

@@ -21,6 +21,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, names_text
@@ -164,9 +165,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
 
     Services of hosts that could not be reached are listed in ``skipped``;
     more of them than ``max_fail_percentage`` of the hosts is a problem. The
-    plan is also the rollout's state, which each batch carries on
-    (batch.after_batch): the host states, the runtimes known so far and the
-    hosts gone.
+    rollout's state starts from it (rollout.state.plan): the host states, the
+    runtimes known so far and the hosts gone.
     """
     deadlines = pickup_deadlines(read, change, check_mode)
     read_at = _db_time(read["read_at"])
@@ -252,7 +252,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
             "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"]}
 
 
-def window_services(rollout: dict[str, Any] | None) -> list[WindowService]:
+def window_services(rollout: Mapping[str, Any] | None) -> list[WindowService]:
     """The producer services of the change window as the rollout last read them, for its waits (match.window).
     Without a rollout (the wait entry point), none: every runtime is waited for."""
     return match.window(rollout["hosts"], rollout["pid_hosts"], rollout["untouched"]) if rollout else []

@@ -9,12 +9,15 @@ import pytest
 import yaml
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.input_rules import (
-    KNOWN_VARIABLES,
     host_settings,
     input_problems,
     input_verdict,
     producer_group_problem,
 )
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.role_spec import known_variables
+
+# The names the rules know, as they read them from the role's meta/argument_specs.yml.
+KNOWN_VARIABLES = known_variables()
 
 ROLE = Path(__file__).resolve().parents[5] / "roles" / "enqueue_shards"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))

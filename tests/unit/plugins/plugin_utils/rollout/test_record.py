@@ -30,7 +30,7 @@ STOPPED = ("Rollout stopped at batch 2 of 2 (app2/worker): app2/worker did not c
            f"status 3. No later batch was restarted. {BACKOUT}")
 # The window 4 -> 6 on two hosts, one service each, in two batches; the first batch restarted app1/worker.
 ROLLOUT = {"batches": [[["app1", "worker"]], [["app2", "worker"]]], "skipped": [], "restarted": ["app1/worker"],
-           "hosts": [], "verdicts": [], "headline": "Restarting 2 producer service(s) in 2 batch(es)", "detail": [],
+           "hosts": [], "verdicts": [], "shown": {"headline": "Restarting 2 producer service(s) in 2 batch(es)", "detail": []},
            "problems": [], "pid_hosts": []}
 
 

@@ -1,0 +1,172 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rolling restart's state: one record, made by the plan and carried on by every batch.
+
+The role's tasks hold it as the fact ``_enqueue_shards_rollout`` (Ansible
+keeps a fact as plain dicts and lists, so the record is a TypedDict): the
+plan, fixed once made (the batches, the hosts judged by pid, the settings a
+batch reads, the back-out); what is done, which each batch carries on (the
+hosts as they last reported, the runtimes seen, the hosts gone, the services
+restarted, each batch's verdict); and, apart, what is only for display. Three
+functions over it make the pickup's steps: ``plan``, ``batch`` (what one
+batch restarts and waits for) and ``after_batch``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict, cast
+
+from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
+from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, restarts, services
+
+
+class Verdict(TypedDict):
+    """Whether the rollout may go on, and why (verdicts)."""
+
+    ok: bool
+    message: str
+
+
+class Gates(TypedDict):
+    """The health gates: each reading against the one before the change (``baseline``), and its limit."""
+
+    baseline: dict[str, Any] | None
+    queues: list[str]
+    limits: dict[str, Any]
+
+
+class BatchSettings(TypedDict):
+    """What each batch reads of the role's variables: how long to watch it, and its gates."""
+
+    canary_pause: float | None
+    batch_pause: float | None
+    gates: Gates
+
+
+class Shown(TypedDict):
+    """What the plan prints (its task's message), says when it refuses, and what the window's report keeps."""
+
+    headline: str
+    lines: list[str]
+    detail: list[str]
+    refusal: str
+
+
+class _Rollout(TypedDict):
+    # The plan, fixed once made: whom each batch restarts ([host, service]), what stops the rollout before any
+    # restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
+    # concerns and the services it leaves untouched, and what every batch reads.
+    batches: list[list[list[str]]]
+    problems: list[str]
+    skipped: list[str]
+    pid_hosts: list[str]
+    concerned_queues: list[str]
+    untouched: list[str]
+    runtimes_per_service: int
+    max_fail_percentage: float
+    settings: BatchSettings
+    backout: str
+    # What is done: each host as it last reported, every runtime seen so far, the hosts gone, the services restarted
+    # (host/service) and each batch's verdict.
+    hosts: list[dict[str, Any]]
+    known_runtimes: list[str]
+    gone: list[str]
+    restarted: list[str]
+    verdicts: list[Verdict]
+    # Only for display.
+    shown: Shown
+
+
+class Rollout(_Rollout, total=False):
+    """The rollout's state (the module's docstring); ``verdict`` is the last batch's, once one ran."""
+
+    verdict: Verdict
+
+
+class RolloutSettings(TypedDict):
+    """What the rollout is asked: the role's variables the plan and the batches read (5_pickup.yml)."""
+
+    queues: list[dict[str, Any]]
+    batch_size: object
+    runtimes_per_service: int
+    max_fail_percentage: float
+    canary_pause: float | None
+    batch_pause: float | None
+    limits: dict[str, Any]
+    check_mode: bool
+
+
+class BatchView(TypedDict):
+    """One batch as it stands: each of its hosts still in the rollout with its services of it, their restarts
+    (host -> its run of awa_producer_services), what the batch's wait waits for, and how long to watch it."""
+
+    index: int
+    services: dict[str, list[str]]
+    restarts: dict[str, Any]
+    known_runtimes: list[str]
+    restarted_services: list[RestartedService]
+    expected_new_runtimes: int
+    pause: int
+
+
+def rollout_of(value: Mapping[str, Any]) -> Rollout:
+    """The record, as a task hands it back (a plain dict); what is not one is a mistake in the role's tasks."""
+    missing = sorted(set(_Rollout.__annotations__) - set(value))
+    if missing:
+        raise ValueError(f"not the rollout's state (rollout.state.Rollout): it lacks {', '.join(missing)}")
+    return cast(Rollout, dict(value))
+
+
+def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
+         change: EnqueueShardsResult | None, before: Mapping[str, Any] | None, settings: RolloutSettings,
+         cli_args: dict[str, Any] | None) -> Rollout:
+    """The rollout's state before its first batch, from each play host's settings (validation), its probe (the
+    reach) and its read after its environment file was written (a host left out since the reach keeps its probe's
+    why); ``read`` is the queues right after the change, ``before`` preflight's read (the gates' baseline)."""
+    states = [services.host_state(host, probe if read.get("skipped") else read)
+              for host, probe, read in zip(hosts, probes, reads)]
+    made = restarts.restart_plan(states, read=read, change=change, batch_size=settings["batch_size"],
+                                 runtimes_per_service=settings["runtimes_per_service"],
+                                 check_mode=settings["check_mode"],
+                                 max_fail_percentage=settings["max_fail_percentage"])
+    back_out = backout.backout_command(settings["queues"], read, cli_args)
+    gates: Gates = {"baseline": before.get("health") if before else None,
+                    "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
+    refusal = f"Nothing was restarted: {' | '.join(made['problems'])}. {'' if settings['check_mode'] else back_out}"
+    return {"batches": made["batches"], "problems": made["problems"], "skipped": made["skipped"],
+            "pid_hosts": made["pid_hosts"], "concerned_queues": made["concerned_queues"],
+            "untouched": made["untouched"], "runtimes_per_service": settings["runtimes_per_service"],
+            "max_fail_percentage": settings["max_fail_percentage"],
+            "settings": {"canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"],
+                         "gates": gates},
+            "backout": back_out, "hosts": made["hosts"], "known_runtimes": made["known_runtimes"],
+            "gone": made["gone"], "restarted": [], "verdicts": [],
+            "shown": {"headline": made["headline"], "lines": [made["headline"], *made["lines"]],
+                      "detail": made["detail"], "refusal": refusal}}
+
+
+def batch_view(rollout: Rollout, index: int, restarts_by_host: Mapping[str, Any] | None = None,
+               wait: Mapping[str, Any] | None = None) -> BatchView:
+    """Batch ``index`` as it stands: its hosts' restarts (``restarts_by_host``, every play host's result; none yet
+    before they ran), what its wait waits for, and (``wait``: its read) how long to watch it before the next."""
+    members = batch.batch_services(rollout, index)
+    ran = {host: restarts_by_host[host] for host in members if restarts_by_host and host in restarts_by_host}
+    # Before its hosts restarted (the restart task's own vars) there is nothing to wait for yet.
+    expected = batch.expectations(rollout, index, ran) if ran else {}
+    settings = rollout["settings"]
+    pause = 0 if wait is None else batch.pause_seconds(rollout, index, dict(wait), dict(settings["gates"]),
+                                                       settings["canary_pause"], settings["batch_pause"])
+    return {"index": index, "services": members, "restarts": ran, "known_runtimes": rollout["known_runtimes"],
+            "restarted_services": expected.get("restarted_services", []),
+            "expected_new_runtimes": expected.get("expected_new_runtimes", 0), "pause": pause}
+
+
+def after_batch(rollout: Rollout, view: BatchView, wait: Mapping[str, Any], watch: Mapping[str, Any] | None) -> Rollout:
+    """The rollout's state after the batch, judged on its last read: the watch after its pause when it ran, else
+    its wait's."""
+    read = watch if watch and not watch.get("skipped") else wait
+    return rollout_of(batch.after_batch(rollout, index=view["index"], restarts=view["restarts"], read=dict(read),
+                                        gates=dict(rollout["settings"]["gates"]), backout=rollout["backout"]))
