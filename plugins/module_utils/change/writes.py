@@ -30,14 +30,13 @@ directive. The Awa facts relied on are in docs/awa-internals.md.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import QueueState, send_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
     CHANGE_ID_SETTING, LedgerRow, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned

@@ -47,7 +47,7 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
     for name, view in views.items():
         shards = max(view["enqueue_shards"].values(), default=1)
         advised[name] = explained.advise(rule.queue_load(name, view["physical_queues"], shards, window),
-                                     window.tally, table)
+                                         window.tally, table)
     return advised
 
 

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["wait_for_shards_info"]
-
 
 def __getattr__(name: str) -> Any:
     if name == "wait_for_shards_info":

@@ -178,7 +178,7 @@ def reconnect_policy(lost: Callable[[BaseException], bool] = _disconnected,
     ``lost`` tells a lost connection from other failures (by default: ``Disconnected``).
     """
     return loop.Reconnect(lost=lost, attempts=failover.RECONNECT_ATTEMPTS, interval=failover.RECONNECT_INTERVAL,
-                             describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
+                          describe=lambda exc: getattr(exc, "message", str(exc)), on_attempt=on_attempt)
 
 
 def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep: float, *,
@@ -205,8 +205,8 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
         fetch = noting_new_jobs(fetch)
     try:
         outcome = loop.wait_until(fetch, loop.PREDICATES[wait], timeout, sleep, clock=clock, sleep=pause,
-                                     on_poll=on_poll,
-                                     reconnect=reconnect_policy(lost, on_attempt) if lost is not None else None)
+                                  on_poll=on_poll,
+                                  reconnect=reconnect_policy(lost, on_attempt) if lost is not None else None)
     except loop.ReconnectGaveUp as gave_up:
         raise WaitInterrupted(failover.gave_up_message(gave_up, wait, failover.RECONNECT_ATTEMPTS),
                               dict(gave_up.last or {}, waited=True, polls=gave_up.polls,

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, runner as listed, runner as operation
+from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, operation, operation as listed
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import module_outcome as list_outcome, module_outcome as queue_outcome
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
