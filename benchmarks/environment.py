@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg
-from psycopg import sql
 from awa_testbed.awadb import AwaDatabase, AwaDatabaseFactory
 from awa_testbed.binaries import pg_version_string
 from awa_testbed.pgserver import PgServer
@@ -58,18 +57,13 @@ def durable_server(major: int) -> Iterator[BenchServer]:
 
 @contextlib.contextmanager
 def restarted_with(bench: BenchServer, settings: dict[str, object]) -> Iterator[None]:
-    """The server restarted with ``settings`` (ALTER SYSTEM) for the block, then reset and restarted again."""
-    with bench.server.connect() as conn:
-        for name, value in settings.items():
-            conn.execute(sql.SQL("ALTER SYSTEM SET {} = {}").format(sql.Identifier(name), sql.Literal(value)))
-    bench.server.restart()
+    """The server restarted with ``settings`` for the block (on its command line, where the test bed's own
+    settings are: ALTER SYSTEM would not override those), then restarted with its own again."""
+    bench.server.restart(settings)
     try:
         yield
     finally:
-        with bench.server.connect() as conn:
-            for name in settings:
-                conn.execute(sql.SQL("ALTER SYSTEM RESET {}").format(sql.Identifier(name)))
-        bench.server.restart()
+        bench.server.restart({})
 
 
 def connect(db: AwaDatabase, connection_class: type = psycopg.Connection) -> psycopg.Connection:

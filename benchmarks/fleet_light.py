@@ -5,8 +5,8 @@ cores from 6 hosts, so those cells measure the overload. Here each producer
 host is as light as the restart contract allows: an inventory host of its
 own name reached with ``ansible_connection: local``, whose services are
 real Awa runtimes - the test bed's worker (awa-pg 0.6.9, queue demo, the
-fleet unit's rotation intervals, the matrix's workers and job rate, a pool of
-5 connections) under one
+fleet unit's rotation intervals, the matrix's workers and job rate, the
+unit's pool of 10 connections) under one
 supervisord for all hosts, restarted through the role's restart contract
 (``enqueue_shards_restart_command``: ``supervisorctl restart``, which returns
 once the program has run 2 s; the status command asks supervisord for the
@@ -39,11 +39,9 @@ from .fleet import Fleet, FleetMatrix, ProducerHosts
 
 # The fleet unit's rotation intervals and log level (extensions/molecule/fleet/files/awa-producer@.service).
 UNIT_ENVIRONMENT = {"AWA_TESTBED_ROTATE_MS": "2000,5000", "RUST_LOG": "warn", "NO_COLOR": "1"}
-# Each runtime's pool (the unit's: 10). The server takes 300 connections - the test bed sets max_connections on its
-# command line, which the suite's ALTER SYSTEM does not override - and a runtime with its producer and recorders
-# holds its pool and 4 more: 24 runtimes with pools of 10 ran the server out; with pools of 2 none published its
-# snapshot.
-RUNTIME_CONNECTIONS = 5
+# Each runtime's pool: the unit's. A runtime with its producer and recorders holds its pool and 4 more, within the
+# connections the suite restarts the server with (benchmarks/fleet.py: CONNECTIONS_PER_UNIT a unit).
+RUNTIME_CONNECTIONS = 10
 
 
 def host_names(count: int) -> list[str]:

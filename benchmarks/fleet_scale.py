@@ -173,23 +173,26 @@ def _error(modelled: float, measured: float | None) -> str | None:
 
 
 def projection_table(major: int, result: dict) -> str:
-    """The role's window on 50, 200 and 1,000 hosts for each forks and controller cores."""
+    """The window on 50, 200 and 1,000 hosts for each forks and controller cores: the role's, and the floor's by
+    the same model (what any playbook of its shape would take)."""
     rows = []
-    for (queues, config, kind), (costs, summary, dummy) in sorted(base_costs(result).items()):
-        if kind != "role" or config not in result["matrix"]["configs"]:
+    for (queues, config, kind), (costs, summary, dummy) in sorted(base_costs(result).items(),
+                                                                   key=lambda item: (item[0][0], item[0][1],
+                                                                                     KINDS.index(item[0][2]))):
+        if config not in result["matrix"]["configs"]:
             continue
         for forks, cores in PROJECTED_CONTROLLERS:
             controller = fleet_model.Controller(cores=cores, forks=forks)
             windows = [fleet_model.projected(costs, hosts, controller, PROJECTED_BATCHES) for hosts in PROJECTED_HOSTS]
-            rows.append([queues, config, forks, cores, *(round(window["total"]) for window in windows),
+            rows.append([kind, queues, config, forks, cores, *(round(window["total"]) for window in windows),
                          round(windows[-1]["restarts"] / windows[-1]["total"] * 100),
                          fleet_model.bound_of(costs, PROJECTED_HOSTS[-1], controller),
                          "yes" if summary["counted"] else "no"])
     if not rows:
         return ""
     return tables.render(
-        f"Fleet change window projected, PostgreSQL {major}: the role's seconds on more producer hosts",
-        ["queues", "measured with", "forks", "cores", *(f"{hosts} hosts s" for hosts in PROJECTED_HOSTS),
+        f"Fleet change window projected, PostgreSQL {major}: seconds on more producer hosts",
+        ["playbook", "queues", "measured with", "forks", "cores", *(f"{hosts} hosts s" for hosts in PROJECTED_HOSTS),
          f"restarts % at {PROJECTED_HOSTS[-1]}", f"host tasks bound by, at {PROJECTED_HOSTS[-1]}",
          "from a counted cell"], rows,
         f"The model of benchmarks/fleet_model.py on the costs above: one unit a host, {PROJECTED_BATCHES} batches "

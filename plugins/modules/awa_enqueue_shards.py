@@ -571,7 +571,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read
-from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request, validate_requests
 

@@ -117,6 +117,9 @@ class PgServer:
         self.port: int | None = None
         self._process: subprocess.Popen | None = None
         self.detached = False
+        # Settings a restart was given, on the command line after the test bed's own (which ALTER SYSTEM cannot
+        # override: the command line wins).
+        self.overrides: dict[str, str] = {}
 
     # -- lifecycle -------------------------------------------------------
     def _run_as_db_user(self, argv: list[str], **kwargs) -> subprocess.CompletedProcess:
@@ -180,7 +183,8 @@ class PgServer:
                 "ssl_ca_file": "client_ca.crt"}
 
     def _server_options(self) -> list[str]:
-        settings = {**COMMON_SETTINGS, **({} if self.durable else FAST_SETTINGS), **self._tls_settings()}
+        settings = {**COMMON_SETTINGS, **({} if self.durable else FAST_SETTINGS), **self._tls_settings(),
+                    **self.overrides}
         options = ["-p", str(self.port), "-h", self.host, "-k", str(self.socket_dir)]
         for name, value in settings.items():
             options += ["-c", f"{name}={value}"]
@@ -266,8 +270,11 @@ class PgServer:
             self._process.wait(timeout=10)
             self._process = None
 
-    def restart(self) -> None:
-        """Stop and start on the same port (the data directory is kept)."""
+    def restart(self, overrides: dict[str, object] | None = None) -> None:
+        """Stop and start on the same port (the data directory is kept); with ``overrides``, those settings from
+        then on instead of the ones the last restart was given."""
+        if overrides is not None:
+            self.overrides = {name: str(value) for name, value in overrides.items()}
         self.stop()
         self._start_once()
         self._wait_ready()

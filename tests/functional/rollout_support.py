@@ -95,14 +95,19 @@ def program_pids(state_dir: Path) -> dict[str, int | None]:
     return {name: supervisor.program_pid(name) for name in environment.load_state(state_dir)["programs"]}
 
 
+def window_variables(shards: int, variables: dict) -> dict:
+    """The change window's variables: queue demo -> ``shards``, and each of ``variables`` as enqueue_shards_<key>."""
+    return {"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
+            **{f"enqueue_shards_{key}": value for key, value in variables.items()}}
+
+
 def _window_args(state_dir: Path, shards: int, flags: tuple[str, ...], inventory: Path,
                  variables: dict) -> list[str]:
     """ansible-playbook's arguments for the change window, its variables in a file of their own (windows may run at
     once)."""
     handle, name = tempfile.mkstemp(prefix="extra-vars-", suffix=".json", dir=state_dir)
     with os.fdopen(handle, "w", encoding="utf-8") as vars_file:
-        json.dump({"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
-                   **{f"enqueue_shards_{key}": value for key, value in variables.items()}}, vars_file)
+        json.dump(window_variables(shards, variables), vars_file)
     return ["-i", str(inventory), str(PLAYBOOK), "-e", f"@{name}", *flags]
 
 
@@ -138,14 +143,12 @@ def set_enqueue_shards_as_awx_does(state_dir: Path, name: str, shards: int, *fla
     """
     private = state_dir / "runner" / name
     private.mkdir(parents=True)
-    extravars = {"enqueue_shards_queues": [{"queue": "demo", "shards": shards}],
-                 **{f"enqueue_shards_{key}": value for key, value in variables.items()}}
     # The playbook's interpreter's ansible-playbook, and this checkout as the collection.
     path = f"{ansible_python().parent}{os.pathsep}{os.environ['PATH']}"
     envvars = {**{key: value for key, value in ansible_env().items() if key.startswith("ANSIBLE_")},
                "PATH": path, "AWA_TESTBED_STATE": str(state_dir)}
     run = {"private_data_dir": str(private), "ident": "job", "playbook": str(PLAYBOOK),
-           "inventory": str(TESTBED_INVENTORY), "extravars": extravars, "envvars": envvars,
+           "inventory": str(TESTBED_INVENTORY), "extravars": window_variables(shards, variables), "envvars": envvars,
            "cmdline": " ".join(flags), "process_isolation": False, "quiet": True, "timeout": 300}
     subprocess.run([str(ansible_python()), "-c", "import json, sys, ansible_runner; ansible_runner.run(**json.load(sys.stdin))"],
                    input=json.dumps(run), text=True, check=True, timeout=360)

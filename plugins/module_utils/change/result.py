@@ -21,10 +21,14 @@ info/result.py, a key not always returned is declared in a subclass with
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TYPE_CHECKING, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ObservedRead
-from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerRow
+
+if TYPE_CHECKING:
+    # For annotations only: the ledger imports the database driver, and the role's filters, which read results
+    # with this file in every worker, do not need it.
+    from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerRow
 
 
 class PhysicalQueueSide(TypedDict):

@@ -1,6 +1,7 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The connection options of both modules and what libpq makes of them. No driver: nothing here connects.
+"""The connection options of both modules and what libpq makes of them, and the ledger's schema (an option of
+both too). No driver: nothing here connects.
 
 The options are community.postgresql's, by name; the doc fragment
 ``awa.operations.connection`` documents exactly ``connection_argument_spec()``.
@@ -27,6 +28,8 @@ APPLICATION_NAME = "awa.operations"
 DEFAULT_CONNECT_TIMEOUT = 10
 # Seconds any statement of ours waits for a lock before the transaction fails (0: no limit).
 DEFAULT_LOCK_TIMEOUT = 5.0
+# The schema of the ledger of changes (schema/ledger.py), unless ledger_schema names another.
+DEFAULT_SCHEMA = "awa_operations"
 MAX_LOCK_TIMEOUT = 3600
 
 # Ansible option -> libpq keyword.

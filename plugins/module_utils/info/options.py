@@ -21,14 +21,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
+    DEFAULT_SCHEMA,
     DEFAULT_LOCK_TIMEOUT,
     connection_argument_spec,
     validate_lock_timeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import loop
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import DEFAULT_SCHEMA
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
 
 DEFAULT_WAIT_TIMEOUT = 300.0

@@ -32,7 +32,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import DEFAULT_MARGIN_SECONDS
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.schema import depths, installation, lanes, ledger
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes

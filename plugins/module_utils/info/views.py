@@ -7,13 +7,10 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.info import service_runtimes
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import conditions
-from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
-from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
+from ansible_collections.awa.operations.plugins.module_utils.info import convergence
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     ChangeView,
@@ -27,6 +24,13 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
     ShardView,
     StragglerView,
 )
+
+if TYPE_CHECKING:
+    # For annotations only: the views import no database driver (the role's filters describe runtimes with them).
+    from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
+    from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
+    from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
+    from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 
 EXAMPLES_SHOWN = 3
 
@@ -49,7 +53,7 @@ def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
     }
 
 
-def straggler_view(straggler: conditions.Straggler) -> StragglerView:
+def straggler_view(straggler: convergence.Straggler) -> StragglerView:
     runtime = straggler.runtime
     return {"instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
             "version": runtime.version, "started_at": runtime.started_at.isoformat(),
@@ -140,14 +144,14 @@ LANE_KEYS = ("drained", "ready_depth", "depth_beyond_count", "lanes_complete", "
 
 
 def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
-                    verdict: conditions.QueueConvergence,
+                    verdict: convergence.QueueConvergence,
                     runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
     queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
     current = view["enqueue_shards"]
     own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
     lanes = _lane_views(depths, own_lanes, current)
-    beyond = conditions.depth_beyond_count(lanes)
+    beyond = convergence.depth_beyond_count(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
         for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
@@ -164,7 +168,7 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
         findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
                         "so their depth is unknown. Connect as their owner or a member of it.")
     depth_values = [lane["ready_depth"] for lane in lanes]
-    view["drained"] = conditions.is_drained(verdict, beyond)
+    view["drained"] = convergence.is_drained(verdict, beyond)
     view["ready_depth"] = None if None in depth_values else sum(value or 0 for value in depth_values)
     view["depth_beyond_count"] = beyond
     view["lanes_complete"] = sum(1 for lane in lanes if lane["complete"])
@@ -185,7 +189,7 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
     its missing lanes (which only a change asked to prepare a new queue creates).
     """
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
-    verdict = conditions.queue_convergence(runtimes, current, changes, margin_seconds)
+    verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
     shard_counts = sorted(set(current.values()))
     view: QueueView = {
         "queue": logical,
@@ -209,7 +213,7 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
         first = [f"{logical}: {never_seen}"]
     findings = first + list(layout.warnings) + after
     for straggler in verdict.stragglers:
-        if straggler.verdict.code == conditions.CHANGED_OUTSIDE_MODULE:
+        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
             findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
                             "awa.operations.awa_enqueue_shards so the change is recorded.")
             break

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import LIVE_RUNTIME_PREDICATE
@@ -27,7 +28,6 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes imp
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
-DEFAULT_SCHEMA = "awa_operations"
 TABLE = "enqueue_shards_changes"
 # The id the client gives each change (a UUID), so that a run whose COMMIT lost its connection can find its row.
 # Ledgers created by awa.operations 0.1.0 lack the column until their owner adds it (with this unique index).

@@ -4,8 +4,9 @@
 
 ``wait_for_shards_info`` stays importable from here, as the info module's
 guide shows it called from Python (docs/public_interface.yml: such a name is
-public). It is looked up when asked for: info/views.py imports this
-package's conditions, and polls.py imports views.
+public). It is looked up when asked for: the info module's options
+(info/options.py) import this package's loop, and the polls import the read,
+which imports those options.
 """
 
 from __future__ import annotations

@@ -16,9 +16,18 @@ from __future__ import annotations
 import types
 import typing
 
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerRow
+
 # Keys every Ansible module result may carry, documented by Ansible rather than by the module.
 COMMON_RETURN_KEYS = frozenset({"changed", "warnings"})
 DOC_TYPES = {bool: "bool", int: "int", float: "float", str: "str", list: "list", dict: "dict"}
+# Types the declarations import for their annotations only (under TYPE_CHECKING, so that the role's filters, which
+# read results with them, import no database driver), resolved here.
+ANNOTATION_ONLY = {"LedgerRow": LedgerRow}
+
+
+def _hints(declared: type) -> dict[str, object]:
+    return typing.get_type_hints(declared, localns=ANNOTATION_ONLY)
 
 
 def _unwrap_optional(declared: object) -> tuple[object, bool]:
@@ -48,7 +57,7 @@ def value_problems(value: object, declared: object, where: str = "result") -> li
     if typing.is_typeddict(declared):
         if not isinstance(value, dict):
             return [f"{where}: {type(value).__name__}, declared {declared.__name__}"]
-        hints = typing.get_type_hints(declared)
+        hints = _hints(declared)
         problems = [f"{where}.{key}: missing (declared by {declared.__name__})"
                     for key in sorted(declared.__required_keys__ - value.keys())]
         problems += [f"{where}.{key}: not declared by {declared.__name__}" for key in sorted(value.keys() - hints.keys())]
@@ -91,7 +100,7 @@ def _doc_type(declared: object) -> tuple[str, str | None, object | None]:
 
 def doc_problems(declared: type, documented: dict, where: str = "RETURN", top_level: bool = False) -> list[str]:
     """Every difference between a TypedDict and the RETURN entries (``documented``) that describe it."""
-    hints = typing.get_type_hints(declared)
+    hints = _hints(declared)
     # Keys Ansible documents itself are held only where the module documents them too.
     names = hints.keys() - (COMMON_RETURN_KEYS - documented.keys() if top_level else set())
     problems = [f"{where}.{key}: declared by {declared.__name__}, not documented" for key in sorted(names - documented.keys())]

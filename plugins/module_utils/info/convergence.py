@@ -21,10 +21,13 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
-from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
-from ansible_collections.awa.operations.plugins.module_utils.info.result import LaneView
+if TYPE_CHECKING:
+    # For annotations only: the rule imports no database driver (the role's filters judge with it on the controller).
+    from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
+    from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
+    from ansible_collections.awa.operations.plugins.module_utils.info.result import LaneView
 
 DEFAULT_MARGIN_SECONDS = 5.0
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import conditions as convergence
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.conditions import (
+from ansible_collections.awa.operations.plugins.module_utils.info import convergence
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import (
     depth_beyond_count,
     is_drained,
     judge,
