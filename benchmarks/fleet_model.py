@@ -1,5 +1,5 @@
-"""The change window at 50, 200 and 1,000 producer hosts: projected from measured runs of the role, and checked
-against runs not used for the fit (benchmarks/fleet_scale.py prints both).
+"""The change window at 50, 200 and 1,000 producer hosts: projected from measured runs of the role and of the
+floor, and checked against runs not used for the fit (benchmarks/fleet_scale.py prints both).
 
 On 2 cores the runs measure the machine's overload as much as the
 playbook, so the model takes what load spoils least: the task x host runs

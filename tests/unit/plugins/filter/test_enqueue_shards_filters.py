@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from ansible_collections.awa.operations.plugins.filter.__role.enqueue_shards import FilterModule
@@ -26,3 +29,14 @@ def test_the_only_filter_plugins_are_the_role_s_in_a_folder_ansible_doc_skips():
     files = sorted(path.relative_to(COLLECTION / "plugins" / "filter").as_posix()
                    for path in (COLLECTION / "plugins" / "filter").rglob("*.py"))
     assert files == ["__role/enqueue_shards.py"]
+
+
+def test_the_role_s_filters_import_no_database_driver():
+    """Every task that calls a filter imports this file again in its worker, on every host: psycopg would add 0.15 s
+    of the controller's CPU to each (docs/performance.md, section 6). Asked of a Python of its own, whose modules
+    start empty."""
+    code = ("import sys; import ansible_collections.awa.operations.plugins.filter.__role.enqueue_shards; "
+            "print(sorted(name for name in sys.modules if name.split('.')[0] in ('psycopg', 'psycopg_binary')))")
+    imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)})
+    assert imported.stdout.strip() == "[]"
