@@ -176,9 +176,9 @@ def projection_table(major: int, result: dict) -> str:
     """The window on 50, 200 and 1,000 hosts for each forks and controller cores: the role's, and the floor's by
     the same model (what any playbook of its shape would take)."""
     rows = []
-    for (queues, config, kind), (costs, summary, dummy) in sorted(base_costs(result).items(),
-                                                                   key=lambda item: (item[0][0], item[0][1],
-                                                                                     KINDS.index(item[0][2]))):
+    # The role's rows first, then the floor's, for each queue count and configuration.
+    ordered = sorted(base_costs(result).items(), key=lambda item: (*item[0][:2], KINDS.index(item[0][2])))
+    for (queues, config, kind), (costs, summary, dummy) in ordered:
         if config not in result["matrix"]["configs"]:
             continue
         for forks, cores in PROJECTED_CONTROLLERS:

@@ -54,7 +54,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.request impo
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChange, QueueChangeRun)
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import render, server_address, transaction
-from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
@@ -137,7 +137,7 @@ def change_many_queues(conn: Connection, requests: list[ChangeRequest], **option
 
 def change_queues(conn: Connection, requests: list[ChangeRequest], *, listed: bool = True,
                   reconnect: Callable[[], Connection] | None = None, check_mode: bool = False,
-                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT, ledger_schema: str = ledger.DEFAULT_SCHEMA,
+                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT, ledger_schema: str = DEFAULT_SCHEMA,
                   reason: str | None = None) -> dict[str, QueueChangeRun]:
     """Each queue's run, in the order given, every queue planned from one read. A queue another run changed since
     that read (``ChangedSinceRead``) is read and planned again, from what that run committed, at most

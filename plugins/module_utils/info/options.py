@@ -21,8 +21,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_SCHEMA,
     DEFAULT_LOCK_TIMEOUT,
+    DEFAULT_SCHEMA,
     connection_argument_spec,
     validate_lock_timeout,
 )

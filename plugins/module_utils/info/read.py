@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, ContextManager
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
-from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
@@ -150,7 +150,7 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
 
 
 def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
-                     runtime_roles: tuple[str, ...] = (), ledger_schema: str = ledger.DEFAULT_SCHEMA,
+                     runtime_roles: tuple[str, ...] = (), ledger_schema: str = DEFAULT_SCHEMA,
                      margin_seconds: float = DEFAULT_MARGIN_SECONDS, known_runtimes: tuple[str, ...] = (),
                      expected_new_runtimes: int = 0, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
                      lanes: bool = True, restarted_services: Sequence[RestartedService] = (),

@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
-from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import LIVE_RUNTIME_PREDICATE
