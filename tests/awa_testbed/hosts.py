@@ -86,6 +86,8 @@ class Host:
     folder: str
     nspawn_pid: int = 0
     suite: str = rootfs.BOOKWORM.suite
+    # Where the host's pids start after each boot (_start_pids_at): each host its own range.
+    pid_base: int = 0
 
     @property
     def upper(self) -> Path:
@@ -187,6 +189,43 @@ def _boot(host: Host, trees: dict[str, Path]) -> None:
             start_new_session=True)
     host.nspawn_pid = process.pid
     lifecycle.register("host", host.machine, {"pid": process.pid, "base_dir": host.folder})
+    _start_pids_at(host)
+
+
+# The hosts' pids, like the controller's, top out at its pid_max; every host starts past these.
+FIRST_PID_BASE = 1000
+PID_MAX = Path("/proc/sys/kernel/pid_max")
+
+
+def pid_bases(count: int) -> list[int]:
+    """Where each of ``count`` hosts' pids start: ranges that do not meet within a test run.
+
+    Freshly booted containers hand out the same few hundred pids, so a producer on one host often has the main
+    pid of a unit on another. Awa's Python runtimes report no host name, so the role rightly cannot tell which
+    host such a runtime runs on, and judges both hosts by count. Real hosts, up for a while, are rarely that
+    alike; the role's rule for it is unit-tested (tests/unit/plugins/plugin_utils/rollout/test_match.py), and the
+    scenarios' assertions on which unit restarts need each host told apart by pid.
+    """
+    span = (int(PID_MAX.read_text(encoding="utf-8")) - FIRST_PID_BASE) // max(count, 1)
+    return [FIRST_PID_BASE + index * span for index in range(count)]
+
+
+def _start_pids_at(host: Host) -> None:
+    """Set the host's next pid to its ``pid_base`` as soon as its PID namespace exists, before its units start."""
+    own_namespace = os.readlink("/proc/self/ns/pid")
+
+    def container_namespace() -> int | None:
+        leader = host.leader_pid()
+        try:
+            return leader if leader and os.readlink(f"/proc/{leader}/ns/pid") != own_namespace else None
+        except OSError:
+            return None
+
+    leader = wait_until(container_namespace, BOOT_TIMEOUT,
+                        lambda: f"{host.name}'s PID namespace\n{host.boot_log_tail()}", interval=0.01, error=HostError)
+    # ns_last_pid is the writer's PID namespace's: written from a process that entered it (the controller's /proc).
+    subprocess.run(["nsenter", "-t", str(leader), "--pid", "--", "sh", "-c",
+                    f"echo {host.pid_base} > /proc/sys/kernel/ns_last_pid"], check=True, capture_output=True)
 
 
 def _restart_failed_units(host: Host) -> bool:
@@ -302,8 +341,8 @@ def up(state_dir: Path, names: list[str]) -> dict:
                    check=True)
     client_key = identity.with_suffix(".pub").read_text(encoding="utf-8").strip()
     token = secrets.token_hex(3)
-    hosts = [Host(name, f"awa-{token}-{index}", free_port(), str(state_dir / name), suite=suite)
-             for index, (name, suite) in enumerate(named, start=1)]
+    hosts = [Host(name, f"awa-{token}-{index}", free_port(), str(state_dir / name), suite=suite, pid_base=base)
+             for index, ((name, suite), base) in enumerate(zip(named, pid_bases(len(named))), start=1)]
     started = time.monotonic()
     try:
         public_keys = {host.name: _prepare_layer(host, trees[host.suite], client_key) for host in hosts}
