@@ -11,6 +11,7 @@ import sys
 import xmlrpc.client
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from supervisor.xmlrpc import Faults, SupervisorTransport
 
@@ -104,14 +105,17 @@ class Supervisor:
     def run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
 
+    def _rpc(self) -> Any:
+        """supervisord's XML-RPC interface, over its socket: not through supervisorctl (a Python start each)."""
+        transport = SupervisorTransport(None, None, f"unix://{self.state_dir / 'supervisor.sock'}")
+        return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor
+
     def program_info(self, name: str) -> dict | None:
         """supervisord's info of program NAME (its ``pid``, 0 when it does not run, and ``statename``); None when
-        supervisord does not answer. Raises NoSuchProgram when supervisord has no program NAME. Asked over
-        supervisord's socket, not through supervisorctl (a Python start each): the role's status command asks this
-        for every service on every read."""
-        transport = SupervisorTransport(None, None, f"unix://{self.state_dir / 'supervisor.sock'}")
+        supervisord does not answer. Raises NoSuchProgram when supervisord has no program NAME. The role's status
+        command asks this for every service on every read."""
         try:
-            return xmlrpc.client.ServerProxy("http://127.0.0.1", transport=transport).supervisor.getProcessInfo(name)
+            return self._rpc().getProcessInfo(name)
         except xmlrpc.client.Fault as fault:
             if fault.faultCode == Faults.BAD_NAME:
                 raise NoSuchProgram(name) from None
@@ -128,10 +132,24 @@ class Supervisor:
             return None
         return (info or {}).get("pid") or None
 
+    def running(self) -> list[tuple[int, str | None]]:
+        """Every program's current process: its pid and when it started (lifecycle.started); none when supervisord
+        does not answer."""
+        try:
+            pids = [info["pid"] for info in self._rpc().getAllProcessInfo() if info["pid"]]
+        except (OSError, xmlrpc.client.Error):
+            return []
+        return [(pid, lifecycle.started(pid)) for pid in pids]
+
     def shutdown(self) -> None:
         pid = self.pid()
         if pid and lifecycle.pid_alive(pid):
+            programs = self.running()
             self.run("shutdown")
             if not lifecycle.wait_pid_gone(pid, 30):
                 lifecycle.terminate_pid(pid)
+            # A supervisord cut short (on a loaded machine, after a failed run) leaves its programs running.
+            for program, started in programs:
+                if started and lifecycle.started(program) == started:
+                    lifecycle.terminate_pid(program)
         lifecycle.unregister("supervisord", self.state_dir.name)
