@@ -217,12 +217,16 @@ def host_task_s(costs: RunCosts, hosts: int, controller: Controller) -> float:
     return max(_host_task_bounds(costs, hosts, controller).values())
 
 
-def restart_batch_s(costs: RunCosts, hosts: int, controller: Controller, batches: int) -> float:
+def restart_batch_s(costs: RunCosts, hosts: int, controller: Controller, batches: int, *,
+                    own_hosts: bool = False) -> float:
     """One batch's restart on ``hosts`` hosts in ``batches`` batches: its hosts' restarts in waves of forks, or its
-    dispatches to every host, whichever is longer."""
-    waves = math.ceil(math.ceil(hosts / batches) / controller.forks)
-    main = None if costs.restart_main_cpu_per_dispatch is None else hosts * costs.restart_main_cpu_per_dispatch
-    return max(_longest(waves * costs.restart_wave_s, hosts * costs.restart_cpu_per_dispatch, main,
+    dispatches, whichever is longer - to every host, or with ``own_hosts`` to the batch's own only (a play per
+    host batch with ``serial``, a shape neither playbook has: what it would save)."""
+    batch_hosts = math.ceil(hosts / batches)
+    waves = math.ceil(batch_hosts / controller.forks)
+    dispatches = batch_hosts if own_hosts else hosts
+    main = None if costs.restart_main_cpu_per_dispatch is None else dispatches * costs.restart_main_cpu_per_dispatch
+    return max(_longest(waves * costs.restart_wave_s, dispatches * costs.restart_cpu_per_dispatch, main,
                         controller).values())
 
 
@@ -232,11 +236,12 @@ def bound_of(costs: RunCosts, hosts: int, controller: Controller) -> str:
     return max(bounds, key=lambda name: bounds[name])
 
 
-def projected(costs: RunCosts, hosts: int, controller: Controller, batches: int) -> dict:
-    """The window's seconds on ``hosts`` producer hosts restarted in ``batches`` batches, part by part."""
+def projected(costs: RunCosts, hosts: int, controller: Controller, batches: int, *, own_hosts: bool = False) -> dict:
+    """The window's seconds on ``hosts`` producer hosts restarted in ``batches`` batches, part by part (``own_hosts``:
+    each batch dispatched to its own hosts only, restart_batch_s)."""
     parts = {"fixed": costs.fixed_s,
              "host tasks": costs.host_tasks * host_task_s(costs, hosts, controller),
-             "restarts": batches * restart_batch_s(costs, hosts, controller, batches),
+             "restarts": batches * restart_batch_s(costs, hosts, controller, batches, own_hosts=own_hosts),
              "batches": batches * costs.batch_s}
     return {**parts, "total": sum(parts.values())}
 

@@ -25,6 +25,9 @@ from .fleet_report import CONTROLLER, KINDS
 PROJECTED_HOSTS = (50, 200, 1000)
 # (forks, controller cores) projected: Ansible's default forks and the benchmark's, on 4 and 16 cores.
 PROJECTED_CONTROLLERS = ((5, 4), (5, 16), (50, 4), (50, 16))
+# Also projected with each batch dispatched to its own hosts only (a play per host batch with serial), on the
+# largest controller: what that shape would save, neither playbook having it.
+OWN_HOSTS_CONTROLLER = (50, 16)
 # Projected with enqueue_shards_batch_size "10%": ten batches, whatever the hosts.
 PROJECTED_BATCHES = 10
 # The cores of the machine of results that do not record theirs (every run before 2026-12-05).
@@ -181,10 +184,13 @@ def projection_table(major: int, result: dict) -> str:
     for (queues, config, kind), (costs, summary, dummy) in ordered:
         if config not in result["matrix"]["configs"]:
             continue
-        for forks, cores in PROJECTED_CONTROLLERS:
+        shapes = [(controller, False) for controller in PROJECTED_CONTROLLERS] + [(OWN_HOSTS_CONTROLLER, True)]
+        for (forks, cores), own_hosts in shapes:
             controller = fleet_model.Controller(cores=cores, forks=forks)
-            windows = [fleet_model.projected(costs, hosts, controller, PROJECTED_BATCHES) for hosts in PROJECTED_HOSTS]
-            rows.append([kind, queues, config, forks, cores, *(round(window["total"]) for window in windows),
+            windows = [fleet_model.projected(costs, hosts, controller, PROJECTED_BATCHES, own_hosts=own_hosts)
+                       for hosts in PROJECTED_HOSTS]
+            rows.append([kind, queues, config, forks, cores, "its own hosts" if own_hosts else "every host",
+                         *(round(window["total"]) for window in windows),
                          round(windows[-1]["restarts"] / windows[-1]["total"] * 100),
                          fleet_model.bound_of(costs, PROJECTED_HOSTS[-1], controller),
                          "yes" if summary["counted"] else "no"])
@@ -192,12 +198,14 @@ def projection_table(major: int, result: dict) -> str:
         return ""
     return tables.render(
         f"Fleet change window projected, PostgreSQL {major}: seconds on more producer hosts",
-        ["playbook", "queues", "measured with", "forks", "cores", *(f"{hosts} hosts s" for hosts in PROJECTED_HOSTS),
+        ["playbook", "queues", "measured with", "forks", "cores", "a batch dispatched to",
+         *(f"{hosts} hosts s" for hosts in PROJECTED_HOSTS),
          f"restarts % at {PROJECTED_HOSTS[-1]}", f"host tasks bound by, at {PROJECTED_HOSTS[-1]}",
          "from a counted cell"], rows,
         f"The model of benchmarks/fleet_model.py on the costs above: one unit a host, {PROJECTED_BATCHES} batches "
         "(enqueue_shards_batch_size \"10%\"), a controller of its own as fast as this machine a core, hosts that "
-        "answer as fast as these. Set beside: " + ANCHOR + ".")
+        "answer as fast as these. A batch dispatched to its own hosts: a play per host batch with serial, which "
+        "neither playbook is (what it would save). Set beside: " + ANCHOR + ".")
 
 
 def table(major: int, result: dict) -> str:

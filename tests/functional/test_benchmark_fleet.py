@@ -331,6 +331,18 @@ def test_a_task_takes_its_waves_its_cpu_over_the_cores_or_its_main_process_cpu_w
         assert abs(window["total"] - (COSTS.fixed_s + 4 * seconds + 10 * restart + 15)) < 1e-9
 
 
+def test_a_batch_dispatched_to_its_own_hosts_takes_its_waves_not_a_dispatch_to_every_host():
+    controller = fleet_model.Controller(cores=16, forks=50)
+
+    every = fleet_model.projected(COSTS, 1000, controller, batches=10)
+    own = fleet_model.projected(COSTS, 1000, controller, batches=10, own_hosts=True)
+
+    # A batch of 100 hosts: 2 waves of 0.5 s, and 100 dispatches of 0.01 s in the main process - 1 s, where the
+    # dispatches to all 1,000 hosts took 10 s. Nothing else changes.
+    assert abs(own["restarts"] - 10 * 1.0) < 1e-9 and abs(every["restarts"] - 10 * 10.0) < 1e-9
+    assert (own["host tasks"], own["batches"], own["fixed"]) == (every["host tasks"], every["batches"], every["fixed"])
+
+
 def test_the_database_cpu_of_a_batch_is_what_the_server_used_over_the_batches_beyond_its_idle_rate():
     breakdown = {"batches": 2, "phase_db_cpu": {"restarts": 0.5, "batch waits": 1.0, "batch checks": 0.5},
                  "phases": {"restarts": 2.0, "batch waits": 4.0, "batch checks": 2.0}}
