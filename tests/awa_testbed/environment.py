@@ -42,10 +42,13 @@ def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produc
     return Program(name, argv, {"AWA_DATABASE_URL": db.url("runtime1")})
 
 
-def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60.0) -> None:
+def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60.0, *, healthy: bool = False) -> None:
+    """Until a runtime of each pid published a snapshot in the last 30 s and is not shutting down (``healthy``: and
+    its snapshot says it is healthy, as the reads that count new runtimes require)."""
     def live() -> set[int]:
         return {row[0] for row in db.query(
-            "SELECT pid FROM awa.runtime_instances WHERE NOT shutting_down AND last_seen_at > now() - interval '30 seconds'")}
+            "SELECT pid FROM awa.runtime_instances WHERE NOT shutting_down AND last_seen_at > now() - interval '30 seconds'"
+            " AND (healthy OR NOT %s)", (healthy,))}
 
     satisfied, seen = poll(live, lambda seen: set(pids) <= seen, timeout, interval=0.2)
     if not satisfied:

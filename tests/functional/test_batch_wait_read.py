@@ -49,7 +49,8 @@ def test_a_poll_without_lanes_says_what_the_verdict_reads_in_the_same_statements
     for queue in QUEUES:
         change(awa_db, queue, 4)
     worker = fleet.worker("w", [f"{QUEUES[0]}=4"])  # started after the changes: on every count
-    wait_for_live_runtimes(awa_db, [worker.pid], 30)
+    # The poll below reads no more than once: a new runtime counts once it is live and healthy.
+    wait_for_live_runtimes(awa_db, [worker.pid], 30, healthy=True)
     change(awa_db, QUEUES[1], 8)  # and now a straggler of this one
     with open_connection(awa_db.login_args()) as conn:
         one, one_statements = poll(conn, QUEUES[:1], lanes=False)
