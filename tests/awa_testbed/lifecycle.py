@@ -58,17 +58,6 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def started(pid: int) -> str | None:
-    """When process ``pid`` started (clock ticks since boot; None when it is gone). Pid and start name one process:
-    a process that takes the pid once it is gone started later."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    # The command name (field 2) may hold spaces and parentheses: count the fields after its last ")".
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def wait_pid_gone(pid: int, timeout: float) -> bool:
     def gone() -> bool:
         if not pid_alive(pid):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from supervisor.xmlrpc import Faults, SupervisorTransport
 
 from . import lifecycle
@@ -132,14 +133,20 @@ class Supervisor:
             return None
         return (info or {}).get("pid") or None
 
-    def running(self) -> list[tuple[int, str | None]]:
-        """Every program's current process: its pid and when it started (lifecycle.started); none when supervisord
-        does not answer."""
+    def running(self) -> list[psutil.Process]:
+        """Every program's current process (psutil's, which knows a later process that took its pid apart); none
+        when supervisord does not answer."""
         try:
             pids = [info["pid"] for info in self._rpc().getAllProcessInfo() if info["pid"]]
         except (OSError, xmlrpc.client.Error):
             return []
-        return [(pid, lifecycle.started(pid)) for pid in pids]
+        processes = []
+        for pid in pids:
+            try:
+                processes.append(psutil.Process(pid))
+            except psutil.NoSuchProcess:
+                continue
+        return processes
 
     def shutdown(self) -> None:
         pid = self.pid()
@@ -149,7 +156,7 @@ class Supervisor:
             if not lifecycle.wait_pid_gone(pid, 30):
                 lifecycle.terminate_pid(pid)
             # A supervisord cut short (on a loaded machine, after a failed run) leaves its programs running.
-            for program, started in programs:
-                if started and lifecycle.started(program) == started:
-                    lifecycle.terminate_pid(program)
+            for program in programs:
+                if program.is_running():
+                    lifecycle.terminate_pid(program.pid)
         lifecycle.unregister("supervisord", self.state_dir.name)
