@@ -195,3 +195,21 @@ def test_the_readme_lists_every_release_and_the_version_main_names():
         sorted((str(version) for version in releases()), key=lambda version: [int(part) for part in version.split(".")])
     galaxy = yaml.safe_load((REPO / "galaxy.yml").read_text(encoding="utf-8"))
     assert named(release_docs.NEXT_VERSION, readme) == [galaxy["version"]]
+
+
+@pytest.mark.parametrize(("message", "refused"), [
+    ("Tie each runtime to its service\n\nWhy, and what was measured.\n", None),
+    ("wip: runtime identity\n", "a 'wip' commit does not belong on main"),
+    ("Tie each runtime to its own producer service, wherever the producers happen to run\n",
+     "the subject has 82 characters, at most 72"),
+    ("Tie each runtime to its service.\n", "the subject ends with a full stop"),
+    ("Tie each runtime to its service\nwithout a blank line\n", "a blank line goes between the subject and the body"),
+])
+def test_the_commit_msg_hook_keeps_subjects_a_reader_can_scan(tmp_path, message, refused):
+    (tmp_path / "COMMIT_EDITMSG").write_text(message + "# Please enter the commit message\n", encoding="utf-8")
+
+    hook = subprocess.run(["bash", str(REPO / "hack" / "hooks" / "commit-msg"), str(tmp_path / "COMMIT_EDITMSG")],
+                          capture_output=True, text=True, check=False)
+
+    assert (hook.returncode == 0) is (refused is None), hook.stderr
+    assert refused is None or refused in hook.stderr
