@@ -55,7 +55,8 @@ from .status import status
 def reap(run_id: str | None) -> int:
     """Stop registered detached processes and delete their folders."""
     stopped = 0
-    for path, record in lifecycle.registered(run_id):
+    # The servers last: the programs of a supervisord whose database is gone cannot shut down (20 s each, then SIGKILL).
+    for path, record in sorted(lifecycle.registered(run_id), key=lambda registered: registered[1]["kind"] == "pg"):
         pid = record.get("pid")
         if pid and lifecycle.pid_alive(pid):
             # postmaster: SIGINT is a fast shutdown; supervisord: SIGTERM stops its children;
@@ -127,16 +128,6 @@ def enqueue(state_dir: Path, count: int, failing: bool = False, max_attempts: in
                           "--max-attempts", str(max_attempts)])
 
 
-def set_fault(state_dir: Path, program: str, fault: str) -> int:
-    """Write (or, for none, remove) the fault file ``program`` reads when it starts."""
-    path = environment.fault_file(state_dir, program)
-    if fault == "none":
-        path.unlink(missing_ok=True)
-    else:
-        path.write_text(fault, encoding="utf-8")
-    return 0
-
-
 def hosts_command(args: argparse.Namespace) -> int:
     """hosts-up, hosts-down, rootfs: a message, not a traceback, when this machine cannot run the hosts."""
     try:
@@ -176,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "enqueue":
         return enqueue(args.state, args.count, args.failing, args.max_attempts)
     if args.command == "fault":
-        return set_fault(args.state, args.program, args.fault)
+        environment.set_fault(args.state, args.program, args.fault)
+        return 0
     if args.command == "deadlock":
         deadlock.deadlock_once(environment.load_state(args.state)["superuser_dsn"])
         return 0

@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from .awadb import AwaDatabase, AwaDatabaseFactory
+from .awadb import DEFAULT_AWA_VERSION, AwaDatabase, AwaDatabaseFactory
 from .pgserver import PgServer
 from .supervisor import Program, Supervisor
 from .waiting import poll, wait_until
@@ -31,24 +31,45 @@ def fault_file(state_dir: Path, program: str) -> Path:
     return state_dir / f"fault-{program}"
 
 
-def _app_program(index: int, db: AwaDatabase, queue: str, env_file: Path, produce_rate: float,
-                 handler_ms: int = 0) -> Program:
-    name = f"{APP_PREFIX}{index}"
-    argv = [sys.executable, "-m", "awa_testbed.worker", "--name", name, "--queue", f"{queue}=4",
-            "--env-file", str(env_file), "--record-dsn", f"'{db.dsn()}'", "--handler-ms", str(handler_ms),
+def set_fault(state_dir: Path, program: str, fault: str) -> None:
+    """Write (or, for none, remove) the fault file ``program`` reads when it starts."""
+    path = fault_file(state_dir, program)
+    if fault == "none":
+        path.unlink(missing_ok=True)
+    else:
+        path.write_text(fault, encoding="utf-8")
+
+
+def app_program(name: str, runtime_url: str, record_dsn: str, queue: str, env_file: Path, produce_rate: float,
+                handler_ms: int = 0, *, label: str | None = None, runtime: bool = True) -> Program:
+    """Awa application NAME: a worker runtime of ``queue`` that also enqueues ``produce_rate`` jobs a second into it
+    (``runtime=False``: that only enqueues), loading ``env_file`` when it starts and broken as NAME's fault file
+    beside that file says; ``label`` (default NAME) names it in the test bed's tables."""
+    argv = [sys.executable, "-m", "awa_testbed.worker", "--name", label or name, "--queue", f"{queue}=4",
+            "--env-file", str(env_file), "--record-dsn", f"'{record_dsn}'", "--handler-ms", str(handler_ms),
             "--fault-file", str(fault_file(env_file.parent, name))]
     if produce_rate:
         argv += ["--produce", queue, "--produce-rate", str(produce_rate)]
-    return Program(name, argv, {"AWA_DATABASE_URL": db.url("runtime1")})
+    if not runtime:
+        argv.append("--no-runtime")
+    return Program(name, argv, {"AWA_DATABASE_URL": runtime_url})
+
+
+# A runtime counts as live when it published a snapshot in the last 30 s and is not shutting down.
+LIVE_RUNTIMES = ("SELECT hostname, pid FROM awa.runtime_instances WHERE NOT shutting_down"
+                 " AND last_seen_at > now() - interval '30 seconds' AND (healthy OR NOT %s)")
+
+
+def live_runtimes(db: AwaDatabase, *, healthy: bool = False) -> list[tuple[str | None, int]]:
+    """(hostname, pid) of every live runtime (``healthy``: whose snapshot also says it is healthy)."""
+    return db.query(LIVE_RUNTIMES, (healthy,))
 
 
 def wait_for_live_runtimes(db: AwaDatabase, pids: list[int], timeout: float = 60.0, *, healthy: bool = False) -> None:
     """Until a runtime of each pid published a snapshot in the last 30 s and is not shutting down (``healthy``: and
     its snapshot says it is healthy, as the reads that count new runtimes require)."""
     def live() -> set[int]:
-        return {row[0] for row in db.query(
-            "SELECT pid FROM awa.runtime_instances WHERE NOT shutting_down AND last_seen_at > now() - interval '30 seconds'"
-            " AND (healthy OR NOT %s)", (healthy,))}
+        return {pid for dummy, pid in live_runtimes(db, healthy=healthy)}
 
     satisfied, seen = poll(live, lambda seen: set(pids) <= seen, timeout, interval=0.2)
     if not satisfied:
@@ -74,7 +95,8 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
 
     env_file = state_dir / "awa-app.env"
     supervisor = Supervisor(state_dir)
-    programs = [_app_program(i + 1, db, queue, env_file, produce_rate, handler_ms) for i in range(apps)]
+    programs = [app_program(f"{APP_PREFIX}{i + 1}", db.url("runtime1"), db.dsn(), queue, env_file, produce_rate,
+                            handler_ms) for i in range(apps)]
     # apps=0: only the database (the applications run elsewhere, e.g. on the fleet's hosts).
     if programs:
         supervisor.write_config(programs)
@@ -100,12 +122,21 @@ def up(state_dir: Path, major: int = 18, apps: int = 2, queue: str = "demo", pro
         "programs": [p.name for p in programs],
         "state_dir": str(state_dir),
     }
-    (state_dir / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+    save_state(state_dir, state)
     return state
+
+
+def save_state(state_dir: Path, state: dict) -> None:
+    (state_dir / "state.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
 
 
 def load_state(state_dir: Path) -> dict:
     return json.loads((state_dir / "state.json").read_text(encoding="utf-8"))
+
+
+def database(state: dict) -> AwaDatabase:
+    """The bed's database, as ``load_state`` describes it (its roles are in ``state``, not in this object)."""
+    return AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
 
 
 def down(state_dir: Path) -> None:

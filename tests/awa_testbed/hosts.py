@@ -192,22 +192,16 @@ def _boot(host: Host, trees: dict[str, Path]) -> None:
     _start_pids_at(host)
 
 
-# The hosts' pids, like the controller's, top out at its pid_max; every host starts past these.
+# Where every host's pids start, past those its boot hands out.
 FIRST_PID_BASE = 1000
-PID_MAX = Path("/proc/sys/kernel/pid_max")
 
 
 def pid_bases(count: int) -> list[int]:
-    """Where each of ``count`` hosts' pids start: ranges that do not meet within a test run.
-
-    Freshly booted containers hand out the same few hundred pids, so a producer on one host often has the main
-    pid of a unit on another. Awa's Python runtimes report no host name, so the role rightly cannot tell which
-    host such a runtime runs on, and judges both hosts by count. Real hosts, up for a while, are rarely that
-    alike; the role's rule for it is unit-tested (tests/unit/plugins/plugin_utils/rollout/test_match.py), and the
-    scenarios' assertions on which unit restarts need each host told apart by pid.
-    """
-    span = (int(PID_MAX.read_text(encoding="utf-8")) - FIRST_PID_BASE) // max(count, 1)
-    return [FIRST_PID_BASE + index * span for index in range(count)]
+    """Where each of ``count`` hosts' pids start: the same number on every host, as on hosts booted from one image,
+    so a producer on one host has the main pid of a unit on another. The role tells their runtimes apart by the
+    host name each reports (its environment file's HOSTNAME); without it they are judged by count (the rule is
+    unit-tested: tests/unit/plugins/plugin_utils/rollout/test_match.py)."""
+    return [FIRST_PID_BASE] * count
 
 
 def _start_pids_at(host: Host) -> None:

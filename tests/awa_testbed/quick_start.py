@@ -18,8 +18,6 @@ from pathlib import Path
 from psycopg import sql
 
 from . import environment
-from .awadb import DEFAULT_AWA_VERSION, AwaDatabase
-from .pgserver import PgServer
 
 DATABASE = "awa"
 QUEUE = "orders"
@@ -29,8 +27,7 @@ RUNTIME_ROLE = "awa_runtime"
 
 def _grant_runtime_role(state: dict) -> None:
     """The role the quick start's inventory names, of which the applications' login role and the migrator are members."""
-    db = AwaDatabase(PgServer.from_description(state["server"]), state["database"], DEFAULT_AWA_VERSION)
-    with db.connect() as conn:
+    with environment.database(state).connect() as conn:
         conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(RUNTIME_ROLE)))
         for member in (*state["runtime_roles"], state["migrator"]):
             conn.execute(sql.SQL("GRANT {} TO {}").format(sql.Identifier(RUNTIME_ROLE), sql.Identifier(member)))

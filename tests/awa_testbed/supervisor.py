@@ -2,10 +2,19 @@
 
 No systemd runs here, so the rollout role restarts applications through a
 restart command; supervisorctl is the one the test bed gives it.
+
+``start(pid_namespace=True)`` runs supervisord in the foreground as pid 1 of a
+new pid and mount namespace (``unshare --pid --fork --mount-proc``), as a
+host booted of its own runs its init: its programs' pids are counted from 2
+there, so two such supervisords with the same programs give them the same
+pids. supervisord then knows its programs by the namespace's pids (its
+pidfile says 1); this machine's pid of it is kept in ``namespace-init.pid``,
+and stopping it (or killing it) ends every process of the namespace.
 """
 
 from __future__ import annotations
 
+import hashlib
 import subprocess
 import sys
 import xmlrpc.client
@@ -48,9 +57,16 @@ autorestart=unexpected
 startsecs=2
 stopsignal=TERM
 stopwaitsecs=20
+; To the program's process group: a container's unshare blocks SIGTERM and leaves it to the runtime it runs.
+stopasgroup=true
+killasgroup=true
 redirect_stderr=true
 stdout_logfile={state}/logs/{name}.log
 """
+
+
+# This machine's pid of a supervisord that is pid 1 of a namespace of its own.
+NAMESPACE_INIT = "namespace-init.pid"
 
 
 class NoSuchProgram(LookupError):
@@ -90,18 +106,56 @@ class Supervisor:
         self.config.write_text(text, encoding="utf-8")
         self.config.chmod(0o600)
 
-    def start(self) -> None:
-        subprocess.run([str(self.bin_dir / "supervisord"), "-c", str(self.config)], check=True,
-                       env=program_env(), stdin=subprocess.DEVNULL)
+    @property
+    def registry_key(self) -> str:
+        """Its name in lifecycle's registry: the folder's name, and its path's digest (hosts of several beds share
+        names)."""
+        return f"{self.state_dir.name}-{hashlib.sha256(str(self.state_dir.resolve()).encode()).hexdigest()[:12]}"
+
+    @property
+    def in_pid_namespace(self) -> bool:
+        return (self.state_dir / NAMESPACE_INIT).exists()
+
+    def start(self, *, pid_namespace: bool = False, env: dict[str, str] | None = None) -> None:
+        """Start supervisord (detached: it outlives this process) with ``env`` (default: program_env()), which its
+        programs inherit; with ``pid_namespace``, as pid 1 of a pid and mount namespace of its own."""
+        env = program_env() if env is None else env
+        if pid_namespace:
+            self._start_in_pid_namespace(env)
+        else:
+            subprocess.run([str(self.bin_dir / "supervisord"), "-c", str(self.config)], check=True,
+                           env=env, stdin=subprocess.DEVNULL)
         # 3: some programs not (yet) running
         wait_until(lambda: self.run("status").returncode in (0, 3), 60, "supervisord to answer", error=RuntimeError)
-        lifecycle.register("supervisord", self.state_dir.name, {"pid": self.pid(), "config": str(self.config)})
+        lifecycle.register("supervisord", self.registry_key, {"pid": self.pid(), "config": str(self.config)})
+
+    def _start_in_pid_namespace(self, env: dict[str, str]) -> None:
+        """supervisord in the foreground (-n) as the namespace's pid 1; ``--kill-child``: it dies with unshare."""
+        with open(self.state_dir / "unshare.log", "ab") as log:
+            unshare = subprocess.Popen(  # pylint: disable=consider-using-with
+                ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
+                 str(self.bin_dir / "supervisord"), "-n", "-c", str(self.config)],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+
+        def init() -> int | None:
+            if unshare.poll() is not None:
+                raise RuntimeError(f"unshare exited with {unshare.returncode}: see {self.state_dir / 'unshare.log'}")
+            children = psutil.Process(unshare.pid).children()
+            return children[0].pid if children else None
+
+        pid = wait_until(init, 30, "unshare to start supervisord", interval=0.02, error=RuntimeError)
+        (self.state_dir / NAMESPACE_INIT).write_text(str(pid), encoding="utf-8")
 
     def pid(self) -> int | None:
-        try:
-            return int((self.state_dir / "supervisord.pid").read_text(encoding="utf-8").strip())
-        except (OSError, ValueError):
-            return None
+        """This machine's pid of supervisord; None when it never started."""
+        for name in (NAMESPACE_INIT, "supervisord.pid"):
+            try:
+                pid = int((self.state_dir / name).read_text(encoding="utf-8").strip())
+            except (OSError, ValueError):
+                continue
+            # A pidfile that says 1 is of a supervisord that is its namespace's init, never of this machine's.
+            return pid if pid != 1 else None
+        return None
 
     def run(self, *args: str) -> subprocess.CompletedProcess:
         return subprocess.run([*self.ctl, *args], capture_output=True, text=True, check=False)
@@ -135,7 +189,9 @@ class Supervisor:
 
     def running(self) -> list[psutil.Process]:
         """Every program's current process (psutil's, which knows a later process that took its pid apart); none
-        when supervisord does not answer."""
+        when supervisord does not answer, or knows them by a namespace's pids."""
+        if self.in_pid_namespace:
+            return []
         try:
             pids = [info["pid"] for info in self._rpc().getAllProcessInfo() if info["pid"]]
         except (OSError, xmlrpc.client.Error):
@@ -152,11 +208,19 @@ class Supervisor:
         pid = self.pid()
         if pid and lifecycle.pid_alive(pid):
             programs = self.running()
+            # In a namespace: the unshare that runs it, which ends with it (reaped below when this process started it).
+            try:
+                unshare = psutil.Process(pid).ppid() if self.in_pid_namespace else None
+            except psutil.NoSuchProcess:
+                unshare = None
             self.run("shutdown")
             if not lifecycle.wait_pid_gone(pid, 30):
                 lifecycle.terminate_pid(pid)
-            # A supervisord cut short (on a loaded machine, after a failed run) leaves its programs running.
+            if unshare:
+                lifecycle.wait_pid_gone(unshare, 10)
+            # A supervisord cut short (on a loaded machine, after a failed run) leaves its programs running; in a
+            # namespace of its own, none outlives it (the kernel kills them with its init).
             for program in programs:
                 if program.is_running():
                     lifecycle.terminate_pid(program.pid)
-        lifecycle.unregister("supervisord", self.state_dir.name)
+        lifecycle.unregister("supervisord", self.registry_key)

@@ -2,7 +2,7 @@
 
     python -m awa_testbed.worker --url URL --queue orders=4 [--queue other=1]
         [--stripes N] [--name w1] [--handler-ms 0] [--env-file PATH]
-        [--produce QUEUE --produce-rate 5] [--latency-summary PATH] [--log-env NAME]
+        [--produce QUEUE --produce-rate 5] [--no-runtime] [--latency-summary PATH] [--log-env NAME]
         [--fault-file PATH]
 
 Every job it runs is recorded in ``testbed.completions`` (tag, job id, worker,
@@ -12,11 +12,16 @@ and the moment its handler ended, as JSON, when it stops. SIGTERM or SIGINT
 shut the runtime down gracefully, so its ``awa.runtime_instances`` row ends
 with ``shutting_down = true``.
 
-``--env-file`` loads KEY=VALUE lines into the environment before the runtime
-starts, the way a service manager's EnvironmentFile does. ``--log-env NAME``
-prints the variable's value (JSON) at start, so a service's log shows which
-environment a process started with. ``--produce`` also runs a producer in the
-same process: an application that enqueues and works.
+``--env-file`` puts KEY=VALUE lines into the environment before the runtime
+starts, the way systemd's EnvironmentFile= does, as seen from outside too:
+when the file sets a variable the environment lacks or holds another value
+of, the process executes itself again (same argv, same pid) with them, so
+``/proc/PID/environ`` shows them as it shows a unit's (the collection reads
+``HOSTNAME`` there). ``--log-env NAME`` prints the variable's value (JSON) at
+start, so a service's log shows which environment a process started with.
+``--produce`` also runs a producer in the same process: an application that
+enqueues and works; with ``--no-runtime`` it only enqueues (no Awa runtime,
+so no ``awa.runtime_instances`` row).
 
 Jobs whose tag starts with ``fail-`` raise in the handler (Awa retries them
 until their ``max_attempts``, then marks them failed), for the rollout's
@@ -80,8 +85,8 @@ def rotation_intervals(value: str | None) -> dict[str, int]:
     return {"queue_storage_lease_rotate_interval_ms": lease, "queue_storage_queue_rotate_interval_ms": queue}
 
 
-def load_env_file(path: str) -> dict[str, str]:
-    """KEY=VALUE lines (``#`` comments, optional quotes), applied to os.environ."""
+def read_env_file(path: str) -> dict[str, str]:
+    """KEY=VALUE lines (``#`` comments, optional quotes); nothing when the file does not exist."""
     loaded: dict[str, str] = {}
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
@@ -92,7 +97,22 @@ def load_env_file(path: str) -> dict[str, str]:
         if not line or line.startswith("#") or "=" not in line:
             continue
         key, value = line.split("=", 1)
-        loaded[key.strip()] = value.strip().strip("'\"")
+        if key.strip():
+            loaded[key.strip()] = value.strip().strip("'\"")
+    return loaded
+
+
+def load_env_file(path: str, name: str, execute_again: bool) -> dict[str, str]:
+    """The file's variables in this process's environment, as a unit's EnvironmentFile= puts them there (before the
+    process starts): with ``execute_again``, a file that sets a variable the environment lacks or holds another value
+    of makes the process execute itself again (same argv, same pid) with them, where ``/proc/PID/environ`` shows them;
+    without (main() called with arguments, in a program of its caller's), they only go into os.environ."""
+    loaded = read_env_file(path)
+    differing = sorted(key for key, value in loaded.items() if os.environ.get(key) != value)
+    if differing and execute_again:
+        # Names only: the values may be secrets.
+        print(f"worker {name} pid={os.getpid()} executes again with {differing} of {path}", flush=True)
+        os.execve(sys.executable, sys.orig_argv, {**os.environ, **loaded})
     os.environ.update(loaded)
     return loaded
 
@@ -105,7 +125,7 @@ async def run(args: argparse.Namespace) -> int:
 
     recorder = await psycopg.AsyncConnection.connect(args.record_dsn or args.url, autocommit=True)
     record_lock = asyncio.Lock()
-    client = awa.AsyncClient(args.url, max_connections=args.connections)
+    client = None if args.no_runtime else awa.AsyncClient(args.url, max_connections=args.connections)
     queues = [parse_queue(q) for q in args.queue]
 
     created, handled = array("d"), array("d")
@@ -128,12 +148,14 @@ async def run(args: argparse.Namespace) -> int:
                 "VALUES (%s, %s, %s, (SELECT enqueue_shard FROM awa.ready_entries WHERE job_id = %s LIMIT 1), %s, %s)",
                 (getattr(job.args, "tag", None), job.id, job.queue, job.id, args.name, os.getpid()))
 
-    for queue, dummy in queues:
-        client.task(TestJob, queue=queue, kind=KIND)(handle)
-
-    await client.start(queues, poll_interval_ms=args.poll_ms, queue_storage_queue_stripe_count=args.stripes,
-                       **args.rotation)
-    print(f"worker {args.name} pid={os.getpid()} started queues={queues} stripes={args.stripes}", flush=True)
+    if client is None:
+        print(f"worker {args.name} pid={os.getpid()} started without a runtime", flush=True)
+    else:
+        for queue, dummy in queues:
+            client.task(TestJob, queue=queue, kind=KIND)(handle)
+        await client.start(queues, poll_interval_ms=args.poll_ms, queue_storage_queue_stripe_count=args.stripes,
+                           **args.rotation)
+        print(f"worker {args.name} pid={os.getpid()} started queues={queues} stripes={args.stripes}", flush=True)
 
     production = None
     if args.produce:
@@ -149,8 +171,9 @@ async def run(args: argparse.Namespace) -> int:
     print(f"worker {args.name} shutting down", flush=True)
     if production is not None:
         await production
-    await client.shutdown(timeout_ms=5000)
-    await client.close()
+    if client is not None:
+        await client.shutdown(timeout_ms=5000)
+        await client.close()
     await recorder.close()
     if args.latency_summary:
         Path(args.latency_summary).write_text(json.dumps(
@@ -189,15 +212,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=os.environ.get("AWA_DATABASE_URL"),
                         help="postgres:// URL the runtime connects with (default: $AWA_DATABASE_URL)")
     parser.add_argument("--record-dsn", help="where completions are recorded (default: --url)")
-    parser.add_argument("--queue", action="append", required=True, help="QUEUE[=WORKERS], repeatable")
+    parser.add_argument("--queue", action="append", default=[],
+                        help="QUEUE[=WORKERS] the runtime serves, repeatable (required unless --no-runtime)")
     parser.add_argument("--stripes", type=int, default=1, help="queue_storage_queue_stripe_count")
     parser.add_argument("--name", default=f"worker-{os.getpid()}")
     parser.add_argument("--handler-ms", type=int, default=0, help="time each job takes")
     parser.add_argument("--poll-ms", type=int, default=200)
     parser.add_argument("--connections", type=int, default=10)
-    parser.add_argument("--env-file", help="KEY=VALUE file loaded into the environment first")
+    parser.add_argument("--env-file", help="KEY=VALUE file put into the environment first (the process executes "
+                                           "itself again with the variables it sets)")
     parser.add_argument("--produce", metavar="QUEUE", help="also enqueue into QUEUE from this process")
     parser.add_argument("--produce-rate", type=float, default=5.0, help="jobs per second for --produce")
+    parser.add_argument("--no-runtime", action="store_true",
+                        help="start no Awa runtime: only enqueue, with --produce (an application that enqueues only)")
     parser.add_argument("--latency-summary", metavar="PATH",
                         help="record no completions; write every job's created_at and handler end here on exit")
     parser.add_argument("--log-env", action="append", default=[], metavar="NAME",
@@ -207,8 +234,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if not args.url:
         parser.error("--url or AWA_DATABASE_URL is required")
+    if not args.queue and not args.no_runtime:
+        parser.error("--queue is required (unless --no-runtime)")
+    if args.no_runtime and not args.produce:
+        parser.error("--no-runtime needs --produce: a worker without a runtime only enqueues")
     if args.env_file:
-        loaded = load_env_file(args.env_file)
+        # Only the process that runs the worker as its program executes itself again; main([...]) in another never.
+        loaded = load_env_file(args.env_file, args.name, execute_again=argv is None)
         print(f"worker {args.name} environment from {args.env_file}: {sorted(loaded.items())}", flush=True)
     if args.log_env:
         started_with = {name: os.environ.get(name) for name in args.log_env}
