@@ -45,6 +45,8 @@ from ansible_collections.awa.operations.plugins.module_utils.info.options import
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
+from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
+from ansible_collections.awa.operations.plugins.module_utils.info.wait.loop import PREDICATES
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import poll_line, poll_until
 
 display = Display()
@@ -79,9 +81,13 @@ def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float, del
 
 
 class ActionModule(ActionBase):
-    # The module each poll runs, and whether it takes the rollout's options (the role's internal read does).
+    # The module each poll runs, whether it takes the rollout's options (the role's internal read does), and the
+    # options this plugin takes for itself, not handed on to the module.
     MODULE = "awa.operations.awa_enqueue_shards_info"
     ROLLOUT = False
+    OWN_OPTIONS: dict[str, dict[str, Any]] = {}
+    # Whether the poll that ends the wait says so (a caller that says the outcome in its own words does not).
+    say_done = True
     TRANSFERS_FILES = False
     _supports_check_mode = True
     _supports_async = True
@@ -92,8 +98,8 @@ class ActionModule(ActionBase):
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
         del tmp
-        validation, given = self.validate_argument_spec(argument_spec=argument_spec(rollout=self.ROLLOUT),
-                                                        **ARGUMENT_RULES)
+        validation, given = self.validate_argument_spec(
+            argument_spec={**argument_spec(rollout=self.ROLLOUT), **self.OWN_OPTIONS}, **ARGUMENT_RULES)
         del validation
         args = with_rollout_defaults(given)
         wrap_async = self._task.async_val
@@ -113,7 +119,7 @@ class ActionModule(ActionBase):
         if args["wait"] == "none" or wrap_async:
             # A copy: _execute_module adds Ansible's _ansible_* arguments to the dict it is given, and the task's
             # own would then carry them into the next try of an until loop, where validation refuses them.
-            module_args = dict(self._task.args) if wrap_async else self.without_delay()
+            module_args = self.module_args(keep_delay=bool(wrap_async))
             result.update(self._execute_module(module_name=self.MODULE, module_args=module_args,
                                                task_vars=task_vars, wrap_async=wrap_async))
             if not wrap_async:
@@ -121,7 +127,9 @@ class ActionModule(ActionBase):
                 self._remove_tmp_path(self._connection._shell.tmpdir)
             return result
 
-        poll_args = dict(self.without_delay(), wait="none")
+        # Every poll returns the whole read, which the wait judges (a drain compares each lane's enqueue cursor across
+        # polls); the wait's result is shown as the task asks (views.shown).
+        poll_args = dict(self.module_args(), wait="none", detail=True)
 
         # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
         answered = False
@@ -143,23 +151,26 @@ class ActionModule(ActionBase):
         def on_poll(info: PolledRead, elapsed: float) -> None:
             if drain is not None:
                 drain.add(info, elapsed)
-            display.display(f"[{host}] {poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
+            if self.say_done or not PREDICATES[args["wait"]](info):
+                display.display(f"[{host}] {poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
 
         def on_attempt(exc: BaseException, attempt: int, delay: float) -> None:
             display.display(f"[{host}] connection lost ({exc}): reconnecting in {delay:.0f}s, attempt {attempt} of "
                             f"{RECONNECT_ATTEMPTS}")
 
         try:
-            return dict(result, **poll_until(fetch, args["wait"], args["wait_timeout"], args["wait_sleep"],
-                                             lost=lambda exc: isinstance(exc, PollFailed) and exc.disconnected,
-                                             on_poll=on_poll, on_attempt=on_attempt, clock=self.clock,
-                                             pause=self.sleep))
+            return dict(result, **shown(poll_until(fetch, args["wait"], args["wait_timeout"], args["wait_sleep"],
+                                                   lost=lambda exc: isinstance(exc, PollFailed) and exc.disconnected,
+                                                   on_poll=on_poll, on_attempt=on_attempt, clock=self.clock,
+                                                   pause=self.sleep), detail=args["detail"]))
         except PollFailed as exc:
-            return dict(result, **exc.result)
+            return dict(result, **shown(exc.result, detail=args["detail"]))
         except FailedWithState as exc:
             # The last poll's result says failed: false (it read fine); the wait did not.
-            return dict(result, **{**exc.result, "failed": True, "msg": exc.message})
+            return dict(result, **shown({**exc.result, "failed": True, "msg": exc.message}, detail=args["detail"]))
 
-    def without_delay(self) -> dict[str, Any]:
-        """The task's arguments for a module run after the delay was waited out here (its default is none)."""
-        return {name: value for name, value in self._task.args.items() if name != "delay"}
+    def module_args(self, keep_delay: bool = False) -> dict[str, Any]:
+        """The task's arguments for a module run: without this plugin's own, and without the delay once it was waited
+        out here (the module's default is none)."""
+        dropped = set(self.OWN_OPTIONS) | (set() if keep_delay else {"delay"})
+        return {name: value for name, value in self._task.args.items() if name not in dropped}

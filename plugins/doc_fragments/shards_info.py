@@ -124,9 +124,10 @@ options:
     type: dict
   advise_gains:
     description:
-      - A gains table of your own (from C(python -m benchmarks.shard_gains RESULTS.json) after the collection's
-        shard_choice benchmark ran on hardware like yours) instead of the one measured for this release
-        (docs/performance.md).
+      - A gains table of your own instead of the one measured for this release (docs/performance.md) - from a clone
+        of the collection's repository (the built collection ships no benchmarks), run its shard_choice benchmark on
+        hardware like yours (C(bash benchmarks/run.sh --suites shard_choice)), then
+        C(python -m benchmarks.shard_gains RESULTS.json) prints the table.
       - 'Its form is C({"gains": {PATH: {N: {S: GAIN}}}, "limits": {PATH: {N: LIMIT}}}) with PATH one of V(insert),
         V(copy) and V(copy_keyed), N producers, S shards and GAIN the measured throughput over S=1; C(limits) is
         optional.'
@@ -145,6 +146,23 @@ options:
         restart. Not with O(wait=drained).
     type: bool
     default: true
+  detail:
+    version_added: 0.5.0
+    description:
+      - Return the whole read - every runtime (RV(awa.operations.awa_enqueue_shards_info#module:runtimes),
+        RV(awa.operations.awa_enqueue_shards_info#module:new_runtimes)), stale and shutting down ones too; each
+        queue's lanes and shards (RV(awa.operations.awa_enqueue_shards_info#module:queues.lanes),
+        RV(awa.operations.awa_enqueue_shards_info#module:queues.shards)) and its own
+        RV(awa.operations.awa_enqueue_shards_info#module:queues.summary_lines); and the summary as one string
+        (RV(awa.operations.awa_enqueue_shards_info#module:summary)).
+      - V(false) returns each thing once, so that one queue's read fits a screen - RV(awa.operations.awa_enqueue_shards_info#module:summary_lines)
+        first, then each queue's count, depths, convergence with the runtimes not yet on the count
+        (RV(awa.operations.awa_enqueue_shards_info#module:queues.stragglers)), last change, grants and findings.
+        The ready jobs of each shard are in the summary lines; the runtimes are counted there and in each queue.
+      - The reads are the same either way (this only chooses what is returned), and a wait judges every poll on all
+        of it.
+    type: bool
+    default: false
   health:
     description:
       - Also read what a bad change shows on the database side

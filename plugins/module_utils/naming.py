@@ -114,19 +114,20 @@ def resolve_stripes(queue: str, requested: int | None, known_names: list[str]) -
     return StripeLayout(stripes, physical_queues(queue, stripes), warnings)
 
 
-def never_seen(queue: str, stored_names: Iterable[str]) -> str:
+def never_seen(queue: str, known_names: Iterable[str]) -> str:
     """What is known of a queue the database has never seen, with the known queues whose names are closest to it
-    (``stored_names``: every stored physical name, whose logical queues it is compared with)."""
-    known = sorted({logical_queue(name) for name in stored_names} - {queue})
+    (``known_names``: every name the database knows - stored, named by jobs or served by runtimes - whose logical
+    queues it is compared with)."""
+    known = sorted({logical_queue(name) for name in known_names} - {queue})
     return (f"the database has never seen queue {queue!r} - no awa.queue_meta row, no lanes, no jobs and no runtime "
             f"serving it{did_you_mean(queue, known)}")
 
 
-def unknown_queues(unknown: list[str], stored_names: Iterable[str], *, listed: bool) -> UnknownQueue:
+def unknown_queues(unknown: list[str], known_names: Iterable[str], *, listed: bool) -> UnknownQueue:
     """The refusal of queues the database has never seen that were not asked for as new, each named with the known
     queues closest to it (``listed``: asked for in the module's ``queues``)."""
     where = " on their entries of queues" if len(unknown) > 1 else " on its entry of queues" if listed else ""
-    seen = "; ".join(never_seen(queue, stored_names) for queue in unknown)
+    seen = "; ".join(never_seen(queue, known_names) for queue in unknown)
     return UnknownQueue(
         f"{seen[0].upper()}{seen[1:]}. A change is for queues that exist: correct the name, or - to prepare a new "
         f"queue before its first producer - set new_queue: true{where}." + ("" if listed else " Nothing was changed."),

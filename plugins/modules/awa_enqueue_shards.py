@@ -162,6 +162,17 @@ options:
     description:
       - Free text stored with the ledger row, for example a change ticket and the operator's name.
     type: str
+  detail:
+    version_added: 0.5.0
+    description:
+      - Return the statements (RV(queries)) and the whole read after the change (RV(observed)) - every runtime, stale
+        and shutting down ones too, each queue's lanes and shards and its own summary lines, and the summary as one
+        string - as M(awa.operations.awa_enqueue_shards_info) returns them with
+        O(awa.operations.awa_enqueue_shards_info#module:detail).
+      - V(false) leaves them out, so that one queue's change fits a screen; the change and the read are the same
+        either way (check mode still runs the statements' reads, and V(true) shows what it would run).
+    type: bool
+    default: false
 notes:
   - Supports Awa 0.6.x (schema versions 39 and 40, tested with 0.6.0, 0.6.5, 0.6.8 and 0.6.9) with the queue-storage
     engine active, on PostgreSQL 17 and 18.
@@ -291,7 +302,7 @@ queries:
       ledger row.
     - The sample is a real run raising queue C(orders) from 1 to 2 shards, its shard-0 lanes complete, without
       O(runtime_roles) (so without grants), the ledger existing.
-  returned: always
+  returned: with O(detail=true)
   type: list
   elements: str
   sample:
@@ -484,8 +495,9 @@ observed:
   description:
     - The queues of the run read right after the change, on its connection (in check mode, the state now) - exactly
       what M(awa.operations.awa_enqueue_shards_info) returns for them with O(awa.operations.awa_enqueue_shards_info#module:queues)
-      set to their names and the same O(runtime_roles), O(ledger_schema) and O(lock_timeout), so no read of
-      its own is needed after a change - for example by the restart plan of the role P(awa.operations.enqueue_shards#role).
+      set to their names and the same O(runtime_roles), O(ledger_schema), O(lock_timeout) and O(detail), so no read
+      of its own is needed after a change - for example by the restart plan of the role
+      P(awa.operations.enqueue_shards#role), which asks for the detail.
     - One read for the whole list, in a fixed number of statements. When a lost COMMIT closed the connection, it is read
       on a new one. A read that fails fails the run, with the change's result and a message saying that the change
       stands.
@@ -508,15 +520,16 @@ observed:
     queues:
       description: Per logical queue of the run, its view - each as in
         RV(awa.operations.awa_enqueue_shards_info#module:queues) (count, convergence with the stragglers named, last
-        recorded change, lanes, depths, grants, findings).
+        recorded change, depths, grants, findings; with O(detail), its lanes, shards and summary lines too).
       type: dict
     runtimes:
-      description: Every Awa runtime, as in RV(awa.operations.awa_enqueue_shards_info#module:runtimes) (live or not,
-        pid, start, the queues whose current count it does not run yet).
+      description: With O(detail) only - every Awa runtime, as in RV(awa.operations.awa_enqueue_shards_info#module:runtimes)
+        (live or not, pid, start, the queues whose current count it does not run yet).
       type: list
       elements: dict
     new_runtimes:
-      description: The live, healthy runtimes, as in RV(awa.operations.awa_enqueue_shards_info#module:new_runtimes).
+      description: With O(detail) only - the live, healthy runtimes, as in
+        RV(awa.operations.awa_enqueue_shards_info#module:new_runtimes).
       type: list
       elements: dict
     expected_new_runtimes:
@@ -527,26 +540,23 @@ observed:
       type: list
       elements: str
     summary:
-      description: As RV(awa.operations.awa_enqueue_shards_info#module:summary).
+      description: With O(detail) only - as RV(awa.operations.awa_enqueue_shards_info#module:summary).
       type: str
     summary_lines:
       description: As RV(awa.operations.awa_enqueue_shards_info#module:summary_lines).
       type: list
       elements: str
   sample:
+    summary_lines: ["orders: enqueue_shards 8 (was 1, change #7 ...)", "  runtimes: 0 of 2 live runtimes on the current count ..."]
     read_at: "2026-11-29T10:24:32.801254+00:00"
     server: "db1.example.com:5432"
     converged: false
     drained: false
     queues: {"orders": {"queue": "orders", "enqueue_shards": {"orders": 8}, "converged": false, "runtimes_live": 2,
-             "runtimes_converged": 0, "...": "..."}}
-    runtimes: [{"instance_id": "0b6c2d1e-...", "pid": 4242, "live": true, "converged": false,
-                "pending_queues": ["orders"], "...": "..."}]
-    new_runtimes: []
+             "runtimes_converged": 0, "stragglers": [{"pid": 4242, "physical_queue": "orders", "...": "..."}],
+             "...": "..."}}
     expected_new_runtimes: 0
     findings: []
-    summary: "orders: enqueue_shards 8 (was 1, change #7 ...)\n  runtimes: 0 of 2 live runtimes on the current count ..."
-    summary_lines: ["orders: enqueue_shards 8 (was 1, change #7 ...)", "  runtimes: 0 of 2 live runtimes on the current count ..."]
 check_mode:
   description: Whether the run was a check-mode run.
   returned: always
@@ -601,6 +611,7 @@ def argument_spec() -> dict[str, Any]:
         ledger={"type": "bool", "default": True},
         ledger_schema={"type": "str", "default": DEFAULT_SCHEMA},
         reason={"type": "str"},
+        detail={"type": "bool", "default": False},
     )
     return spec
 
@@ -618,7 +629,8 @@ def change(module: AnsibleModule) -> tuple[EnqueueShardsResult, list[str]]:
         return change_and_read(
             conn, requests, listed=params["queues"] is not None, diff=module._diff,  # pylint: disable=protected-access
             reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
-            lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"])
+            lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"],
+            detail=params["detail"])
 
 
 def main() -> None:

@@ -10,12 +10,14 @@ short_description: Per-shard depth and lag, lane and grant health, and runtime c
 version_added: 0.1.0
 description:
   - Reports, for one Awa queue or for every queue, the enqueue shard count of each physical queue and the
-    ordering it implies, which lanes exist or are missing, and per lane (priority, shard) the exact ready
-    depth, the sequence lag and the age of the oldest ready job, flagging shards at or above the count.
+    ordering it implies, which lanes exist or are missing, and per shard the exact ready depth; with O(detail), per
+    lane (priority, shard) the exact ready depth, the sequence lag and the age of the oldest ready job, flagging
+    shards at or above the count.
+  - Its result fits a screen for a queue (RV(summary_lines) first); O(detail) returns all of it.
   - Reports grant health - lane sequences a runtime role cannot use (C(USAGE), C(SELECT), C(UPDATE)) and lane
     sequences owned by a runtime role - each with the fix.
-  - Reports every Awa runtime (C(awa.runtime_instances)), live or stale by Awa's own rule, and whether it runs
-    with the current count of each queue. Awa 0.6 runtimes cache the count until they restart and do not
+  - Reports the Awa runtimes (C(awa.runtime_instances)) live by Awa's own rule, and whether each runs with the
+    current count of each queue - every runtime, stale ones too, with O(detail). Awa 0.6 runtimes cache the count until they restart and do not
     publish it, so a runtime counts as converged when it is a new process since the last change recorded by
     M(awa.operations.awa_enqueue_shards) (and started no earlier than O(clock_margin) before it). A snapshot
     that reports its count (a future Awa) is judged by that report.
@@ -307,7 +309,7 @@ queues:
           description: The shard.
           type: int
     lanes:
-      description: Every lane of its physical queues. Not with O(lanes=false).
+      description: Every lane of its physical queues. With O(detail) only, and not with O(lanes=false).
       type: list
       elements: dict
       contains:
@@ -337,7 +339,8 @@ queues:
           type: int
           version_added: 0.3.0
     shards:
-      description: The lanes summed over priorities, one row per physical queue and shard. Not with O(lanes=false).
+      description: The lanes summed over priorities, one row per physical queue and shard (their ready jobs are in
+        RV(summary_lines)). With O(detail) only, and not with O(lanes=false).
       type: list
       elements: dict
       contains:
@@ -385,7 +388,7 @@ queues:
       type: list
       elements: str
     summary_lines:
-      description: This queue's lines of RV(summary_lines).
+      description: This queue's lines of RV(summary_lines). With O(detail) only.
       type: list
       elements: str
   sample:
@@ -420,8 +423,12 @@ read_at:
   type: str
   sample: "2026-11-30T16:39:40.123456+00:00"
 runtimes:
-  description: Every runtime snapshot row (C(awa.runtime_instances)), live or not.
-  returned: always
+  description:
+    - Every runtime snapshot row (C(awa.runtime_instances)), live or not - stale ones (gone without a goodbye) and
+      shutting down ones too, which Awa keeps a day.
+    - Without O(detail), each queue counts its live runtimes and names those not on its count
+      (RV(queues.stragglers)).
+  returned: with O(detail=true)
   type: list
   elements: dict
   contains: &runtime
@@ -616,7 +623,7 @@ findings:
   sample: []
 new_runtimes:
   description: The live, healthy runtimes, each as in RV(runtimes).
-  returned: always
+  returned: with O(detail=true)
   type: list
   elements: dict
   contains: *runtime
@@ -627,12 +634,15 @@ expected_new_runtimes:
   type: int
   sample: 0
 summary:
-  description: A few human-readable lines per queue - the count, N of M runtimes converged, depth per shard.
-  returned: always
+  description: RV(summary_lines) as one string, a line per line.
+  returned: with O(detail=true)
   type: str
   sample: "orders: enqueue_shards 8 (was 1, change #3 ...)\n  runtimes: 1 of 2 live runtimes on the current count ..."
 summary_lines:
-  description: The same summary as a list of lines, for ansible.builtin.debug.
+  description:
+    - A few human-readable lines per queue - the count and its last change, N of M runtimes converged, ready jobs
+      per shard, converged and drained - for ansible.builtin.debug.
+    - The first key of the result (Ansible's own callbacks print keys sorted by name).
   returned: always
   type: list
   elements: str

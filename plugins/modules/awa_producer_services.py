@@ -97,7 +97,10 @@ options:
     description:
       - Without systemd, the command that tells when one service's current process started, run once per service
         like O(restart_command). It must exit 0 and print C(START) or C(START PID) - the start in unix seconds and,
-        optionally, the pid of the process that runs the service's Awa runtime.
+        optionally, the pid of the process that runs the service (its Awa runtime, or the process of its container,
+        whose descendants are read for RV(services[].reports_as)).
+      - Then optionally a line per runtime of the service that runs where its processes cannot show it (a replica
+        on another machine, a Kubernetes pod) - C(HOSTNAME) or C(HOSTNAME PID), what that runtime reports to Awa.
       - It exits as an init script's C(status) action does (and C(supervisorctl status)). An exit of 4 says there
         is no such service - its state is V(missing), with a RV(services[].problem). Another non-zero exit leaves
         the state V(unknown) (3 - the service is stopped or failed - or any other). An exit of 126 or 127 (the
@@ -251,6 +254,20 @@ services:
         (exit 126 or 127) or printed something else than C(START) or C(START PID); null when it can be read.
       type: str
       sample: null
+    reports_as:
+      description:
+        - What the processes of the running service report to Awa as a runtime's identity, each once - its pid in
+          its own pid namespace (C(NSpid) of C(/proc/PID/status); 1 for a container's first process) and the
+          C(HOSTNAME) of its environment as it started (C(/proc/PID/environ); null when it has none). The
+          processes are a systemd unit's control group and the groups below it, or the pid the status command
+          printed and its descendants; then a line each for the runtimes the status command printed after the
+          start (C(HOSTNAME) and optionally C(PID); a null pid matches any).
+        - An identity without a C(hostname) key is a process whose environment this run could not read (another
+          user's, without become) - any host name. Empty when the service does not run.
+      type: list
+      elements: dict
+      sample: [{pid: 4242, hostname: fleet-1}, {pid: 1, hostname: 3f9c2a1b7d4e}]
+      version_added: 0.5.0
 restarted:
   description: The services restarted (in check mode, the ones that would be).
   returned: always

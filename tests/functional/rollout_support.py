@@ -30,6 +30,8 @@ PLAYBOOK = REPO / "playbooks" / "set_enqueue_shards.yml"
 BACKOUT_PREFIX = "To back out (the previous counts, the same options): "
 # Three producer hosts of this machine and the four programs of the conftest's fleet_bed they run.
 HOSTS = {"producer-a": ["awa-app-1", "awa-app-2"], "producer-b": ["awa-app-3"], "producer-c": ["awa-app-4"]}
+# Two producer hosts of this machine, one of the demo bed's two programs each: a batch of one host is one program.
+TWO_HOSTS = {"producer-a": ["awa-app-1"], "producer-b": ["awa-app-2"]}
 # A runtime the plan or the summary names as outside the change window.
 OUTSIDE = re.compile(r"pid (\d+) on host")
 
@@ -86,7 +88,9 @@ def hosts_inventory(folder: Path, hosts: dict[str, list[str]]) -> Path:
     each host with an environment file of its own: one file written by several hosts, each with its own text (the
     file names the host's services), would change on every run."""
     return producer_inventory(folder, {host: {"enqueue_shards_services": services,
-                                              "enqueue_shards_env_file": str(folder / f"{host}.env")}
+                                              "enqueue_shards_env_file": str(folder / f"{host}.env"),
+                                              # The programs do not read these files (they read the bed's own).
+                                              "enqueue_shards_runtime_hostname": ""}
                                        for host, services in hosts.items()})
 
 

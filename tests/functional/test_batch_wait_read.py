@@ -72,8 +72,9 @@ def test_the_role_s_wait_for_restarted_runtimes_without_lanes_through_ansible(aw
     change(awa_db, "orders", 4)
     worker = fleet.worker("w", ["orders=4"])
     wait_for_live_runtimes(awa_db, [worker.pid], 30)
+    # detail: as the role asks (its module defaults), for the new runtimes.
     args = {**awa_db.login_args(), "queues": ["orders"], "wait": "restarted", "expected_new_runtimes": 1,
-            "known_runtimes": [], "health": True, "lanes": False, "wait_timeout": 60, "wait_sleep": 0.5}
+            "known_runtimes": [], "health": True, "lanes": False, "wait_timeout": 60, "wait_sleep": 0.5, "detail": True}
     process = ansible_command("ansible", "localhost", "-m", ROLE_READ,
                               "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert process.returncode == 0, process.stdout + process.stderr
@@ -93,8 +94,8 @@ def test_the_role_s_wait_for_the_services_it_restarted_waits_for_their_pids_and_
     restarted, elsewhere = fleet.worker("restarted", ["orders=4"]), fleet.worker("elsewhere", ["orders=4"])
     wait_for_live_runtimes(awa_db, [restarted.pid, elsewhere.pid], 30)
     args = {**awa_db.login_args(), "queues": ["orders"], "wait": "restarted", "known_runtimes": [], "lanes": False,
-            "restarted_services": [{"names": ["localhost"], "pid": restarted.pid}], "wait_timeout": 60,
-            "wait_sleep": 0.5}
+            "restarted_services": [{"reports_as": [{"pid": restarted.pid}]}], "wait_timeout": 60,
+            "wait_sleep": 0.5, "detail": True}
     process = ansible_command("ansible", "localhost", "-m", ROLE_READ,
                               "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert process.returncode == 0, process.stdout + process.stderr
@@ -103,7 +104,7 @@ def test_the_role_s_wait_for_the_services_it_restarted_waits_for_their_pids_and_
     assert [view["pid"] for view in result["new_runtimes"]] == [restarted.pid] and result["expected_new_runtimes"] == 1
 
     # A service whose runtime never comes: the wait times out, though another new runtime is live.
-    args.update(restarted_services=[{"names": ["localhost"], "pid": 1}], wait_timeout=2)
+    args.update(restarted_services=[{"reports_as": [{"pid": 1}]}], wait_timeout=2)
     timed_out = ansible_command("ansible", "localhost", "-m", ROLE_READ,
                                 "-a", json.dumps(args), env_extra={"ANSIBLE_PYTHON_INTERPRETER": str(ansible_python())})
     assert timed_out.returncode != 0 and "0 of 1 restarted runtimes are live and healthy" in timed_out.stdout

@@ -34,7 +34,8 @@ QUEUES = [{"queue": "orders", "shards": 8, "new_queue": True}, {"queue": "events
 def test_a_list_is_planned_then_applied_queue_by_queue_then_left_alone(awa_db):
     # The ledger exists already: a check run plans each queue on its own, so each plan would create it.
     ansible_adhoc({**awa_db.login_args(), "queue": "earlier", "shards": 2, "new_queue": True})
-    args = {**awa_db.login_args(), "queues": QUEUES}
+    # detail: the statements, compared below.
+    args = {**awa_db.login_args(), "queues": QUEUES, "detail": True}
     before = snapshot(awa_db)
     process, planned = ansible_adhoc(args, "--check")
     assert process.returncode == 0, process.stdout

@@ -37,7 +37,7 @@ def test_a_drain_wait_names_the_old_shards_a_stale_runtime_still_promotes_into(a
     wait_until(lambda: len(cursors_beyond(awa_db, "promo", 2)) == 2, 60, "promoted jobs on promo's shards 2 and 3")
     change(awa_db, "promo", 2)
     # The leader's service, as a rollout hands it to the waits: one the change does not concern.
-    untouched = {"names": [], "pid": leader.pid, "started_at": None, "concerned": False}
+    untouched = {"reports_as": [{"pid": leader.pid}], "started_at": None, "concerned": False}
 
     with pytest.raises(WaitTimeout) as timed_out:
         info(awa_db, queue="promo", wait="drained", timeout=8, window_services=[untouched])

@@ -36,7 +36,8 @@ def playbook_step(tmp_path: Path, variables: dict, *flags: str) -> tuple[subproc
 
 
 def test_playbook_check_then_apply_then_rerun(awa_db, tmp_path):
-    variables = {**awa_db.login_args(), "queue": "played", "shards": 4, "stripes": 2, "new_queue": True}
+    # detail: the statements, compared below.
+    variables = {**awa_db.login_args(), "queue": "played", "shards": 4, "stripes": 2, "new_queue": True, "detail": True}
     before = snapshot(awa_db)
 
     check_run, checked = playbook_step(tmp_path, variables, "--check")

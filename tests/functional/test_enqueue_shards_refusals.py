@@ -3,6 +3,7 @@ queue names are data, stored literally, and work with real Awa programs."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -27,8 +28,10 @@ from ansible_collections.awa.operations.plugins.module_utils.change.request impo
 
 from enqueue_shards_support import (
     ansible_adhoc,
+    ansible_command,
     change,
     complete_lanes,
+    info,
     lane_objects,
     lanes_below,
     ledger_rows,
@@ -105,6 +108,25 @@ def test_a_queue_awa_knows_by_a_scheduled_job_or_a_runtime_is_changed_and_a_new_
     assert change(awa_db, "invoices", 4, new_queue=True)["lanes_created"] == 16
     assert change(awa_db, "invoices", 4, new_queue=False)["changed"] is False, "known now: a re-run needs no new_queue"
     assert shard_counts(awa_db) == {"later": 2, "idle#0": 2, "idle#1": 2, "invoices": 4}
+
+
+def test_a_misspelt_queue_is_named_with_the_queue_a_job_names_or_a_runtime_serves_before_its_count(awa_db, fleet):
+    """A queue whose count was never changed has no queue_meta row, and before its first job no lane: the queue a
+    scheduled job names and the queue a live runtime serves are what a typo of them meant, for the change and the
+    read alike (one statement reads every name the database knows)."""
+    fleet.producer("scheduler", "invoices", scheduled_every=1, count=1, rate=0).wait(60)
+    assert awa_db.query("SELECT queue FROM awa.deferred_jobs") == [("invoices",)]
+    assert refused(awa_db, "invoces", 4, new_queue=False).message.startswith(
+        NEVER_SEEN.format("invoces").capitalize() + " (did you mean invoices?)")
+    awa_db.query("DELETE FROM awa.deferred_jobs")
+
+    worker = fleet.worker("orders-worker", ["orders"])
+    wait_for_live_runtimes(awa_db, [worker.pid], 60)
+    assert shard_counts(awa_db) == {} and lane_objects(awa_db)["enqueue_heads"] == set(), "no row, no lane"
+    error = refused(awa_db, "ordres", 4, new_queue=False)
+    assert error.message.startswith(NEVER_SEEN.format("ordres").capitalize() + " (did you mean orders?)"), error.message
+    read = info(awa_db, queue="ordres")
+    assert read["queues"]["ordres"]["findings"][0] == f"ordres: {NEVER_SEEN.format('ordres')} (did you mean orders?)"
 
 
 def database_without_awa(factory: AwaDatabaseFactory) -> AwaDatabase:
@@ -209,6 +231,22 @@ def test_a_wrong_password_names_the_server_libpq_used_and_where_the_password_cam
                                     f"{migrator!r} {used}: "), error.message
     assert f'password authentication failed for user "{migrator}"' in error.message
     assert wrong not in error.message
+
+
+@pytest.mark.parametrize("module, args", [("awa_enqueue_shards", {"queue": "orders", "shards": 4}),
+                                          ("awa_enqueue_shards_info", {"queue": "orders"})])
+def test_a_server_of_pghost_that_does_not_resolve_is_named_with_what_to_do(module, args):
+    """PGHOST names the server and no login_host is given: psycopg, which resolves host names itself, says "failed to
+    resolve host None"; the module names the host, where it came from and what to correct. Nothing is reached."""
+    process = ansible_command("ansible", "localhost", "-m", f"awa.operations.{module}",
+                              "-a", json.dumps({"login_db": "app", "login_user": "awa_migrator", **args}),
+                              env_extra={"PGHOST": "no-such-host.invalid", "PGPORT": "5433"})
+    result = json.loads(process.stdout[process.stdout.index("{", process.stdout.index("localhost | ")):])
+    assert "FAILED" in process.stdout and "None" not in result["msg"], process.stdout
+    assert result["msg"] == (
+        "could not connect to database 'app' on no-such-host.invalid:5433 as 'awa_migrator': the host name "
+        "'no-such-host.invalid' of PGHOST (the environment of the host that runs the module) does not resolve: Name "
+        "or service not known. Correct PGHOST there, or give login_host")
 
 
 @pytest.mark.parametrize("statement, params", [

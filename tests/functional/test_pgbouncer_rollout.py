@@ -56,7 +56,7 @@ def test_the_change_window_playbook_lowers_restarts_and_waits_through_pgbouncer(
         process = set_enqueue_shards(state_dir, 2, connection={**pooled, "session_role": owner})
 
     assert process.returncode == 0, process.stdout
-    assert "Restarting 2 producer service(s) in 2 batch(es) of at most 1" in process.stdout
+    assert "Restarting 2 producer service(s) on 1 host(s) in 1 batch(es) of at most 1 host(s)" in process.stdout
     assert summary_row(process.stdout)[1:3] == ["4 -> 2", "2 of 2"]
     assert summary_row(process.stdout)[4:] == ["0", "yes / yes"]
     assert all(pid != pids[name] for name, pid in program_pids(state_dir).items())

@@ -60,7 +60,7 @@ def test_the_playbook_runs_on_groups_named_by_its_variables(testbed, testbed_db)
     output = process.stdout + process.stderr
     assert process.returncode == 0, output
     # The producer play ran on app_servers' host, and every database step on db_clients' first host.
-    assert "PLAY [Change enqueue_shards and roll it out to every producer]" in output
+    assert "PLAY [Change window | validate, reach, preflight, the change, the producers' environment file and the plan]" in output
     assert "[localhost -> db-client]" in output, output
     assert "Change | set enqueue_shards, provision lanes, grant, record in the ledger" in output
     assert shard_counts(testbed_db).get("demo", 1) == 1, "check mode changed nothing"

@@ -20,7 +20,7 @@ import yaml
 
 from enqueue_shards_support import ansible_command
 from ansible_collections.awa.operations.plugins.plugin_utils.advice_events import SOURCE_DEFAULTS
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import record
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import input_rules, record
 
 COLLECTION = Path(__file__).resolve().parents[2]
 INTERFACE = yaml.safe_load((COLLECTION / "docs" / "public_interface.yml").read_text(encoding="utf-8"))
@@ -81,6 +81,24 @@ def test_the_role_s_entry_points_take_exactly_the_variables_of_the_list():
             expected["choices"] = {key: value for key, value in expected["choices"].items() if key in variables}
             expected["suboptions"] = {key: value for key, value in expected["suboptions"].items() if key in variables}
             assert shown == expected, f"{name} entry point {entry_point}"
+
+
+def test_the_keys_and_choices_the_role_s_validate_phase_holds_are_the_list_s_and_documented():
+    """Left out of the spec (Ansible's check of it would print all of it for one typo), named in the descriptions."""
+    entry = INTERFACE["roles"]["awa.operations.enqueue_shards"]
+    prefix = input_rules.PREFIX
+    assert {prefix + name: sorted(values) for name, values in input_rules.CHOICES.items()} == {
+        name: sorted(values) for name, values in entry["validated_choices"].items()}
+    assert {prefix + name: sorted(values) for name, values in input_rules.KEYS.items()} == {
+        name: sorted(values) for name, values in entry["validated_keys"].items()}
+    entry_points = ansible_doc("-t", "role", "awa.operations.enqueue_shards")["awa.operations.enqueue_shards"][
+        "entry_points"]
+    for markup, held in (("V", entry["validated_choices"]), ("C", entry["validated_keys"])):
+        for variable, values in held.items():
+            for name, shown in entry_points.items():
+                if variable in shown["options"]:
+                    text = " ".join(shown["options"][variable]["description"])
+                    assert [value for value in values if f"{markup}({value})" not in text] == [], (name, variable)
 
 
 def test_the_moved_options_are_the_internal_read_s_not_the_public_module_s():

@@ -13,9 +13,9 @@ lines the bed printed:
 - the database: PostgreSQL 18, the real Awa 0.6.9 schema, database ``awa``
   with the roles ``awa_owner``, ``awa_migrator`` and ``awa_runtime``, of which
   the applications' login role is a member;
-- the producer host: this machine, running the Awa applications ``awa-app-1``
-  and ``awa-app-2`` (worker runtimes that also enqueue into ``orders``)
-  under supervisord, and a ``supervisorctl`` first on PATH that talks to it,
+- the producer hosts ``app1`` and ``app2``: this machine, running the Awa
+  applications ``awa-app-1`` and ``awa-app-2`` (worker runtimes that also
+  enqueue into ``orders``) under supervisord, and a ``supervisorctl`` first on PATH that talks to it,
   as an installed supervisord's would;
 - the collection: this checkout, where the README installs it from Galaxy.
 
@@ -266,7 +266,8 @@ def test_the_quick_start_runs_as_written_and_prints_what_it_shows(quick_start_be
     assert all(pids_after[name] not in (None, pids_before[name]) for name in pids_after), (pids_before, pids_after)
     again = subprocess.run(shlex.split(found.commands[-1]), cwd=directory, env=env, capture_output=True, text=True,
                            timeout=900, check=False)
-    assert again.returncode == 0 and re.search(r"localhost +: ok=\d+ +changed=0 ", again.stdout), again.stdout
+    assert again.returncode == 0 and all(re.search(rf"{host} +: ok=\d+ +changed=0 ", again.stdout)
+                                         for host in ("app1", "app2")), again.stdout
     assert program_pids(state_dir) == pids_after
 
     if REFRESH:
@@ -295,7 +296,7 @@ def test_a_service_supervisord_does_not_have_is_refused_at_the_reach_by_the_read
 
         assert process.returncode != 0, process.stdout
         failed = process.stdout[process.stdout.rfind("TASK ["):]
-        assert "Reach | stop unless" in failed and "localhost/awa-app-3: the status command sh -c " in failed, failed
+        assert "Reach | stop unless" in failed and "app1/awa-app-3: the status command sh -c " in failed, failed
         assert ("awa-app-3 says there is no such service (exit status 4: awa-app-3: ERROR (no such process)); correct "
                 "enqueue_shards_services for this host, or set the service up there") in failed, failed
         assert (shard_counts(db), program_pids(state_dir)) == (counts, pids), "nothing was changed or restarted"

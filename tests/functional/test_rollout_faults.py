@@ -27,10 +27,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from awa_testbed import environment
 from awa_testbed.pgserver import free_port
 from enqueue_shards_support import ansible_env, shard_counts, snapshot
-from rollout_support import (backout_argv, failure_message, producer_inventory, program_pids, set_enqueue_shards,
+from rollout_support import (TWO_HOSTS, backout_argv, failure_message, hosts_inventory, producer_inventory,
+                             program_pids, set_enqueue_shards,
                              summary_row)
 
 TESTBED = [sys.executable, "-m", "awa_testbed"]
@@ -43,65 +46,77 @@ def bed_command(state_dir: Path, *args: str) -> None:
     subprocess.run([*TESTBED, *args[:1], "--state", str(state_dir), *args[1:]], check=True, capture_output=True)
 
 
-def run(state_dir: Path, shards: int, **variables) -> subprocess.CompletedProcess:
-    return set_enqueue_shards(state_dir, shards, batch_size=1, restart_timeout=RESTART_TIMEOUT, converge_timeout=60,
-                              **variables)
+def run(state_dir: Path, shards: int, inventory: Path, **variables) -> subprocess.CompletedProcess:
+    """The window on ``inventory`` (``two_hosts``: awa-app-1, then awa-app-2, a batch each)."""
+    return set_enqueue_shards(state_dir, shards, inventory=inventory, batch_size=1, restart_timeout=RESTART_TIMEOUT,
+                              converge_timeout=60, **variables)
 
 
-def test_an_application_that_hangs_before_its_runtime_registers_is_restarted_by_the_next_run(testbed, testbed_db):
+@pytest.fixture
+def two_hosts(tmp_path) -> Path:
+    """The test bed's two programs as two producer hosts, one each: batch 1 restarts awa-app-1, batch 2 awa-app-2."""
+    return hosts_inventory(tmp_path, TWO_HOSTS)
+
+
+def test_an_application_that_hangs_before_its_runtime_registers_is_restarted_by_the_next_run(
+        testbed, testbed_db, two_hosts):
     bed_command(testbed, "fault", "awa-app-2", "hang")
-    stopped = run(testbed, 4)
+    stopped = run(testbed, 4, two_hosts)
 
     assert stopped.returncode != 0
     message = failure_message(stopped.stdout)
     hung = program_pids(testbed)["awa-app-2"]
-    assert message.startswith(f"Rollout stopped at batch 2 of 2 (localhost/awa-app-2): localhost/awa-app-2 did not "
+    assert message.startswith(f"Rollout stopped at batch 2 of 2 (producer-b/awa-app-2): producer-b/awa-app-2 did not "
                               f"come back: it runs (pid {hung}) but no live Awa runtime has its pid - it hangs before "
                               "its runtime registers, or it is in a restart loop; 0 of 1 restarted runtimes")
     assert '"enqueue_shards_queues": [{"queue": "demo", "shards": 1}]' in message  # the back-out
 
     # The fault is removed; the hung process still runs, started after the change. The same change again:
     bed_command(testbed, "fault", "awa-app-2", "none")
-    finished = run(testbed, 4)
+    finished = run(testbed, 4, two_hosts)
 
     assert finished.returncode == 0, finished.stdout
-    assert (f"localhost/awa-app-2: restart - it runs (pid {hung}) but no live Awa runtime has its pid"
-            in finished.stdout)
+    # Its host's only service hangs: no runtime is tied to a service there, so the host is judged by count.
+    assert ("producer-b/awa-app-2: restart - the inventory runs 1 of 2 runtimes on the count and its runtimes cannot "
+            "be told apart from the others by pid") in finished.stdout
     assert program_pids(testbed)["awa-app-2"] != hung
-    assert summary_row(finished.stdout)[1:3] == ["4 -> 4", "2 of 2"]
-    assert "Every service of the inventory is done: 2 of 2 inventory runtimes live on the count" in finished.stdout
+    assert summary_row(finished.stdout)[1:3] == ["1 -> 4", "2 of 2"]
+    assert "inventory: 2 of 2 runtimes of the producer services live on the count" in finished.stdout
     assert shard_counts(testbed_db)["demo"] == 4
 
 
-def test_a_rollout_stopped_half_way_by_a_restart_loop_is_backed_out_as_printed(testbed, testbed_db):
+def test_a_rollout_stopped_half_way_by_a_restart_loop_is_backed_out_as_printed(testbed, testbed_db, two_hosts):
     bed_command(testbed, "fault", "awa-app-2", "crash")
-    stopped = run(testbed, 6)
+    stopped = run(testbed, 6, two_hosts)
 
     assert stopped.returncode != 0
     message = failure_message(stopped.stdout)
-    assert message.startswith("Rollout stopped at batch 2 of 2 (localhost/awa-app-2): localhost/awa-app-2 did not "
+    assert message.startswith("Rollout stopped at batch 2 of 2 (producer-b/awa-app-2): producer-b/awa-app-2 did not "
                               "come back"), message
     assert shard_counts(testbed_db)["demo"] == 6, "the change itself is committed"
     # The stopped window's record: what is done and what is left, for the change ticket.
     report_path = message.split("The window's report: ", 1)[1].split(". To back out", 1)[0]
     # awa-app-2 restarted, into its restart loop: not done.
-    assert "So far restarted: localhost/awa-app-1, localhost/awa-app-2; not done: localhost/awa-app-2." in message
+    assert "So far restarted: producer-a/awa-app-1, producer-b/awa-app-2; not done: producer-b/awa-app-2." in message
     report = json.loads(Path(report_path).read_text(encoding="utf-8"))
     assert Path(report_path).parent == testbed and report["stopped"]["message"].startswith(message[:60])
     outcome = report["outcome"]
     assert (outcome["done"], outcome["stopped_at"]) == (
-        False, "Batch | stop the rollout unless every service came back and every health gate holds")
+        False, "Batch | wait for the runtimes of the services it restarted, watch it for its pause, and judge it")
     assert {key: outcome["queues"]["demo"][key] for key in ("asked", "after", "converged")} == {
         "asked": 6, "after": 6, "converged": False}
-    assert outcome["services"] == {"restarted": ["localhost/awa-app-1", "localhost/awa-app-2"], "skipped": [],
-                                   "left": ["localhost/awa-app-2"]}
+    assert outcome["services"] == {"restarted": ["producer-a/awa-app-1", "producer-b/awa-app-2"], "skipped": [],
+                                   "left": ["producer-b/awa-app-2"]}
     assert outcome["backout"] == message[message.index("To back out"):]
     assert report["batches"][-1]["ok"] is False
 
     # The operator repairs the application and backs the change out with the command the stop printed.
     bed_command(testbed, "fault", "awa-app-2", "none")
+    # As printed, from another directory than the window's.
+    elsewhere = two_hosts.parent / "elsewhere"
+    elsewhere.mkdir()
     backout = subprocess.run(backout_argv(message), env={**ansible_env(), "AWA_TESTBED_STATE": str(testbed)},
-                             capture_output=True, text=True, timeout=300, check=False)
+                             capture_output=True, text=True, timeout=300, check=False, cwd=elsewhere)
 
     assert backout.returncode == 0, backout.stdout
     assert "demo: enqueue_shards 6 -> 4 on demo - changed in one transaction" in backout.stdout
@@ -112,7 +127,7 @@ def test_a_rollout_stopped_half_way_by_a_restart_loop_is_backed_out_as_printed(t
     assert "every one completed exactly once" in settled, settled
 
 
-def test_the_health_gates_stop_the_rollout_naming_gate_reading_and_limit(testbed, testbed_db):
+def test_the_health_gates_stop_the_rollout_naming_gate_reading_and_limit(testbed, testbed_db, two_hosts):
     ctl = " ".join(environment.load_state(testbed)["supervisorctl"])
     python = f"{sys.executable} -m awa_testbed"
     # Before the canary restarts: two sessions deadlock, jobs that fail for good, jobs that will be retried.
@@ -122,12 +137,12 @@ def test_the_health_gates_stop_the_rollout_naming_gate_reading_and_limit(testbed
                   f'exec {ctl} restart "$0"\' {{service}}')
     before = program_pids(testbed)
 
-    stopped = run(testbed, 5, restart_command=bad_change, canary_pause=5, max_deadlocks=0, max_failed_jobs=0,
-                  max_retried_jobs=0)
+    stopped = run(testbed, 5, two_hosts, restart_command=bad_change, canary_pause=5, max_deadlocks=0,
+                  max_failed_jobs=0, max_retried_jobs=0)
 
     assert stopped.returncode != 0
     message = failure_message(stopped.stdout)
-    assert message.startswith("Rollout stopped at batch 1 of 2 (localhost/awa-app-1): health gate deadlocks: ")
+    assert message.startswith("Rollout stopped at batch 1 of 2 (producer-a/awa-app-1): health gate deadlocks: ")
     for gate, variable in (("deadlocks", "max_deadlocks"), ("failed_jobs", "max_failed_jobs"),
                            ("retried_jobs", "max_retried_jobs")):
         assert f"health gate {gate}: " in message and f"over the limit of 0 (enqueue_shards_{variable})" in message
@@ -142,7 +157,7 @@ def test_a_producer_host_that_does_not_answer_stops_the_window_or_is_left_out_wi
         "ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": free_port()}})
     database, pids = snapshot(testbed_db), program_pids(testbed)
 
-    stopped = run(testbed, 6, inventory=inventory)
+    stopped = run(testbed, 6, inventory)
 
     assert stopped.returncode != 0
     assert failure_message(stopped.stdout).startswith(
@@ -151,7 +166,7 @@ def test_a_producer_host_that_does_not_answer_stops_the_window_or_is_left_out_wi
     assert "awa-app-1, awa-app-2 not checked or restarted" in failure_message(stopped.stdout)
     assert (snapshot(testbed_db), program_pids(testbed)) == (database, pids)
 
-    went_on = run(testbed, 6, inventory=inventory, max_fail_percentage=50)
+    went_on = run(testbed, 6, inventory, max_fail_percentage=50)
 
     assert went_on.returncode != 0, "never converged for the inventory"
     assert shard_counts(testbed_db)["demo"] == 6

@@ -20,9 +20,13 @@ demo's count once more:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.options import APPLICATION_NAME
@@ -45,18 +49,18 @@ def killed(window: subprocess.Popen) -> None:
 def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_same_command(fleet_bed, tmp_path):
     state_dir, db = fleet_bed
     inventory = hosts_inventory(tmp_path, HOSTS)
-    # Two batches: [producer-a/awa-app-1, producer-b/awa-app-3], then [producer-c/awa-app-4, producer-a/awa-app-2].
+    # Two batches of hosts: [producer-a (awa-app-1, awa-app-2), producer-b (awa-app-3)], then [producer-c (awa-app-4)].
     options = {"inventory": inventory, "batch_size": 2, "restart_command": restart_command(state_dir, tmp_path)}
     shards = shard_counts(db).get("demo", 1) + 1
     recorded, before = len(ledger_rows(db)), program_pids(state_dir)
 
     window = start_enqueue_shards(state_dir, shards, output=tmp_path / "killed.out", **options)
     # The next batch restarts only once this one's runtimes are live: the kill lands between the two.
-    wait_until(lambda: len(restarted(tmp_path)) == 2, WINDOW_SECONDS, "the first batch's restarts", interval=0.05)
+    wait_until(lambda: len(restarted(tmp_path)) == 3, WINDOW_SECONDS, "the first batch's restarts", interval=0.05)
     killed(window)
 
     first = restarted(tmp_path)
-    assert sorted(first) == ["awa-app-1", "awa-app-3"]
+    assert sorted(first) == ["awa-app-1", "awa-app-2", "awa-app-3"]
     assert shard_counts(db)["demo"] == shards and len(ledger_rows(db)) == recorded + 1
     again = set_enqueue_shards(state_dir, shards, **options)
 
@@ -65,11 +69,39 @@ def test_a_controller_killed_after_the_first_batch_s_restart_is_finished_by_the_
     assert len(ledger_rows(db)) == recorded + 1, "the count is not switched again"
     # What the first run restarted is found done; the others restart, each once.
     now = program_pids(state_dir)
-    for host, program in (("producer-a", "awa-app-1"), ("producer-b", "awa-app-3")):
+    for host, program in (("producer-a", "awa-app-1"), ("producer-a", "awa-app-2"), ("producer-b", "awa-app-3")):
         assert f"{host}/{program}: left alone - its runtime (pid {now[program]}) runs the count" in again.stdout
-    assert "Restarting 2 producer service(s) in 1 batch(es)" in again.stdout
+    assert "Restarting 1 producer service(s) on 1 host(s) in 1 batch(es)" in again.stdout
     assert sorted(restarted(tmp_path)) == sorted(before)
-    assert "Every service of the inventory is done: 4 of 4 inventory runtimes live on the count" in again.stdout
+    assert "inventory: 4 of 4 runtimes of the producer services live on the count" in again.stdout
+
+
+def newest_record(state_dir: Path) -> dict:
+    """The window's record the newest run left in the report directory (the test bed's state folder)."""
+    return json.loads(max(state_dir.glob("enqueue_shards-*.json"), key=os.path.getmtime).read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("signal_sent", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT (Ctrl-C)"])
+def test_a_window_cut_short_after_its_first_batch_leaves_a_record_of_it(fleet_bed, tmp_path, signal_sent):
+    state_dir, db = fleet_bed
+    options = {"inventory": hosts_inventory(tmp_path, HOSTS), "batch_size": 2,
+               "restart_command": restart_command(state_dir, tmp_path)}
+    shards = shard_counts(db).get("demo", 1) + 1
+
+    window = start_enqueue_shards(state_dir, shards, output=tmp_path / "cut.out", **options)
+    # The record is written once the batch is judged: the second batch restarts only after that.
+    wait_until(lambda: len(restarted(tmp_path)) > 3, WINDOW_SECONDS, "the second batch's restart", interval=0.05)
+    os.killpg(window.pid, signal_sent)
+    code = window.wait(timeout=120)
+
+    assert code != 0
+    outcome = newest_record(state_dir)["outcome"]
+    assert outcome["last_step"] == "batch 1 of 2" and not outcome["done"], outcome
+    assert sorted(outcome["services"]["restarted"]) == ["producer-a/awa-app-1", "producer-a/awa-app-2",
+                                                        "producer-b/awa-app-3"]
+    assert outcome["message"].startswith("The window had run up to batch 1 of 2 when this record was written: if "
+                                         "it ends here, the window was interrupted.")
+    assert outcome["queues"]["demo"]["asked"] == shards
 
 
 def test_a_controller_killed_during_the_change_is_finished_by_the_same_command_with_one_recorded_change(fleet_bed, tmp_path):
@@ -101,7 +133,11 @@ def test_a_controller_killed_during_the_change_is_finished_by_the_same_command_w
     # The summary says what this run found: the count already switched, or switched by it.
     said = (f"demo: enqueue_shards {current + 1} -> {current + 1} on demo - already so, nothing written" if switched
             else f"demo: enqueue_shards {current} -> {current + 1} on demo - changed in one transaction")
+    if switched:
+        set_by = ledger_rows(db)[-1]
+        assert f"already so, nothing written - change #{set_by['id']} set it from {current} at " in again.stdout
     assert said in again.stdout
-    assert summary_row(again.stdout)[1:3] == [f"{current + switched} -> {current + 1}", "4 of 4"]
+    # The window's whole move either way; a count found already so names the change that set it.
+    assert summary_row(again.stdout)[1:3] == [f"{current} -> {current + 1}", "4 of 4"]
     assert summary_row(again.stdout)[5] == "yes / yes"
     assert sorted(restarted(tmp_path)) == sorted(before)

@@ -12,6 +12,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.pgserver import free_port
 from enqueue_shards_support import ansible_command, change, ready_depth_by_shard, snapshot
 from rollout_support import PLAYBOOK, REPO, failure_message
@@ -80,6 +81,19 @@ def test_a_queue_the_database_has_never_seen_is_refused_by_preflight_naming_the_
         assert snapshot(awa_db) == before
 
 
+def test_a_misspelt_queue_only_a_runtime_serves_yet_is_refused_naming_it(awa_db, fleet, tmp_path):
+    """Before its count is first changed and before its first job, a queue is known by the runtimes serving it."""
+    worker = fleet.worker("orders-worker", ["orders"])
+    wait_for_live_runtimes(awa_db, [worker.pid], 60)
+    assert not awa_db.query("SELECT queue FROM awa.queue_meta"), "no queue_meta row"
+    before = snapshot(awa_db)
+    output = set_enqueue_shards(tmp_path, awa_db.login_args(), [{"queue": "ordres", "shards": 4}], "--check")
+    assert failure_message(output).startswith(
+        "Preflight refused queue ordres, nothing was changed: the database has never seen queue 'ordres' - no "
+        "awa.queue_meta row, no lanes, no jobs and no runtime serving it (did you mean orders?)."), output
+    assert snapshot(awa_db) == before
+
+
 def test_a_new_queue_asked_for_as_such_passes_preflight_and_the_change_would_prepare_it(awa_db, tmp_path):
     before = snapshot(awa_db)
     output = run_playbook(tmp_path, awa_db.login_args(), [{"queue": "invoices", "shards": 4, "new_queue": True}],
@@ -143,6 +157,31 @@ def test_a_misspelt_required_variable_is_named_in_a_short_message_on_every_entry
     assert snapshot(awa_db) == before
 
 
+def test_a_misspelt_key_of_a_queue_entry_or_of_the_connection_is_named_in_a_short_message(awa_db, tmp_path):
+    """shard for shards, login_usr for login_user, restrat for restart, a timeout in words: the validate phase's
+    message naming the one meant, not Ansible's check of the role's argument spec, whose result printed the whole spec
+    on one line (about 20,000 characters)."""
+    before = snapshot(awa_db)
+    login = awa_db.login_args()
+    connection = {**{name: value for name, value in login.items() if name != "login_user"},
+                  "login_usr": login["login_user"]}
+
+    output = set_enqueue_shards(tmp_path, connection, [{"queue": "orders", "shard": 4}], "--check", pickup="restrat",
+                                converge_timeout="an hour")
+
+    assert failure_message(output) == (
+        "Invalid input for localhost, nothing was changed: enqueue_shards_queues[0] has no key shard (did you mean "
+        "shards?); it takes queue, shards, stripes, new_queue | enqueue_shards_connection has no key login_usr (did "
+        "you mean login_user?); it takes login_user, login_password, login_host, login_port, login_unix_socket, "
+        "login_db, ssl_mode, ca_cert, ssl_cert, ssl_key, target_session_attrs, connect_params, session_role | "
+        "enqueue_shards_pickup must be one of restart, refresh, got 'restrat' (did you mean restart?) | argument "
+        "'enqueue_shards_converge_timeout' is of type str and we were unable to convert to float: <class 'str'> cannot "
+        "be converted to a float")
+    assert "argument_spec_data" not in output
+    assert max(map(len, output.splitlines())) <= 2000, max(map(len, output.splitlines()))
+    assert snapshot(awa_db) == before
+
+
 def test_bad_credentials_are_refused_naming_the_server_and_the_passwords_source_not_the_password(awa_db, tmp_path):
     """As the README's quick start connects: the server and the password from libpq's environment."""
     awa_db.setup_least_privilege(runtime_count=1)
@@ -191,7 +230,7 @@ def test_bad_input_is_refused_before_the_database_is_read(awa_db, tmp_path):
                     "enqueue_shards_connection lacks login_user and login_db",
                     "enqueue_shards_lock_timeout must be between 0 and 3600 seconds",
                     "enqueue_shards_batch_size: '0%' is not a percentage above 0 and up to 100. Give a whole number "
-                    'of services (2), a percentage of them ("25%"), or a list of either ([1, "25%", "100%"], the last '
+                    'of hosts (2), a percentage of them ("25%"), or a list of either ([1, "25%", "100%"], the last '
                     "entry repeated)",
                     "enqueue_shards_max_deadlocks must be a whole number of at least 0, or null for no limit"):
         assert problem in message, problem
@@ -241,14 +280,15 @@ def test_a_window_resumed_past_its_change_does_not_claim_a_count_it_did_not_set(
     assert message.startswith(
         "The change window is not done: orders holds enqueue_shards 1, not the 2 asked. This run did not set it: it "
         "started past the change (--start-at-task, or --tags without enqueue_shards_change), or another change came "
-        "after it. Nothing more was done. To resume, run the same command again: it changes nothing already done and "
-        "restarts only the services that do not run the count yet; or, once the count asked is set, only the wait "
+        "after it. Nothing more was done. To resume, run the same command again without --start-at-task (or those "
+        "--tags): it changes nothing already done and restarts only the services that do not run the count yet; or, "
+        "once the count asked is set, only the wait "
         "(--tags enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point). The window's report: ")
     assert "To back out" not in output, "this run changed nothing to back out"
     [report] = [json.loads(path.read_text(encoding="utf-8")) for path in tmp_path.glob("enqueue_shards-*.json")]
     assert report["outcome"]["done"] is False and report["outcome"]["stopped_at"].startswith("Summary | stop unless")
     assert report["outcome"]["queues"]["orders"] == {"asked": 2, "before": None, "after": 1, "converged": True,
-                                                     "drained": True}
+                                                     "drained": True, "set_by": None}
     assert snapshot(awa_db) == before
 
 

@@ -49,8 +49,8 @@ def test_check_mode_says_what_is_planned_and_what_is_true_now(testbed, testbed_d
     process = set_enqueue_shards(testbed, 4, "--check", "--diff", batch_size=[1, "100%"])
 
     assert process.returncode == 0, process.stdout
-    assert ("Check mode: would restart 2 producer service(s) in 2 batch(es) of 1, 1 (enqueue_shards_batch_size 1, "
-            "100%): [localhost/awa-app-1] then [localhost/awa-app-2]") in process.stdout
+    assert ("Check mode: would restart 2 producer service(s) on 1 host(s) in 1 batch(es) of 1 host(s) "
+            "(enqueue_shards_batch_size 1, 100%): [localhost/awa-app-1, localhost/awa-app-2]") in process.stdout
     row = summary_row(process.stdout)
     # The demo's applications enqueue and work all along: shard 0 may hold a ready job at the moment of the read.
     assert row[:3] + row[4:] == ["demo", "1 -> 4", "0 of 2 (they restart)", "0", "not yet (check mode)"]
@@ -79,6 +79,20 @@ def test_a_restart_that_fails_stops_the_rollout_with_its_own_message(testbed, te
     assert shard_counts(testbed_db)["demo"] == 4, "the change itself is committed"
 
 
+def seconds(text: str) -> float:
+    """A duration as the role says it (``45s``, ``14 min``, ``2 h 5 min``), in seconds."""
+    units = {"s": 1, "min": 60, "h": 3600}
+    return sum(float(number) * units[unit] for number, unit in re.findall(r"(\d+(?:\.\d+)?) ?(s|min|h)\b", text))
+
+
+def estimate_bounds(output: str) -> tuple[float, float]:
+    """The bounds of the window's time its preflight said, before the change."""
+    said = re.search(r"The window should take about [^;]+; at least (.+?) \(the pauses\), at most (.+?) \(the timeouts",
+                     output)
+    assert said, output
+    return seconds(said.group(1)), seconds(said.group(2))
+
+
 def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
     pids = program_pids(testbed)
 
@@ -86,13 +100,13 @@ def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
 
     assert finished.returncode == 0, finished.stdout
     assert "demo: enqueue_shards 4 -> 4 on demo - already so, nothing written" in finished.stdout
-    assert "Restarting 1 producer service(s) in 1 batch(es) of at most 1: [localhost/awa-app-2]" in finished.stdout
+    assert "Restarting 1 producer service(s) on 1 host(s) in 1 batch(es) of at most 1 host(s): [localhost/awa-app-2]" in finished.stdout
     assert f"localhost/awa-app-1: left alone - its runtime (pid {pids['awa-app-1']}) runs the count" in finished.stdout
     assert (f"localhost/awa-app-2: restart - its runtime (pid {pids['awa-app-2']}) runs an older count"
             in finished.stdout)
     after = program_pids(testbed)
     assert after["awa-app-1"] == pids["awa-app-1"] and after["awa-app-2"] != pids["awa-app-2"]
-    assert summary_row(finished.stdout)[1:3] == ["4 -> 4", "2 of 2"]
+    assert summary_row(finished.stdout)[1:3] == ["1 -> 4", "2 of 2"]
     # A successful summary ends with the window's start and end and the back-out; so does its report.
     window = re.search(r'"The window: (\S+ \S+) -> (\S+) UTC \(.*, the database\'s clock\)\."', finished.stdout)
     assert window, finished.stdout
@@ -108,6 +122,9 @@ def test_the_re_run_restarts_only_what_still_runs_the_old_count(testbed):
     assert (outcome["done"], outcome["stopped_at"], outcome["backout"], outcome["backout_queues"]) == (
         True, None, backout, [{"queue": "demo", "shards": 1}])
     assert outcome["started"].replace("T", " ")[:19] == window.group(1)
+    # Said before the change: how long it should take, within bounds the window's real time keeps.
+    least, most = estimate_bounds(finished.stdout)
+    assert least <= outcome["total_seconds"] <= most, (least, outcome["total_seconds"], most)
     assert outcome["services"] == {"restarted": ["localhost/awa-app-2"], "skipped": [], "left": []}
 
     again = set_enqueue_shards(testbed, 4)
@@ -128,7 +145,7 @@ def test_a_runtime_outside_the_inventory_is_named_outside_the_window_not_waited_
         assert process.returncode == 0, process.stdout
         outside = [line for line in process.stdout.splitlines() if "outside the change window" in line]
         assert len(outside) == 2 and all(f"pid {outsider.pid} on host" in line for line in outside), outside
-        assert "Restarting 2 producer service(s) in 2 batch(es)" in process.stdout
+        assert "Restarting 2 producer service(s) on 1 host(s) in 1 batch(es)" in process.stdout
         assert "inventory: 2 of 2, 1 outside runtimes of the producer services live on the count" in process.stdout
         restarted = program_pids(testbed)
         assert all(restarted[name] != pids[name] for name in pids)
@@ -151,7 +168,7 @@ def test_a_raise_restarts_only_the_services_that_enqueue_into_the_queue(testbed,
     process = set_enqueue_shards(testbed, shards, service_queues={"awa-app-2": ["billing"]})
 
     assert process.returncode == 0, process.stdout
-    assert "Restarting 1 producer service(s) in 1 batch(es) of at most 1: [localhost/awa-app-1]" in process.stdout
+    assert "Restarting 1 producer service(s) on 1 host(s) in 1 batch(es) of at most 1 host(s): [localhost/awa-app-1]" in process.stdout
     assert ("localhost/awa-app-2: untouched - it enqueues only into billing, which this change does not concern "
             "(enqueue_shards_service_queues)") in process.stdout
     after = program_pids(testbed)

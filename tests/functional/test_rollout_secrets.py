@@ -114,7 +114,8 @@ def test_the_check_and_the_change_name_each_changed_variable_and_print_no_secret
     assert re.search(r"The window: \d{4}-\d\d-\d\d \d\d:\d\d:\d\d -> \d\d:\d\d:\d\d UTC \(", stdout)
     outcome = change.artifact_data["awa_enqueue_shards_outcome"]
     assert (outcome["done"], outcome["stopped_at"]) == (True, None)
-    assert outcome["queues"] == {"demo": {"asked": 2, "before": 1, "after": 2, "converged": True, "drained": True}}
+    assert outcome["queues"] == {"demo": {"asked": 2, "before": 1, "after": 2, "converged": True, "drained": True,
+                                          "set_by": None}}
     assert outcome["services"] == {"restarted": ["localhost/awa-app-1", "localhost/awa-app-2"], "skipped": [],
                                    "left": []}
     # The summary prints the back-out in its JSON result: quotes escaped.

@@ -19,6 +19,7 @@ per major, each raising queue demo's count once more:
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
@@ -69,7 +70,7 @@ def test_a_batch_s_hosts_restart_at_once_and_a_producer_started_meanwhile_is_out
         code, output = finished(window, tmp_path / "out")
 
         assert code == 0, output
-        assert "Restarting 4 producer service(s) in 1 batch(es)" in output
+        assert "Restarting 4 producer service(s) on 4 host(s) in 1 batch(es)" in output
         assert sorted(restarted(tmp_path)) == sorted(before)
         began, ended = ({program: float((tmp_path / f"{program}.{end}").read_text(encoding="utf-8"))
                          for program in before} for end in ("began", "ended"))
@@ -80,7 +81,7 @@ def test_a_batch_s_hosts_restart_at_once_and_a_producer_started_meanwhile_is_out
         # outside the window, named, not restarted.
         assert "Batch 1 of 1 is back: 4 of 4 restarted runtimes live and healthy" in output
         assert outsider.pid in outside_pids(output), output
-        assert "Every service of the inventory is done: 4 of 4, 1 outside inventory runtimes live on the count" in output
+        assert "inventory: 4 of 4, 1 outside runtimes of the producer services live on the count" in output
         assert outsider.running()
     finally:
         outsider.stop()
@@ -94,10 +95,16 @@ def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_name_
     recorded, before = len(ledger_rows(db)), program_pids(state_dir)
     limits = {"producer-a": ["awa-app-1", "awa-app-2"], "producer-b,producer-c": ["awa-app-3", "awa-app-4"]}
 
+    records = set(state_dir.glob("enqueue_shards-*.json"))
     windows = {limit: start_enqueue_shards(state_dir, shards, "--limit", limit, inventory=inventory,
                                            output=tmp_path / f"{limit}.out", batch_size=1, restart_command=command)
                for limit in limits}
     outcomes = {limit: finished(window, tmp_path / f"{limit}.out") for limit, window in windows.items()}
+    # Started in the same second, each kept a record of its own.
+    written = [json.loads(path.read_text(encoding="utf-8")) for path in set(state_dir.glob("enqueue_shards-*.json"))
+               - records]
+    assert sorted(sorted(record["outcome"]["services"]["restarted"]) for record in written) == [
+        ["producer-a/awa-app-1", "producer-a/awa-app-2"], ["producer-b/awa-app-3", "producer-c/awa-app-4"]]
 
     assert [code for code, dummy in outcomes.values()] == [0, 0], outcomes
     # The count was switched once, by one of them; each service was restarted once, by its own window.

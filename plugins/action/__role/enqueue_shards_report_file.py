@@ -5,13 +5,22 @@
 ansible.builtin.copy, delegated to localhost, runs two modules (stat, then
 copy) in new Python processes for one file: about a second and a half of the
 controller's CPU at the end of every change window.
+
+The role writes the record as the window goes (after the change, after each
+batch, at the end), each time whole, into one file per window: named by
+when the run of ansible-playbook started and a digest of this controller,
+that run and the window's start (``window``), so two windows started in the
+same second - two slices of an AWX job, two ``--limit``s - never write the
+same file, and an interrupted window leaves the record of its last step.
 """
 
 from __future__ import annotations
 
-import datetime
+import hashlib
 import json
 import os
+import socket
+import time
 from typing import Any
 
 from ansible.plugins.action import ActionBase
@@ -19,14 +28,30 @@ from ansible.plugins.action import ActionBase
 ARGUMENT_SPEC = {
     "report": {"type": "raw", "required": True},
     "dir": {"type": "path", "default": "."},
+    "window": {"type": "str", "default": ""},
 }
 
 
-def report_path(directory: str, now: datetime.datetime) -> str:
-    """The report's file in ``directory``, named by the UTC second ``now``."""
-    stamp = now.astimezone(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+def process_start(pid: int) -> float | None:
+    """When process ``pid`` started, in unix seconds (Linux's /proc); None where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as stat, open("/proc/stat", encoding="utf-8") as system:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+            boot = next(int(line.split()[1]) for line in system if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def report_path(directory: str, window: str, run: int | None = None) -> str:
+    """The window's report file in ``directory``: the UTC second its run of ansible-playbook (``run``, the
+    process that forked this worker) started, and a digest of this host, that run and ``window``."""
+    run = os.getppid() if run is None else run
+    started = process_start(run)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(time.time() if started is None else started))
+    digest = hashlib.sha256(f"{socket.gethostname()} {run} {started} {window}".encode()).hexdigest()[:8]
     # ~ and variables are expanded by the argument spec (type path).
-    return os.path.join(os.path.abspath(directory), f"enqueue_shards-{stamp}.json")
+    return os.path.join(os.path.abspath(directory), f"enqueue_shards-{stamp}-{digest}.json")
 
 
 def write_report(report: object, path: str) -> None:
@@ -42,17 +67,12 @@ class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _supports_check_mode = True
 
-    @staticmethod
-    def now() -> datetime.datetime:
-        """The time that names the file (replaced in unit tests)."""
-        return datetime.datetime.now(datetime.timezone.utc)
-
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
         del tmp
         validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         del validation
-        path = report_path(args["dir"], self.now())
+        path = report_path(args["dir"], args["window"])
         if not os.path.isdir(os.path.dirname(path)):
             return dict(result, failed=True, msg=(
                 f"The report's directory {os.path.dirname(path)} does not exist on the controller: create it or name "

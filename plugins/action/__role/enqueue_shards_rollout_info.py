@@ -4,13 +4,82 @@
 
 The same controller-side wait with a progress line per poll, the delay
 waited out here, and async, with the rollout's options (info/options.py).
+
+Given a window's state (``batch``) and the restarts of its next batch
+(``restarts``: each host's result), it is the batch's whole step on the
+database controller: it waits for the runtimes of the services that batch
+restarted (rollout.state.batch_view), watches the batch for its pause when
+it came back within its health gates, judges it on its last read
+(rollout.state.after_batch) - returned as ``window_state``, said in one line -
+and writes the window's record with its verdict (``record``: the window's
+reads, its queues, the report's directory and window key), so an interrupted
+window leaves the record of its last batch.
 """
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
+from ansible import context
+from ansible.utils.display import Display
+
 from ansible_collections.awa.operations.plugins.action.awa_enqueue_shards_info import ActionModule as InfoAction
+from ansible_collections.awa.operations.plugins.action.__role.enqueue_shards_report_file import report_path, write_report
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import record, state, window
+
+display = Display()
 
 
 class ActionModule(InfoAction):
     MODULE = "awa.operations.__role.enqueue_shards_rollout_info"
     ROLLOUT = True
+    OWN_OPTIONS = {"batch": {"type": "dict"}, "restarts": {"type": "dict", "default": {}},
+                   "record": {"type": "dict", "default": {}}}
+
+    def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
+        window = self._task.args.get("batch")
+        if window is None:
+            return super().run(tmp, task_vars)
+        found = state.window_of(window)
+        rollout = found["rollout"]
+        if rollout is None:
+            return {"failed": True, "msg": "batch holds no rollout's state: the plan did not run"}
+        restarts = self._task.args.get("restarts") or {}
+        # The verdict's line says the batch is back.
+        self.say_done = False
+        asked = dict(self._task.args)
+        view = state.batch_view(rollout, restarts)
+        # The verdict reads the whole read: every runtime, the new ones.
+        self._task.args = {**asked, "detail": True, "wait": "restarted", "known_runtimes": view["known_runtimes"],
+                           "restarted_services": view["restarted_services"],
+                           "expected_new_runtimes": view["expected_new_runtimes"]}
+        reads = [super().run(tmp, task_vars)]
+        # A batch that did not come back, or crossed a gate, is judged at once; the last is not watched either.
+        view = state.batch_view(rollout, restarts, reads[0])
+        if view["pause"]:
+            self._task.args = {**self._task.args, "wait": "none", "delay": view["pause"]}
+            reads.append(super().run(tmp, task_vars))
+        self._task.args = asked
+        judged = state.after_batch(found, view, reads)
+        verdict = judged["rollout"]["verdicts"][-1]  # type: ignore[index]
+        # A stop is said once, by the window's end (with what is done and left): the next lines.
+        said = verdict["message"] if verdict["ok"] else (
+            f"Batch {view['index'] + 1} of {len(rollout['batches'])} stopped the window: its end says why")
+        display.display(f"[{(task_vars or {}).get('inventory_hostname', 'localhost')}] {said}")
+        self.write_record(asked.get("record") or {}, judged)
+        return {"changed": False, "window_state": judged}
+
+    @staticmethod
+    def write_record(asked: dict[str, Any], judged: state.Window) -> None:
+        """The window's record after the batch, where ``asked`` names a directory; one that cannot be written is
+        the window's end to report."""
+        if not asked.get("dir"):
+            return
+        made = window.window_record(asked["reads"], rollout=judged["rollout"], queues=asked["queues"], verdict=None,
+                                    stopped=judged["stop"], started_past=False, check_mode=False, written=None,
+                                    cli_args=dict(context.CLIARGS), step=record.BATCH)
+        try:
+            write_report(made["report"], report_path(os.path.expanduser(asked["dir"]), asked.get("window", "")))
+        except OSError:
+            pass

@@ -22,6 +22,7 @@ from ansible import context
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
     environment_file,
+    estimate,
     input_rules,
     preflight,
     record,
@@ -33,27 +34,22 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
 )
 
 
-def rollout_plan(hosts: list[dict[str, Any]], reads: dict[str, Any], settings: state.RolloutSettings) -> state.Rollout:
-    """The rollout's state before its first batch (rollout.state.plan), from each play host's settings and what was
-    read so far: each host when it was reached (``reach``) and after its environment file was written
-    (``services``) - one entry per play host, in order - and the queues (window.WindowReads: ``before``,
-    ``change``, ``now``)."""
+def rollout_plan(hosts: list[dict[str, Any]], reads: dict[str, Any], settings: state.RolloutSettings) -> state.Window:
+    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from each play host's
+    settings and what was read so far - each host when it was reached (``reach``) and after its environment file was
+    written (``services``), one entry per play host, in order, and the queues (window.WindowReads: ``before``,
+    ``change``, ``now``) - and no stop."""
     queues: window.WindowReads = {"before": reads.get("before"), "change": reads.get("change"), "now": reads.get("now")}
-    return state.plan(hosts, reads["reach"], reads["services"], read=window.after_change(queues),  # type: ignore[arg-type]
-                      change=reads.get("change"), before=reads.get("before"), settings=settings,
-                      cli_args=dict(context.CLIARGS))
+    return {"rollout": state.plan(hosts, reads["reach"], reads["services"],
+                                  read=window.after_change(queues),  # type: ignore[arg-type]
+                                  change=reads.get("change"), before=reads.get("before"), settings=settings,
+                                  cli_args=dict(context.CLIARGS)), "stop": None}
 
 
-def batch(rollout: dict[str, Any], index: int, restarts_by_host: dict[str, Any] | None = None,
+def batch(rollout: dict[str, Any], restarts_by_host: dict[str, Any] | None = None,
           wait: dict[str, Any] | None = None) -> state.BatchView:
-    """Batch ``index`` as it stands (rollout.state.batch_view)."""
-    return state.batch_view(state.rollout_of(rollout), index, restarts_by_host, wait)
-
-
-def after_batch(rollout: dict[str, Any], view: state.BatchView, wait: dict[str, Any],
-                watch: dict[str, Any] | None = None) -> state.Rollout:
-    """The rollout's state after a batch (rollout.state.after_batch)."""
-    return state.after_batch(state.rollout_of(rollout), view, wait, watch)
+    """The next batch as it stands (rollout.state.batch_view)."""
+    return state.batch_view(state.rollout_of(rollout), restarts_by_host, wait)
 
 
 def window_services(rollout: dict[str, Any] | None) -> Any:
@@ -62,21 +58,50 @@ def window_services(rollout: dict[str, Any] | None) -> Any:
 
 
 def window_summary(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
-                   runtimes_per_service: int, check_mode: bool) -> window.WindowSummary:
+                   check_mode: bool) -> window.WindowSummary:
     """The summary's lines and verdict from the window's reads (rollout.window.window)."""
     return window.window(reads, rollout=None if rollout is None else state.rollout_of(rollout), queues=queues,
-                         runtimes_per_service=runtimes_per_service, check_mode=check_mode,
+                         check_mode=check_mode,
                          cli_args=dict(context.CLIARGS))
 
 
 def window_record(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
-                  runtimes_per_service: int, verdict: dict[str, Any] | None, stopped: record.StopRecord | None,
-                  started_past: bool, check_mode: bool, written: dict[str, Any] | None) -> dict[str, Any]:
-    """The window's record from its reads (rollout.window.window_record)."""
+                  verdict: dict[str, Any] | None, stopped: record.StopRecord | None,
+                  started_past: bool, check_mode: bool, written: dict[str, Any] | None,
+                  step: str = record.END) -> dict[str, Any]:
+    """The window's record from its reads (rollout.window.window_record), written after ``step``."""
     return window.window_record(reads, rollout=None if rollout is None else state.rollout_of(rollout), queues=queues,
-                                runtimes_per_service=runtimes_per_service, verdict=verdict, stopped=stopped,
+                                verdict=verdict, stopped=stopped,
                                 started_past=started_past, check_mode=check_mode, written=written,
-                                cli_args=dict(context.CLIARGS))
+                                cli_args=dict(context.CLIARGS), step=step)
+
+
+def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
+    """The play of the batches: its ``hosts`` (those the plan restarts, in its order) and its ``serial`` (how many
+    hosts each batch restarts), from the window's state on localhost. No hosts before a plan, after a stop, in check
+    mode (the plan restarts none), and where Ansible gives no hostvars (--list-tasks)."""
+    localhost = hostvars["localhost"] if "localhost" in hostvars else {}
+    window_state = localhost.get("_enqueue_shards_window_state") or {}
+    rollout = window_state.get("rollout")
+    batches = rollout["batch_hosts"] if rollout and not window_state.get("stop") else []
+    return {"hosts": [host for hosts in batches for host in hosts], "serial": [len(hosts) for hosts in batches] or [1]}
+
+
+def window_estimate(hosts: list[dict[str, Any]], asked: state.RolloutSettings, before: dict[str, Any]) -> str:
+    """Before the change: how long the window should take if every host with producer services restarts
+    (rollout.estimate), in batches of ``asked``'s batch size; a lowering's drain wait counts (``before``: preflight's
+    read)."""
+    views = (before or {}).get("queues") or {}
+    lowering = any(int(entry["shards"]) < min(views[entry["queue"]]["enqueue_shards"].values(), default=0)
+                   for entry in asked["queues"] if entry["queue"] in views)
+    line: str = estimate.estimate(estimate.every_host_batches(hosts, asked["batch_size"]), asked, lowering)["line"]
+    return line
+
+
+def stop(window_state: dict[str, Any] | None, hosts: list[str], hostvars: Any) -> state.Window:
+    """The window's state with what stopped it, the first stop only (record.stop)."""
+    found = state.window_of(window_state or {"rollout": None, "stop": None})
+    return found if found["stop"] else {**found, "stop": record.stop(hosts, hostvars)}
 
 
 class FilterModule:
@@ -95,10 +120,11 @@ class FilterModule:
             "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_rollout_plan": rollout_plan,
             "enqueue_shards_batch": batch,
-            "enqueue_shards_after_batch": after_batch,
+            "enqueue_shards_restart_plays": restart_plays,
+            "enqueue_shards_estimate": window_estimate,
             "enqueue_shards_window_services": window_services,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
             "enqueue_shards_summary": window_summary,
-            "enqueue_shards_stop": record.stop,
+            "enqueue_shards_stop": stop,
             "enqueue_shards_record": window_record,
         }

@@ -61,11 +61,11 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
     check_installation, fetch_installation, storage_schema)
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
-from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
+from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_known_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
-from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read
+from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read, shown
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes, unknown_queues
 
@@ -81,9 +81,11 @@ _REPORTED_ONCE = ("queries", "diff", "warnings")
 
 
 def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: bool, diff: bool,
-                    reconnect: Callable[[], Connection] | None, **options: Any) -> tuple[EnqueueShardsResult, list[str]]:
+                    reconnect: Callable[[], Connection] | None, detail: bool = True,
+                    **options: Any) -> tuple[EnqueueShardsResult, list[str]]:
     """The module's run: change ``requests`` (``listed``: the module's ``queues``), then read those queues; the
     module's result with the read as ``observed``, and the warnings of both (the module hands them to Ansible).
+    Without ``detail`` (the module's option) the statements and the read's detail are left out (views.shown).
 
     ``options`` are change_queues' (check_mode, lock_timeout, ledger_schema,
     reason). The read runs on ``conn``, or - when a COMMIT lost it - on a new
@@ -93,7 +95,7 @@ def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: 
     started = time.monotonic()
     runs = change_queues(conn, requests, listed=listed, reconnect=reconnect, **options)
     run = merge_results(runs, time.monotonic() - started) if listed else runs[requests[0].queue]
-    outcome = module_outcome(run, diff=diff)
+    outcome = module_outcome(run, diff=diff, detail=detail)
     session = ReadSession(conn, (lambda: reconnect_with_retries(reconnect)) if reconnect else None)
     try:
         current = session.current()
@@ -104,7 +106,7 @@ def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: 
         raise _read_failed(outcome, run["warnings"], exc) from None
     finally:
         session.close()
-    result: EnqueueShardsResult = {**outcome, "observed": observed_read(read, server)}
+    result: EnqueueShardsResult = {**outcome, "observed": shown(observed_read(read, server), detail=detail)}
     return result, list(dict.fromkeys(run["warnings"] + read["warnings"]))
 
 
@@ -228,8 +230,7 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, listed: b
     names = fetch_queue_names(conn, schema, [request.queue for request in requests])
     unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
     if unknown:
-        stored = fetch_all_queue_names(conn, schema)
-        raise unknown_queues(unknown, stored, listed=listed)
+        raise unknown_queues(unknown, fetch_known_queue_names(conn, schema), listed=listed)
     planned: Planned = {}
     layouts: dict[str, StripeLayout] = {}
     for request in requests:
@@ -356,11 +357,11 @@ def _entry(run: QueueChangeRun) -> QueueChange:
     return cast(QueueChange, {key: value for key, value in run.items() if key not in _REPORTED_ONCE})
 
 
-def module_outcome(run: QueueChangeRun | ChangesRun, *, diff: bool) -> ChangeOutcome:
+def module_outcome(run: QueueChangeRun | ChangesRun, *, diff: bool, detail: bool = True) -> ChangeOutcome:
     """The module's result of a run, of one queue or a list, but the read after it: the warnings go to Ansible, the
-    diff only in diff mode."""
+    diff only in diff mode, the statements only with ``detail``."""
     return cast(ChangeOutcome, {key: value for key, value in run.items()
-                                if key != "warnings" and (diff or key != "diff")})
+                                if key != "warnings" and (diff or key != "diff") and (detail or key != "queries")})
 
 
 def _read_failed(outcome: ChangeOutcome, warnings: list[str], error: AwaOperationsError) -> FailedWithState:

@@ -15,6 +15,10 @@ from ansible_collections.awa.operations.plugins.module_utils.naming import (
 )
 
 
+# The keys of an entry of a list of changes (the change module's queues, the role's enqueue_shards_queues).
+ENTRY_KEYS = ("queue", "shards", "stripes", "new_queue")
+
+
 @dataclass(frozen=True)
 class ChangeRequest:
     """What the operator asked for, validated by ``validate_request``."""

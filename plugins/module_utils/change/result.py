@@ -98,22 +98,20 @@ class _Statements(TypedDict):
 
 
 class QueueChangeRun(QueueChange, _Statements):
-    """``runner.change_enqueue_shards``: one queue's change with its statements."""
+    """``operation.change_queues`` of one queue (the module's ``queue``): its change with its statements."""
 
 
 class ChangesRun(ChangeTotals, _Statements):
-    """``runner.change_many_queues``: the totals of a list of queues, and each queue's own change."""
+    """``operation.change_queues`` of a list (the module's ``queues``): the totals, and each queue's own change."""
 
     queues: dict[str, QueueChange]
 
 
-class _OutcomeAlways(ChangeTotals):
-    queries: list[str]
-
-
-class ChangeOutcome(_OutcomeAlways, total=False):
+class ChangeOutcome(ChangeTotals, total=False):
     """What the module says of its change: one queue's (``queue``) or a list's (``queues``)."""
 
+    # Only with detail (the module's option).
+    queries: list[str]
     queue: str
     shards: int
     stripes: int

@@ -11,6 +11,7 @@ builders of schema and change.writes take ``sql`` from here.
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     Attempt,
     connection_secrets,
     describe_target,
+    libpq_hosts,
     libpq_params,
     lock_timeout_setting,
     password_used,
@@ -106,6 +108,9 @@ STANDBY_REFUSALS = ("server is in hot standby mode", "session is read-only", "se
                     "session is not read-only")
 # psycopg's line for one host of several that failed: "- host: 'db1', port: '5432', ...: ... failed: REASON".
 HOST_ATTEMPT = re.compile(r"^- host: '([^']*)', port: '([^']*)'.*failed: (.*)$", re.MULTILINE)
+# psycopg's words when a host name does not resolve (it resolves host names itself, before libpq starts): the host is
+# None when the one host came from PGHOST.
+UNRESOLVED_HOST = re.compile(r"^failed to resolve host (?:None|'(.*)'): (?:\[Errno -?\d+\] )?(.*)$")
 # Connection values libpq may repeat in its messages that must not be shown, and what is shown instead.
 HIDDEN_VALUES = {"password": "(login_password)", "sslkey": "(ssl_key)", "sslpassword": "(sslpassword)"}
 
@@ -165,7 +170,8 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
                     f"{f' {password}' if password else ''}: {reason}") from None
     except UnicodeError:
         # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
-        raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of login_host "
+        dummy, hosts_from = libpq_hosts(params, os.environ)
+        raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of {hosts_from} "
                                "is not a host name; give host names or addresses, separated by commas") from None
     role = options.get("session_role") or None
     # Read back by _session_role in every transaction of this connection.
@@ -289,7 +295,7 @@ def _connect_error(exc: BaseException, options: Mapping[str, Any], *, writes: bo
     params = libpq_params(options, writes=writes)
     attempts = HOST_ATTEMPT.findall(str(exc))
     text = "; ".join(f"{host}:{port}: {reason}" for host, port, reason in attempts) if len(attempts) > 1 \
-        else _first_line(exc)
+        else _unresolved_host(_first_line(exc), params)
     for keyword, shown in HIDDEN_VALUES.items():
         if params.get(keyword):
             text = text.replace(str(params[keyword]), shown)
@@ -299,6 +305,20 @@ def _connect_error(exc: BaseException, options: Mapping[str, Any], *, writes: bo
     if any(words in str(exc) for words in STANDBY_REFUSALS):
         hints.append(_standby_hint(params["target_session_attrs"], writes))
     return text + "".join(f". {hint}" for hint in hints)
+
+
+def _unresolved_host(text: str, params: Mapping[str, Any]) -> str:
+    """psycopg's "failed to resolve host" with the host as libpq got it - from login_host, or from PGHOST on the host
+    that runs the module (psycopg then says None) - and what to correct; any other reason as it is."""
+    found = UNRESOLVED_HOST.match(text)
+    if found is None:
+        return text
+    hosts, hosts_from = libpq_hosts(params, os.environ)
+    host = found.group(1) or ",".join(hosts)
+    if hosts_from == "PGHOST":
+        return (f"the host name {host!r} of PGHOST (the environment of the host that runs the module) does not "
+                f"resolve: {found.group(2)}. Correct PGHOST there, or give login_host")
+    return f"the host name {host!r} of {hosts_from} does not resolve: {found.group(2)}. Correct {hosts_from}"
 
 
 def _standby_hint(target: str, writes: bool) -> str:

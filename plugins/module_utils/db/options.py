@@ -171,8 +171,8 @@ def ports_text(value: object) -> str:
     return ",".join(part.strip() for part in str(value).split(","))
 
 
-def _hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
-    """The hosts libpq will try, and where they come from (for messages)."""
+def libpq_hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
+    """The hosts libpq will try, and where they come from (for messages): login_host, or PGHOST."""
     if params.get("host"):
         return [part.strip() for part in str(params["host"]).split(",")], "login_host"
     if environ.get("PGHOST"):
@@ -186,7 +186,7 @@ def validate_targets(params: Mapping[str, Any], *, writes: bool, environ: Mappin
     ``params`` are ``libpq_params``' (after ``connect_params``); ``environ`` is as there.
     """
     environ = os.environ if environ is None else environ
-    hosts, hosts_from = _hosts(params, environ)
+    hosts, hosts_from = libpq_hosts(params, environ)
     ports_value = params.get("port") or environ.get("PGPORT") or ""
     ports = [part.strip() for part in str(ports_value).split(",")] if ports_value != "" else []
     ports_from = "login_port" if params.get("port") else "PGPORT"
@@ -222,7 +222,9 @@ def connection_secrets(options: Mapping[str, Any]) -> list[str]:
     A module adds them to its no_log values (Ansible then masks them in its whole result, the invocation of
     connect_params included); a message built here masks them itself.
     """
-    params = options.get("connect_params") or {}
+    given = options.get("connect_params")
+    # Not a mapping before the options are validated (the role checks its connection variable with these).
+    params = given if isinstance(given, Mapping) else {}
     found = [options.get("login_password"), *(params.get(keyword) for keyword in SECRET_KEYWORDS)]
     for text in (options.get("login_db"), options.get("login_host"), *params.values()):
         if isinstance(text, str):

@@ -106,8 +106,8 @@ ROLLOUT_WAIT = "restarted"
 
 # A producer service's current process, as its host reported it (service_runtimes.ServiceProcess).
 SERVICE_PROCESS: dict[str, dict[str, Any]] = {
-    "names": {"type": "list", "elements": "str", "required": True},
-    "pid": {"type": "int"},
+    # Without suboptions: an identity without a hostname key (its environment unread) means any host name.
+    "reports_as": {"type": "list", "elements": "dict", "default": []},
     "started_at": {"type": "float"},
 }
 
@@ -115,7 +115,7 @@ SERVICE_PROCESS: dict[str, dict[str, Any]] = {
 ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
     "known_runtimes": {"type": "list", "elements": "str", "default": []},
     "restarted_services": {"type": "list", "elements": "dict", "default": [], "options": {
-        **SERVICE_PROCESS, "pid": {"type": "int", "required": True}, "runtimes": {"type": "int", "default": 1}}},
+        **SERVICE_PROCESS, "runtimes": {"type": "int", "default": 1}}},
     "expected_new_runtimes": {"type": "int", "default": 0},
     "window_services": {"type": "list", "elements": "dict", "default": [], "options": {
         **SERVICE_PROCESS, "concerned": {"type": "bool", "default": True}}},
@@ -144,6 +144,7 @@ def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
         committed={"type": "dict"},
         health={"type": "bool", "default": False},
         lanes={"type": "bool", "default": True},
+        detail={"type": "bool", "default": False},
     )
     if rollout:
         spec.update({name: dict(option) for name, option in ROLLOUT_OPTIONS.items()})

@@ -138,13 +138,15 @@ class QueueConvergenceView(TypedDict):
     stragglers: list[StragglerView]
     last_change: dict[str, ChangeView]
     findings: list[str]
-    summary_lines: list[str]
 
 
 class QueueView(QueueConvergenceView, total=False):
     """Everything the module says about one logical queue. The keys below come from its lanes: every read has them
-    but one with ``lanes: false`` (views.LANE_KEYS)."""
+    but one with ``lanes: false`` (views.LANE_KEYS); the module returns ``lanes``, ``shards`` and ``summary_lines``
+    only with ``detail`` (views.QUEUE_DETAIL_KEYS)."""
 
+    # This queue's lines of the read's summary_lines.
+    summary_lines: list[str]
     drained: bool
     ready_depth: int | None
     depth_beyond_count: int | None
@@ -175,25 +177,26 @@ class HealthView(TypedDict):
 
 
 class _StateReadAlways(TypedDict):
+    summary_lines: list[str]
     read_at: str
-    new_runtimes: list[RuntimeView]
     expected_new_runtimes: int
     converged: bool
     queues: dict[str, QueueView]
-    runtimes: list[RuntimeView]
     findings: list[str]
-    summary: str
-    summary_lines: list[str]
 
 
 class StateRead(_StateReadAlways, total=False):
     """What one read of the state says: the info module's result, and the change module's ``observed``.
 
-    The readers of either (the role's restart plan and verdicts) take this type.
+    The readers of either (the role's restart plan and verdicts) take this type. A read has every key; the modules
+    return the runtimes and the summary as one string only with ``detail`` (views.DETAIL_KEYS), as the role asks.
     """
 
     # Every read but one with lanes: false.
     drained: bool
+    runtimes: list[RuntimeView]
+    new_runtimes: list[RuntimeView]
+    summary: str
 
 
 class ShardsRead(StateRead):

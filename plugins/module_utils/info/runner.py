@@ -25,7 +25,9 @@ from ansible_collections.awa.operations.plugins.module_utils.info.options import
     with_rollout_defaults,
 )
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
+from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
+from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_in_session
 
 if TYPE_CHECKING:
@@ -62,7 +64,8 @@ def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
 
 
 def read(module: Module) -> tuple[ShardsInfo, list[str]]:
-    """The run: one read of the queues, or a wait; then their health and advice when asked."""
+    """The run: one read of the queues, or a wait; then their health and advice when asked. The result, or a failed
+    wait's, as the module returns it (views.shown: the whole of it with ``detail``)."""
     params = with_rollout_defaults(module.params)
     validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],
                           params["delay"])
@@ -86,6 +89,9 @@ def read(module: Module) -> tuple[ShardsInfo, list[str]]:
             if params["advise"]:
                 add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                params["lock_timeout"], params["advise_gains"]))
+        except FailedWithState as failed:
+            failed.result = shown(failed.result, detail=params["detail"])
+            raise
         finally:
             session.close()
-    return info, info["warnings"]
+    return shown(info, detail=params["detail"]), info["warnings"]

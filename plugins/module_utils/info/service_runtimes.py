@@ -3,26 +3,29 @@
 """Which Awa runtimes a producer service runs: the one rule of the rollout's waits (here, on the module's side)
 and of its verdicts (plugin_utils/rollout/match.py, on the controller's).
 
-Awa 0.6.9 runtimes publish their pid, a host name when the runtime reports
-one (Python runtimes leave it empty) and when they started, by the clock of
-the host they run on. A runtime is a service's when its pid is the service's
-main pid (systemd's MainPID, or the pid its status command prints), its host
-name, when reported, is one of the names of the service's host, and it
-started no earlier than the service's process (the same host's clock;
-systemd's start is whole seconds). A service without a known pid has no
-runtime by this rule: its host's runtimes are counted instead.
+An Awa 0.6.9 runtime reports its pid in its own pid namespace (1 in a
+container) and the HOSTNAME of its environment (none unless something sets
+it), by the clock of the host it runs on. The producer host reads the same
+of every process of a service (producer/identities.py: a unit's control
+group, or a main pid and its descendants; and the replicas a status command
+prints): its ``reports_as``. A runtime is a service's when its pid and host
+name are one of those (an identity without a pid matches any pid; one whose
+host name could not be read, any host name), and it started no earlier than
+the service's process (the same host's clock; systemd's start is whole
+seconds). A service that reports nothing has no runtime by this rule: its
+runtimes are counted instead.
 
-Hosts have pid namespaces of their own, so services on two hosts may share a
-pid (identical containers restarted together) while their runtimes report no
-host name: each runtime a service expects takes a runtime of its own
-(``assign``), so a pid counts as many times as services expect it.
+Two services may report the same identity (hosts booted from one image with
+no HOSTNAME set, containers given one HOSTNAME): each runtime a service
+expects takes a runtime of its own (``assign``), so one identity counts as
+many times as services expect it.
 """
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Sequence
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import RuntimeView
 
@@ -31,11 +34,11 @@ CLOCK_RESOLUTION = 1.0
 
 
 class ServiceProcess(TypedDict):
-    """A producer service's current process, as its host reported it."""
+    """A producer service's current processes, as its host reported them."""
 
-    # The names of its host a runtime may report as its host name.
-    names: list[str]
-    pid: int | None
+    # What they report as a runtime's identity: {"pid": int | None, "hostname": str | None}, no hostname key where
+    # their environment could not be read (any host name).
+    reports_as: list[dict[str, Any]]
     # Unix seconds by its host's clock; None when unknown.
     started_at: float | None
 
@@ -59,12 +62,11 @@ def seconds(text: str | None) -> float | None:
 
 def is_runtime_of(service: ServiceProcess, pid: int, hostname: str | None, started_at: float | None) -> bool:
     """Whether the runtime of ``pid``, ``hostname`` and ``started_at`` (unix seconds) is ``service``'s."""
-    if not service["pid"] or pid != service["pid"]:
-        return False
-    if hostname and hostname not in service["names"]:
-        return False
     started = service["started_at"]
-    return started is None or started_at is None or started_at >= started - CLOCK_RESOLUTION
+    if started is not None and started_at is not None and started_at < started - CLOCK_RESOLUTION:
+        return False
+    return any(reported.get("pid") in (None, pid) and reported.get("hostname", hostname) == hostname
+               for reported in service["reports_as"])
 
 
 def identity(runtime: RuntimeView) -> tuple[int, str | None, float | None]:
@@ -80,12 +82,13 @@ def is_runtime_view_of(service: ServiceProcess, runtime: RuntimeView) -> bool:
 def _owners(services: Sequence[ServiceProcess]) -> Callable[[int, str | None, float | None], list[int]]:
     """The positions in ``services`` of those a runtime of (pid, host name, start) is, looked up by pid: a poll of
     a thousand services and runtimes compares each runtime with the few services of its pid, not with all."""
-    by_pid: dict[int, list[int]] = {}
+    by_pid: dict[int | None, list[int]] = {}
     for position, service in enumerate(services):
-        if service["pid"]:
-            by_pid.setdefault(service["pid"], []).append(position)
-    return lambda pid, hostname, started_at: [position for position in by_pid.get(pid, [])
-                                              if is_runtime_of(services[position], pid, hostname, started_at)]
+        for pid in {reported.get("pid") for reported in service["reports_as"]}:
+            by_pid.setdefault(pid, []).append(position)
+    return lambda pid, hostname, started_at: [
+        position for position in dict.fromkeys(by_pid.get(pid, []) + by_pid.get(None, []))
+        if is_runtime_of(services[position], pid, hostname, started_at)]
 
 
 def assign(services: Sequence[ServiceProcess], runtimes: Sequence[RuntimeView]) -> dict[str, int]:
@@ -125,7 +128,7 @@ def restarted_runtimes(services: Sequence[RestartedService], new: Sequence[Runti
                        counted: bool) -> list[RuntimeView]:
     """Of the ``new`` runtimes (live, healthy, not seen before the restart), those of the restarted ``services`` -
     at most as many as each runs - and, when ``counted``, every one that is none of theirs (the runtimes of
-    services whose pid is not known are counted, not told apart)."""
+    services that report nothing are counted, not told apart)."""
     slots = [service for service in services for dummy in range(service["runtimes"])]
     given, owners_of = assign(slots, new), _owners(services)
     return [runtime for runtime in new if runtime["instance_id"] in given
@@ -135,11 +138,11 @@ def restarted_runtimes(services: Sequence[RestartedService], new: Sequence[Runti
 def left_out(window: Sequence[WindowService],
              runtimes: Iterable[tuple[str, int, str | None, float | None]]) -> set[str]:
     """The instance ids, of ``runtimes`` (instance id, pid, host name, start), that a change window does not wait
-    for: those of the services the change does not concern and - where the pid of every service of the window is
-    known - those of none of its services (outside the window: another window's, a producer outside the
+    for: those of the services the change does not concern and - where every service of the window reports what
+    its runtimes are - those of none of its services (outside the window: another window's, a producer outside the
     inventory). Without a window (empty), none."""
     owners_of = _owners(window)
-    told_apart = bool(window) and all(service["pid"] for service in window)
+    told_apart = bool(window) and all(service["reports_as"] for service in window)
     found = set()
     for instance_id, pid, hostname, started_at in runtimes:
         owners = owners_of(pid, hostname, started_at)

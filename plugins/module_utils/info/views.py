@@ -7,7 +7,7 @@ from __future__ import annotations
 import datetime
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.info import service_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence
@@ -26,6 +26,9 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
 )
 
 if TYPE_CHECKING:
+    # The bound of Shown (below).
+    from collections.abc import Mapping
+
     # For annotations only: the views import no database driver (the role's filters describe runtimes with them).
     from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
     from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
@@ -331,3 +334,28 @@ def observed_read(read: ShardsRead, server: str) -> ObservedRead:
     if "drained" in read:
         observed["drained"] = read["drained"]
     return observed
+
+
+# What a module's result says only with ``detail`` (its option): every runtime (stragglers are in their queue's
+# view), the summary said again as one string, and of each queue its lanes, its shards and its own summary lines
+# (the result's summary_lines hold them). Without them an ad hoc read of one queue of 16 shards with 16 runtimes prints
+# 54 lines with Ansible's YAML callback, not 1,287 (tests/functional/test_results_fit_a_screen.py).
+DETAIL_KEYS = ("runtimes", "new_runtimes", "summary")
+QUEUE_DETAIL_KEYS = ("lanes", "shards", "summary_lines")
+
+# Any result of a read (a TypedDict, or a failure's dict). In quotes: evaluated, the bound would need Python 3.9 (3.8
+# sanity).
+Shown = TypeVar("Shown", bound="Mapping[str, Any]")
+
+
+def shown(result: Shown, *, detail: bool) -> Shown:
+    """A read as a module returns it - the result of awa_enqueue_shards_info (a failed one's too) or the change's
+    ``observed``: its summary lines first (for whatever prints keys in order) and, without ``detail``, none of
+    DETAIL_KEYS and QUEUE_DETAIL_KEYS. A copy; the reads the module made (a wait's polls) keep everything."""
+    first = {"summary_lines": result["summary_lines"]} if "summary_lines" in result else {}
+    kept: dict[str, Any] = {**first, **{key: value for key, value in result.items()
+                                        if detail or key not in DETAIL_KEYS}}
+    if not detail and isinstance(kept.get("queues"), dict):
+        kept["queues"] = {name: {key: value for key, value in view.items() if key not in QUEUE_DETAIL_KEYS}
+                          for name, view in kept["queues"].items()}
+    return cast(Shown, kept)

@@ -27,9 +27,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ansible_collections.awa.operations.plugins.module_utils.producer import identities
 from ansible_collections.awa.operations.plugins.module_utils.producer.commands import (
     Runner,
     argv,
@@ -48,12 +49,16 @@ RUNNING, FAILED, STOPPED, STARTING, MISSING, UNKNOWN, UNREACHABLE = (
     "running", "failed", "stopped", "starting", "missing", "unknown", "unreachable")
 
 METHODS = ("auto", "systemd", "command")
-SYSTEMCTL_PROPERTIES = "Id,LoadState,ActiveState,SubState,Result,MainPID,ActiveEnterTimestamp"
+SYSTEMCTL_PROPERTIES = "Id,LoadState,ActiveState,SubState,Result,MainPID,ActiveEnterTimestamp,ControlGroup"
 # systemctl before systemd 248 (Debian 11's 247, Ubuntu 20.04's 245, RHEL 8's 239) has no --timestamp=unix and says
 # so; there a unit's start is read on the monotonic clock (microseconds since boot) and put on the host's clock.
 NO_UNIX_TIMESTAMPS = "Invalid value: unix"
 MONOTONIC_START = "ActiveEnterTimestampMonotonic"
-STATUS_CONTRACT = "exit 0 and print START or START PID (the start in unix seconds, then optionally the pid)"
+STATUS_CONTRACT = ("exit 0 and print START or START PID (the start in unix seconds, then optionally the pid), then "
+                   "optionally a line HOSTNAME or HOSTNAME PID for each runtime that runs elsewhere (a replica)")
+# After a restart, what the services' processes report is read again until it holds still: this far apart, this
+# many times at most (a container's process chain execs within a second).
+SETTLE_SECONDS, SETTLE_READS = 0.5, 10
 # The status command's exit statuses that say something, as the LSB status action (supervisorctl status, systemctl
 # status) gives them: 3 the service does not run, 4 there is no such service (LSB: its status is unknown).
 NOT_RUNNING, NO_SUCH_SERVICE = 3, 4
@@ -72,6 +77,8 @@ class ServiceState:
     restart_error: str | None = None
     # Why its state cannot be read as configured (the status command cannot run, or breaks its contract).
     problem: str | None = None
+    # What its processes report to Awa as a runtime's pid and host name (producer/identities.py).
+    reports_as: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -215,16 +222,19 @@ def status_command_state(service: str, command: str, rc: int, stdout: str, stder
         problem = (f"the status command {command} cannot run here ({outcome_text(rc, stdout, stderr)})"
                    if cannot_run(rc) else None)
         return ServiceState(service, UNKNOWN, detail=detail, problem=problem)
-    words = stdout.split()
+    lines = [line.split() for line in stdout.splitlines() if line.strip()] or [[]]
+    words, replicas = lines[0], lines[1:]
     started = _unix_time(words[0]) if len(words) in (1, 2) else None
     pid = int(words[1]) if started is not None and len(words) == 2 and words[1].isdigit() else None
-    if started is None or (len(words) == 2 and pid is None):
+    if started is None or (len(words) == 2 and pid is None) or not all(
+            len(line) == 1 or (len(line) == 2 and line[1].isdigit()) for line in replicas):
         printed = _printed(stdout)
         return ServiceState(service, UNKNOWN, detail=f"status command printed {printed}, not unix seconds "
                                                      "(and optionally a pid)",
                             problem=f"the status command {command} printed {printed}, not its contract: it must "
                                     f"{STATUS_CONTRACT}")
-    return ServiceState(service, RUNNING, started, pid)
+    return ServiceState(service, RUNNING, started, pid, reports_as=[
+        {"hostname": line[0], "pid": int(line[1]) if len(line) == 2 else None} for line in replicas])
 
 
 def _printed(stdout: str) -> str:
@@ -270,9 +280,11 @@ def _systemctl_show(run: Runner, services: list[str], clock: Callable[[], float]
 
 
 def read_states(run: Runner, method: str, services: list[str], status_command: str,
-                clock: Callable[[], float] = time.time,
-                monotonic: Callable[[], float] = time.monotonic) -> list[ServiceState]:
-    """Every service's state, in one ``systemctl show`` or one status command per service."""
+                clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
+                root: str = "/") -> list[ServiceState]:
+    """Every service's state, in one ``systemctl show`` or one status command per service, with what the processes
+    of each that runs report as a runtime's identity (a unit's control group, or the main pid and its
+    descendants; then the replicas a status command printed)."""
     if not services:
         return []
     if method == "systemd":
@@ -281,11 +293,20 @@ def read_states(run: Runner, method: str, services: list[str], status_command: s
             detail = f"systemctl show failed: {outcome_text(rc, stdout, stderr)}"
             return [ServiceState(service, UNKNOWN, detail=detail, problem=detail) for service in services]
         units = {unit.get("Id", ""): unit for unit in shown}
-        return [systemd_state(service, units.get(service) or units.get(f"{service}.service") or {})
-                for service in services]
-    if not status_command.strip():
-        return [ServiceState(service, UNKNOWN, detail="no enqueue_shards_status_command") for service in services]
-    return [_status_state(run, service, status_command) for service in services]
+        read = [(systemd_state(service, unit), unit.get("ControlGroup", "")) for service in services
+                for unit in [units.get(service) or units.get(f"{service}.service") or {}]]
+    elif status_command.strip():
+        read = [(_status_state(run, service, status_command), "") for service in services]
+    else:
+        return [ServiceState(service, UNKNOWN, detail="no status command") for service in services]
+    below = identities.children(root) if any(state.main_pid and not cgroup for state, cgroup in read) else {}
+    states = []
+    for state, cgroup in read:
+        pids = identities.cgroup_pids(cgroup, root) if state.state == RUNNING and cgroup else []
+        pids = pids or (identities.descendants(state.main_pid, below) if state.state == RUNNING and state.main_pid
+                        else [])
+        states.append(replace(state, reports_as=identities.reports_as(pids, root) + state.reports_as))
+    return states
 
 
 def program_checks(what: str, command: str, services: list[str], *, path: str,
@@ -313,7 +334,7 @@ def program_checks(what: str, command: str, services: list[str], *, path: str,
 def operate(run: Runner, services: list[str], to_restart: list[str], *, method: str, restart_command: str = "",
             status_command: str = "", check_mode: bool = False, manager: str | None = None,
             clock: Callable[[], float] = time.time, hostname: str = "", path: str | None = None,
-            user: str | None = None) -> HostServices:
+            user: str | None = None, root: str = "/", sleep: Callable[[float], None] = time.sleep) -> HostServices:
     """Restart ``to_restart`` (one after the other; none in check mode), then read every service and the clock.
 
     A restart that fails does not stop the others: each service reports its
@@ -343,12 +364,28 @@ def operate(run: Runner, services: list[str], to_restart: list[str], *, method: 
         # Its program cannot run (a problem of the host, above): running it for every service would only say so again.
         states = _unread(services, "the status command cannot run here")
     else:
-        states = read_states(run, via, services, status_command, clock)
+        states = read_states(run, via, services, status_command, clock, root=root)
+        if any(outcome is None for outcome in outcomes.values()):
+            states = _settled(lambda: read_states(run, via, services, status_command, clock, root=root), states, sleep)
     found.services = [ServiceState(**{**asdict(state), "restarted": service_restarted(state.service, outcomes),
                                       "restart_error": outcomes.get(state.service)})
                       for state in states]
     found.clock = clock()
     return found
+
+
+def _settled(read: Callable[[], list[ServiceState]], states: list[ServiceState],
+             sleep: Callable[[float], None]) -> list[ServiceState]:
+    """The services' states once what their processes report has settled: a restarted service's processes are
+    still starting when its restart returns (a shell that runs a container that runs a program, each executing the
+    next with an environment of its own), so read again until two reads, SETTLE_SECONDS apart, agree."""
+    for dummy in range(SETTLE_READS):
+        sleep(SETTLE_SECONDS)
+        again = read()
+        if [state.reports_as for state in again] == [state.reports_as for state in states]:
+            return again
+        states = again
+    return states
 
 
 def _unread(services: list[str], why: str) -> list[ServiceState]:

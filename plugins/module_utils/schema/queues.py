@@ -1,7 +1,7 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The queues the database knows: the stored names of some logical queues (their stripe layout is read from
-them), whether Awa has ever seen a queue, and every stored name.
+them), whether Awa has ever seen a queue, every stored name, and every name it knows in any way.
 
 Part of the schema package, the reads of Awa's schema that the change and the read both make (installation.py says how they behave).
 """
@@ -86,6 +86,29 @@ SELECT DISTINCT queue FROM (
 
 def fetch_all_queue_names(conn: Connection, schema: str) -> list[str]:
     """Every queue name with lanes or a queue_meta row (physical names, q#n included): every queue a read of all
-    queues shows, and the names a queue the database has never seen is compared with."""
+    queues shows."""
     rows = conn.execute(sql.SQL(ALL_QUEUE_NAMES_SQL).format(heads=sql.Identifier(schema, "queue_enqueue_heads")))
+    return [row[0] for row in rows.fetchall()]
+
+
+# Every name QueueNames.known accepts: the stored ones, those jobs name (in a lane's head rows, or waiting outside any
+# lane) and those runtimes serve (their snapshots, kept a day after they were last seen) - a queue whose count was
+# never changed has no queue_meta row, and before its first job no lane. Read only to refuse a queue the database has
+# never seen, so the scans of the job tables (deferred_jobs has no index on its queue) are paid only then.
+KNOWN_QUEUE_NAMES_SQL = """
+SELECT DISTINCT queue FROM (
+    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+    UNION ALL SELECT queue FROM {deferred} UNION ALL SELECT queue FROM awa.jobs_hot
+    UNION ALL SELECT queue FROM awa.scheduled_jobs
+    UNION ALL SELECT entry ->> 'queue' FROM awa.runtime_instances AS r,
+        jsonb_array_elements(CASE jsonb_typeof(r.queues) WHEN 'array' THEN r.queues ELSE '[]' END) AS entry
+) AS known WHERE queue IS NOT NULL ORDER BY queue
+"""
+
+
+def fetch_known_queue_names(conn: Connection, schema: str) -> list[str]:
+    """Every queue name the database knows (KNOWN_QUEUE_NAMES_SQL; physical names, q#n included): the names a queue
+    it has never seen is compared with (naming.never_seen). One statement."""
+    rows = conn.execute(sql.SQL(KNOWN_QUEUE_NAMES_SQL).format(
+        heads=sql.Identifier(schema, "queue_enqueue_heads"), deferred=sql.Identifier(schema, "deferred_jobs")))
     return [row[0] for row in rows.fetchall()]

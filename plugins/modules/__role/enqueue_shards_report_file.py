@@ -12,8 +12,9 @@ description:
   - B(Not a public interface.) The role P(awa.operations.enqueue_shards#role) alone calls it, as
     C(awa.operations.__role.enqueue_shards_report_file), to write the record of each run
     (C(enqueue_shards_report_dir)); C(ansible-doc -l) does not list it, and it changes with the role in any release.
-  - Writes O(report) as JSON to a new file C(enqueue_shards-<UTC time>.json) in O(dir) on the controller, readable by
-    its owner only (mode C(0600)), and returns its path.
+  - Writes O(report) as JSON to the window's file in O(dir) on the controller (see the notes), readable by its owner
+    only (mode C(0600)), and returns its path. The role writes the record as the window goes - after the change,
+    after each batch, at the end - so an interrupted window leaves the record of its last step.
   - It runs on the controller, whatever host the task is for or delegated to, without a module run on any host - the
     same record as M(ansible.builtin.copy) with C(delegate_to=localhost) would write, for none of its cost.
 author:
@@ -41,8 +42,16 @@ options:
         it must exist. C(~) is expanded.
     type: path
     default: "."
+  window:
+    description:
+      - What tells this change window from another of the same run of C(ansible-playbook) - the role passes when its
+        preflight read the queues. Every write of one window goes to one file, which it replaces whole.
+    type: str
+    default: ""
 notes:
-  - The file is named by the UTC second it is written in; a second report in the same second replaces the first.
+  - The file is C(enqueue_shards-<UTC time the run of ansible-playbook started>-<digest>.json), the digest of the
+    controller's host name, the run and O(window) - one file per window, never another run's or another window's,
+    whenever they started.
 seealso:
   - module: ansible.builtin.copy
     description: Copies content to a file on a managed host.

@@ -20,6 +20,11 @@ description:
   - The same code as M(awa.operations.awa_enqueue_shards_info) reads, waits (from the controller, a progress line
     per poll) and returns its result; RV(new_runtimes), RV(expected_new_runtimes) and RV(converged) are the ones
     these options set.
+  - Its action also takes three of the role's records, which it reads on the controller and never sends to the
+    database host - C(batch) (the window's state after the plan), C(restarts) (each host's restart results in the
+    batch) and C(record) (the reads and the folder of the window's record). Given C(batch), it runs a batch's whole
+    step - the wait for the runtimes of the services the batch restarted, the watch for its pause, the verdict as one
+    line, the window's record written - and returns the window's state after the batch as C(window_state).
 author:
   - awa.operations engineers (@awa-operations)
 extends_documentation_fragment:
@@ -51,23 +56,23 @@ options:
   restarted_services:
     description:
       - The services a batch restarted, each as its restart reported it. O(wait=restarted) waits for the runtimes
-        of each - a live, healthy runtime not in O(known_runtimes) whose pid is the service's, whose host name
-        (when the runtime reports one) is one of the service's host's names, and that started no earlier than the
-        service's process - and for nothing else. Two services may share a pid (their hosts hand out the same
-        pids) - each takes a runtime of its own.
+        of each - a live, healthy runtime not in O(known_runtimes) that reports one of the service's identities
+        (O(restarted_services[].reports_as)) and started no earlier than the service's process - and for nothing
+        else. Two services may share an identity (their hosts hand out the same pids) - each takes a runtime of its
+        own.
     type: list
     elements: dict
     default: []
     suboptions:
-      names: &names
-        description: The names of the service's host that its runtimes may report as their host name.
+      reports_as: &reports_as
+        description:
+          - What the service's processes report to Awa as their runtime's identity, one C({pid, hostname}) per
+            process that may run one - its pid in its own pid namespace and the C(HOSTNAME) of its environment; an
+            identity without C(hostname) (its environment unread) matches any host name.
+          - Empty - its runtimes cannot be told apart by pid.
         type: list
-        elements: str
-        required: true
-      pid:
-        description: The main pid of the service's process after its restart.
-        type: int
-        required: true
+        elements: dict
+        default: []
       started_at: &started_at
         description: When the service's process started, in unix seconds by its host's clock (omitted - unknown).
         type: float
@@ -92,7 +97,7 @@ options:
         O(wait=drained) do not wait for them. The role passes those of the services it did not restart because they
         declare other queues (C(enqueue_shards_service_queues)), and only for a raise - a producer that keeps a
         higher count after a lowering would refill the old shards.
-      - Where every service has a O(window_services[].pid), a live runtime that is none of theirs runs outside the
+      - Where every service has O(window_services[].reports_as), a live runtime that is none of theirs runs outside the
         window (another window's, on another part of the inventory; a producer outside the inventory) and is left
         out too. Where some have none (their runtimes cannot be told apart by pid, or their host could not be
         read), the runtimes outside cannot be told from theirs, and every runtime is waited for.
@@ -102,10 +107,7 @@ options:
     elements: dict
     default: []
     suboptions:
-      names: *names
-      pid:
-        description: The service's main pid (omitted - its runtimes cannot be told apart by pid).
-        type: int
+      reports_as: *reports_as
       started_at: *started_at
       concerned:
         description: Whether the change concerns the service.
@@ -132,7 +134,7 @@ EXAMPLES = r"""
     lanes: false
     known_runtimes: "{{ rollout.known_runtimes }}"
     restarted_services:
-      - {names: [app1, app1.example.com], pid: 4711, started_at: 1764520004.0, runtimes: 1}
+      - {reports_as: [{pid: 4711, hostname: app1}], started_at: 1764520004.0, runtimes: 1}
     health: true
   register: batch_wait
 """
@@ -159,6 +161,14 @@ expected_new_runtimes:
   returned: always
   type: int
   sample: 2
+window_state:
+  description:
+    - The window's state after a batch - the rollout with the batch's verdict, and the stop when the batch stopped the
+      window; the role hands it to the next batch and to the window's end. Its other return values are then not
+      returned.
+  returned: when the action is given the window's state (C(batch))
+  type: dict
+  sample: {rollout: {restarted: [app1/orders-api], batch_index: 1}, stop: null}
 """
 
 from ansible.module_utils.basic import AnsibleModule

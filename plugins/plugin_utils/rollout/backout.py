@@ -6,16 +6,20 @@ The previous count of each queue is the one its last recorded change
 (the ledger, as the info module reports it) switched from, so a re-run that
 changed nothing still backs out the change before it. The command line is
 rebuilt from the options ansible-playbook was started with (inventory,
-limit, extra variables, become, vault): the queues with their previous
-counts come last, as an extra variable that overrides the run's own. A
-secret given in an inline extra variable (a password of
+limit, extra variables, become, vault), each once, its paths made absolute
+so it runs as printed from any directory: the queues with their previous
+counts come last, as the one extra variable that sets them (an inline extra
+variable of the run that set enqueue_shards_queues - an earlier back-out's -
+leaves it out). A secret given in an inline extra variable (a password of
 enqueue_shards_connection, a value of enqueue_shards_environment) is masked:
-the operator gives it again.
+the operator gives it again. Only a run that changes the count prints a
+command: another one's would not change it back.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 from collections.abc import Mapping
 from typing import Any
@@ -70,33 +74,61 @@ def inline_secrets(text: str) -> list[str]:
               if isinstance(environment, dict) else [])]
 
 
+def _absolute(path: str) -> str:
+    """A path as this run's directory reads it, made absolute; a name that is no file here (a collection's playbook,
+    an inventory host list) as it is."""
+    return os.path.abspath(os.path.expanduser(path)) if os.path.exists(os.path.expanduser(path)) else path
+
+
+def _extra(value: str) -> str | None:
+    """An extra variable as the back-out gives it again: a file's path absolute; an inline one without
+    enqueue_shards_queues (the back-out sets those) - none left when that was all it set."""
+    if value.startswith("@"):
+        return "@" + _absolute(value[1:])
+    if not value.lstrip().startswith("{"):
+        return value
+    try:
+        given = from_yaml(value, show_content=False)
+    except AnsibleParserError:
+        return value
+    if not isinstance(given, dict) or "enqueue_shards_queues" not in given:
+        return value
+    rest = {name: setting for name, setting in given.items() if name != "enqueue_shards_queues"}
+    return json.dumps(rest) if rest else None
+
+
 def command_line(cli_args: dict[str, Any], extra: dict[str, Any]) -> str:
-    """ansible-playbook with the run's own options and playbooks, then ``extra`` as the last extra variable.
+    """ansible-playbook with the run's own options and playbooks, each once and its paths absolute, then ``extra``
+    as the last extra variable.
 
     The secrets of the run's inline extra variables are masked in each (inline_secrets).
     """
     words = ["ansible-playbook"]
     for name, flag in REPEATED_OPTIONS:
-        for value in cli_args.get(name) or ():
-            words += [flag, masked(str(value), inline_secrets(str(value))) if name == "extra_vars" else str(value)]
+        values = [_extra(str(value)) if name == "extra_vars" else _absolute(str(value))
+                  for value in cli_args.get(name) or ()]
+        for value in dict.fromkeys(value for value in values if value is not None):
+            words += [flag, masked(value, inline_secrets(value)) if name == "extra_vars" else value]
     for name, flag in VALUE_OPTIONS:
         if cli_args.get(name):
-            words += [flag, str(cli_args[name])]
+            words += [flag, _absolute(str(cli_args[name])) if name == "private_key_file" else str(cli_args[name])]
     words += [flag for name, flag in SWITCHES if cli_args.get(name)]
-    words += [str(playbook) for playbook in cli_args.get("args") or ()]
+    words += [_absolute(str(playbook)) for playbook in cli_args.get("args") or ()]
     words += ["-e", json.dumps(extra, separators=(", ", ": "))]
     return " ".join(shlex.quote(word) for word in words)
 
 
-def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_args: dict[str, Any] | None) -> str:
+def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_args: dict[str, Any] | None,
+                    changes: bool = True) -> str:
     """What to run to put the previous counts back, as one sentence for a stop message (no secret of the run's
-    inline extra variables)."""
+    inline extra variables). Without ``changes`` (the run does not change the count: the role's rollout or wait
+    entry point) no command: the same one again would not change it back."""
     entries, problems = previous_counts(queues, read)
     if not entries:
         return "Nothing to back out: " + "; ".join(problems) + "."
     extra = {"enqueue_shards_queues": entries}
     notes = (" (" + "; ".join(problems) + ")") if problems else ""
-    if not cli_args or not cli_args.get("args"):
+    if not changes or not cli_args or not cli_args.get("args"):
         return (f"To back out, run your change-window playbook again with enqueue_shards_queues: "
                 f"{json.dumps(entries)}{notes}.")
     command = command_line(cli_args, extra)

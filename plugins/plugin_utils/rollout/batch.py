@@ -65,19 +65,19 @@ def expectations(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any
     whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
     counted (``expected_new_runtimes``)."""
     fresh = _fresh_states(rollout, restarts)
-    per_service = rollout["runtimes_per_service"]
     services: list[RestartedService] = []
     counted = 0
     for outcome in restart_outcomes(rollout, index, restarts):
-        state = fresh[outcome["host"]]
-        reported = {service["service"]: service for service in state["services"]}
+        reported = {service["service"]: service for service in fresh[outcome["host"]]["services"]}
         for name in outcome["restarted"]:
+            service = reported[name]
+            # A service that only enqueues has no runtime to wait for.
             if outcome["host"] not in rollout["pid_hosts"]:
-                counted += per_service
-            elif reported[name]["main_pid"]:
-                services.append({**process(state, reported[name]), "runtimes": per_service})
-            # Without a pid after its restart (it failed, or its status command said none) no runtime can be told to
-            # be its own, and no other may stand in for it: the verdict says what its host reported.
+                counted += service["runtimes"]
+            elif service["runtimes"] and service["reports_as"]:
+                services.append({**process(service), "runtimes": service["runtimes"]})
+            # Reporting nothing after its restart (it failed, or no process runs) no runtime can be told to be its
+            # own, and no other may stand in for it: the verdict says what its host reported.
     return {"restarted_services": services, "expected_new_runtimes": counted}
 
 
@@ -103,10 +103,10 @@ def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[
     fresh = {}
     for host, result in restarts.items():
         state = by_host[host]
-        settings = {"host": host, "names": state["names"],
-                    "services": [service["service"] for service in state["services"]],
+        settings = {"host": host, "services": [service["service"] for service in state["services"]],
                     "service_queues": {service["service"]: service["queues"] for service in state["services"]
-                                       if service.get("queues") is not None}}
+                                       if service.get("queues") is not None},
+                    "service_runtimes": {service["service"]: service["runtimes"] for service in state["services"]}}
         fresh[host] = host_state(settings, result)
     return fresh
 
@@ -134,7 +134,7 @@ def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, A
     gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
     verdict = batch_verdict(
         rollout["batches"][index], index=index, count=len(rollout["batches"]), outcomes=outcomes, states=hosts,
-        read=read, gates=gates_of(read, gates), runtimes_per_service=rollout["runtimes_per_service"],
+        read=read, gates=gates_of(read, gates),
         pid_hosts=rollout["pid_hosts"], later=rollout["batches"][index + 1:], gone=gone,
         hosts_total=len(hosts), max_fail_percentage=rollout["max_fail_percentage"], backout=backout)
     known = list(dict.fromkeys(rollout["known_runtimes"]

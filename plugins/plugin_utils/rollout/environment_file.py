@@ -10,8 +10,10 @@ from typing import Any
 # Values made only of these characters need no quotes in an EnvironmentFile.
 PLAIN_VALUE = re.compile(r"^[A-Za-z0-9_./:@%+,=-]*$")
 
-# The role's base environment; enqueue_shards_environment is merged over it.
+# The role's base environment; enqueue_shards_environment is merged over it. HOSTNAME (a runtime's host name in
+# Awa, enqueue_shards_runtime_hostname) is not secret either: the diff shows it.
 BASE_ENVIRONMENT = {"AWA_OVERRIDE_REFRESH_MS": "1000"}
+SHOWN = (*BASE_ENVIRONMENT, "HOSTNAME")
 
 
 def _value_text(value: object) -> str:
@@ -28,9 +30,9 @@ def quoted(value: object) -> str:
     return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def shown_variables(show: list[str] | None, base: dict[str, Any] | None = None) -> list[str]:
-    """The variables whose values the file's diff may show: the role's own (``base``) and those of ``show``."""
-    return sorted({*(BASE_ENVIRONMENT if base is None else base), *(show or [])})
+def shown_variables(show: list[str] | None) -> list[str]:
+    """The variables whose values the file's diff may show: the role's own and those of ``show``."""
+    return sorted({*SHOWN, *(show or [])})
 
 
 def hidden_values(overrides: dict[str, Any] | None, shown: list[str]) -> list[str]:
@@ -39,7 +41,8 @@ def hidden_values(overrides: dict[str, Any] | None, shown: list[str]) -> list[st
             for text in dict.fromkeys((_value_text(value), quoted(value)))]
 
 
-def environment_lines(overrides: dict[str, Any] | None, base: dict[str, Any] | None = None) -> list[str]:
-    """Sorted NAME=value lines: ``overrides`` merged over ``base``; a null value leaves the name out."""
-    merged = {**(BASE_ENVIRONMENT if base is None else base), **(overrides or {})}
+def environment_lines(overrides: dict[str, Any] | None, hostname: str | None = None) -> list[str]:
+    """Sorted NAME=value lines: ``overrides`` merged over the base environment and ``hostname`` as HOSTNAME (what
+    the services' Awa runtimes report as their host name); a null value leaves the name out."""
+    merged = {**BASE_ENVIRONMENT, "HOSTNAME": hostname or None, **(overrides or {})}
     return [f"{name}={quoted(value)}" for name, value in sorted(merged.items()) if value is not None]

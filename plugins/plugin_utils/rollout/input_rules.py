@@ -3,21 +3,29 @@
 """The role enqueue_shards's input rules: every problem with its variables, named at once.
 
 meta/argument_specs.yml declares the variables - their names, types and
-defaults, read from it (role_spec) - and Ansible checks their types; this
-checks what a spec cannot express (ranges, rules between variables, typos in
-variable names). Queue entries, runtime roles, the lock timeout and the wait
-bounds are checked with the modules' own rules, so the role and the modules
-can never disagree.
+defaults, read from it (role_spec). This checks their types as Ansible
+would, what a spec cannot express (ranges, rules between variables, typos in
+variable names), and what Ansible's check would refuse by printing the whole
+spec, one line of 18 KB: the keys of a queue entry and of the connection,
+and the values of the variables with choices (``KEYS``, ``CHOICES``), each
+misspelt one named with the one meant. Queue entries, the connection,
+runtime roles, the lock timeout and the wait bounds are checked with the
+modules' own rules, so the role and the modules can never disagree.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Any
 
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
+
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
+    CONNECTION_OPTIONS,
     DEFAULT_LOCK_TIMEOUT,
+    connection_argument_spec,
     connection_secrets,
     libpq_params,
     validate_lock_timeout,
@@ -30,7 +38,7 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.managed_fi
 from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 from ansible_collections.awa.operations.plugins.module_utils.producer.commands import SERVICE_PLACEHOLDER
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import METHODS
-from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ENTRY_KEYS, validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.options import DEFAULT_WAIT_SLEEP, validate_read_options
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import role_spec
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.serial import batch_size_problem
@@ -47,6 +55,12 @@ SCOPES = ("queues", "rollout", "wait")
 
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
+# The keys the mapping variables take and the values of the variables with choices, which the spec leaves to this
+# check (the variables' descriptions list them): the modules' own queue entries and connection options.
+KEYS = {"queues": ENTRY_KEYS, "connection": tuple(CONNECTION_OPTIONS)}
+PICKUPS = ("restart", "refresh")
+CHOICES = {"pickup": PICKUPS, "restart_method": METHODS}
+
 
 def _number(value: object) -> float | None:
     """A number given as a number or a numeric string (role variables are not converted); None otherwise."""
@@ -56,6 +70,12 @@ def _number(value: object) -> float | None:
         return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+
+
+def _number_or_typed(settings: dict[str, Any], name: str) -> bool:
+    """Whether a number's range is this rule's to check: a value given that is no number is type_problems'."""
+    value = settings.get(PREFIX + name)
+    return value is None or _number(value) is not None
 
 
 def _checked(rule: Callable[[], object]) -> list[str]:
@@ -75,14 +95,38 @@ def unknown_variable_problems(settings: dict[str, Any]) -> list[str]:
             "would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them" for name in unknown]
 
 
+def type_problems(settings: dict[str, Any]) -> list[str]:
+    """Each variable whose value is not of the type meta/argument_specs.yml declares, in a line: Ansible's own check
+    of the role's entry point says the same in a line of some 20,000 characters (its whole spec) - the change
+    window's playbook leaves it to this one (rolespec_validate: false)."""
+    declared = {name: {key: option[key] for key in ("type", "elements") if key in option}
+                for name, option in role_spec.options().items()}
+    # Plain values: the validator deep-copies them, and a role variable's lazy containers would copy Ansible's templar.
+    given = json.loads(json.dumps({name: value for name, value in settings.items() if name in declared}, default=str))
+    connection = given.get(PREFIX + "connection")
+    secrets = connection_secrets(connection) if isinstance(connection, dict) else []
+    return [masked(message, secrets) for message in ArgumentSpecValidator(declared).validate(given).error_messages]
+
+
+def unknown_key_problems(where: str, given: dict[Any, Any], known: tuple[str, ...]) -> list[str]:
+    """``where has no key shard (did you mean shards?)``: each key of a mapping variable it does not take."""
+    return [f"{where} has no key {key}{did_you_mean(str(key), known, limit=1)}; it takes {', '.join(known)}"
+            for key in given if key not in known]
+
+
 def queue_problems(queues: object, runtime_roles: object) -> list[str]:
-    """Each entry checked like awa_enqueue_shards checks it, then names given twice."""
+    """Each entry checked like awa_enqueue_shards checks it (an entry with a key it does not take: only that), then
+    names given twice."""
     if not isinstance(queues, list) or not queues:
         return ["enqueue_shards_queues must name at least one queue, e.g. [{queue: orders, shards: 8}]"]
     problems: list[str] = []
     names: list[str] = []
     for index, entry in enumerate(queues):
         where = f"enqueue_shards_queues[{index}]"
+        unknown = unknown_key_problems(where, entry, KEYS["queues"]) if isinstance(entry, dict) else []
+        if unknown:
+            problems += unknown
+            continue
         if not isinstance(entry, dict) or "queue" not in entry or "shards" not in entry:
             problems.append(f"{where} needs queue and shards (stripes and new_queue are optional), got {entry!r}")
             continue
@@ -108,6 +152,12 @@ def _integer(value: object) -> object:
 
 
 def connection_problems(connection: object) -> list[str]:
+    """The connection checked with the modules' rules: its keys (a misspelt one named, and only that), the two it
+    needs, their values (the modules' argument spec), the hosts and ports libpq pairs."""
+    if isinstance(connection, dict) and connection:
+        unknown = unknown_key_problems("enqueue_shards_connection", connection, KEYS["connection"])
+        if unknown:
+            return unknown
     if not isinstance(connection, dict) or not connection:
         return ["enqueue_shards_connection is empty: give the connection options of Awa's migrator role "
                 "(at least login_user and login_db, and login_host or login_unix_socket). Without them the "
@@ -118,9 +168,15 @@ def connection_problems(connection: object) -> list[str]:
         return [f"enqueue_shards_connection lacks {' and '.join(missing)}: name the role to connect as (Awa's "
                 "migrator, which owns the lane tables or is a member of their owner) and the database holding "
                 "the Awa schema"]
+    secrets = connection_secrets(connection)
+    # Plain values, as type_problems reads them.
+    plain = json.loads(json.dumps(connection, default=str))
+    values = ArgumentSpecValidator(connection_argument_spec()).validate(plain).error_messages
+    if values:
+        return [f"enqueue_shards_connection: {masked(message, secrets)}" for message in values]
     # The hosts and ports as given, and a target the change accepts (the database host's environment is not
     # known here: the modules check what comes from it when they connect). A host may quote a password.
-    return ["enqueue_shards_connection: " + masked(message, connection_secrets(connection))
+    return ["enqueue_shards_connection: " + masked(message, secrets)
             for message in _checked(lambda: validate_targets(libpq_params(connection, writes=True, environ={}),
                                                              writes=True, environ={}))]
 
@@ -128,7 +184,8 @@ def connection_problems(connection: object) -> list[str]:
 def database_problems(settings: dict[str, Any]) -> list[str]:
     problems = connection_problems(settings.get(PREFIX + "connection"))
     lock_timeout = _number(settings.get(PREFIX + "lock_timeout"))
-    problems += _checked(lambda: validate_lock_timeout(lock_timeout if lock_timeout is not None else -1))
+    if _number_or_typed(settings, "lock_timeout"):
+        problems += _checked(lambda: validate_lock_timeout(lock_timeout if lock_timeout is not None else -1))
     schema = settings.get(PREFIX + "ledger_schema")
     if not isinstance(schema, str) or not schema.strip():
         problems.append("enqueue_shards_ledger_schema must name a schema, e.g. awa_operations")
@@ -162,9 +219,17 @@ def _command_problems(settings: dict[str, Any]) -> list[str]:
         if command and SERVICE_PLACEHOLDER not in command and len(services) > 1:
             problems.append(f"enqueue_shards_{name} runs once per service, so it must contain {{service}} when a "
                             f"host has more than one service: {command}")
-    method = settings.get(PREFIX + "restart_method")
-    if method not in METHODS:
-        problems.append(f"enqueue_shards_restart_method must be one of {', '.join(METHODS)}, got {method!r}")
+    return problems + choice_problems(settings, ("restart_method",))
+
+
+def choice_problems(settings: dict[str, Any], names: tuple[str, ...]) -> list[str]:
+    """Each of the variables ``names`` (without the prefix) that is not one of its CHOICES, with the one meant."""
+    problems = []
+    for name in names:
+        value, choices = settings.get(PREFIX + name), CHOICES[name]
+        if value not in choices:
+            problems.append(f"enqueue_shards_{name} must be one of {', '.join(choices)}, got {value!r}"
+                            f"{did_you_mean(str(value), choices, limit=1)}")
     return problems
 
 
@@ -186,6 +251,22 @@ def _service_queues_problems(settings: dict[str, Any]) -> list[str]:
         problems.append(f"enqueue_shards_service_queues must give each service a list of queue names (an empty "
                         f"list: it enqueues into none of them): {', '.join(not_lists)}")
     return problems
+
+
+def _service_runtimes_problems(settings: dict[str, Any]) -> list[str]:
+    """The runtimes each service declares: services of this host, whole numbers (0: it only enqueues)."""
+    declared = settings.get(PREFIX + "service_runtimes") or {}
+    services = settings.get(PREFIX + "services") or []
+    if not isinstance(declared, dict):
+        return [f"enqueue_shards_service_runtimes must map services to how many Awa runtimes each runs, e.g. "
+                f"{{api: 3, web: 0}}, got {declared!r}"]
+    unknown = sorted(str(name) for name in declared if name not in services)
+    wrong = sorted(str(name) for name, count in declared.items()
+                   if isinstance(count, bool) or not isinstance(count, int) or count < 0)
+    return ([f"enqueue_shards_service_runtimes names services that enqueue_shards_services does not list: "
+             f"{', '.join(unknown)}"] if unknown else []) + (
+        [f"enqueue_shards_service_runtimes must give each service a whole number of runtimes (0: it only enqueues, "
+         f"and is done once it started after the change): {', '.join(wrong)}"] if wrong else [])
 
 
 def _environment_file_problems(settings: dict[str, Any]) -> list[str]:
@@ -259,13 +340,13 @@ def producer_group_problem(groups: dict[str, Any], group: str) -> str:
 
 def rollout_problems(settings: dict[str, Any]) -> list[str]:
     restarts = settings.get(PREFIX + "pickup") == "restart"
-    problems = batch_problems(settings)
+    problems = choice_problems(settings, ("pickup",)) + batch_problems(settings)
     value = _number(settings.get(PREFIX + "runtimes_per_service"))
     if value is None or value < 1 or not value.is_integer():
         problems.append("enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
                         f"{settings.get(PREFIX + 'runtimes_per_service')!r}")
     problems += _services_problems(settings, restarts)
-    problems += _service_queues_problems(settings)
+    problems += _service_queues_problems(settings) + _service_runtimes_problems(settings)
     if restarts:
         problems += _command_problems(settings)
     problems += _environment_file_problems(settings)
@@ -277,14 +358,14 @@ def _wait_problems(settings: dict[str, Any], timeouts: tuple[str, ...]) -> list[
     """The info module's own wait bounds, for each timeout the entry point uses."""
     sleep = _number(settings.get(PREFIX + "wait_sleep"))
     problems = []
-    for name in timeouts:
+    for name in [name for name in timeouts if _number_or_typed(settings, name)]:
         timeout = _number(settings.get(PREFIX + name))
         for message in _checked(lambda: validate_read_options(-1 if timeout is None else timeout, DEFAULT_WAIT_SLEEP,
                                                               DEFAULT_LOCK_TIMEOUT)):
             problems.append(message.replace("wait_timeout", PREFIX + name, 1))
-    problems += [message.replace("wait_sleep", PREFIX + "wait_sleep", 1)
-                 for message in _checked(lambda: validate_read_options(0, -1 if sleep is None else sleep,
-                                                                       DEFAULT_LOCK_TIMEOUT))]
+    if _number_or_typed(settings, "wait_sleep"):
+        problems += [message.replace("wait_sleep", PREFIX + "wait_sleep", 1) for message in _checked(
+            lambda: validate_read_options(0, -1 if sleep is None else sleep, DEFAULT_LOCK_TIMEOUT))]
     return problems
 
 
@@ -303,6 +384,7 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
     if unknown_scopes:
         raise ValueError(f"unknown validation scope {unknown_scopes}; known: {SCOPES}")
     problems = unknown_variable_problems(settings)
+    typed = type_problems(settings)
     settings = with_defaults(settings)
     problems += queue_problems(settings.get(PREFIX + "queues"), settings.get(PREFIX + "runtime_roles"))
     problems += database_problems(settings)
@@ -310,6 +392,9 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
         problems += rollout_problems(settings)
     if "wait" in scope:
         problems += _wait_problems(settings, ("converge_timeout", "drain_timeout"))
+    # A variable of another type, unless a rule above said so in its own words.
+    named = set(re.findall(PREFIX + r"\w+", " ".join(problems)))
+    problems += [message for message in typed if not named & set(re.findall(PREFIX + r"\w+", message))]
     return list(dict.fromkeys(problems))
 
 
@@ -318,10 +403,11 @@ def _text(value: object) -> str:
 
 
 # The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
-HOST_SETTINGS = ("services", "service_queues", "restart_method", "restart_command", "status_command")
+HOST_SETTINGS = ("services", "service_queues", "service_runtimes", "runtimes_per_service", "restart_method",
+                 "restart_command", "status_command", "runtime_hostname")
 
 
-def host_settings(settings: dict[str, Any], host: str, scope: list[str], names: list[str] | None = None) -> dict[str, Any]:
+def host_settings(settings: dict[str, Any], host: str, scope: list[str]) -> dict[str, Any]:
     """What the rollout needs of one producer host's variables, and every problem with them.
 
     Computed on each host (its own variables, whatever their precedence), so
@@ -331,12 +417,19 @@ def host_settings(settings: dict[str, Any], host: str, scope: list[str], names: 
     problems = input_problems(settings, scope)
     settings = with_defaults(settings)
     services = settings.get(PREFIX + "services") or []
+    services = [str(name) for name in services] if isinstance(services, list) else []
     declared = settings.get(PREFIX + "service_queues") or {}
-    carried = {name: _text(settings.get(PREFIX + name))
-               for name in HOST_SETTINGS if name not in ("services", "service_queues")}
-    return {"host": host, "problems": problems, "names": [name for name in names or [] if name],
-            "services": [str(name) for name in services] if isinstance(services, list) else [],
-            "service_queues": declared if isinstance(declared, dict) else {}, **carried}
+    carried = {name: _text(settings.get(PREFIX + name)) for name in HOST_SETTINGS[4:]}
+    # The HOSTNAME its environment file gives the services' processes (none when the role writes no file).
+    carried["runtime_hostname"] *= bool(settings.get(PREFIX + "env_file"))
+    # Each service's runtimes: its own (enqueue_shards_service_runtimes), else enqueue_shards_runtimes_per_service.
+    runtimes = {**dict.fromkeys(services, _integer(settings.get(PREFIX + "runtimes_per_service"))),
+                **(settings.get(PREFIX + "service_runtimes") or {})}
+    return {"host": host, "problems": problems, "services": services,
+            "service_queues": declared if isinstance(declared, dict) else {},
+            "service_runtimes": {name: count for name, count in runtimes.items()
+                                 if isinstance(count, int) and not isinstance(count, bool) and name in services},
+            **carried}
 
 
 def input_verdict(hosts: list[dict[str, Any]]) -> dict[str, Any]:

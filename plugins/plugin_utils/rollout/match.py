@@ -4,33 +4,32 @@
 
 A service is done only when its runtimes are live on the count: a process
 that is up but never registered its runtime (hung, crash-looping, stuck in
-start) runs nothing. Awa 0.6.9 runtimes publish their pid (and a host name
-when the runtime reports one; Python runtimes leave it empty), so:
+start) runs nothing. Each service is judged one of three ways:
 
-* a runtime belongs to a service by the rule the rollout's waits apply too
-  (module_utils/info/service_runtimes.py): its pid is the service's main pid
-  (systemd's MainPID, or the pid the status command prints), its host name
-  (when reported) is one of the service's host's names, and it started no
-  earlier than the service's process. Hosts have their own pid namespaces,
-  so one pid can be the main pid of services on several hosts: a runtime
-  that reports no host name and could be more than one of them belongs to
-  none, and those hosts are judged by count (identical hosts restarted
-  together hand out the same pids in the same second);
-* on a host where no service's pid is a runtime's pid (runtimes in child
-  processes or containers, or a status command that prints no pid), the
-  services are judged by count: the live runtimes on the count that no
-  service claimed must cover them, else they cannot be told apart.
+* by pid: a runtime is the service's by the rule the rollout's waits apply
+  too (module_utils/info/service_runtimes.py) - its pid and host name are
+  what one of the service's processes reports (producer/identities.py) and
+  it started no earlier than the service. A runtime that two services could
+  both claim (hosts booted from one image whose runtimes report no host name,
+  containers given one HOSTNAME) belongs to neither: those services are
+  judged by count. So are the services of a host where no service claims
+  any runtime (runtimes its processes do not show: a container engine's
+  processes elsewhere) unless an earlier match there tied them (``pid_hosts``);
+* by count: the live runtimes on the count that no service claimed must
+  cover them, else they cannot be told apart;
+* by start: a service that only enqueues (``runtimes`` 0: no runtime row) -
+  whether it started after the change is the plan's to say
+  (rollout.restarts), and it counts for no runtime.
 
 The expected runtimes are the inventory's: every service that is not
-stopped, times ``runtimes_per_service``, unreachable hosts included. Where
-every service is judged by pid and every host was read, a live runtime that
-no service claimed runs outside the inventory (``outside_runtimes``): another
+stopped, each with its own ``runtimes``, unreachable hosts included. Where
+every service that runs reports what its runtimes are, a live runtime that no
+service claims runs outside the inventory (``outside_runtimes``): another
 change window's, or a producer the inventory does not list.
 """
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Collection, Sequence
 from typing import Any
 
@@ -51,48 +50,17 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
     UNREACHABLE,
 )
 
-# What a service's runtimes are, by pid (host and pid where reported) or by count.
+# What a service's runtimes are, by pid (host and pid where reported), by count or by its start.
 HAS_RUNTIMES, STALE_RUNTIMES, NO_RUNTIME = "has_runtimes", "stale_runtimes", "no_runtime"
 COVERED_BY_COUNT, SHORT_BY_COUNT, NOT_RUNNING, NOT_READ = "covered_by_count", "short_by_count", "not_running", "not_read"
-BY_PID, BY_COUNT = "pid", "count"
+ENQUEUE_ONLY = "enqueue_only"
+BY_PID, BY_COUNT, BY_START = "pid", "count", "start"
+DONE = (HAS_RUNTIMES, COVERED_BY_COUNT, ENQUEUE_ONLY)
 
 
-def process(host: dict[str, Any], service: dict[str, Any]) -> ServiceProcess:
+def process(service: dict[str, Any]) -> ServiceProcess:
     """A service of a host state (services.host_state) as the rule that ties runtimes to it reads it."""
-    return {"names": host["names"], "pid": service["main_pid"] or None, "started_at": service["started_at"]}
-
-
-def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: Collection[str] = ()) -> list[WindowService]:
-    """The services of ``hosts`` as a change window's waits see them (service_runtimes.left_out): each with its
-    process where it runs on a host whose runtimes are told apart by pid (``pid_hosts``), else without a pid; and
-    whether the change concerns it (``untouched``: host/service names it does not). Stopped and failed services run
-    no runtime: left out."""
-    services: list[WindowService] = []
-    for host in hosts:
-        for service in host["services"]:
-            if service["state"] in (STOPPED, FAILED):
-                continue
-            told_apart = host["reachable"] and host["host"] in pid_hosts and service["state"] == RUNNING
-            services.append({"names": host["names"], "pid": (service["main_pid"] or None) if told_apart else None,
-                             "started_at": service["started_at"],
-                             "concerned": f"{host['host']}/{service['service']}" not in untouched})
-    return services
-
-
-def _assign(hosts: list[dict[str, Any]], live: list[RuntimeView]) -> tuple[dict[tuple[str, str], list[RuntimeView]], set[str]]:
-    """(host, service) -> the live runtimes that belong to it, each runtime to one service at most; and the hosts
-    whose services share a pid with another host's for a runtime that could be either (no host name reported)."""
-    claimed: dict[tuple[str, str], list[RuntimeView]] = defaultdict(list[RuntimeView])
-    ambiguous: set[str] = set()
-    for runtime in live:
-        owners = [(host["host"], service["service"]) for host in hosts if host["reachable"]
-                  for service in host["services"]
-                  if service["state"] == RUNNING and is_runtime_view_of(process(host, service), runtime)]
-        if len({owner_host for owner_host, dummy in owners}) > 1:
-            ambiguous.update(owner_host for owner_host, dummy in owners)
-        elif owners:
-            claimed[owners[0]].append(runtime)
-    return claimed, ambiguous
+    return {"reports_as": list(service.get("reports_as") or []), "started_at": service["started_at"]}
 
 
 def concerns(service: dict[str, Any], queues: Collection[str] | None) -> bool:
@@ -102,81 +70,111 @@ def concerns(service: dict[str, Any], queues: Collection[str] | None) -> bool:
     return declared is None or queues is None or bool(set(declared) & set(queues))
 
 
-def _unconcerned(hosts: list[dict[str, Any]], claimed: dict[tuple[str, str], list[RuntimeView]],
-                 queues: Collection[str] | None) -> tuple[list[dict[str, Any]], set[str], list[str]]:
-    """The hosts with only the services the change concerns, the runtimes of the others (which count neither for
-    nor against the inventory), and the others' names."""
-    left_out = {(host["host"], service["service"]) for host in hosts for service in host["services"]
-                if not concerns(service, queues)}
-    runtimes = {runtime["instance_id"] for owner in left_out for runtime in claimed.get(owner, [])}
-    kept = [dict(host, services=[service for service in host["services"]
-                                 if (host["host"], service["service"]) not in left_out]) for host in hosts]
-    return kept, runtimes, sorted(f"{host}/{service}" for host, service in left_out)
+def _running(hosts: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """(host, service) of each service that runs on a host that was read and runs Awa runtimes."""
+    return [(host["host"], service) for host in hosts if host["reachable"] for service in host["services"]
+            if service["state"] == RUNNING and service.get("runtimes", 1) > 0]
 
 
-def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], runtimes_per_service: int, *, pid_hosts: Collection[str] = (),
+def _claims(hosts: list[dict[str, Any]], live: list[RuntimeView]) -> tuple[dict[tuple[str, str], list[RuntimeView]], set[tuple[str, str]]]:
+    """(host, service) -> the live runtimes that are its alone; and the services whose runtime another service could
+    claim too."""
+    running = [((host, service["service"]), process(service)) for host, service in _running(hosts)
+               if service.get("reports_as")]
+    claimed: dict[tuple[str, str], list[RuntimeView]] = {}
+    shared: set[tuple[str, str]] = set()
+    for runtime in live:
+        owners = [owner for owner, reported in running if is_runtime_view_of(reported, runtime)]
+        if len(owners) > 1:
+            shared.update(owners)
+        elif owners:
+            claimed.setdefault(owners[0], []).append(runtime)
+    return claimed, shared
+
+
+def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: Collection[str] = ()) -> list[WindowService]:
+    """The services of ``hosts`` as a change window's waits see them (service_runtimes.left_out): each with what its
+    processes report where its runtimes are told apart (a running service of a host in ``pid_hosts``), else
+    nothing; and whether the change concerns it (``untouched``: host/service names it does not). Stopped and failed
+    services, and those that only enqueue, run no runtime: left out."""
+    services: list[WindowService] = []
+    for host in hosts:
+        for service in host["services"]:
+            if service["state"] in (STOPPED, FAILED) or service.get("runtimes", 1) == 0:
+                continue
+            told_apart = host["reachable"] and host["host"] in pid_hosts and service["state"] == RUNNING
+            services.append({**process(service), "reports_as": process(service)["reports_as"] if told_apart else [],
+                             "concerned": f"{host['host']}/{service['service']}" not in untouched})
+    return services
+
+
+def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_hosts: Collection[str] = (),
           queue: str | None = None, queues: Collection[str] | None = None) -> dict[str, Any]:
     """Each service's runtimes, how they were judged, and the inventory's N of M.
 
-    ``hosts`` are host states (services.host_state), ``runtimes``
-    the info module's ``runtimes`` (each with ``live``, ``converged`` and
-    ``pending_queues``). ``pid_hosts`` are hosts an earlier match tied to
-    runtimes by pid: they stay judged by pid even when none of their
-    services has a runtime now. With ``queue``, "on the count" is that
-    queue's count; otherwise every queue read. Services that declare they
-    enqueue only into other queues than ``queue`` (or ``queues``) are left
-    out (``untouched``), with the runtimes tied to them by pid.
+    ``hosts`` are host states (services.host_state), ``runtimes`` the info
+    module's ``runtimes`` (each with ``live``, ``converged`` and
+    ``pending_queues``). With ``queue``, "on the count" is that queue's count;
+    otherwise every queue read. Services that declare they enqueue only into
+    other queues than ``queue`` (or ``queues``) are left out (``untouched``),
+    with the runtimes they claim.
     """
     live: list[RuntimeView] = [
         {**runtime, "converged": queue not in runtime.get("pending_queues", []) if queue else runtime["converged"]}
         for runtime in runtimes if runtime["live"]]
-    claimed, ambiguous = _assign(hosts, live)
-    hosts, theirs, untouched = _unconcerned(hosts, claimed, [queue] if queue else queues)
+    claimed, shared = _claims(hosts, live)
+    asked = [queue] if queue else queues
+    untouched = sorted(f"{host['host']}/{service['service']}" for host in hosts for service in host["services"]
+                       if not concerns(service, asked))
+    theirs = {runtime["instance_id"] for owner, owned in claimed.items() if "/".join(owner) in untouched
+              for runtime in owned}
     live = [runtime for runtime in live if runtime["instance_id"] not in theirs]
-    claimed = {owner: owned for owner, owned in claimed.items() if f"{owner[0]}/{owner[1]}" not in untouched}
-    # A host with a runtime that could be another host's is judged by count, with every runtime it claimed.
-    claimed = {owner: owned for owner, owned in claimed.items() if owner[0] not in ambiguous}
-    by_pid_hosts = (set(pid_hosts) | {host["host"] for host in hosts
-                                      if any((host["host"], service["service"]) in claimed
-                                             for service in host["services"])}) - ambiguous
+    by_pid_hosts = set(pid_hosts) | {host for host, dummy in claimed}
+    by_pid = {(host, service["service"]) for host, service in _running(hosts)
+              if host in by_pid_hosts and service.get("reports_as") and (host, service["service"]) not in shared}
+    claimed = {owner: owned for owner, owned in claimed.items() if owner in by_pid}
     claimed_ids = {runtime["instance_id"] for owned in claimed.values() for runtime in owned}
     spare = [runtime for runtime in live if runtime["instance_id"] not in claimed_ids]
     spare_on_count = [runtime for runtime in spare if runtime["converged"]]
-    counted = [(host, service) for host in hosts if host["reachable"] and host["host"] not in by_pid_hosts
-               for service in host["services"] if service["state"] == RUNNING]
-    need = len(counted) * runtimes_per_service
-    covered = len(spare_on_count) >= need
+    need = sum(service.get("runtimes", 1) for host, service in _running(hosts)
+               if (host, service["service"]) not in by_pid and "/".join((host, service["service"])) not in untouched)
     services, expected, on_count = [], 0, 0
     for host in hosts:
         for service in host["services"]:
+            name, per_service = (host["host"], service["service"]), service.get("runtimes", 1)
+            if "/".join(name) in untouched:
+                continue
             if service["state"] != STOPPED:
-                expected += runtimes_per_service
-            entry = {"host": host["host"], "service": service["service"], "state": service["state"],
-                     "main_pid": service["main_pid"], "judged_by": BY_PID if host["host"] in by_pid_hosts else BY_COUNT,
-                     "runtimes": [runtime["instance_id"] for runtime in claimed.get((host["host"], service["service"]), [])]}
-            owned = claimed.get((host["host"], service["service"]), [])
+                expected += per_service
+            owned = claimed.get(name, [])
+            judged = BY_START if per_service == 0 else BY_PID if name in by_pid else BY_COUNT
+            entry = {"host": name[0], "service": name[1], "state": service["state"], "main_pid": service["main_pid"],
+                     "judged_by": judged, "runtimes": [runtime["instance_id"] for runtime in owned]}
             if service["state"] == UNREACHABLE or not host["reachable"]:
                 entry["status"] = NOT_READ
             elif service["state"] != RUNNING:
                 entry["status"] = NOT_RUNNING
-            elif host["host"] not in by_pid_hosts:
-                entry["status"] = COVERED_BY_COUNT if covered else SHORT_BY_COUNT
+            elif judged == BY_START:
+                entry["status"] = ENQUEUE_ONLY
+            elif judged == BY_COUNT:
+                entry["status"] = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
             else:
                 fresh = sum(1 for runtime in owned if runtime["converged"])
-                entry["status"] = (HAS_RUNTIMES if fresh >= runtimes_per_service
-                                   else STALE_RUNTIMES if owned else NO_RUNTIME)
-                on_count += min(fresh, runtimes_per_service)
+                entry["status"] = HAS_RUNTIMES if fresh >= per_service else STALE_RUNTIMES if owned else NO_RUNTIME
+                on_count += min(fresh, per_service)
             services.append(entry)
     counted_on_count = min(len(spare_on_count), need)
     on_count += counted_on_count
-    outside = len(spare) - counted_on_count
-    # The live runtimes no service runs, where every service that runs is told apart by pid: the waits' rule.
+    # The live runtimes no service runs, where every service that runs is told apart: the waits' rule.
     outside_runtimes = left_out(window(hosts, by_pid_hosts), [(runtime["instance_id"], *identity(runtime))
                                                               for runtime in live])
-    return {"services": services, "expected": expected, "on_count": on_count, "outside": outside,
+    return {"services": services, "expected": expected, "on_count": on_count,
+            "outside": len(spare) - counted_on_count,
             "outside_runtimes": [runtime["instance_id"] for runtime in live if runtime["instance_id"] in outside_runtimes],
-            "by_count_hosts": sorted(host["host"] for host in hosts
-                                     if host["reachable"] and host["host"] not in by_pid_hosts and host["services"]),
+            "by_count_hosts": sorted({entry["host"] for entry in services
+                                      if entry["judged_by"] == BY_COUNT and entry["status"] != NOT_READ}),
+            "enqueue_only": [f"{entry['host']}/{entry['service']}" for entry in services if entry["judged_by"] == BY_START],
+            "pid_hosts": sorted(by_pid_hosts),
             "unreachable_hosts": sorted(host["host"] for host in hosts if not host["reachable"]),
             "untouched": untouched}
 
@@ -184,16 +182,21 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], runtimes
 def how_judged(matched: dict[str, Any], *, brief: bool = False) -> str:
     """One sentence: how the inventory's runtimes were told apart (``brief``: without the reasons a runtime
     cannot be tied to its service, for the lines that repeat what the plan said)."""
-    if not matched["by_count_hosts"]:
-        return "runtimes matched to services by pid (and host name where the runtime reports one)"
-    hosts = names_text(matched["by_count_hosts"])
-    if brief:
-        return (f"runtimes matched to services by pid, except on {hosts}, whose services were judged by count (their "
+    text = "runtimes matched to services by pid (and host name where the runtime reports one)"
+    if matched["by_count_hosts"]:
+        hosts = names_text(matched["by_count_hosts"])
+        text = (f"runtimes matched to services by pid, except on {hosts}, whose services were judged by count (their "
                 "runtimes cannot be tied to one service by pid)")
-    return (f"runtimes matched to services by pid, except on {hosts}: a runtime there cannot be tied to one service "
-            "by its pid (no runtime has a service's pid - runtimes in child processes or containers, or a status "
-            "command that prints no pid - or a runtime that reports no host name has the pid of services on several "
-            "hosts), so its services were judged by count against the live runtimes no other service claimed")
+        if not brief:
+            text = (f"runtimes matched to services by pid, except on {hosts}: a runtime there cannot be tied to one "
+                    "service by the pid and host name it reports (no process of a service shows a live runtime's - "
+                    "a container engine runs them elsewhere, or the status command prints no pid - or a runtime that "
+                    "reports no host name, or one HOSTNAME, has the pid of services on several hosts: set "
+                    "enqueue_shards_runtime_hostname), so its services were judged by count against the live "
+                    "runtimes no other service claimed")
+    if matched.get("enqueue_only"):
+        text += f"; judged by when they started, as they only enqueue: {names_text(matched['enqueue_only'], 3)}"
+    return text
 
 
 def inventory_text(matched: dict[str, Any]) -> str:

@@ -138,7 +138,7 @@ def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], r
     """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
 
     ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``). Past
-    compact.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all. With
+    name_lists.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all. With
     ``drain_timeout``, each lowering's backlog is weighed against it (drain_warnings; ``watched``, the second read).
     """
     failure = read_failure(read)

@@ -33,6 +33,10 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import previous_counts
 
+# The task whose verdict ends a window that is not done (tasks/phases/7_summary.yml).
+SUMMARY_TASK = "Summary | stop unless every queue runs the count asked, converged, and every service of the inventory is done"
+# The steps after which a window's record is written (window_record's ``step``): the change, each batch, the end.
+CHANGE, BATCH, END = "the change", "a batch", "the end"
 # The set_stats key: outside the role's enqueue_shards_* names, so a workflow's next run of the role, which receives
 # it as an extra variable, does not take it for a variable of its own.
 OUTCOME_KEY = "awa_enqueue_shards_outcome"
@@ -50,6 +54,9 @@ class QueueOutcome(TypedDict):
     after: int | None
     converged: bool
     drained: bool | None
+    # The recorded change (its ledger id and time) that set the count this window found already so - an earlier run
+    # of it, cut short, say: ``before`` is the count that change switched from. None when this window set it.
+    set_by: dict[str, Any] | None
 
 
 class ServicesOutcome(TypedDict):
@@ -81,14 +88,18 @@ class WindowOutcome(TypedDict):
     check_mode: bool
     # The task that stopped the window; None when it ran to its end.
     stopped_at: str | None
+    # The step after which this record was written: "the change", "batch N of M", or "the end" (the record is written
+    # as the window goes, so an interrupted window leaves the record of its last step).
+    last_step: str
     message: str
     queues: dict[str, QueueOutcome]
     services: ServicesOutcome
     backout: str
     backout_queues: list[BackoutQueue]
-    # ISO 8601, the database's clock; None when not read (a run started past preflight).
+    # ISO 8601, the database's clock; None when not read (a run started past preflight); and the seconds between.
     started: str | None
     ended: str | None
+    total_seconds: float | None
 
 
 class StopRecord(TypedDict):
@@ -157,14 +168,16 @@ def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, ma
     """A queue at the window's end, as the summary table says it (summary.queue_done)."""
     asked = int(entry["shards"])
     if view is None:
-        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None}
+        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}
     result = queue_changes(change).get(entry["queue"])
-    before = (set(result["previous_shards"].values()) if result is not None
-              else {recorded["from_shards"] for recorded in view["last_change"].values()})
+    earlier = summary.set_by(result, view)
+    before = ({earlier["from_shards"]} if earlier is not None else set(result["previous_shards"].values())
+              if result is not None else {recorded["from_shards"] for recorded in view["last_change"].values()})
     done = summary.queue_done(view, matched)
     drained = view.get("drained")
     return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
-            "converged": done, "drained": None if drained is None else drained and done}
+            "converged": done, "drained": None if drained is None else drained and done,
+            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
@@ -174,7 +187,7 @@ def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] 
         return {"restarted": [], "skipped": [], "left": []}
     restarted = list(rollout.get("restarted", []))
     live = None if matched is None else {f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-                                         if entry["status"] in (match.HAS_RUNTIMES, match.COVERED_BY_COUNT)}
+                                         if entry["status"] in match.DONE}
     done = [name for name in restarted if live is None or name in live]
     planned = [f"{host}/{service}" for batch in rollout.get("batches", []) for host, service in batch]
     return {"restarted": restarted, "skipped": list(rollout.get("skipped", [])),
@@ -223,7 +236,7 @@ def stop_message(stopped: StopRecord, *, started_past: bool, counts_differ: bool
     if started_past and not counts_differ:
         message = (f"This run started past the window's first phases (--start-at-task), so "
                    f"'{stopped['task']}' lacked what they hand on ({message.rstrip('.')}). Nothing more was done. "
-                   f"{RESUME}.")
+                   f"{RESUME.replace('again', 'again without --start-at-task', 1)}.")
     # A count this run did not set is not its to back out.
     parts = [message if message.endswith(".") else message + ".", _services_text(services), report,
              "" if counts_differ else backout]
@@ -234,37 +247,46 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
                   change: Any, rollout: Mapping[str, Any] | None, preflight: dict[str, Any] | None,
                   inventory: dict[str, Any] | None, verdict: dict[str, Any] | None, stopped: StopRecord | None,
                   started_past: bool, check_mode: bool, backout: str,
-                  written: dict[str, Any] | None = None) -> dict[str, Any]:
+                  written: dict[str, Any] | None = None, step: str = END) -> dict[str, Any]:
     """The window's ``report`` (WindowReport), its ``outcome`` (WindowOutcome) and its last word: ``ok`` - it
     neither stopped nor failed to write its report - and ``message``: after a stop, what stopped it, what is done
     and left, the report and the back-out; otherwise where its report is.
 
     ``views`` and ``read`` are the last read (the summary's, or the read after a stop); ``verdict`` the summary's
-    (its assert's result); ``stopped`` the rescue's (stop); ``started_past``: Validate's facts are missing, the run
-    started past it (--start-at-task); ``written``, the report task's result once it ran.
+    (``ok``, ``message``; one that fails ends the window as a stop does); ``stopped`` what stopped it (a batch's
+    verdict, or a failure after the change); ``started_past``: Validate's facts are missing, the run
+    started past it (--start-at-task); ``written``, the report task's result once it ran; ``step`` the step after
+    which it is written (``"the change"``, ``"a batch"``: the last one judged; END, the window's end).
     """
     matched = {entry["queue"]: summary.queue_inventory(entry["queue"], inventory) for entry in queues}
     services = services_outcome(rollout, summary.queue_inventory(None, inventory))
     counts_differ = bool(summary.count_problems(queues, views))
+    if verdict and not verdict["ok"] and not stopped:
+        # The summary's verdict: the window is not done, and ends as a stop does.
+        stopped = {"task": SUMMARY_TASK, "message": verdict["message"], "hosts": []}
     if check_mode and not stopped:
         done, message = False, summary.CHECK_MODE_NOTE
     elif stopped:
         done, message = False, stopped["message"]
-    elif verdict and not verdict.get("skipped"):
-        done, message = not verdict.get("failed"), str(verdict.get("msg", ""))
+    elif verdict:
+        done, message = True, verdict["message"]
+    elif step != END:
+        done, message = False, (f"The window had run up to {_step_text(step, rollout)} when this record was written: "
+                                f"if it ends here, the window was interrupted. {RESUME}.")
     else:
         done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
                                 "wait entry point (or the playbook's summary) to say.")
     backout_entries, dummy = previous_counts(queues, read)
     outcome: WindowOutcome = {
         "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
-        "message": message,
+        "last_step": _step_text(step, rollout), "message": message,
         "queues": {entry["queue"]: queue_outcome(entry, views.get(entry["queue"]), change, matched[entry["queue"]])
                    for entry in queues},
         "services": services, "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.
         "backout_queues": [cast(BackoutQueue, entry) for entry in backout_entries],
-        "started": (preflight or {}).get("read_at"), "ended": read.get("read_at")}
+        "started": (preflight or {}).get("read_at"), "ended": read.get("read_at"),
+        "total_seconds": _elapsed((preflight or {}).get("read_at"), read.get("read_at"))}
     report: WindowReport = {
         "check_mode": check_mode, "outcome": outcome, "stopped": stopped,
         "queues": {entry["queue"]: _queue_record(entry, views.get(entry["queue"]), change, check_mode,
@@ -286,6 +308,17 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
         last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."
     unwritten = written is not None and not written.get("skipped") and "path" not in written
     return {"report": report, "outcome": outcome, "ok": not stopped and not unwritten, "message": last}
+
+
+def _elapsed(started: str | None, ended: str | None) -> float | None:
+    return round((_clock(ended) - _clock(started)).total_seconds(), 3) if started and ended else None
+
+
+def _step_text(step: str, rollout: Mapping[str, Any] | None) -> str:
+    """A step as the record names it: a batch by its number among the batches."""
+    if step == BATCH and rollout:
+        return f"batch {len(rollout.get('verdicts', []))} of {len(rollout.get('batches', []))}"
+    return step
 
 
 def _queue_record(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,

@@ -48,11 +48,14 @@ def _db_time(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
-def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_mode: bool) -> dict[str, float]:
+def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_mode: bool, *,
+                     pending: bool = True) -> dict[str, float]:
     """Queue -> the database time a service must have started after to run its count.
 
-    Only queues some live runtime does not yet run the count of (or, in check
-    mode, whose count would switch) need one; ``inf`` means every service.
+    With ``pending``, only queues some live runtime does not yet run the count
+    of need one; without, every queue whose count a change set (for services
+    with no runtime to say so). In check mode a queue whose count would switch
+    needs ``inf``: every service.
     """
     deadlines = {}
     changed = queue_changes(change)
@@ -60,10 +63,10 @@ def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_
         result = changed.get(name)
         would_switch = check_mode and result is not None and any(
             previous != result["shards"] for previous in result["previous_shards"].values())
+        changes = [_db_time(entry["changed_at"]) for entry in view["last_change"].values()]
         if would_switch:
             deadlines[name] = math.inf
-        elif not view["converged"]:
-            changes = [_db_time(entry["changed_at"]) for entry in view["last_change"].values()]
+        elif not view["converged"] or (not pending and changes):
             deadlines[name] = max(changes) if changes else math.inf
     return deadlines
 
@@ -89,16 +92,16 @@ def started_after(service: dict[str, Any], clock: float | None, read_at: float, 
     return started_at - skew_bound > deadline
 
 
-def _matched_reason(status: str, service: dict[str, Any], runtimes_per_service: int) -> str | None:
+def _matched_reason(status: str, service: dict[str, Any]) -> str | None:
     """Why a service matched to its runtimes by pid must restart, if it must."""
-    pid = service["main_pid"]
+    pid, runtimes = service["main_pid"], service.get("runtimes", 1)
     if status == match.NO_RUNTIME:
         return (f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime registers, "
                 "or it is in a restart loop")
     if status == match.STALE_RUNTIMES:
-        if runtimes_per_service == 1:
+        if runtimes == 1:
             return f"its runtime (pid {pid}) runs an older count"
-        return f"fewer than {runtimes_per_service} of its runtimes (pid {pid}) run the count"
+        return f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"
     return None
 
 
@@ -120,7 +123,7 @@ def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, An
             return reasons + [f"its start time is unknown ({service['detail']})"]
         return reasons + ([short] if status == match.SHORT_BY_COUNT else [])
     switching = any(math.isinf(deadline) for deadline in deadlines.values())
-    matched = None if switching else _matched_reason(status, service, counted["runtimes_per_service"])
+    matched = None if switching else _matched_reason(status, service)
     if matched or (status == match.HAS_RUNTIMES and not switching):
         return reasons + ([matched] if matched else [])
     late = [queue for queue, deadline in deadlines.items()
@@ -160,7 +163,7 @@ def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percent
 
 
 def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
-                 runtimes_per_service: int, check_mode: bool, max_fail_percentage: float = 0) -> dict[str, Any]:
+                 check_mode: bool, max_fail_percentage: float = 0) -> dict[str, Any]:
     """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
 
     Services of hosts that could not be reached are listed in ``skipped``;
@@ -175,10 +178,10 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     # declaration cannot be checked.
     concerned = sorted(deadlines)
     lowered = lowered_queues(read, change, concerned)
-    matched = match.match(hosts, read.get("runtimes", []), runtimes_per_service,
-                          queues=None if lowered else concerned)
+    matched = match.match(hosts, read.get("runtimes", []), queues=None if lowered else concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
-    counted = {**matched, "runtimes_per_service": runtimes_per_service}
+    # A service that only enqueues has no runtime to say it runs the count: its start does, after each change.
+    started = pickup_deadlines(read, change, check_mode, pending=False)
     problems, lines, members, skipped = [], [], [], []
     for host in hosts:
         chosen = []
@@ -201,9 +204,9 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
                 problems.append(problem)
                 continue
             status = status_of[(service["host"], service["service"])]
-            own = {queue: deadline for queue, deadline in deadlines.items()
+            own = {queue: deadline for queue, deadline in (started if status == match.ENQUEUE_ONLY else deadlines).items()
                    if lowered or service.get("queues") is None or queue in service["queues"]}
-            reasons = _reasons_to_restart(service, status, host, own, read_at, counted)
+            reasons = _reasons_to_restart(service, status, host, own, read_at, matched)
             if reasons:
                 chosen.append((service["host"], service["service"]))
                 lines.append(f"{name}: restart - {'; '.join(reasons)}")
@@ -212,19 +215,27 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
                              "current count whenever it is started")
             elif status == match.HAS_RUNTIMES:
                 lines.append(f"{name}: left alone - its runtime (pid {service['main_pid']}) runs the count")
-            elif deadlines:
+            elif deadlines or status == match.ENQUEUE_ONLY:
                 lines.append(f"{name}: left alone - it started after the change, so it runs the count")
             else:
                 lines.append(f"{name}: left alone - the live runtimes on the count cover the inventory (judged "
                              "by count)")
+            if _ignores_environment(host, service):
+                lines.append(f"{name}: its processes do not show HOSTNAME={host['hostname']}, which its environment "
+                             "file sets: it does not load the file (a systemd unit needs EnvironmentFile=), so its "
+                             "runtimes report no host name of their own")
         members.append(chosen)
     unreachable = _unreachable_problem(hosts, max_fail_percentage)
     if unreachable:
         problems.append(unreachable)
-    batches = serial.split(serial.interleave(members), batch_size)
+    # Batches of hosts, as Ansible's serial cuts a play: each host restarts all of its services in its batch.
+    batches = [[member for host in batch for member in host]
+               for batch in serial.split([chosen for chosen in members if chosen], batch_size)]
     order = [member for batch in batches for member in batch]
     stragglers = _stragglers(read, deadlines) if not check_mode else {}
-    outside = len(stragglers) - len(order) * runtimes_per_service
+    runtimes_of = {(service["host"], service["service"]): service.get("runtimes", 1) for host in hosts
+                   for service in host["services"]}
+    outside = len(stragglers) - sum(runtimes_of[member] for member in order)
     if matched["outside_runtimes"]:
         lines.append(match.outside_text(matched, read.get("runtimes", [])))
     elif stragglers and outside > 0:
@@ -243,13 +254,20 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,
             "lines": _batch_lines(batches) + _services_by_reason(lines, sum(len(host["services"]) for host in hosts)),
             "problems": problems, "restarts": len(order), "skipped": skipped,
-            "pid_hosts": sorted({entry["host"] for entry in matched["services"]
-                                 if entry["judged_by"] == match.BY_PID}),
+            "pid_hosts": matched["pid_hosts"],
             "headline": _headline(batches, batch_size, check_mode), "hosts": hosts,
             "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
             "gone": sorted(host["host"] for host in hosts if not host["reachable"]),
-            "runtimes_per_service": runtimes_per_service, "max_fail_percentage": max_fail_percentage,
-            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"]}
+            "max_fail_percentage": max_fail_percentage,
+            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"], "lowered": bool(lowered)}
+
+
+def _ignores_environment(host: dict[str, Any], service: dict[str, Any]) -> bool:
+    """Whether a running service's processes, started after its environment file was last written (the file did
+    not change in this run), lack the HOSTNAME the file sets - read where their environment could be."""
+    read = [reported for reported in service.get("reports_as") or [] if "hostname" in reported]
+    return bool(host.get("hostname") and service["state"] != STOPPED and not host["environment_changed"] and read
+                and all(reported["hostname"] != host["hostname"] for reported in read))
 
 
 def window_services(rollout: Mapping[str, Any] | None) -> list[WindowService]:
@@ -284,13 +302,19 @@ def _services_by_reason(lines: list[str], services: int) -> list[str]:
         + ["Every service's own line: -v, or the run's report file."]
 
 
+def batch_hosts(batches: list[list[list[str]]]) -> list[list[str]]:
+    """Each batch's hosts, in order (a batch restarts all of a host's services)."""
+    return [list(dict.fromkeys(host for host, dummy in batch)) for batch in batches]
+
+
 def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> str:
     if not batches:
         return "No producer service to restart."
     listed = ("one line each below" if sum(len(batch) for batch in batches) > LISTED
               else " then ".join(f"[{_members_text(batch)}]" for batch in batches))
     count = sum(len(batch) for batch in batches)
+    hosts = [len(batch) for batch in batch_hosts(batches)]  # type: ignore[arg-type]
     verb = "Check mode: would restart" if check_mode else "Restarting"
-    sizes = serial.describe(batch_size, [len(batch) for batch in batches])
-    return (f"{verb} {count} producer service(s) in {len(batches)} batch(es) {sizes}: {listed}"
+    return (f"{verb} {count} producer service(s) on {sum(hosts)} host(s) in {len(batches)} batch(es) "
+            f"{serial.describe(batch_size, hosts)}: {listed}"
             + (". Nothing is restarted in check mode." if check_mode else ""))

@@ -2,19 +2,20 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Batches of a rolling restart, written the way Ansible's ``serial`` is.
 
-``enqueue_shards_batch_size`` is a number of services, a percentage of the
-services to restart (``"25%"``), or a list of either (``[1, "25%", "100%"]``)
-whose last entry repeats until every service is in a batch. A percentage is
-rounded down, and never below one service (as ``serial`` does).
+``enqueue_shards_batch_size`` is a number of hosts, a percentage of the hosts
+with services to restart (``"25%"``), or a list of either (``[1, "25%",
+"100%"]``) whose last entry repeats until every host is in a batch. A
+percentage is rounded down, and never below one host (as ``serial`` does).
 """
 
 from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
-ACCEPTED_FORMS = ('a whole number of services (2), a percentage of them ("25%"), or a list of either '
+ACCEPTED_FORMS = ('a whole number of hosts (2), a percentage of them ("25%"), or a list of either '
                   '([1, "25%", "100%"], the last entry repeated)')
 
 
@@ -50,7 +51,7 @@ def _size(entry: int | float | str, total: int) -> int:
 
 
 def batch_sizes(spec: object, total: int) -> list[int]:
-    """The size of each batch for ``total`` services; raises ValueError for a spec batch_size_problem refuses."""
+    """The size of each batch for ``total`` hosts; raises ValueError for a spec batch_size_problem refuses."""
     problem = batch_size_problem(spec)
     if problem:
         raise ValueError(problem)
@@ -66,22 +67,15 @@ def batch_sizes(spec: object, total: int) -> list[int]:
 
 
 def describe(spec: object, sizes: list[int]) -> str:
-    """The batches' sizes as the plan's headline says them: ``of at most 2``, or ``of 1, 2, 2 (1, 50%)``."""
+    """The batches' sizes as the plan's headline says them: ``of at most 2 host(s)``, or ``of 1, 2, 2 host(s)
+    (enqueue_shards_batch_size 1, 50%)``."""
     if not isinstance(spec, list):
-        return f"of at most {spec}"
-    return f"of {', '.join(map(str, sizes))} (enqueue_shards_batch_size {', '.join(map(str, spec))})"
+        return f"of at most {spec} host(s)"
+    return f"of {', '.join(map(str, sizes))} host(s) (enqueue_shards_batch_size {', '.join(map(str, spec))})"
 
 
-def interleave(members: list[list[tuple[str, str]]]) -> list[tuple[str, str]]:
-    """[host1 services, host2 services, ...] -> host1/a, host2/a, host1/b, ...: batches span hosts."""
-    order = []
-    for position in range(max((len(host) for host in members), default=0)):
-        order += [host[position] for host in members if position < len(host)]
-    return order
-
-
-def split(order: list[tuple[str, str]], spec: object) -> list[list[tuple[str, str]]]:
-    """``order`` cut into batches of ``spec``."""
+def split(order: list[Any], spec: object) -> list[list[Any]]:
+    """``order`` (the hosts) cut into batches of ``spec``."""
     batches, start = [], 0
     for size in batch_sizes(spec, len(order)):
         batches.append(order[start:start + size])

@@ -4,8 +4,8 @@
 
 A host's state is what the module read on the host (each service's state,
 main pid and start, the host's clock, whether the environment file it wrote
-in the same run changed), with the host's names (those a runtime may report
-as its host name). A host the module could not reach, or whose run failed
+in the same run changed), and what each service's processes report as a
+runtime's pid and host name. A host the module could not reach, or whose run failed
 without a read, is reported as unreachable, with every service unread.
 """
 
@@ -27,7 +27,7 @@ __all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UN
            "host_state", "read_error", "service_problem", "unreachable_state"]
 
 # The keys of a service in a host report (the module's own, plus its host).
-SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem")
+SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem", "reports_as")
 
 # What to fix when a service's state cannot be read as configured, by why: a service the host does not have (by how
 # the host restarts: systemd, or the restart contract's commands), systemd, the status command.
@@ -64,25 +64,21 @@ def failed_before_reading(result: dict[str, Any] | None) -> bool:
     return not result.get("unreachable") and "services" not in result and bool(result.get("failed"))
 
 
-def _names(settings: dict[str, Any], result: dict[str, Any]) -> list[str]:
-    host = settings["host"]
-    return sorted({host, host.split(".")[0], *(name for name in settings.get("names") or [] if name),
-                   *([result["hostname"], result["hostname"].split(".")[0]] if result.get("hostname") else [])})
-
-
-def _declared(settings: dict[str, Any], service: str) -> list[str] | None:
-    """The queues the service declares it enqueues into (enqueue_shards_service_queues); None: every queue."""
-    declared = (settings.get("service_queues") or {}).get(service)
-    return None if declared is None else list(declared)
+def _declared(settings: dict[str, Any], service: str) -> dict[str, Any]:
+    """What the host's variables declare of a service: the queues it enqueues into (enqueue_shards_service_queues;
+    None: every queue) and how many Awa runtimes it runs (0: it only enqueues)."""
+    queues = (settings.get("service_queues") or {}).get(service)
+    return {"queues": None if queues is None else list(queues),
+            "runtimes": int((settings.get("service_runtimes") or {}).get(service, 1))}
 
 
 def unreachable_state(settings: dict[str, Any], error: str, *, answered: bool = False) -> dict[str, Any]:
     """A host that could not be read: every one of its services is unreachable, with the error. ``answered``: the
     host answered but the run failed before reading its services (the environment file could not be written)."""
     return {"host": settings["host"], "method": None, "clock": None, "environment_changed": False,
-            "reachable": False, "answered": answered, "names": _names(settings, {}),
+            "reachable": False, "answered": answered,
             "services": [{"host": settings["host"], "service": service, "state": UNREACHABLE, "started_at": None,
-                          "main_pid": None, "detail": error, "queues": _declared(settings, service)}
+                          "main_pid": None, "detail": error, "reports_as": [], **_declared(settings, service)}
                          for service in settings["services"]]}
 
 
@@ -93,11 +89,12 @@ def host_state(settings: dict[str, Any], result: dict[str, Any] | None) -> dict[
         return unreachable_state(settings, error or "not read",
                                  answered=failed_before_reading(result))
     services = [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
-                 "queues": _declared(settings, service["service"])} for service in result["services"]]
+                 **_declared(settings, service["service"])} for service in result["services"]]
     written = result.get("env_file") or {}
     return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
             "environment_changed": bool(written.get("changed")), "reachable": True,
-            "names": _names(settings, result), "services": services}
+            "hostname": settings.get("runtime_hostname") or None,
+            "services": services}
 
 
 def service_problem(host: str, service: dict[str, Any], method: str | None) -> str | None:

@@ -14,20 +14,32 @@ batch restarts and waits for) and ``after_batch``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, restarts, services
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import StopRecord
 
 
-class Verdict(TypedDict):
-    """Whether the rollout may go on, and why (verdicts)."""
+# The task a batch's stop names (the window's outcome, stopped_at): the batch's step on the database in 5_pickup_batch.yml.
+STOPPED_AT_BATCH = "Batch | wait for the runtimes of the services it restarted, watch it for its pause, and judge it"
 
+
+class _Verdict(TypedDict):
     ok: bool
     message: str
+
+
+class Verdict(_Verdict, total=False):
+    """Whether the rollout may go on, and why (verdicts); a batch's also when it was judged (the database's clock)
+    and its seconds since the batch before it (or the plan) - what the next window's estimate reads."""
+
+    read_at: str
+    seconds: float
 
 
 class Gates(TypedDict):
@@ -56,18 +68,20 @@ class Shown(TypedDict):
 
 
 class _Rollout(TypedDict):
-    # The plan, fixed once made: whom each batch restarts ([host, service]), what stops the rollout before any
-    # restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
+    # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
+    # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
     # concerns and the services it leaves untouched, and what every batch reads.
     batches: list[list[list[str]]]
+    batch_hosts: list[list[str]]
     problems: list[str]
     skipped: list[str]
     pid_hosts: list[str]
     concerned_queues: list[str]
     untouched: list[str]
-    runtimes_per_service: int
     max_fail_percentage: float
     settings: BatchSettings
+    # When the plan's read (the queues right after the change) was taken, by the database's clock.
+    read: str
     backout: str
     # What is done: each host as it last reported, every runtime seen so far, the hosts gone, the services restarted
     # (host/service) and each batch's verdict.
@@ -91,12 +105,25 @@ class RolloutSettings(TypedDict):
 
     queues: list[dict[str, Any]]
     batch_size: object
-    runtimes_per_service: int
     max_fail_percentage: float
+    # The window's timing, for its estimate (rollout.estimate): pauses above, timeouts, the report directory.
+    restart_timeout: float
+    converge_timeout: float
+    drain_timeout: float
+    report_dir: str
     canary_pause: float | None
     batch_pause: float | None
     limits: dict[str, Any]
     check_mode: bool
+
+
+class Window(TypedDict):
+    """What the plays of a change window share (the fact ``_enqueue_shards_window_state`` on localhost): the
+    rollout's state once planned, and what stopped the window - a batch's verdict, or a task that failed after the
+    change (record.StopRecord) - once something did."""
+
+    rollout: Rollout | None
+    stop: StopRecord | None
 
 
 class BatchView(TypedDict):
@@ -110,6 +137,15 @@ class BatchView(TypedDict):
     restarted_services: list[RestartedService]
     expected_new_runtimes: int
     pause: int
+
+
+def _seconds(text: str) -> float:
+    return datetime.datetime.fromisoformat(text).timestamp()
+
+
+def window_of(value: Mapping[str, Any]) -> Window:
+    """The window's state, as a task hands it back."""
+    return {"rollout": None if value.get("rollout") is None else rollout_of(value["rollout"]), "stop": value.get("stop")}
 
 
 def rollout_of(value: Mapping[str, Any]) -> Rollout:
@@ -129,29 +165,36 @@ def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[
     states = [services.host_state(host, probe if read.get("skipped") else read)
               for host, probe, read in zip(hosts, probes, reads)]
     made = restarts.restart_plan(states, read=read, change=change, batch_size=settings["batch_size"],
-                                 runtimes_per_service=settings["runtimes_per_service"],
                                  check_mode=settings["check_mode"],
                                  max_fail_percentage=settings["max_fail_percentage"])
-    back_out = backout.backout_command(settings["queues"], read, cli_args)
+    back_out = backout.backout_command(settings["queues"], read, cli_args, changes=change is not None)
     gates: Gates = {"baseline": before.get("health") if before else None,
                     "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
     refusal = f"Nothing was restarted: {' | '.join(made['problems'])}. {'' if settings['check_mode'] else back_out}"
-    return {"batches": made["batches"], "problems": made["problems"], "skipped": made["skipped"],
+    # Said again only when the plan restarts fewer batches than the estimate before the change counted (a re-run).
+    timing = [estimate.estimate(len(made["batches"]), settings, made["lowered"])["line"]] if made["batches"] and len(
+        made["batches"]) != estimate.every_host_batches(hosts, settings["batch_size"]) else []
+    # The hosts of the plays of the batches: none in check mode, which restarts nothing.
+    batch_hosts = [] if settings["check_mode"] else restarts.batch_hosts(made["batches"])
+    return {"batches": made["batches"], "batch_hosts": batch_hosts, "read": read["read_at"],
+            "problems": made["problems"], "skipped": made["skipped"],
             "pid_hosts": made["pid_hosts"], "concerned_queues": made["concerned_queues"],
-            "untouched": made["untouched"], "runtimes_per_service": settings["runtimes_per_service"],
+            "untouched": made["untouched"],
             "max_fail_percentage": settings["max_fail_percentage"],
             "settings": {"canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"],
                          "gates": gates},
             "backout": back_out, "hosts": made["hosts"], "known_runtimes": made["known_runtimes"],
             "gone": made["gone"], "restarted": [], "verdicts": [],
-            "shown": {"headline": made["headline"], "lines": [made["headline"], *made["lines"]],
+            "shown": {"headline": made["headline"], "lines": [made["headline"], *timing, *made["lines"]],
                       "detail": made["detail"], "refusal": refusal}}
 
 
-def batch_view(rollout: Rollout, index: int, restarts_by_host: Mapping[str, Any] | None = None,
+def batch_view(rollout: Rollout, restarts_by_host: Mapping[str, Any] | None = None,
                wait: Mapping[str, Any] | None = None) -> BatchView:
-    """Batch ``index`` as it stands: its hosts' restarts (``restarts_by_host``, every play host's result; none yet
-    before they ran), what its wait waits for, and (``wait``: its read) how long to watch it before the next."""
+    """The next batch (the first not judged yet) as it stands: its hosts' restarts (``restarts_by_host``, every play
+    host's result; none yet before they ran), what its wait waits for, and (``wait``: its read) how long to watch it
+    before the next."""
+    index = len(rollout["verdicts"])
     members = batch.batch_services(rollout, index)
     ran = {host: restarts_by_host[host] for host in members if restarts_by_host and host in restarts_by_host}
     # Before its hosts restarted (the restart task's own vars) there is nothing to wait for yet.
@@ -164,9 +207,20 @@ def batch_view(rollout: Rollout, index: int, restarts_by_host: Mapping[str, Any]
             "expected_new_runtimes": expected.get("expected_new_runtimes", 0), "pause": pause}
 
 
-def after_batch(rollout: Rollout, view: BatchView, wait: Mapping[str, Any], watch: Mapping[str, Any] | None) -> Rollout:
-    """The rollout's state after the batch, judged on its last read: the watch after its pause when it ran, else
-    its wait's."""
-    read = watch if watch and not watch.get("skipped") else wait
-    return rollout_of(batch.after_batch(rollout, index=view["index"], restarts=view["restarts"], read=dict(read),
-                                        gates=dict(rollout["settings"]["gates"]), backout=rollout["backout"]))
+def after_batch(window: Window, view: BatchView, reads: Sequence[Mapping[str, Any] | None]) -> Window:
+    """The window's state after the batch, judged on its last read of ``reads`` that ran (its wait, then the watch
+    after its pause); a batch whose verdict fails stops the window."""
+    rollout = window["rollout"]
+    if rollout is None:
+        raise ValueError("no rollout's state to take a batch into: the plan did not run")
+    read = [found for found in reads if found and not found.get("skipped")][-1]
+    judged = rollout_of(batch.after_batch(rollout, index=view["index"], restarts=view["restarts"], read=dict(read),
+                                          gates=dict(rollout["settings"]["gates"]), backout=rollout["backout"]))
+    verdict = judged["verdicts"][-1]
+    previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
+    if read.get("read_at") and previous:
+        verdict = judged["verdicts"][-1] = judged["verdict"] = {
+            **verdict, "read_at": read["read_at"], "seconds": round(_seconds(read["read_at"]) - _seconds(previous), 3)}
+    stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
+                                                             "hosts": sorted(view["services"])}
+    return {"rollout": judged, "stop": window["stop"] or stopped}

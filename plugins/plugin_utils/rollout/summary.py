@@ -14,6 +14,7 @@ queue does not run the count asked: a run resumed past the change
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.name_lists import DETAILED_QUEUES, LISTED, counted, names_text
@@ -22,7 +23,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
     QueueChange,
     queue_changes,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, StateRead
+from ansible_collections.awa.operations.plugins.module_utils.info.result import ChangeView, QueueView, StateRead
 from ansible_collections.awa.operations.plugins.module_utils.info.views import ready_by_shard
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
 
@@ -46,9 +47,21 @@ def switches(result: QueueChange) -> bool:
     return any(previous != result["shards"] for previous in result["previous_shards"].values())
 
 
-def _change_outcome(result: QueueChange, check_mode: bool) -> str:
+def set_by(result: QueueChange | None, view: QueueView | None) -> ChangeView | None:
+    """The recorded change that set the count a change found already so (an earlier run of the window, cut short,
+    say); None when this change set it, or no change is recorded."""
+    if result is None or result["changed"] or not view:
+        return None
+    changes = [change for change in view["last_change"].values() if change["to_shards"] == result["shards"]]
+    return max(changes, key=lambda change: change["id"]) if changes else None
+
+
+def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | None = None) -> str:
     if not result["changed"]:
-        return "already so, nothing written"
+        earlier = set_by(result, view)
+        return "already so, nothing written" + (
+            f" - change #{earlier['id']} set it from {earlier['from_shards']} at {_time_text(earlier['changed_at'])}"
+            if earlier else "")
     if check_mode:
         return (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants "
                 "in one transaction")
@@ -59,14 +72,16 @@ def _change_outcome(result: QueueChange, check_mode: bool) -> str:
 
 def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], check_mode: bool) -> list[str]:
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
-    compact.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
+    name_lists.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
         lines = []
+        observed = change.get("observed")
+        views = observed["queues"] if observed else {}
         for entry in queues:
             result = change["queues"][entry["queue"]]
             lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
                          f"{entry['shards']} on {', '.join(result['physical_queues'])} - "
-                         f"{_change_outcome(result, check_mode)}")
+                         f"{_change_outcome(result, check_mode, views.get(entry['queue']))}")
             lines.append(f"  ordering: {result['ordering']}")
         return lines
     kinds: dict[tuple[str, int, str], list[str]] = {}
@@ -83,6 +98,10 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     lines.append(("check mode: would create " if check_mode else "in one transaction per queue: created ")
                  + f"{lanes} lanes and added {grants} grants in all (-v, or the run's report, has each queue)")
     return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
+
+
+def _time_text(text: str) -> str:
+    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def lowered(view: QueueView) -> bool:
@@ -114,7 +133,7 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
     """The inventory's match for one queue, or every queue read (None without the producer hosts' services)."""
     if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
         return None
-    return match.match(inventory["hosts"], inventory["runtimes"], inventory["runtimes_per_service"],
+    return match.match(inventory["hosts"], inventory["runtimes"],
                        pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
 
 
@@ -152,7 +171,11 @@ def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsRes
         else:
             row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
         return row
-    if result is not None:
+    earlier = set_by(result, view)
+    if earlier is not None:
+        # The window's whole move: an earlier run of it (cut short) made the change this one found already so.
+        before = str(earlier["from_shards"])
+    elif result is not None:
         before = _counts_text(result["previous_shards"])
     else:
         before = _counts_text([change["from_shards"] for change in view["last_change"].values()]) or "?"
@@ -211,10 +234,10 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     ``window``'s start and end and the ``backout``.
 
     ``inventory`` (optional) holds the producer hosts' states (``hosts``),
-    the last read's ``runtimes``, ``runtimes_per_service``, ``pid_hosts`` and
+    the last read's ``runtimes``, ``pid_hosts`` and
     the ``queues`` whose change concerns a service (the plan's).
     Past compact.LISTED queues, queues with the same counts and verdict share
-    a row; past compact.DETAILED_QUEUES, each queue's own lines are left to
+    a row; past name_lists.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.
     """
     matched = {entry["queue"]: queue_inventory(entry["queue"], inventory) for entry in queues}
@@ -259,8 +282,9 @@ def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
         return {"ok": False, "message": (
             f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
             "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
-            "To resume, run the same command again: it changes nothing already done and restarts only the services "
-            "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
+            "To resume, run the same command again without --start-at-task (or those --tags): it changes nothing "
+            "already done and restarts only the services that do not run the count yet; or, once the count asked is "
+            "set, only the wait (--tags "
             "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point).")}
     # The inventory's verdict names the services and hosts: it speaks first.
     if inventory_verdict is not None and not inventory_verdict["ok"]:

@@ -178,7 +178,7 @@ def _wait_problem(read: dict[str, Any] | None, expected: int) -> tuple[str | Non
 
 
 def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict[str, Any]], states: list[dict[str, Any]],
-                  read: dict[str, Any] | None, gates: dict[str, Any], runtimes_per_service: int, pid_hosts: list[str],
+                  read: dict[str, Any] | None, gates: dict[str, Any], pid_hosts: list[str],
                   later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
                   backout: str) -> dict[str, Any]:
     """Did every service of the batch come back, and do the health gates allow the next one?
@@ -194,10 +194,11 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     gone = sorted(set(gone) | {host["host"] for host in outcomes if host.get("unreachable")})
     state_of = {(service["host"], service["service"]): service for host in states for service in host["services"]}
     matched = match.match([host for host in states if host["reachable"]], (read or {}).get("runtimes", []),
-                          runtimes_per_service, pid_hosts=pid_hosts)
+                          pid_hosts=pid_hosts)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]
                  if entry["judged_by"] == match.BY_PID}
-    expected = sum(len(host["restarted"]) for host in outcomes) * runtimes_per_service
+    runtimes = {(service["host"], service["service"]): service.get("runtimes", 1) for service in state_of.values()}
+    expected = sum(runtimes.get((host["host"], service), 1) for host in outcomes for service in host["restarted"])
     wait_problem, healthy = _wait_problem(read, expected)
     problems = [problem for host, service in batch if host not in gone
                 for problem in [_service_problem(f"{host}/{service}", failures.get((host, service)),
@@ -231,14 +232,14 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     return {"ok": False, "message": message}
 
 
-def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], runtimes_per_service: int, pid_hosts: list[str],
+def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], pid_hosts: list[str],
                       backout: str, queues: list[str] | None = None) -> dict[str, Any]:
     """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
     runtimes live on the count?"""
-    matched = match.match(hosts, read.get("runtimes", []), runtimes_per_service, pid_hosts=pid_hosts,
+    matched = match.match(hosts, read.get("runtimes", []), pid_hosts=pid_hosts,
                           queues=queues)
     missing = [f"{entry['host']}/{entry['service']} ({_missing_text(entry)})" for entry in matched["services"]
-               if entry["status"] not in (match.HAS_RUNTIMES, match.COVERED_BY_COUNT)
+               if entry["status"] not in match.DONE
                and entry["state"] != "stopped"]
     text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:

@@ -69,21 +69,20 @@ def last_views(reads: WindowReads) -> dict[str, QueueView]:
             **_read(reads, "drained").get("queues", {})}
 
 
-def inventory(rollout: Rollout | None, read: Mapping[str, Any], runtimes_per_service: int) -> dict[str, Any]:
+def inventory(rollout: Rollout | None, read: Mapping[str, Any]) -> dict[str, Any]:
     """The producer hosts' services as the rollout last saw them (none without a rollout), with the read's
     runtimes: the summary's "N of M" and the window's record (summary.queue_inventory)."""
     return {"hosts": rollout["hosts"] if rollout else [], "runtimes": read.get("runtimes") or [],
-            "runtimes_per_service": runtimes_per_service, "pid_hosts": rollout["pid_hosts"] if rollout else [],
+            "pid_hosts": rollout["pid_hosts"] if rollout else [],
             "queues": rollout["concerned_queues"] if rollout else None}
 
 
-def window(reads: WindowReads, *, rollout: Rollout | None, queues: list[dict[str, Any]], runtimes_per_service: int,
-           check_mode: bool, cli_args: dict[str, Any] | None) -> WindowSummary:
+def window(reads: WindowReads, *, rollout: Rollout | None, queues: list[dict[str, Any]], check_mode: bool, cli_args: dict[str, Any] | None) -> WindowSummary:
     """The summary of the window from its last reads: the table with the window's times and back-out, and (a real
     run) whether it is done - every queue on the count asked, converged, every service of the inventory done."""
     read, views = last_read(reads), last_views(reads)
-    services = inventory(rollout, read, runtimes_per_service)
-    back_out = backout.backout_command(queues, read, cli_args)
+    services = inventory(rollout, read)
+    back_out = backout.backout_command(queues, read, cli_args, changes=reads.get("change") is not None)
     change = reads.get("change")
     lines = summary.summary(queues, views=views, change=change, check_mode=check_mode,  # type: ignore[arg-type]
                             inventory=services, window=record.times_text(_read(reads, "before").get("read_at"),
@@ -92,22 +91,23 @@ def window(reads: WindowReads, *, rollout: Rollout | None, queues: list[dict[str
     if check_mode:
         return {"lines": lines, "verdict": None}
     inventory_verdict = None if not any(host["services"] for host in services["hosts"]) else verdicts.inventory_verdict(
-        services["hosts"], read=read, runtimes_per_service=runtimes_per_service, pid_hosts=services["pid_hosts"],
+        services["hosts"], read=read, pid_hosts=services["pid_hosts"],
         queues=services["queues"], backout=back_out)
     verdict = summary.window_verdict(queues, views=views, inventory_verdict=inventory_verdict)
     return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
 
 
 def window_record(reads: WindowReads, *, rollout: Rollout | None, queues: list[dict[str, Any]],
-                  runtimes_per_service: int, verdict: dict[str, Any] | None, stopped: record.StopRecord | None,
+                  verdict: dict[str, Any] | None, stopped: record.StopRecord | None,
                   started_past: bool, check_mode: bool, written: dict[str, Any] | None,
-                  cli_args: dict[str, Any] | None) -> dict[str, Any]:
+                  cli_args: dict[str, Any] | None, step: str = record.END) -> dict[str, Any]:
     """The window's record (record.window_record) where its queues stand now: the read after a stop when it ran,
     else the summary's last read."""
     at_stop = _read(reads, "at_stop")
     read = dict(at_stop) if "queues" in at_stop else last_read(reads)
     return record.window_record(
         queues, views={**last_views(reads), **at_stop.get("queues", {})}, read=read, change=reads.get("change"),
-        rollout=rollout, preflight=reads.get("before"), inventory=inventory(rollout, read, runtimes_per_service),
+        rollout=rollout, preflight=reads.get("before"), inventory=inventory(rollout, read),
         verdict=verdict, stopped=stopped, started_past=started_past, check_mode=check_mode,
-        backout=backout.backout_command(queues, read, cli_args), written=written)
+        backout=backout.backout_command(queues, read, cli_args, changes=reads.get("change") is not None),
+        written=written, step=step)

@@ -10,7 +10,13 @@ import pytest
 import yaml
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_argument_spec
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.input_rules import HOST_SETTINGS, input_problems
+from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.input_rules import (
+    CHOICES,
+    HOST_SETTINGS,
+    KEYS,
+    input_problems,
+)
 
 ROLE = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards"
 PREFIX = "enqueue_shards_"
@@ -70,12 +76,26 @@ def test_every_public_variable_the_role_uses_is_documented():
     assert sorted(used - tags - set(MAIN)) == []
 
 
-def test_connection_options_are_the_modules_connection_options():
-    documented = MAIN["enqueue_shards_connection"]["options"]
-    spec = connection_argument_spec()
-    assert {name: option["type"] for name, option in documented.items()} == {
-        name: option["type"] for name, option in spec.items()}
-    assert documented["login_password"].get("no_log") is True
+def test_no_variable_declares_what_ansibles_check_would_refuse_by_printing_the_whole_spec():
+    """A key of a mapping (suboptions), a choice, a dict element or a required variable, misspelt or missing, fails
+    Ansible's check of the spec, whose result prints the whole spec on one line (18 KB): the validate phase holds
+    them instead (input_rules.KEYS, CHOICES), naming the one meant."""
+    for name, option in MAIN.items():
+        assert not {"options", "choices", "required"} & option.keys(), name
+        assert option.get("elements") in (None, "str"), name
+
+
+@pytest.mark.parametrize("variable, values", [*KEYS.items(), *CHOICES.items()])
+def test_the_description_names_every_key_and_choice_the_validate_phase_holds(variable, values):
+    """ansible-doc -t role documents them in the variable's description."""
+    text = " ".join(MAIN[PREFIX + variable]["description"])
+    markup = "C" if variable in KEYS else "V"
+    assert [value for value in values if f"{markup}({value})" not in text] == []
+
+
+def test_the_keys_the_validate_phase_holds_are_the_modules():
+    assert KEYS["connection"] == tuple(connection_argument_spec())
+    assert KEYS["queues"] == tuple(awa_enqueue_shards.argument_spec()["queues"]["options"])
 
 
 # A derived variable of the role (one leading underscore), as vars/main.yml defines them.

@@ -55,3 +55,11 @@ def test_every_database_step_that_calls_the_awa_modules_connects_through_the_sam
             assert step.get("module_defaults") == CONNECTION, (stem, step["name"], sorted(calls))
         else:
             assert "module_defaults" not in step, f"{stem}: {step['name']} sets a connection it does not use"
+
+
+def test_the_module_defaults_ask_every_read_and_the_change_for_their_detail():
+    """The role's filters read every runtime (the restart plan, the batches' verdicts, the summary's N of M), each
+    queue's lanes (preflight's unreadable lanes) and shards (the summary's ready jobs per shard), which the modules
+    return only with detail: every call takes it from these module defaults (the test above)."""
+    defaults = (TASKS.parent / "vars" / "main.yml").read_text(encoding="utf-8")
+    assert "'detail': true" in defaults.split("_enqueue_shards_database:", 1)[1].split("\n\n", 1)[0]

@@ -20,8 +20,10 @@ TASKS = ROLE / "tasks"
 # A derived value (one underscore) or a registered result (two) of the role, where a template names it.
 NAME = re.compile(r"(?<![\w.])_{1,2}enqueue_shards_\w+")
 SET_FACT = ("ansible.builtin.set_fact", "set_fact")
+REPORT_FILE = "awa.operations.__role.enqueue_shards_report_file"
 # A row of the table: value, the files that set it, the files that read it (comma-separated), what it is.
-ROW = re.compile(r"^#\s+(_{1,2}enqueue_shards_\w+)\s{2,}(.+?)\s{2,}(.+?)\s{2,}\S.*$")
+# A row of the table: the value and what it is, then the files that set and read it on the next line.
+ROW = re.compile(r"^#\s+(_{1,2}enqueue_shards_\w+) - .+\n#\s+set by (.+?); read by (.+)$", re.MULTILINE)
 
 
 def _tasks(items):
@@ -55,16 +57,23 @@ def _set_by(tasks: list) -> set[str]:
     for task in tasks:
         for action in SET_FACT:
             names |= set(task.get(action) or {})
+        # The record after a batch keeps the window's state it holds (the report writer's facts).
+        names |= set((task.get(REPORT_FILE) or {}).get("facts") or {})
     return names
 
 
-def _read_by(tasks: list, derived: dict[str, set[str]]) -> set[str]:
+# The window's record, written as the window goes: before the end it reads whatever is there yet (each read
+# defaults to none), so only the end (8_record) reads every value it is made of.
+RECORD, RECORD_END = "_enqueue_shards_record", "8_record"
+
+
+def _read_by(tasks: list, derived: dict[str, set[str]], file: str) -> set[str]:
     """The names a file's templates read, a value of vars/main.yml standing for the names it is made of."""
     read = set()
     for task in tasks:
         for text in _strings({key: value for key, value in task.items() if key != "register"}):
             for name in NAME.findall(text):
-                read |= {name} | derived.get(name, set())
+                read |= {name} | (derived.get(name, set()) if name != RECORD or file == RECORD_END else set())
     return read
 
 
@@ -88,7 +97,7 @@ def handoffs() -> dict[str, tuple[list[str], list[str]]]:
     file that sets it (in the flow's order) is not counted among its readers."""
     files, derived = _task_files(), _derived()
     setters = {file: _set_by(tasks) for file, tasks in files.items()}
-    readers = {file: _read_by(tasks, derived) for file, tasks in files.items()}
+    readers = {file: _read_by(tasks, derived, file) for file, tasks in files.items()}
     found = {}
     for name in sorted(set().union(*setters.values())):
         set_in = [file for file in files if name in setters[file]]
@@ -100,8 +109,7 @@ def handoffs() -> dict[str, tuple[list[str], list[str]]]:
 
 def table() -> dict[str, tuple[list[str], list[str]]]:
     text = (TASKS / "main.yml").read_text(encoding="utf-8")
-    rows = [ROW.match(line) for line in text.splitlines()]
-    return {row[1]: (row[2].split(", "), row[3].split(", ")) for row in rows if row}
+    return {row[1]: (row[2].split(", "), row[3].split(", ")) for row in ROW.finditer(text)}
 
 
 def test_the_table_lists_every_handoff_with_the_files_that_set_and_read_it():
@@ -119,9 +127,18 @@ def test_a_phase_reads_only_what_an_earlier_phase_or_itself_set():
         assert all(reader >= phases[0] for reader in read_in), (name, set_in, read_in)
 
 
+def _imports(path: str) -> list[str]:
+    """The task files an entry point imports, in order, through the entry points it imports (window_start, ...)."""
+    found = []
+    for task in _tasks(yaml.safe_load((TASKS / path).read_text(encoding="utf-8"))):
+        if "ansible.builtin.import_tasks" in task:
+            imported = task["ansible.builtin.import_tasks"]
+            found += [imported] if imported.startswith("phases/") else _imports(imported)
+    return found
+
+
 def test_the_phases_are_numbered_in_the_order_main_imports_them():
-    imported = [task["ansible.builtin.import_tasks"] for task in _tasks(yaml.safe_load(
-        (TASKS / "main.yml").read_text(encoding="utf-8"))) if "ansible.builtin.import_tasks" in task]
-    assert imported == sorted(imported) and all(path.startswith("phases/") for path in imported), imported
+    imported = [path for path in _imports("main.yml") if path != "phases/stop.yml"]
+    assert imported == sorted(imported), imported
     phases = sorted(path.relative_to(TASKS).as_posix() for path in (TASKS / "phases").glob("*.yml"))
-    assert [path for path in phases if path not in imported] == ["phases/5_pickup_batch.yml"], phases
+    assert [path for path in phases if path not in imported] == ["phases/5_pickup_batch.yml", "phases/stop.yml"], phases

@@ -15,6 +15,7 @@ runs it with ansible-playbook.
 
 from __future__ import annotations
 
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -24,6 +25,13 @@ from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards
 from ansible_collections.awa.operations.plugins.action.__role import enqueue_shards_rollout_info as rollout_plugin
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.wait.test_loop import FakeClock
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout.test_state import (
+    HEALTH,
+    READ_AT,
+    UNCONVERGED,
+    two_hosts,
+)
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_result, unit
 
 STRAGGLER = {"instance_id": "i-1", "hostname": None, "pid": 42, "seconds_since_start": 90.0,
              "reason": "it was already running when the count changed (change #3)"}
@@ -79,7 +87,7 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
     harness = Harness(monkeypatch, ARGS, [polled(False), polled(False), polled(True)])
     result = harness.run()
     assert [call["module"] for call in harness.calls] == ["awa.operations.awa_enqueue_shards_info"] * 3
-    assert all(call["args"] == dict(ARGS, wait="none") for call in harness.calls)
+    assert all(call["args"] == dict(ARGS, wait="none", detail=True) for call in harness.calls)
     assert harness.clock.sleeps == [5, 5]
     assert harness.lines == [
         "[db1]     0s of 60s waiting until converged: orders: 1/2 runtimes on 8 shards, 0 ready beyond the count",
@@ -88,6 +96,21 @@ def test_it_polls_the_module_without_wait_until_converged_printing_a_line_per_po
     ]
     assert not result.get("failed")
     assert (result["converged"], result["waited"], result["polls"], result["duration"]) == (True, True, 3, 10)
+
+
+@pytest.mark.parametrize("detail", [False, True])
+def test_every_poll_reads_the_whole_state_and_the_wait_returns_what_the_task_asks(monkeypatch, detail):
+    """A drain compares each lane across polls: every poll asks for the detail, and the result leaves it out unless
+    the task asks for it too (views.shown), on a timeout as well."""
+    full = dict(polled(True), runtimes=[{"instance_id": "i-1"}], summary="orders: ...",
+                summary_lines=["orders: ..."])
+    full["queues"]["orders"].update(lanes=[], shards=[], summary_lines=["orders: ..."])
+    for results, args in (([full], ARGS), ([dict(full, converged=False)] * 4, dict(ARGS, wait_timeout=12))):
+        result = Harness(monkeypatch, dict(args, detail=detail), results).run()
+        assert next(iter(result)) == "summary_lines"
+        assert {"runtimes", "new_runtimes", "summary"} <= result.keys() if detail else \
+            not {"runtimes", "new_runtimes", "summary"} & result.keys()
+        assert ("lanes" in result["queues"]["orders"]) is detail and "stragglers" in result["queues"]["orders"]
 
 
 def draining(depth: int) -> dict:
@@ -188,7 +211,7 @@ def test_a_delay_is_waited_out_before_the_first_read_and_the_module_runs_without
     result = harness.run()
     assert not result.get("failed") and harness.clock.sleeps == [20]
     assert harness.calls == [{"module": "awa.operations.__role.enqueue_shards_rollout_info",
-                              "args": dict(ARGS, wait="none")}]
+                              "args": dict(ARGS, wait="none", detail=True)}]
     assert harness.lines == ["[db1] waiting 20s before the first read",
                              "[db1]     0s of 60s done: orders: 2/2 runtimes on 8 shards, 0 ready beyond the count"]
 
@@ -274,14 +297,14 @@ def test_the_role_s_read_waits_for_the_restarted_runtimes_polling_its_own_module
     result = harness.run()
     assert not result.get("failed") and result["polls"] == 2
     assert harness.calls == [{"module": "awa.operations.__role.enqueue_shards_rollout_info",
-                              "args": dict(args, wait="none")}] * 2
+                              "args": dict(args, wait="none", detail=True)}] * 2
     assert harness.lines[-1] == ("[db1]     5s of 60s done: 1/1 restarted runtimes live and healthy; orders: 2/2 runtimes "
                                  "on 8 shards, 0 ready beyond the count")
 
 
 @pytest.mark.parametrize("moved", [{"known_runtimes": ["i-1"]}, {"expected_new_runtimes": 1},
-                                   {"restarted_services": [{"names": ["app1"], "pid": 11}]},
-                                   {"window_services": [{"names": ["app1"], "pid": 11}]}, {"delay": 20}],
+                                   {"restarted_services": [{"reports_as": [{"pid": 11, "hostname": "app1"}]}]},
+                                   {"window_services": [{"reports_as": [{"pid": 11, "hostname": "app1"}]}]}, {"delay": 20}],
                          ids=lambda moved: next(iter(moved)))
 def test_the_public_module_refuses_the_role_s_options_naming_them(monkeypatch, moved):
     harness = Harness(monkeypatch, dict(ARGS, **moved), [])
@@ -296,3 +319,36 @@ def test_the_public_module_refuses_the_role_s_wait(monkeypatch):
                                                 "restarted"):
         harness.run()
     assert harness.calls == []
+
+
+def test_given_a_window_s_state_the_role_s_read_waits_for_its_next_batch_watches_it_and_judges_it(monkeypatch,
+                                                                                                  tmp_path):
+    window = {"rollout": two_hosts(), "stop": None}  # app1/a, then app2/a; the canary is watched for 30 s
+    restarts = {"app1": systemd_result({"a": unit("a", pid=21, started=READ_AT + 5)}, READ_AT + 6, restart=("a",)),
+                "app2": {"skipped": True}}
+    new = runtime(21, READ_AT + 5.5)
+    not_yet = dict(polled(False), expected_new_runtimes=1, health=HEALTH)
+    back = dict(polled(True), runtimes=[new], new_runtimes=[new], expected_new_runtimes=1, health=HEALTH)
+    record = {"reads": {"now": UNCONVERGED}, "queues": [{"queue": "demo", "shards": 6}], "dir": str(tmp_path),
+              "window": "w"}
+    args = dict(ARGS, batch=window, restarts=restarts, queues=["orders"], lanes=False, health=True, record=record)
+    del args["queue"], args["wait"]
+    for watched, said in ((back, "[db1] Batch 1 of 2 is back: 1 of 1 restarted runtimes live and healthy; "),
+                          (dict(back, health={"deadlocks": 5, "stats_reset": None}),
+                           "[db1] Batch 1 of 2 stopped the window: its end says why")):
+        harness = Harness(monkeypatch, dict(args), [not_yet, back, watched], action=rollout_plugin.ActionModule)
+        judged = harness.run()["window_state"]
+        # Its own options stay with it; the module waits for the runtime the restart left, then reads once more.
+        assert [(call["args"]["wait"], call["args"]["expected_new_runtimes"]) for call in harness.calls] == [
+            ("none", 1)] * 3
+        assert all("batch" not in call["args"] and "delay" not in call["args"] for call in harness.calls)
+        assert harness.clock.sleeps == [5, 30], "a poll apart, then the canary's pause"
+        # A poll line while it waits; the verdict, not the poll that ended the wait, says the batch is back.
+        assert harness.lines[0].startswith("[db1]     0s of 60s waiting until restarted: ")
+        assert harness.lines[-1].startswith(said) and not any(" done: " in line for line in harness.lines)
+        assert judged["rollout"]["restarted"] == ["app1/a"] and len(judged["rollout"]["verdicts"]) == 1
+        assert (judged["stop"] is None) is judged["rollout"]["verdict"]["ok"]
+        # The window's record after the batch holds its verdict.
+        [written] = tmp_path.glob("enqueue_shards-*.json")
+        report = json.loads(written.read_text(encoding="utf-8"))
+        assert report["outcome"]["last_step"] == "batch 1 of 2" and report["batches"][0]["ok"] is (judged["stop"] is None)

@@ -89,10 +89,12 @@ def test_a_result_built_now_is_a_result_as_declared_in_each_of_its_shapes():
     many = listed.merge_results({"orders": one, "events": _run("events", 4, stripes=2)}, 0.1)
     assert value_problems(many, ChangesRun) == []
     for diff in (True, False):
-        for outcome in (queue_outcome(one, diff=diff), list_outcome(many, diff=diff)):
-            result = {**outcome, "observed": _observed()}
-            assert value_problems(result, EnqueueShardsResult) == []
-            assert ("diff" in result) is diff and "warnings" not in result
+        for detail in (True, False):
+            for outcome in (queue_outcome(one, diff=diff, detail=detail), list_outcome(many, diff=diff, detail=detail)):
+                result = {**outcome, "observed": views.shown(_observed(), detail=detail)}
+                assert value_problems(result, EnqueueShardsResult) == []
+                assert ("diff" in result) is diff and "warnings" not in result
+                assert ("queries" in result) is detail and ("runtimes" in result["observed"]) is detail
 
 
 def _observed() -> ObservedRead:

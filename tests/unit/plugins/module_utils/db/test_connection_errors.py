@@ -75,3 +75,19 @@ def test_a_pooler_refusing_the_transaction_is_not_reported_as_a_lost_connection(
 
 def test_other_protocol_errors_keep_their_own_messages():
     assert _report_pooler_refusal(pg_errors.ProtocolViolation("unexpected message type 0x50"), "x:") is None
+
+
+@pytest.mark.parametrize("given, environment, expected", [
+    ({}, {"PGHOST": "no-such-host.invalid"},
+     "the host name 'no-such-host.invalid' of PGHOST (the environment of the host that runs the module) does not "
+     "resolve: Name or service not known. Correct PGHOST there, or give login_host"),
+    ({"login_host": "db9.invalid"}, {"PGHOST": "db1"},
+     "the host name 'db9.invalid' of login_host does not resolve: Name or service not known. Correct login_host"),
+], ids=["pghost", "login_host"])
+def test_a_host_name_that_does_not_resolve_is_named_with_where_it_came_from(monkeypatch, given, environment, expected):
+    """psycopg resolves host names itself and says "host None" for the one host of PGHOST."""
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    host = repr(given["login_host"]) if given else "None"
+    error = psycopg.OperationalError(f"failed to resolve host {host}: [Errno -2] Name or service not known")
+    assert _connect_error(error, {"login_user": "awa", **given}) == expected

@@ -7,7 +7,15 @@ import dataclasses
 import datetime
 
 from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
-from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS, NO_LIVE_RUNTIME, queue_view, shards_read
+from ansible_collections.awa.operations.plugins.module_utils.info.views import (
+    DETAIL_KEYS,
+    LANE_KEYS,
+    NO_LIVE_RUNTIME,
+    QUEUE_DETAIL_KEYS,
+    queue_view,
+    shards_read,
+    shown,
+)
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.naming import never_seen, resolve_stripes
 
@@ -165,3 +173,21 @@ def test_a_read_without_lanes_keeps_the_convergence_and_says_nothing_of_the_lane
                        warnings=[], known_runtimes=frozenset({"old"}), expected_new_runtimes=1, lanes=False)
     assert "drained" not in read and [view["pid"] for view in read["new_runtimes"]] == [42]
     assert value_problems(read, ShardsRead) == []
+
+
+def test_a_module_returns_its_summary_lines_first_and_the_detail_only_when_asked():
+    """Every runtime (stale ones too), each lane and shard, and the summary said again are the detail (a screen for
+    one queue without it); the read itself keeps all of it, and so does the result with detail."""
+    runtimes = [runtime("old", -60, pid=41), runtime("new", 60, pid=42), runtime("gone", -600, live=False, pid=43)]
+    read = shards_read({"orders": lowered_to_2(runtimes, ready={3: 5})}, runtimes,
+                       read_at=datetime.datetime.now(datetime.timezone.utc), findings=[], warnings=[],
+                       known_runtimes=frozenset(), expected_new_runtimes=0)
+    brief, whole = shown(read, detail=False), shown(read, detail=True)
+    assert next(iter(brief)) == next(iter(whole)) == "summary_lines" and whole == read
+    assert set(read) - set(brief) == set(DETAIL_KEYS)
+    assert set(read["queues"]["orders"]) - set(brief["queues"]["orders"]) == set(QUEUE_DETAIL_KEYS)
+    assert brief["queues"]["orders"]["stragglers"] == read["queues"]["orders"]["stragglers"] != []
+    assert brief["summary_lines"] == read["summary_lines"] and value_problems(brief, ShardsRead) == []
+    assert "runtimes" in read and "lanes" in read["queues"]["orders"], "the read is left as it was"
+    failed = {"msg": "could not connect", "disconnected": True}
+    assert shown(failed, detail=False) == failed

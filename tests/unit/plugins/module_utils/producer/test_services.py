@@ -142,7 +142,8 @@ def test_a_status_command_that_cannot_run_or_breaks_its_contract_is_a_problem_a_
                                       "(exit status 127: gone: 1: exec: awa-no-such-tool: not found)")
     assert states["garbage"].problem == (f"the status command {status.replace('{service}', 'garbage')} printed "
                                          "'RUNNING pid 42', not its contract: it must exit 0 and print START or START "
-                                         "PID (the start in unix seconds, then optionally the pid)")
+                                         "PID (the start in unix seconds, then optionally the pid), then optionally a "
+                                         "line HOSTNAME or HOSTNAME PID for each runtime that runs elsewhere (a replica)")
     assert "printed nothing, not its contract" in str(states["silent"].problem)
     missing = operate(shell, ["a"], [], method="command", manager="supervisord",
                       status_command=f"{tmp_path}/no-such-status {{service}}").services[0]

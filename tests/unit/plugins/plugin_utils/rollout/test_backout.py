@@ -72,3 +72,24 @@ def test_inline_extra_variables_are_read_as_ansible_playbook_reads_them():
     assert inline_secrets("{enqueue_shards_connection: {login_password: pw-s3cret}}") == ["pw-s3cret"]
     assert inline_secrets('{"enqueue_shards_environment": {"AWA_OVERRIDE_REFRESH_MS": 500, "T": "tok"}}') == ["tok"]
     assert inline_secrets("{enqueue_shards_connection: ") == [] and inline_secrets("@/srv/secrets.yml") == []
+
+
+def test_the_command_runs_as_printed_from_any_directory_with_one_extra_variable_of_counts(tmp_path, monkeypatch):
+    (tmp_path / "inventory.yml").write_text("all: {}\n", encoding="utf-8")
+    (tmp_path / "change_window.yml").write_text("[]\n", encoding="utf-8")
+    (tmp_path / "vars.yml").write_text("{}\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    earlier_backout = '{"enqueue_shards_queues": [{"queue": "demo", "shards": 6}]}'
+    cli = {"args": ("change_window.yml",), "inventory": ("inventory.yml", "inventory.yml"),
+           "extra_vars": ("@vars.yml", earlier_backout, '{"enqueue_shards_reason": "CHG-2", "enqueue_shards_queues": []}',
+                          "@vars.yml")}
+    text = backout_command([{"queue": "demo", "shards": 6}], UNCONVERGED, cli)
+    words = shlex.split(text.split(": ", 1)[1])
+    assert words == ["ansible-playbook", "-i", str(tmp_path / "inventory.yml"), "-e", f"@{tmp_path / 'vars.yml'}",
+                     "-e", '{"enqueue_shards_reason": "CHG-2"}', str(tmp_path / "change_window.yml"),
+                     "-e", '{"enqueue_shards_queues": [{"queue": "demo", "shards": 4}]}']
+
+
+def test_a_run_that_does_not_change_the_count_prints_no_command_to_back_it_out():
+    assert backout_command([{"queue": "demo", "shards": 6}], UNCONVERGED, CLI, changes=False) == (
+        'To back out, run your change-window playbook again with enqueue_shards_queues: [{"queue": "demo", "shards": 4}].')

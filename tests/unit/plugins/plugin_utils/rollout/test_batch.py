@@ -26,7 +26,7 @@ def rollout(**overrides) -> dict:
     hosts = [systemd_host("app1", {"a": unit("a", pid=1), "b": unit("b", pid=2)}, T),
              systemd_host("app2", {"a": unit("a", pid=3)}, T), systemd_host("app3", {"a": unit("a", pid=4)}, T)]
     state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
-             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"], "runtimes_per_service": 1,
+             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"],
              "max_fail_percentage": 0, "verdicts": []}
     return {**state, **overrides}
 
@@ -61,13 +61,20 @@ def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
 def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_only_where_pids_cannot_tell():
     restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
                 "app2": restarted({"a": unit("a", pid=12, started=T + 4)})}
-    assert expectations(rollout(runtimes_per_service=2), 0, restarts) == {
-        "restarted_services": [{"names": ["app1"], "pid": 11, "started_at": T + 4, "runtimes": 2},
-                               {"names": ["app2"], "pid": 12, "started_at": T + 4, "runtimes": 2}],
+    assert expectations(rollout(), 0, restarts) == {
+        "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 1},
+                               {"reports_as": [{"pid": 12, "hostname": None}], "started_at": T + 4, "runtimes": 1}],
+        "expected_new_runtimes": 0}
+    # Each service waits for as many runtimes as it runs (enqueue_shards_service_runtimes); one that only enqueues,
+    # for none.
+    replicas = rollout()
+    replicas["hosts"][0]["services"][0]["runtimes"], replicas["hosts"][1]["services"][0]["runtimes"] = 2, 0
+    assert expectations(replicas, 0, restarts) == {
+        "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 2}],
         "expected_new_runtimes": 0}
     # app2's runtimes cannot be told apart by pid: counted.
     assert expectations(rollout(pid_hosts=["app1"]), 0, restarts) == {
-        "restarted_services": [{"names": ["app1"], "pid": 11, "started_at": T + 4, "runtimes": 1}],
+        "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 1}],
         "expected_new_runtimes": 1}
     # A service that failed after its restart has no pid: nothing is waited for in its name, the verdict says why.
     failed = {"app1": restarted({"a": unit("a", state="failed", sub="failed", pid=0, started=T + 4)})}

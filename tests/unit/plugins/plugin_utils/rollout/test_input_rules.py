@@ -87,6 +87,44 @@ def test_a_forgotten_or_partial_connection_is_refused(connection, expected):
     assert len(found) == 1 and found[0].startswith(expected)
 
 
+@pytest.mark.parametrize("queues, expected", [
+    ([{"queue": "orders", "shard": 4}],
+     ["enqueue_shards_queues[0] has no key shard (did you mean shards?); it takes queue, shards, stripes, new_queue"]),
+    ([{"queue": "orders", "shards": 4}, {"queue": "refunds", "shards": 2, "strips": 2, "colour": "red"}],
+     ["enqueue_shards_queues[1] has no key strips (did you mean stripes?); it takes queue, shards, stripes, new_queue",
+      "enqueue_shards_queues[1] has no key colour; it takes queue, shards, stripes, new_queue"]),
+], ids=["shard", "two-keys"])
+def test_a_key_a_queue_entry_does_not_take_is_named_with_the_one_meant_and_alone(queues, expected):
+    assert problems(queues=queues) == expected
+
+
+@pytest.mark.parametrize("connection, expected", [
+    ({**CONNECTION, "login_usr": "awa"}, "enqueue_shards_connection has no key login_usr (did you mean login_user?); "
+                                         "it takes login_user, login_password, login_host, login_port, "
+                                         "login_unix_socket, login_db, ssl_mode, ca_cert, ssl_cert, ssl_key, "
+                                         "target_session_attrs, connect_params, session_role"),
+    ({**CONNECTION, "ssl_mode": "requir"}, "enqueue_shards_connection: value of ssl_mode must be one of: allow, "
+                                           "disable, prefer, require, verify-ca, verify-full, got: requir"),
+    ({**CONNECTION, "connect_params": "sslmode"}, "enqueue_shards_connection: argument 'connect_params' is of type "
+                                                  "str and we were unable to convert to dict: dictionary requested, "
+                                                  "could not parse JSON or key=value"),
+], ids=["misspelt-key", "choice", "type"])
+def test_the_connection_s_keys_and_values_follow_the_modules_options(connection, expected):
+    """Ansible's check of the spec no longer looks inside the mapping: the modules' own argument spec does."""
+    assert problems(connection=connection) == [expected]
+
+
+@pytest.mark.parametrize("name, value, expected", [
+    ("pickup", "restrat", "enqueue_shards_pickup must be one of restart, refresh, got 'restrat' (did you mean "
+                          "restart?)"),
+    ("restart_method", "sytemd", "enqueue_shards_restart_method must be one of auto, systemd, command, got 'sytemd' "
+                                 "(did you mean systemd?)"),
+])
+def test_a_misspelt_choice_is_named_with_the_one_meant(name, value, expected):
+    assert problems(**{name: value}) == [expected]
+    assert problems(scope=("queues",), **{name: value}) == [], "only the rollout uses it"
+
+
 def test_runtime_roles_follow_the_modules_rules():
     assert problems(runtime_roles=["awa_runtime", "awa_runtime"]) == [
         "enqueue_shards_queues[0] ('orders'): runtime_roles lists a role twice: ['awa_runtime', 'awa_runtime']"]
@@ -119,6 +157,17 @@ def test_a_name_close_to_no_variable_gets_no_guess():
                      "ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them"]
 
 
+def test_each_service_s_runtimes_are_a_whole_number_for_a_service_of_the_host():
+    assert problems(services=["api", "web"], service_runtimes={"api": 3, "web": 0}) == []
+    assert problems(services=["api"], service_runtimes={"api": -1, "ghost": 2, "web": "two"}) == [
+        "enqueue_shards_service_runtimes names services that enqueue_shards_services does not list: ghost, web",
+        "enqueue_shards_service_runtimes must give each service a whole number of runtimes (0: it only enqueues, and "
+        "is done once it started after the change): api, web"]
+    assert problems(service_runtimes=[3]) == [
+        "enqueue_shards_service_runtimes must map services to how many Awa runtimes each runs, e.g. {api: 3, web: 0}, "
+        "got [3]"]
+
+
 def test_every_rollout_problem_is_named_at_once():
     found = problems(batch_size=0, batch_pause=-1, canary_pause="soon", max_fail_percentage=150, max_deadlocks=-2,
                      max_failed_jobs="many", runtimes_per_service=1.5, services=[], restart_method="supervisord",
@@ -126,7 +175,7 @@ def test_every_rollout_problem_is_named_at_once():
                      environment={"BAD-NAME": "x", "OK": "a\nb"},
                      restart_timeout=-1, wait_sleep=0)
     assert found == [
-        "enqueue_shards_batch_size: 0 is not a whole number of at least 1. Give a whole number of services (2), a "
+        "enqueue_shards_batch_size: 0 is not a whole number of at least 1. Give a whole number of hosts (2), a "
         'percentage of them ("25%"), or a list of either ([1, "25%", "100%"], the last entry repeated)',
         "enqueue_shards_batch_pause must be seconds between 0 and 3600, got -1",
         "enqueue_shards_canary_pause must be seconds between 0 and 3600, got 'soon' (null: the same as "
@@ -176,10 +225,16 @@ def test_with_several_services_the_commands_must_name_the_service():
 
 def test_each_hosts_settings_carry_its_services_and_restart_contract_and_problems_are_told_together():
     web = host_settings(settings(services=["web-1"], restart_command="supervisorctl restart {service}"), "web1",
-                        ["queues", "rollout"], ["10.0.0.5", None])
-    assert web == {"host": "web1", "problems": [], "names": ["10.0.0.5"], "services": ["web-1"], "service_queues": {},
-                   "restart_method": "auto", "restart_command": "supervisorctl restart {service}",
-                   "status_command": ""}
+                        ["queues", "rollout"])
+    assert web == {"host": "web1", "problems": [], "services": ["web-1"], "service_queues": {},
+                   "service_runtimes": {"web-1": 1}, "restart_method": "auto",
+                   "restart_command": "supervisorctl restart {service}", "status_command": "", "runtime_hostname": ""}
+    with_file = host_settings(settings(services=["web-1"], env_file="/etc/awa/producer.env", runtime_hostname="web1"),
+                              "web1", ["queues"])
+    assert with_file["runtime_hostname"] == "web1", "the HOSTNAME its environment file gives the services"
+    replicas = host_settings(settings(services=["api", "web"], runtimes_per_service=2,
+                                      service_runtimes={"web": 0}), "web1", ["queues"])
+    assert replicas["service_runtimes"] == {"api": 2, "web": 0}
     typo = host_settings({**settings(), "enqueue_shards_batchsize": 2}, "web2", ["queues"])
     assert input_verdict([web]) == {"ok": True, "message": "The variables of 1 producer host(s) are valid."}
     found = input_verdict([web, typo, dict(typo, host="web3")])
@@ -226,3 +281,20 @@ def test_every_mode_awa_producer_services_writes_is_taken(mode):
 def test_a_mode_the_module_would_refuse_is_refused_before_the_change(mode):
     assert problems(env_file="/etc/awa/producer.env", env_file_mode=mode) == [
         f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}']
+
+
+def test_a_value_of_another_type_is_said_in_a_line_alone_without_a_password():
+    # Ansible's own check of the entry point says it with the whole spec, a line of some 20,000 characters.
+    found = problems(repair="sure", runtime_roles={"awa_runtime": True}, converge_timeout="an hour",
+                     connection={**CONNECTION, "login_password": "pw-s3cret"})
+
+    # (Ansible lists the valid booleans in no fixed order.)
+    assert sorted(problem[:100] for problem in found) == [
+        "argument 'enqueue_shards_converge_timeout' is of type str and we were unable to convert to float: <c",
+        "argument 'enqueue_shards_repair' is of type str and we were unable to convert to bool: The value 'su",
+        "argument 'enqueue_shards_runtime_roles' is of type dict and we were unable to convert to list: <clas"]
+    assert all(len(problem) < 300 and "pw-s3cret" not in problem for problem in found), found
+    # A rule's own words where it has some; a number written as a string is a number, as Ansible converts it.
+    assert problems(canary_pause="soon") == ["enqueue_shards_canary_pause must be seconds between 0 and 3600, got "
+                                             "'soon' (null: the same as enqueue_shards_batch_pause)"]
+    assert problems(canary_pause="30", converge_timeout="600") == []

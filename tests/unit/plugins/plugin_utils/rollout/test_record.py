@@ -50,7 +50,7 @@ def record(last_read: dict, **given) -> dict:
 
 
 def test_what_stopped_the_window_is_the_failed_task_its_message_and_the_hosts_it_failed_on():
-    task = {"name": "Batch | stop the rollout unless every service came back and every health gate holds"}
+    task = {"name": "Batch | wait for the runtimes of the services it restarted, watch it for its pause, and judge it"}
     # A task that runs once fails on the first host; the rescue's other hosts carry nothing.
     assert stop(["app1", "app2"], {"app1": {"ansible_failed_task": task, "ansible_failed_result": {
         "msg": STOPPED, "invocation": {"module_args": {"login_password": "s3cret"}}}}, "app2": {}}) == {
@@ -68,13 +68,15 @@ def test_what_stopped_the_window_is_the_failed_task_its_message_and_the_hosts_it
 
 def test_a_window_done_at_its_summary_publishes_done_with_the_back_out_and_its_times():
     read = converged_at_6()
-    verdict = {"changed": False, "msg": "Every queue runs the count asked, converged (and drained after a lowering)."}
+    verdict = {"ok": True, "message": "Every queue runs the count asked, converged (and drained after a lowering)."}
     done = record(read, verdict=verdict, rollout=dict(ROLLOUT, restarted=["app1/worker", "app2/worker"]))
     outcome = done["outcome"]
     assert value_problems(outcome, WindowOutcome, "outcome") == []
     assert value_problems(done["report"], WindowReport, "report") == []
-    assert (outcome["done"], outcome["stopped_at"], outcome["message"]) == (True, None, verdict["msg"])
-    assert outcome["queues"] == {"demo": {"asked": 6, "before": 4, "after": 6, "converged": True, "drained": True}}
+    assert (outcome["done"], outcome["stopped_at"], outcome["message"]) == (True, None, verdict["message"])
+    assert outcome["last_step"] == "the end"
+    assert outcome["queues"] == {"demo": {"asked": 6, "before": 4, "after": 6, "converged": True, "drained": True,
+                                          "set_by": None}}
     assert outcome["services"] == {"restarted": ["app1/worker", "app2/worker"], "skipped": [], "left": []}
     assert (outcome["backout"], outcome["backout_queues"]) == (BACKOUT, [{"queue": "demo", "shards": 4}])
     assert (outcome["started"], outcome["ended"]) == ("2026-11-30T16:55:20.000000+00:00", read["read_at"])
@@ -85,12 +87,13 @@ def test_a_window_done_at_its_summary_publishes_done_with_the_back_out_and_its_t
 
 
 def test_a_window_stopped_at_a_batch_says_what_is_done_and_left_and_ends_with_the_back_out():
-    stopped = {"task": "Batch | stop the rollout unless every service came back and every health gate holds",
+    stopped = {"task": "Batch | wait for the runtimes of the services it restarted, watch it for its pause, and judge it",
                "message": STOPPED, "hosts": ["app1"]}
     ended = record(UNCONVERGED, stopped=stopped)
     outcome = ended["outcome"]
     assert (outcome["done"], outcome["stopped_at"], outcome["message"]) == (False, stopped["task"], STOPPED)
-    assert outcome["queues"]["demo"] == {"asked": 6, "before": 4, "after": 6, "converged": False, "drained": False}
+    assert outcome["queues"]["demo"] == {"asked": 6, "before": 4, "after": 6, "converged": False, "drained": False,
+                                         "set_by": None}
     assert outcome["services"] == {"restarted": ["app1/worker"], "skipped": [], "left": ["app2/worker"]}
     assert ended["report"]["stopped"] == stopped
     # The back-out stays the last words: the command to copy.
@@ -110,10 +113,30 @@ def test_a_report_that_cannot_be_written_fails_the_run_after_the_outcome_is_publ
     failed = {"changed": False, "failed": False, "msg": "The report's directory /srv/gone does not exist on the "
               "controller: create it or name another (the role's enqueue_shards_report_dir; an empty string there "
               "writes no report)"}
-    ended = record(converged_at_6(), verdict={"changed": False, "msg": "done"}, written=failed)
+    ended = record(converged_at_6(), verdict={"ok": True, "message": "done"}, written=failed)
     assert not ended["ok"] and ended["outcome"]["done"]
     assert ended["message"] == (f"The window's report could not be written: {failed['msg']}. Its outcome is "
                                 f"published as {OUTCOME_KEY} (set_stats).")
+
+
+def test_a_record_written_during_the_window_names_its_last_step_and_says_how_to_finish_an_interrupted_one():
+    rollout = dict(ROLLOUT, batches=[[["app1", "worker"]], [["app2", "worker"]]], restarted=["app1/worker"],
+                   verdicts=[{"ok": True, "message": "Batch 1 of 2 is back."}])
+    after_batch = record(converged_at_6(), rollout=rollout, step="a batch")
+    outcome = after_batch["outcome"]
+    assert (outcome["done"], outcome["last_step"], outcome["stopped_at"]) == (False, "batch 1 of 2", None)
+    assert outcome["message"].startswith("The window had run up to batch 1 of 2 when this record was written: if it "
+                                         "ends here, the window was interrupted. To resume, run the same command again")
+    assert outcome["services"]["restarted"] == ["app1/worker"] and outcome["services"]["left"] == ["app2/worker"]
+    assert record(converged_at_6(), step="the change")["outcome"]["last_step"] == "the change"
+
+
+def test_a_summary_that_says_not_done_ends_the_window_as_a_stop_does():
+    verdict = {"ok": False, "message": "The change window is not done: demo not converged at the last read."}
+    ended = record(converged_at_6(), verdict=verdict, rollout=dict(ROLLOUT, restarted=["app1/worker"]))
+    assert not ended["ok"] and ended["message"].startswith(verdict["message"] + " So far restarted: app1/worker")
+    assert ended["outcome"]["stopped_at"] == ("Summary | stop unless every queue runs the count asked, converged, and "
+                                              "every service of the inventory is done")
 
 
 def test_a_run_started_past_its_first_phases_says_how_to_resume():
@@ -123,7 +146,8 @@ def test_a_run_started_past_its_first_phases_says_how_to_resume():
     assert ended["message"] == (
         "This run started past the window's first phases (--start-at-task), so 'Pickup | plan the restarts over every "
         "host' lacked what they hand on (Task failed: '_enqueue_shards_host' is undefined). Nothing more was done. "
-        f"{RESUME}. The window's report: /srv/windows/enqueue_shards-20261130T165600Z.json. {BACKOUT}")
+        f"{RESUME.replace('again', 'again without --start-at-task', 1)}. The window's report: "
+        f"/srv/windows/enqueue_shards-20261130T165600Z.json. {BACKOUT}")
     assert ended["outcome"]["started"] is None and ended["outcome"]["services"] == {
         "restarted": [], "skipped": [], "left": []}
     # The summary's own refusal of a count it did not set says all of that already, and backs nothing out.
@@ -134,7 +158,7 @@ def test_a_run_started_past_its_first_phases_says_how_to_resume():
         "/srv/windows/enqueue_shards-20261130T165600Z.json."
     # Before: the count before the last recorded change (1 -> 4, change #1), as the summary's table says it.
     assert refused["outcome"]["queues"]["demo"] == {"asked": 6, "before": 1, "after": 4, "converged": True,
-                                                    "drained": True}
+                                                    "drained": True, "set_by": None}
 
 
 @pytest.mark.parametrize("given", [{"check_mode": True}, {"views": {}, "read": {}}])
@@ -145,7 +169,7 @@ def test_a_dry_run_or_a_window_with_nothing_read_is_never_done(given):
         assert outcome["message"] == CHECK_MODE_NOTE and outcome["check_mode"]
     else:
         assert outcome["queues"]["demo"] == {"asked": 6, "before": None, "after": None, "converged": False,
-                                             "drained": None}
+                                             "drained": None, "set_by": None}
         assert outcome["ended"] is None
 
 

@@ -43,20 +43,21 @@ def with_runtimes_on_the_count(seconds_after_change: float, count: int) -> dict:
 
 def plan(hosts: list[dict], read: dict = UNCONVERGED, change: dict | None = None, batch_size: object = 1,
          check_mode: bool = False, max_fail_percentage: float = 0) -> dict:
-    return restart_plan(hosts, read=read, change=change, batch_size=batch_size, runtimes_per_service=1,
+    return restart_plan(hosts, read=read, change=change, batch_size=batch_size,
                         check_mode=check_mode, max_fail_percentage=max_fail_percentage)
 
 
-def test_services_started_before_the_change_restart_in_batches_that_span_hosts():
+def test_services_started_before_the_change_restart_in_batches_of_hosts_each_with_all_its_services():
     before = CHANGE_AT - 60
     hosts = [systemd_host("app1", {"a": unit("a", started=before), "b": unit("b", started=before)}, READ_AT + 2),
              systemd_host("app2", {"a": unit("a", started=before)}, READ_AT + 2)]
     result = plan(hosts, batch_size=2)
-    assert result["batches"] == [[["app1", "a"], ["app2", "a"]], [["app1", "b"]]]
+    assert result["batches"] == [[["app1", "a"], ["app1", "b"], ["app2", "a"]]]
+    assert plan(hosts, batch_size=1)["batches"] == [[["app1", "a"], ["app1", "b"]], [["app2", "a"]]]
     assert result["restarts"] == 3 and result["problems"] == []
     assert "app1/b: restart - it started before the change of demo" in result["lines"]
-    assert result["headline"].startswith("Restarting 3 producer service(s) in 2 batch(es) of at most 2: "
-                                         "[app1/a, app2/a] then [app1/b]")
+    assert result["headline"].startswith("Restarting 3 producer service(s) on 2 host(s) in 1 batch(es) of at most 2 "
+                                         "host(s): [app1/a, app1/b, app2/a]")
 
 
 def test_services_that_started_after_the_change_are_left_alone_and_outside_runtimes_named():
@@ -122,7 +123,7 @@ def test_stopped_services_are_left_alone_failed_ones_restarted_missing_ones_stop
                                    "gone": unit("gone", state="inactive", sub="dead", load_state="not-found"),
                                    "ok": unit("ok", started=before)}, READ_AT + 2)]
     result = plan(hosts)
-    assert result["batches"] == [[["app1", "failed"]], [["app1", "ok"]]]
+    assert result["batches"] == [[["app1", "failed"], ["app1", "ok"]]]
     assert any(line.startswith("app1/stopped: left alone - it is stopped") for line in result["lines"])
     assert result["problems"] == ["app1/gone: systemd does not know this unit (LoadState=not-found); correct "
                                   "enqueue_shards_services for this host, or install the unit there"]
@@ -154,8 +155,8 @@ def test_check_mode_plans_a_restart_of_every_running_service_when_the_count_woul
 def test_without_a_status_command_every_running_service_restarts_while_a_runtime_lags():
     report = command_host("localhost", {"p1": "", "p2": ""}, clock=1, status_command="")
     result = plan([report])
-    assert result["batches"] == [[["localhost", "p1"]], [["localhost", "p2"]]]
-    assert "its start time is unknown (no enqueue_shards_status_command)" in result["lines"][0]
+    assert result["batches"] == [[["localhost", "p1"], ["localhost", "p2"]]]
+    assert "its start time is unknown (no status command)" in result["lines"][0]
 
 
 def test_the_status_command_contract():
@@ -165,7 +166,7 @@ def test_the_status_command_contract():
     assert states["p3"]["detail"] == "status command exited 1: p3 is not running"
     assert states["p3"]["problem"] is None, "a stopped service: its state is unknown, it is restarted"
     assert plan([report], read=with_runtimes_on_the_count(60, 2))["batches"] == [
-        [["localhost", "p2"]], [["localhost", "p3"]]]
+        [["localhost", "p2"], ["localhost", "p3"]]]
 
 
 def test_a_status_command_that_cannot_run_or_prints_something_else_restarts_nothing():
@@ -176,8 +177,9 @@ def test_a_status_command_that_cannot_run_or_prints_something_else_restarts_noth
         "localhost/p2: the status command status p2 cannot run here (exit status 127: sh: 1: supervisorctl: not "
         "found); correct enqueue_shards_status_command for this host, or install what it runs there",
         "localhost/p3: the status command status p3 printed 'yesterday', not its contract: it must exit 0 and print "
-        "START or START PID (the start in unix seconds, then optionally the pid); correct "
-        "enqueue_shards_status_command for this host, or install what it runs there"]
+        "START or START PID (the start in unix seconds, then optionally the pid), then optionally a line HOSTNAME or "
+        "HOSTNAME PID for each runtime that runs elsewhere (a replica); correct enqueue_shards_status_command for this "
+        "host, or install what it runs there"]
 
 
 # ---- a service is done only when its runtimes are live on the count ----
@@ -237,7 +239,7 @@ def test_a_crash_looping_unit_is_restarted_and_a_stuck_start_too():
                                    "stuck": unit("stuck", state="activating", sub="start-pre", pid=0),
                                    "ok": unit("ok", started=NOW - 60, pid=11)}, NOW + 2)]
     result = plan(hosts, read=converged_read(runtime(11, NOW - 59)))
-    assert result["batches"] == [[["app1", "loop"]], [["app1", "stuck"]]]
+    assert result["batches"] == [[["app1", "loop"], ["app1", "stuck"]]]
     assert "app1/stuck: restart - it is stuck in start (activating/start-pre)" in result["lines"]
 
 
@@ -255,7 +257,7 @@ def test_services_that_cannot_be_matched_are_restarted_when_the_count_falls_shor
     # A status command without pids: two services, one live runtime on the count, nothing lags.
     report = command_host("localhost", {"p1": f"{NOW - 60:.3f}", "p2": f"{NOW - 50:.3f}"}, clock=NOW + 2)
     result = plan([report], read=converged_read(runtime(4242, NOW - 59)))
-    assert result["batches"] == [[["localhost", "p1"]], [["localhost", "p2"]]]
+    assert result["batches"] == [[["localhost", "p1"], ["localhost", "p2"]]]
     assert ("localhost/p1: restart - the inventory runs 1 of 2 runtimes on the count and its runtimes cannot be told "
             "apart from the others by pid") in result["lines"]
     assert any(line.startswith("How the runtimes were counted: runtimes matched to services by pid, except on "
@@ -297,15 +299,16 @@ def test_a_host_that_answered_but_failed_before_its_read_is_said_to_have_failed_
         "restarts only what is still stale), or raise enqueue_shards_max_fail_percentage to go on without them"]
 
 
-def test_batch_sizes_as_ansible_serial_writes_them():
+def test_batch_sizes_count_hosts_as_ansible_serial_writes_them():
     before = CHANGE_AT - 60
     hosts = [systemd_host(f"app{index}", {"a": unit("a", started=before), "b": unit("b", started=before)},
-                          READ_AT + 2) for index in (1, 2)]
+                          READ_AT + 2) for index in (1, 2, 3, 4, 5)]
     result = plan(hosts, batch_size=[1, "50%"])
-    assert [len(batch) for batch in result["batches"]] == [1, 2, 1]
-    assert result["headline"].startswith("Restarting 4 producer service(s) in 3 batch(es) of 1, 2, 1 "
-                                         "(enqueue_shards_batch_size 1, 50%): [app1/a] then [app2/a, app1/b] then")
-    assert [len(batch) for batch in plan(hosts, batch_size="25%")["batches"]] == [1, 1, 1, 1]
+    assert [len({host for host, dummy in batch}) for batch in result["batches"]] == [1, 2, 2]
+    assert result["headline"] == (
+        "Restarting 10 producer service(s) on 5 host(s) in 3 batch(es) of 1, 2, 2 host(s) (enqueue_shards_batch_size "
+        "1, 50%): [app1/a, app1/b] then [app2/a, app2/b, app3/a, app3/b] then [app4/a, app4/b, app5/a, app5/b]")
+    assert [len(batch) for batch in plan(hosts, batch_size="25%")["batches"]] == [2, 2, 2, 2, 2]
 
 
 # -- enqueue_shards_service_queues: a change restarts only the services it concerns -----------------------------
@@ -325,8 +328,9 @@ def test_a_raise_leaves_the_services_that_declare_other_queues_untouched_and_the
     assert result["untouched"] == ["app1/b"]
     # The waits leave out the runtimes of app1/b (window_services, concerned false).
     started = float(int(before))  # systemd's whole seconds
-    assert window_services(result) == [{"names": ["app1"], "pid": 101, "started_at": started, "concerned": True},
-                                       {"names": ["app1"], "pid": 102, "started_at": started, "concerned": False}]
+    assert window_services(result) == [
+        {"reports_as": [{"pid": 101, "hostname": None}], "started_at": started, "concerned": True},
+        {"reports_as": [{"pid": 102, "hostname": None}], "started_at": started, "concerned": False}]
     assert ("app1/b: untouched - it enqueues only into billing, which this change does not concern "
             "(enqueue_shards_service_queues)") in result["detail"]
 
@@ -354,3 +358,49 @@ def test_a_lowering_in_check_mode_is_told_by_the_change_s_result():
     result = plan(hosts, read=CONVERGED, change=change, check_mode=True, batch_size=2)
     assert sorted(member[1] for batch in result["batches"] for member in batch) == ["a", "b"]
     assert result["untouched"] == []
+
+
+def test_a_host_whose_only_service_declares_other_queues_keeps_its_runtime_out_of_the_waits():
+    """0.5.0's regression: the host's runtime was taken for one outside the inventory, and the waits waited for it."""
+    before = CHANGE_AT - 60
+    read = dict(UNCONVERGED, runtimes=[runtime(101, before, converged=False), runtime(301, before, converged=False)])
+    hosts = [declared_host("app1", {"a": unit("a", started=before, pid=101)}, {}),
+             declared_host("app3", {"w1": unit("w1", started=before, pid=301)}, {"w1": ["elsewhere"]})]
+    result = plan(hosts, read=read)
+    assert result["batches"] == [[["app1", "a"]]] and result["untouched"] == ["app3/w1"]
+    assert not any("outside the change window" in line for line in result["detail"]), result["detail"]
+    window = window_services(result)
+    assert [service["concerned"] for service in window] == [True, False]
+    assert window[1]["reports_as"] == [{"pid": 301, "hostname": None}], "its runtime is tied to it, not waited for"
+
+
+def test_a_service_that_only_enqueues_restarts_when_it_started_before_the_change_even_once_every_runtime_runs_it():
+    before, after = CHANGE_AT - 60, CHANGE_AT + 30
+    converged = read_later(UNCONVERGED, 90)
+    converged["queues"] = {name: dict(view, converged=True) for name, view in converged["queues"].items()}
+    converged["runtimes"] = [runtime(101, after)]
+
+    def host(web_started: float) -> dict:
+        units = {"a": unit("a", started=after, pid=101), "web": unit("web", started=web_started, pid=102)}
+        return host_state(settings("app1", list(units), {"web": 0}), systemd_result(units, CHANGE_AT + 92))
+
+    # A re-run after a dead controller: the worker's runtime runs the count, the web application was not restarted.
+    result = plan([host(before)], read=converged)
+    assert result["batches"] == [[["app1", "web"]]]
+    assert "app1/web: restart - it started before the change of demo" in result["lines"]
+    assert plan([host(after + 5)], read=converged)["batches"] == []
+    assert "app1/web: left alone - it started after the change, so it runs the count" in plan(
+        [host(after + 5)], read=converged)["lines"]
+
+
+def test_a_service_whose_processes_lack_the_hostname_of_its_environment_file_is_said_not_to_load_it():
+    before = CHANGE_AT - 60
+    units = {"a": unit("a", started=before, pid=101, hostname="app1"), "b": unit("b", started=before, pid=102)}
+    host = host_state(dict(settings("app1", list(units)), runtime_hostname="app1"), systemd_result(units, READ_AT + 2))
+    lines = plan([host])["detail"]
+    assert ("app1/b: its processes do not show HOSTNAME=app1, which its environment file sets: it does not load the "
+            "file (a systemd unit needs EnvironmentFile=), so its runtimes report no host name of their own") in lines
+    assert not any(line.startswith("app1/a: its processes") for line in lines)
+    # A file written in this run: the processes predate it, and their restart loads it.
+    changed = dict(host, environment_changed=True)
+    assert not any("do not show HOSTNAME" in line for line in plan([changed])["detail"])

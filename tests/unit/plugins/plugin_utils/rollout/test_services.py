@@ -7,16 +7,16 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import settings, systemd_result, unit
 
 
-def test_a_hosts_state_carries_each_service_its_clock_and_the_names_a_runtime_may_report():
-    host = dict(settings("app1.example.com", ["a", "b"]), names=["10.0.0.5", None])
-    result = dict(systemd_result({"a": unit("a", started=1764520916), "b": unit("b", state="failed", sub="failed")},
-                                 clock=1764520999), hostname="ip-10-0-0-5.internal",
+def test_a_hosts_state_carries_each_service_what_its_processes_report_its_runtimes_and_the_host_s_clock():
+    host = settings("app1.example.com", ["a", "b"], {"b": 0})
+    result = dict(systemd_result({"a": unit("a", started=1764520916, pid=7, hostname="app1.example.com"),
+                                  "b": unit("b", state="failed", sub="failed")}, clock=1764520999),
                   env_file={"path": "/etc/awa/producer.env", "changed": True})
     state = host_state(host, result)
     assert state["reachable"] and state["environment_changed"] and state["clock"] == 1764520999
-    assert [(s["host"], s["service"], s["state"]) for s in state["services"]] == [
-        ("app1.example.com", "a", "running"), ("app1.example.com", "b", "failed")]
-    assert state["names"] == ["10.0.0.5", "app1", "app1.example.com", "ip-10-0-0-5", "ip-10-0-0-5.internal"]
+    assert [(s["host"], s["service"], s["state"], s["runtimes"], s["reports_as"]) for s in state["services"]] == [
+        ("app1.example.com", "a", "running", 1, [{"pid": 7, "hostname": "app1.example.com"}]),
+        ("app1.example.com", "b", "failed", 0, [])]
 
 
 def test_a_host_the_module_could_not_reach_or_read_reports_every_service_unreachable():

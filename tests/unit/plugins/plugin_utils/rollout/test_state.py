@@ -28,18 +28,19 @@ CHANGE_AT = datetime.datetime.fromisoformat(UNCONVERGED["queues"]["demo"]["last_
 READ_AT = datetime.datetime.fromisoformat(UNCONVERGED["read_at"]).timestamp()
 BEFORE = CHANGE_AT - 60
 HEALTH = {"deadlocks": 0, "stats_reset": None}
-ASKED = {"queues": [{"queue": "demo", "shards": 6}], "batch_size": 1, "runtimes_per_service": 1,
+ASKED = {"queues": [{"queue": "demo", "shards": 6}], "batch_size": 1,
          "max_fail_percentage": 0.0, "canary_pause": 30, "batch_pause": 0, "limits": {"deadlocks": 0},
-         "check_mode": False}
+         "restart_timeout": 120, "converge_timeout": 300, "drain_timeout": 1800, "report_dir": "", "check_mode": False}
 CLI = {"args": ["play.yml"], "inventory": ["inventory"]}
 
 
-def two_hosts(**asked) -> Rollout:
-    """app1/a and app2/a started before the change: one batch each, app1's first."""
+def two_hosts(change: dict | None = None, **asked) -> Rollout:
+    """app1/a and app2/a started before the change (``change``: its result; an empty one by default): one batch
+    each, app1's first."""
     hosts = [settings("app1", ["a"]), settings("app2", ["a"])]
     reads = [systemd_result({"a": unit("a", started=BEFORE, pid=pid)}, READ_AT + 2) for pid in (11, 12)]
-    return plan(hosts, [{}, {}], reads, read=UNCONVERGED, change=None, before={"health": HEALTH},
-                settings={**ASKED, **asked}, cli_args=CLI)
+    return plan(hosts, [{}, {}], reads, read=UNCONVERGED, change={"queues": {}} if change is None else change,
+                before={"health": HEALTH}, settings={**ASKED, **asked}, cli_args=CLI)
 
 
 def test_the_plan_is_the_rollouts_first_state_with_its_settings_and_its_back_out():
@@ -53,7 +54,24 @@ def test_the_plan_is_the_rollouts_first_state_with_its_settings_and_its_back_out
                                          "inventory play.yml -e ")
     shown = rollout["shown"]
     assert shown["lines"][0] == shown["headline"] and shown["headline"].startswith("Restarting 2 producer service(s)")
+    # Every host restarts: the estimate said before the change holds, and is not said again.
+    assert not any(line.startswith("The window should take") for line in shown["lines"])
     assert "app1/a: restart - it started before the change of demo" in shown["lines"]
+
+
+def test_a_plan_that_restarts_fewer_batches_than_the_estimate_counted_says_its_own():
+    hosts = [settings("app1", ["a"]), settings("app2", ["a"]), settings("app3", ["a"])]
+    # app3's service is stopped: it is left alone, two batches of the three the estimate before the change counted.
+    reads = [systemd_result({"a": unit("a", started=BEFORE, pid=pid)}, READ_AT + 2) for pid in (11, 12)] + [
+        systemd_result({"a": unit("a", state="inactive", sub="dead")}, READ_AT + 2)]
+    rollout = plan(hosts, [{}, {}, {}], reads, read=UNCONVERGED, change={"queues": {}}, before={"health": HEALTH},
+                   settings=ASKED, cli_args=CLI)
+    assert rollout["batches"] == [[["app1", "a"]], [["app2", "a"]]]
+    # The canary's pause between the two: 30 s + 15 s a batch + 30 s for the rest, as no window was measured.
+    assert rollout["shown"]["lines"][1] == (
+        "The window should take about 90s (2 batch(es), 15s a batch until a window's record has measured one); at "
+        "least 30s (the pauses), at most 14 min (the timeouts and pauses, a minute a batch for its restarts and two "
+        "for the rest)")
 
 
 def test_a_plan_that_cannot_restart_says_so_with_the_back_out_except_in_check_mode():
@@ -80,37 +98,44 @@ def test_a_host_left_out_since_the_reach_keeps_why():
 
 def test_a_batch_tells_each_host_its_services_then_what_its_wait_waits_for_and_how_long_to_watch_it():
     rollout = two_hosts()
-    assert batch_view(rollout, 0)["services"] == {"app1": ["a"]}
-    assert batch_view(rollout, 0)["restarted_services"] == [], "nothing to wait for before its hosts restarted"
+    assert batch_view(rollout)["services"] == {"app1": ["a"]}
+    assert batch_view(rollout)["restarted_services"] == [], "nothing to wait for before its hosts restarted"
     # Every play host's restart comes in; only the batch's own count.
     restarts = {"app1": systemd_result({"a": unit("a", pid=21, started=READ_AT + 5)}, READ_AT + 6, restart=("a",)),
                 "app2": {"skipped": True}}
-    view = batch_view(rollout, 0, restarts)
+    view = batch_view(rollout, restarts)
     assert view["restarts"] == {"app1": restarts["app1"]} and view["index"] == 0
     # No live runtime has a pid of these hosts' services: their runtimes are counted, not told apart by pid.
     assert rollout["pid_hosts"] == []
     assert (view["restarted_services"], view["expected_new_runtimes"], view["pause"]) == ([], 1, 0)
     back = {"new_runtimes": [runtime(21, READ_AT + 5.5)], "expected_new_runtimes": 1, "health": HEALTH}
-    assert batch_view(rollout, 0, restarts, back)["pause"] == 30, "the canary's own pause"
+    assert batch_view(rollout, restarts, back)["pause"] == 30, "the canary's own pause"
     crossed = dict(back, health={"deadlocks": 2, "stats_reset": None})
-    assert batch_view(rollout, 0, restarts, crossed)["pause"] == 0, "a batch over a gate is not watched"
+    assert batch_view(rollout, restarts, crossed)["pause"] == 0, "a batch over a gate is not watched"
 
 
 def test_after_a_batch_the_record_carries_what_it_did_judged_on_its_last_read():
     rollout = two_hosts()
     restarts = {"app1": systemd_result({"a": unit("a", pid=21, started=READ_AT + 5)}, READ_AT + 6, restart=("a",)),
                 "app2": {"skipped": True}}
-    view = batch_view(rollout, 0, restarts)
+    view = batch_view(rollout, restarts)
     wait = {"runtimes": [runtime(21, READ_AT + 5.5)], "new_runtimes": [runtime(21, READ_AT + 5.5)],
             "expected_new_runtimes": 1, "health": HEALTH}
-    after = after_batch(rollout, view, wait, {"skipped": True})
+    window = after_batch({"rollout": rollout, "stop": None}, view, [wait, {"skipped": True}])
+    after = window["rollout"]
     assert after["restarted"] == ["app1/a"] and after["verdicts"] == [after["verdict"]] and after["verdict"]["ok"]
     assert after["batches"] == rollout["batches"] and after["shown"] == rollout["shown"]
-    # The watch after the pause is the batch's last read when it ran: there a gate crossed stops the rollout.
+    assert window["stop"] is None
+    assert batch_view(after)["index"] == 1, "the next batch is the first one not judged yet"
+    # The watch after the pause is the batch's last read when it ran: there a gate crossed stops the rollout, and
+    # the window.
     watched = dict(wait, health={"deadlocks": 5, "stats_reset": None})
-    stopped = after_batch(rollout, view, wait, watched)
-    assert not stopped["verdict"]["ok"] and "health gate deadlocks: 5" in stopped["verdict"]["message"]
-    assert stopped["verdict"]["message"].endswith(rollout["backout"])
+    stopped = after_batch({"rollout": rollout, "stop": None}, view, [wait, watched])
+    verdict = stopped["rollout"]["verdict"]
+    assert not verdict["ok"] and "health gate deadlocks: 5" in verdict["message"]
+    assert verdict["message"].endswith(rollout["backout"])
+    assert stopped["stop"] == {"task": "Batch | wait for the runtimes of the services it restarted, watch it for its "
+                                       "pause, and judge it", "message": verdict["message"], "hosts": ["app1"]}
 
 
 def test_what_is_not_the_rollouts_state_is_refused_by_name():

@@ -87,7 +87,7 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
     runtimes = [runtime(10 + index, started + 1) for index in range(3)] + [runtime(99, started + 1)]
     view = copy.deepcopy(CONVERGED["queues"]["demo"])
     lines = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
-                    inventory={"hosts": hosts, "runtimes": runtimes, "runtimes_per_service": 1, "pid_hosts": []})
+                    inventory={"hosts": hosts, "runtimes": runtimes, "pid_hosts": []})
     row = [cell.strip() for cell in lines[2].split(" | ")]
     assert row[2] == "3 of 4, 1 outside" and row[5] == "no / no"
     assert lines[4].startswith("inventory: 3 of 4, 1 outside runtimes of the producer services live on the count; "
@@ -99,7 +99,7 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
     assert lines[6] == "  without a live runtime on the count: app1/p3"
     done = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
                    inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
-                              "runtimes_per_service": 1, "pid_hosts": []})
+                              "pid_hosts": []})
     assert [cell.strip() for cell in done[2].split(" | ")][2:][::3] == ["4 of 4", "yes / yes"]
 
 
@@ -133,7 +133,8 @@ def test_the_verdict_refuses_a_count_it_did_not_set_and_says_how_to_resume():
     assert verdict["message"].startswith(
         "The change window is not done: demo holds enqueue_shards 4, not the 2 asked. This run did not set it: it "
         "started past the change (--start-at-task, or --tags without enqueue_shards_change), or another change came "
-        "after it. Nothing more was done. To resume, run the same command again: it changes nothing already done")
+        "after it. Nothing more was done. To resume, run the same command again without --start-at-task (or those "
+        "--tags): it changes nothing already done")
     assert verdict["message"].endswith("or, once the count asked is set, only the wait (--tags "
                                        "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point).")
     assert count_problems(DEMO_TO_6, {}) == ["demo was not read"]

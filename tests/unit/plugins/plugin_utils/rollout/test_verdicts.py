@@ -31,7 +31,7 @@ def restarted(host: str, *services: str, failed: dict | None = None, unreachable
 
 def verdict(batch, outcomes, states, read, gates=None, **overrides) -> dict:
     arguments = {"index": 0, "count": 2, "outcomes": outcomes, "states": states, "read": read, "gates": gates or QUIET,
-                 "runtimes_per_service": 1, "pid_hosts": [], "later": [], "gone": [], "hosts_total": 2,
+                 "pid_hosts": [], "later": [], "gone": [], "hosts_total": 2,
                  "max_fail_percentage": 0, "backout": BACKOUT, **overrides}
     return batch_verdict(batch, **arguments)
 
@@ -141,16 +141,16 @@ def test_an_environment_file_the_host_could_not_take_stops_before_any_change():
 def test_the_inventory_is_done_only_when_every_service_has_its_runtime_on_the_count():
     hosts = [systemd_host("app1", {"a": unit("a", started=T, pid=11), "b": unit("b", started=T, pid=12)})]
     done = inventory_verdict(hosts, read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]},
-                             runtimes_per_service=1, pid_hosts=[], backout=BACKOUT)
+                             pid_hosts=[], backout=BACKOUT)
     assert done["ok"] and done["message"].startswith("Every service of the inventory is done: 2 of 2")
-    hung = inventory_verdict(hosts, read={"runtimes": [runtime(11, T + 1)]}, runtimes_per_service=1, pid_hosts=[],
+    hung = inventory_verdict(hosts, read={"runtimes": [runtime(11, T + 1)]}, pid_hosts=[],
                              backout=BACKOUT)
     assert not hung["ok"]
     assert hung["message"].startswith("The change window is not done for the inventory: 1 of 2 inventory runtimes "
                                       "live on the count; not done: app1/b (it runs (pid 12) but no live Awa runtime "
                                       "has its pid)")
     gone = inventory_verdict(hosts + [systemd_host("app2", {"c": unit("c")}, reachable=False)],
-                             read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]}, runtimes_per_service=1,
+                             read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]},
                              pid_hosts=[], backout=BACKOUT)
     assert not gone["ok"] and "app2/c (its host is unreachable)" in gone["message"]
 
@@ -200,8 +200,8 @@ def test_a_host_whose_restart_or_status_command_cannot_run_is_refused_naming_hos
         "command sh started.sh a cannot run here (exit status 127: sh: 1: supervisorctl: not found); correct "
         "enqueue_shards_status_command for this host, or install what it runs there | app1/b: the status command "
         "sh started.sh b printed 'RUNNING', not its contract: it must exit 0 and print START or START PID (the start in unix "
-        "seconds, then optionally the pid); correct enqueue_shards_status_command for this host, or install what it "
-        "runs there")}
+        "seconds, then optionally the pid), then optionally a line HOSTNAME or HOSTNAME PID for each runtime that runs "
+        "elsewhere (a replica); correct enqueue_shards_status_command for this host, or install what it runs there")}
     refresh = reachability(hosts, probes=[probe], max_fail_percentage=0, restarts=False)
     assert refresh == {"ok": True, "message": "All 1 producer host(s) answered."}, "pickup refresh restarts nothing"
 

@@ -43,29 +43,26 @@ def test_the_last_read_is_the_newest_that_ran_and_each_queue_is_as_it_last_read(
 
 def test_the_inventory_is_the_rollouts_services_with_the_last_reads_runtimes():
     rollout = {"hosts": [{"host": "app1", "services": []}], "pid_hosts": ["app1"], "concerned_queues": ["demo"]}
-    assert inventory(rollout, CONVERGED, 2) == {
-        "hosts": rollout["hosts"], "runtimes": CONVERGED["runtimes"], "runtimes_per_service": 2,
-        "pid_hosts": ["app1"], "queues": ["demo"]}
-    assert inventory(None, {}, 1) == {"hosts": [], "runtimes": [], "runtimes_per_service": 1, "pid_hosts": [],
-                                      "queues": None}
+    assert inventory(rollout, CONVERGED) == {
+        "hosts": rollout["hosts"], "runtimes": CONVERGED["runtimes"], "pid_hosts": ["app1"], "queues": ["demo"]}
+    assert inventory(None, {}) == {"hosts": [], "runtimes": [], "pid_hosts": [], "queues": None}
 
 
 def test_the_summary_says_the_window_from_its_last_read_and_judges_it_in_a_real_run_only():
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": converged_at_6()}
-    done = window(reads, rollout=None, queues=DEMO_TO_6, runtimes_per_service=1, check_mode=False,
+    done = window(reads, rollout=None, queues=DEMO_TO_6, check_mode=False,
                   cli_args={"args": ["play.yml"]})
     assert done["verdict"] == {"ok": True, "message": (
         "Every queue runs the count asked, converged (and drained after a lowering).")}
     assert any(line.startswith("The window: 2026-11-30 16:55:20 -> ") for line in done["lines"]), done["lines"]
     assert done["lines"][-1].startswith("To back out (the previous counts, the same options): ansible-playbook")
     # Resumed past the change: the count in force is not the one asked, and nothing of it is this run's to back out.
-    resumed = window({"converged": CONVERGED}, rollout=None, queues=DEMO_TO_6, runtimes_per_service=1,
-                     check_mode=False, cli_args=None)
+    resumed = window({"converged": CONVERGED}, rollout=None, queues=DEMO_TO_6, check_mode=False, cli_args=None)
     assert not resumed["verdict"]["ok"] and "demo holds enqueue_shards 4, not the 6 asked" in resumed["verdict"]["message"]
     assert not any("To back out" in line for line in resumed["lines"])
     planned = window({"change": dict(REAL, observed=UNCONVERGED)}, rollout=None, queues=DEMO_TO_6,
-                     runtimes_per_service=1, check_mode=True, cli_args=None)
+                     check_mode=True, cli_args=None)
     assert planned["verdict"] is None
 
 
@@ -73,12 +70,12 @@ def test_the_record_reads_where_the_queues_stand_after_a_stop():
     stopped = {"task": "Wait | until every live runtime runs with the new count", "message": "timed out", "hosts": []}
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": dict(UNCONVERGED, failed=True), "at_stop": converged_at_6()}
-    ended = window_record(reads, rollout=None, queues=DEMO_TO_6, runtimes_per_service=1, verdict=None,
+    ended = window_record(reads, rollout=None, queues=DEMO_TO_6, verdict=None,
                           stopped=stopped, started_past=False, check_mode=False, written=None, cli_args=None)
     assert ended["outcome"]["ended"] == CONVERGED["read_at"] and ended["outcome"]["queues"]["demo"]["converged"]
     assert not ended["ok"] and ended["message"].startswith("timed out.")
     # A read after the stop that failed leaves the record with the last read before it.
     unread = window_record(dict(reads, at_stop={"failed": True, "msg": "no connection"}), rollout=None,
-                           queues=DEMO_TO_6, runtimes_per_service=1, verdict=None, stopped=stopped, started_past=False,
+                           queues=DEMO_TO_6, verdict=None, stopped=stopped, started_past=False,
                            check_mode=False, written=None, cli_args=None)
     assert unread["outcome"]["ended"] == UNCONVERGED["read_at"] and not unread["outcome"]["queues"]["demo"]["converged"]

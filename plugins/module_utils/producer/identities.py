@@ -1,0 +1,85 @@
+# Copyright: awa.operations contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What a service's processes report to Awa as their runtime's identity: a pid and a host name.
+
+An Awa 0.6.9 runtime reports ``std::process::id()`` - its pid in its own pid
+namespace (1 in a container) - and the ``HOSTNAME`` variable of its
+environment (none under systemd or supervisord unless its environment file
+sets it; a container's id under Docker and Podman). Read here, on the host,
+from every process of the service: a systemd unit's control group (a
+container whose processes stay in it, as Quadlet's do, included) or the
+process a status command names and its descendants. ``/proc/PID/status``
+(``NSpid:``) gives each process's pid in its innermost namespace;
+``/proc/PID/environ`` its environment as it started, which only the
+process's user and root may read - where it cannot be read, the identity
+carries no ``hostname`` key: any host name.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def _read(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
+
+
+def identity(pid: int, root: str = "/") -> dict[str, Any] | None:
+    """The pid and host name the process ``pid`` would report as an Awa runtime; None when it is gone."""
+    status = _read(os.path.join(root, "proc", str(pid), "status"))
+    if status is None:
+        return None
+    nspid = [line.split()[1:] for line in status.decode("utf-8", "replace").splitlines() if line.startswith("NSpid:")]
+    found: dict[str, Any] = {"pid": int(nspid[0][-1]) if nspid and nspid[0] else pid}
+    environ = _read(os.path.join(root, "proc", str(pid), "environ"))
+    if environ is not None:
+        found["hostname"] = next((entry[len(b"HOSTNAME="):].decode("utf-8", "replace")
+                                  for entry in environ.split(b"\0") if entry.startswith(b"HOSTNAME=")), None)
+    return found
+
+
+def children(root: str = "/") -> dict[int, list[int]]:
+    """Each process's children, from one pass over /proc (each process's parent)."""
+    found: dict[int, list[int]] = {}
+    for name in os.listdir(os.path.join(root, "proc")):
+        stat = _read(os.path.join(root, "proc", name, "stat")) if name.isdigit() else None
+        if stat:
+            # The command name in parentheses may hold spaces: the parent is the second field after it.
+            found.setdefault(int(stat[stat.rindex(b")") + 2:].split()[1]), []).append(int(name))
+    return found
+
+
+def descendants(pid: int, below: dict[int, list[int]]) -> list[int]:
+    """``pid`` and every process below it (``below``: children())."""
+    found, queue = [], [pid]
+    while queue:
+        pid = queue.pop(0)
+        if pid not in found:
+            found.append(pid)
+            queue += below.get(pid, [])
+    return found
+
+
+def cgroup_pids(cgroup: str, root: str = "/") -> list[int]:
+    """Every process of a control group and of the groups below it, under cgroup v2 or v1 (systemd's hierarchy)."""
+    for base in ("sys/fs/cgroup", "sys/fs/cgroup/systemd", "sys/fs/cgroup/unified"):
+        top = os.path.join(root, base, cgroup.lstrip("/"))
+        if cgroup and os.path.isfile(os.path.join(top, "cgroup.procs")):
+            return [int(line) for folder, dummy, files in os.walk(top) if "cgroup.procs" in files
+                    for line in (_read(os.path.join(folder, "cgroup.procs")) or b"").split() if line.isdigit()]
+    return []
+
+
+def reports_as(pids: list[int], root: str = "/") -> list[dict[str, Any]]:
+    """The identities of the processes ``pids``, each once, in order."""
+    found: list[dict[str, Any]] = []
+    for pid in pids:
+        read = identity(pid, root)
+        if read is not None and read not in found:
+            found.append(read)
+    return found
