@@ -160,9 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     hosts.add_argument("--fleet-compare", nargs="*", choices=fleet.CONFIGS,
                        help="configurations also measured on the largest cell only (none: no comparison)")
     hosts.add_argument("--fleet-repeats", type=int, help="runs of the role and the floor per cell")
-    hosts.add_argument("--fleet-batch-size", type=int, metavar="UNITS",
-                       help="units restarted at once (default: half of them, two batches, one unit of each host "
-                            "in turn)")
+    hosts.add_argument("--fleet-batch-size", type=int, metavar="HOSTS",
+                       help="hosts restarted at once, each with all of its units (enqueue_shards_batch_size; "
+                            "default: half of them, two batches)")
     return parser
 
 

@@ -23,8 +23,9 @@ For each host count N, queue count Q and Ansible configuration, two runs:
 * the floor (playbooks/fleet_floor.yml): the same change in one SQL
   transaction (psql), the producers' environment file written with the
   role's template (the same essential work), then the same units restarted
-  (``systemctl restart``) in the same batches, each batch followed by one
-  poll task until its new runtimes are live.
+  (``systemctl restart``) in the same batches of hosts, a play per batch
+  (``serial``, as the change-window playbook runs them), each batch followed
+  by one poll task until its new runtimes are live.
 
 Each run's tasks are timed, and its task x host runs counted, by the callback
 benchmarks/callback_plugins/bench_timer.py and split into phases and batches
@@ -116,7 +117,8 @@ class FleetMatrix:
     units_per_host: int = 1
     workers: int = 1
     produce_rate: float = 1.0
-    # Units restarted at once; 0: half of them, rounded up (two batches, one unit of each host in turn).
+    # Hosts restarted at once (enqueue_shards_batch_size, as Ansible's serial); 0: half of them, rounded up (two
+    # batches). Each host restarts all of its units in its batch.
     batch_size: int = 0
     # 1 -> shards on new queues. The floor changes every queue in one transaction: at 100 queues x 4
     # priorities x 4 shards its new sequences' locks still fit a default lock table (docs/performance.md §3).
@@ -149,9 +151,9 @@ class FleetMatrix:
         """Each host's producer units."""
         return tuple(f"awa-producer@{number}" for number in range(1, self.units_per_host + 1))
 
-    def batch_units(self, host_count: int) -> int:
-        """Units restarted at once on ``host_count`` hosts."""
-        return self.batch_size or math.ceil(host_count * self.units_per_host / 2)
+    def batch_hosts(self, host_count: int) -> int:
+        """Hosts restarted at once, of ``host_count``."""
+        return self.batch_size or math.ceil(host_count / 2)
 
 
 QUICK_MATRIX = FleetMatrix(hosts=(3,), queues=(1, 10), host_queues=(1,), compare=())
@@ -208,7 +210,7 @@ class Fleet:
                 "enqueue_shards_env_file_group": "awa",
                 "enqueue_shards_env_file_mode": "0640",
                 "enqueue_shards_restart_method": "auto",
-                "enqueue_shards_batch_size": matrix.batch_units(host_count),
+                "enqueue_shards_batch_size": matrix.batch_hosts(host_count),
                 "enqueue_shards_restart_timeout": 120,
                 "enqueue_shards_converge_timeout": 300,
                 "enqueue_shards_wait_sleep": matrix.wait_sleep,
@@ -343,12 +345,12 @@ def terminal_rows(text: str, columns: int) -> int:
     return sum(max(1, math.ceil(len(line) / columns)) for line in text.splitlines())
 
 
-def interleaved_batches(services: dict[str, list[str]], batch_size: int) -> list[list[list[str]]]:
-    """One unit of each host in turn (``services``: each host's), ``batch_size`` at a time: the order the role
-    restarts them in."""
-    rounds = max((len(units) for units in services.values()), default=0)
-    order = [[name, units[turn]] for turn in range(rounds) for name, units in services.items() if turn < len(units)]
-    return [sorted(order[start:start + batch_size]) for start in range(0, len(order), batch_size)]
+def host_batches(services: dict[str, list[str]], batch_hosts: int) -> list[list[list[str]]]:
+    """The role's batches: ``batch_hosts`` hosts at a time in the inventory's order (``services``: each host's
+    units), each host with all of its units; a batch as its [host, unit] pairs, sorted."""
+    hosts = list(services)
+    return [sorted([name, unit] for name in hosts[start:start + batch_hosts] for unit in services[name])
+            for start in range(0, len(hosts), batch_hosts)]
 
 
 def floor_sql(dsn: str, queues: list[str], shards: int, runtime_roles: list[str]) -> str:
@@ -368,13 +370,26 @@ def floor_sql(dsn: str, queues: list[str], shards: int, runtime_roles: list[str]
 
 
 def floor_vars(psql: Path, login: dict, sql_file: Path, batches: list, started: float, wait_sleep: float) -> dict:
-    """The floor playbook's variables: its psql and the migrator's login, its SQL, the role's batches."""
+    """The floor playbook's variables: its psql and the migrator's login, its SQL, and the role's batches
+    (``batches``: each one's [host, unit] pairs) as its play of the batches takes them - each batch's hosts, in
+    order (the play's hosts and serial), each host's units, and the runtimes restarted once each host's batch is
+    done (its wait's goal)."""
+    batch_hosts = [list(dict.fromkeys(host for host, dummy in batch)) for batch in batches]
+    units: dict[str, list[str]] = {}
+    live_after: dict[str, int] = {}
+    restarted = 0
+    for batch, hosts in zip(batches, batch_hosts):
+        for host, unit in batch:
+            units.setdefault(host, []).append(unit)
+        restarted += len(batch)
+        live_after.update(dict.fromkeys(hosts, restarted))
     return {"bench_psql": str(psql),
             "bench_pg_env": {"PGHOST": login["login_host"], "PGPORT": str(login["login_port"]),
                              "PGDATABASE": login["login_db"], "PGUSER": login["login_user"],
                              "PGPASSWORD": login["login_password"]},
             "bench_sql_file": str(sql_file), "bench_env_template": str(ENV_TEMPLATE),
-            "bench_batches": batches, "bench_started": started,
+            "bench_batch_hosts": batch_hosts, "bench_units": units, "bench_live_after": live_after,
+            "bench_started": started,
             "bench_wait_sleep": wait_sleep, "bench_restart_timeout": 120}
 
 
@@ -466,8 +481,8 @@ def measure_floor(fleet: Fleet, matrix: FleetMatrix, host_count: int, queues: li
                         encoding="utf-8")
     started = time.time()
     services = fleet.hosts.services()
-    batches = interleaved_batches({name: services[name] for name in fleet.hosts.names[:host_count]},
-                                  matrix.batch_units(host_count))
+    batches = host_batches({name: services[name] for name in fleet.hosts.names[:host_count]},
+                           matrix.batch_hosts(host_count))
     measured = fleet.playbook(str(PLAYBOOKS / "fleet_floor.yml"), fleet.inventory(host_count, matrix),
                               floor_vars(fleet.bench.server.bin_dir / "psql", fleet.db.login_args("migrator"),
                                          sql_file, batches, started, matrix.wait_sleep),

@@ -17,12 +17,17 @@ benchmark's callback into
   of which ``main_cpu_per_host_run`` in ansible-playbook's own process (the
   strategy and the results: one core, whatever the forks), and a host's run
   takes ``host_run_s`` from being handed to a worker to its result;
-* the **restarts**: since 0.5.0 each batch's restart task runs on every
-  producer host at once - the batch's hosts restart, the others skip it - so
-  a batch takes ``restart_wave_s`` for each wave of ``forks`` restarting hosts,
-  unless its dispatches to every host take longer: ``restart_cpu_per_dispatch``
-  of CPU each over the cores, ``restart_main_cpu_per_dispatch`` of it in the
-  main process (the include and the skipped runs included);
+* the **restarts**: each batch's restart task runs on its hosts at once, so
+  a batch takes ``restart_wave_s`` for each wave of ``forks`` restarting
+  hosts, unless its dispatches take longer: ``restart_cpu_per_dispatch`` of
+  CPU each over the cores, ``restart_main_cpu_per_dispatch`` of it in the
+  main process - a dispatch is a producer host a batch's tasks reach (its
+  argument spec and its restart, the first host's end-of-batch check). A
+  play per batch of hosts with ``serial`` (the change-window playbook and
+  the floor) reaches a batch's own hosts alone; one play that includes each
+  batch on every host (the role's main entry point, and both playbooks
+  before the play per batch: ``every_host``) reaches every producer host in
+  each batch, restarting or skipped;
 * the rest of each **batch**: its wait for the new runtimes and its checks,
   on the database controller (``batch_s``);
 * the **fixed** part: everything else - start-up, the database steps, the
@@ -30,14 +35,15 @@ benchmark's callback into
 
 A task on N hosts then takes the longest of three bounds: its hosts in waves
 of ``forks``, each wave a run's latency; its CPU shared by min(cores, forks)
-processes; and its main-process CPU on one core:
+processes; and its main-process CPU on one core. With D the dispatches of a
+batch - its own ceil(N / batches) hosts, or N with ``every_host``:
 
     seconds = fixed + host_tasks x max(ceil(N / forks) x host_run_s,
                                        N x cpu_per_host_run / min(cores, forks),
                                        N x main_cpu_per_host_run)
               + batches x (max(ceil(N / batches / forks) x restart_wave_s,
-                               N x restart_cpu_per_dispatch / min(cores, forks),
-                               N x restart_main_cpu_per_dispatch) + batch_s)
+                               D x restart_cpu_per_dispatch / min(cores, forks),
+                               D x restart_main_cpu_per_dispatch) + batch_s)
 
 Assumed: the controller's cores are as fast as this machine's and its own
 (no producer host shares them); a host answers as fast as here (the
@@ -81,6 +87,7 @@ class RunCosts:
     restarted_hosts: int
     restarts_s: float
     restart_wave_s: float
+    dispatches: int
     restart_cpu_per_dispatch: float
     restart_main_cpu_per_dispatch: float | None
     batches: int
@@ -98,24 +105,37 @@ class RunCosts:
         return self.controller_cpu_s / self.task_host_runs
 
     @property
+    def every_host(self) -> bool:
+        """Whether each batch of the run reached every producer host (one play including each batch on every
+        host), not its own hosts alone (a play per batch of hosts)."""
+        return self.batches > 1 and self.dispatches >= self.batches * self.hosts
+
+    @property
     def cpu_per_added_host(self) -> float:
-        """The controller's CPU one more producer host adds: its host tasks' runs and its dispatch in every batch."""
-        return self.host_runs / self.hosts * self.cpu_per_host_run + self.batches * self.restart_cpu_per_dispatch
+        """The controller's CPU one more producer host adds: its host tasks' runs and its dispatches (in its own
+        batch, or in every batch when each reaches every host)."""
+        return (self.host_runs * self.cpu_per_host_run + self.dispatches * self.restart_cpu_per_dispatch) / self.hosts
+
+
+def _hosts(costs: RunCosts) -> float:
+    return costs.hosts
 
 
 def _runs_per_host_task(costs: RunCosts) -> float:
     return costs.host_runs / costs.host_tasks
 
 
-def _dispatches_per_batch(costs: RunCosts) -> float:
-    return costs.hosts
+def _dispatches(costs: RunCosts) -> float:
+    return costs.dispatches
 
 
-# The CPU costs refitted over host counts (fitted), and what turns each into the CPU its part used in a run: a host
-# task's (its runs), a batch's (its dispatches, one a producer host).
-PER_HOST_CPU = {"cpu_per_host_run": _runs_per_host_task, "main_cpu_per_host_run": _runs_per_host_task,
-                "restart_cpu_per_dispatch": _dispatches_per_batch,
-                "restart_main_cpu_per_dispatch": _dispatches_per_batch}
+# The CPU costs refitted over host counts (fitted): for each, what it is the cost of one more of (a host task's run
+# on one more host; one more dispatch of a batch), and how many of what it costs make its part's CPU in a run (a
+# host task's runs; the batches' dispatches).
+PER_HOST_CPU = {"cpu_per_host_run": (_hosts, _runs_per_host_task),
+                "main_cpu_per_host_run": (_hosts, _runs_per_host_task),
+                "restart_cpu_per_dispatch": (_dispatches, _dispatches),
+                "restart_main_cpu_per_dispatch": (_dispatches, _dispatches)}
 
 
 def runs_over_hosts(points: list[tuple[int, float]]) -> dict | None:
@@ -142,7 +162,7 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str, forks: in
     if not record or not breakdown:
         return None
     spans = fleet_timing.task_spans(record)
-    host_tasks = [task for task in spans if task["phase"] not in fleet_timing.BATCH_PHASES
+    host_tasks = [task for task in spans if task["batch"] is None
                   and len({ran_on for ran_on, *dummy in _producer_runs(task, controller)}) == hosts]
     restarts = [task for task in spans if task["phase"] == "restarts"]
     restarted = [item for task in restarts for item in _producer_runs(task, controller)
@@ -153,9 +173,9 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str, forks: in
         return None
     phases = breakdown["phases"]
     main_cpu = _sum_of(host_tasks, "cpu_main_span")
-    # Every batch dispatches to every producer host: the restart plan's include and the restart, skipped or not.
-    batch_tasks = restarts + [task for task in spans if task["phase"] == "restart plan" and task["loop"] is not None]
-    dispatches = batches * hosts
+    # The batches' tasks on producer hosts, and the (batch, host) pairs they reach, restarting or skipped.
+    batch_tasks = [task for task in spans if task["batch"] is not None and _producer_runs(task, controller)]
+    dispatches = len({(task["batch"], ran_on) for task in batch_tasks for ran_on, *dummy in _producer_runs(task, controller)})
     restart_main_cpu = _sum_of(batch_tasks, "cpu_main_span")
     waves = sum(math.ceil(len([item for item in _producer_runs(task, controller) if item[1] != fleet_timing.SKIPPED])
                           / forks) for task in restarts)
@@ -168,7 +188,7 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str, forks: in
         host_run_s=sum(seconds for task in host_tasks for *dummy, seconds in _producer_runs(task, controller))
         / host_runs,
         restarted_hosts=len(restarted), restarts_s=phases["restarts"], restart_wave_s=phases["restarts"] / max(1, waves),
-        restart_cpu_per_dispatch=(_sum_of(batch_tasks, "cpu_span") or 0.0) / dispatches,
+        dispatches=dispatches, restart_cpu_per_dispatch=(_sum_of(batch_tasks, "cpu_span") or 0.0) / dispatches,
         restart_main_cpu_per_dispatch=None if restart_main_cpu is None else restart_main_cpu / dispatches,
         batches=batches, batch_s=(phases["batch waits"] + phases["batch checks"]) / batches,
         db_cpu_per_batch=db_cpu_per_batch(breakdown, run.get("db_idle_cpu_per_s")))
@@ -177,12 +197,13 @@ def run_costs(run: dict, breakdown: dict, hosts: int, controller: str, forks: in
 def fitted(base: RunCosts, runs: list[RunCosts]) -> RunCosts:
     """``base`` (a run on the fewest hosts) with its CPU per host refitted over every run of ``runs``: each part's
     CPU against the hosts it reached, a line whose slope is the cost of one more host (what a part costs whatever
-    the hosts - a task's start, its templating - stays out of it). One host count: ``base`` as measured."""
+    the hosts - a task's start, its templating - stays out of it): a host task's CPU against the hosts, the
+    batches' against their dispatches (PER_HOST_CPU). One host count: ``base`` as measured."""
     if len({costs.hosts for costs in runs}) < 2:
         return base
     slopes = {}
-    for name, runs_of_part in PER_HOST_CPU.items():
-        line = fleet_timing.line_fit([(costs.hosts, getattr(costs, name) * runs_of_part(costs))
+    for name, (axis, count) in PER_HOST_CPU.items():
+        line = fleet_timing.line_fit([(axis(costs), getattr(costs, name) * count(costs))
                                       for costs in runs if getattr(costs, name) is not None])
         if line is not None:
             slopes[name] = max(0.0, line[1])
@@ -218,13 +239,14 @@ def host_task_s(costs: RunCosts, hosts: int, controller: Controller) -> float:
 
 
 def restart_batch_s(costs: RunCosts, hosts: int, controller: Controller, batches: int, *,
-                    own_hosts: bool = False) -> float:
+                    every_host: bool = False) -> float:
     """One batch's restart on ``hosts`` hosts in ``batches`` batches: its hosts' restarts in waves of forks, or its
-    dispatches, whichever is longer - to every host, or with ``own_hosts`` to the batch's own only (a play per
-    host batch with ``serial``, a shape neither playbook has: what it would save)."""
+    dispatches, whichever is longer - to the batch's own hosts (a play per batch of hosts with ``serial``), or with
+    ``every_host`` to every producer host (one play including each batch on every host: the role's main entry
+    point)."""
     batch_hosts = math.ceil(hosts / batches)
     waves = math.ceil(batch_hosts / controller.forks)
-    dispatches = batch_hosts if own_hosts else hosts
+    dispatches = hosts if every_host else batch_hosts
     main = None if costs.restart_main_cpu_per_dispatch is None else dispatches * costs.restart_main_cpu_per_dispatch
     return max(_longest(waves * costs.restart_wave_s, dispatches * costs.restart_cpu_per_dispatch, main,
                         controller).values())
@@ -236,12 +258,12 @@ def bound_of(costs: RunCosts, hosts: int, controller: Controller) -> str:
     return max(bounds, key=lambda name: bounds[name])
 
 
-def projected(costs: RunCosts, hosts: int, controller: Controller, batches: int, *, own_hosts: bool = False) -> dict:
-    """The window's seconds on ``hosts`` producer hosts restarted in ``batches`` batches, part by part (``own_hosts``:
-    each batch dispatched to its own hosts only, restart_batch_s)."""
+def projected(costs: RunCosts, hosts: int, controller: Controller, batches: int, *, every_host: bool = False) -> dict:
+    """The window's seconds on ``hosts`` producer hosts restarted in ``batches`` batches, part by part (``every_host``:
+    each batch dispatched to every producer host, restart_batch_s)."""
     parts = {"fixed": costs.fixed_s,
              "host tasks": costs.host_tasks * host_task_s(costs, hosts, controller),
-             "restarts": batches * restart_batch_s(costs, hosts, controller, batches, own_hosts=own_hosts),
+             "restarts": batches * restart_batch_s(costs, hosts, controller, batches, every_host=every_host),
              "batches": batches * costs.batch_s}
     return {**parts, "total": sum(parts.values())}
 

@@ -26,13 +26,16 @@ SHOWN_PHASES = ("start-up", "validate", "preflight", "change", "producer config"
                 "batch waits", "batch checks", "final wait", "summary")
 KINDS = ("role", "floor")
 BUSY_LIMIT = 0.8
-# The targets of issues 26 (section 5) and 43 (section 2): reported against, whether met or not.
+# The targets of issues 26 (section 5), 43 (section 2) and 57: reported against, whether met or not.
 RATIO_LIMIT = 2.0
 RUNS_PER_HOST, RUNS_FIXED = 10, 20
 SLOPE_RATIO_LIMIT = 2.0
 # A window's output must not grow with its queues: 100 queues print at most 20 lines more than 1 (on the same
-# hosts). It grows with hosts by a line a host for each task that runs on every host, as Ansible prints them.
+# hosts). It grows with hosts by a line a host for each task that runs on every host, as Ansible prints them, and
+# with batches by each batch's play and tasks: issue 57's target is fewer than 20 lines a host on 50 hosts (or more)
+# with a batch a host (enqueue_shards_batch_size 1, the role's default).
 QUEUE_LINES_LIMIT, QUEUE_LINES_CELLS = 20, (1, 100)
+LINES_PER_HOST_LIMIT, LINES_TARGET_HOSTS = 20, 50
 # Forks of a configuration a result does not record (the 0.2.0 runs): ansible.cfg's, or Ansible's default 5.
 OLD_RUN_FORKS = {"pipelining+forks": 50}
 
@@ -227,7 +230,8 @@ def _fit_of(found: list[dict], config: str, queues: int, kind: str) -> dict | No
 
 
 def targets(result: dict) -> list[list]:
-    """[target, where, measured, limit, met] for each target of issue 26 section 5 that the run measured."""
+    """[target, where, measured, limit, met] for each target of issues 26 (section 5), 43 and 57 that the
+    run measured."""
     medians = median_cells(result["cells"])
     fewest = min((key[0] for key in medians), default=0)
     rows = []
@@ -240,6 +244,10 @@ def targets(result: dict) -> list[list]:
         if role["task_host_runs"] is not None and role["batches"] == 2:
             rows.append([f"task x host runs <= {RUNS_PER_HOST} x hosts + {RUNS_FIXED} (two batches)", where,
                          role["task_host_runs"], runs_limit(hosts), role["task_host_runs"] <= runs_limit(hosts)])
+        if role["lines"] is not None and role["batches"] == hosts >= LINES_TARGET_HOSTS:
+            per_host = round(role["lines"] / hosts, 1)
+            rows.append([f"fewer than {LINES_PER_HOST_LIMIT} lines a host, a batch a host", where, per_host,
+                         LINES_PER_HOST_LIMIT, per_host < LINES_PER_HOST_LIMIT])
         few = medians.get((hosts, QUEUE_LINES_CELLS[0], config))
         if (queues == QUEUE_LINES_CELLS[1] and few and summary["complete"] and few["complete"]
                 and role["lines"] is not None and few["role"]["lines"] is not None):
@@ -310,22 +318,25 @@ def task_table(major: int, result: dict, cell: dict, top: int = 25) -> str:
 
 
 def batch_table(major: int, result: dict) -> str:
-    """Each batch's task x host runs by host: a batch runs on its own hosts and the database controller only."""
+    """Each batch's task x host runs by host: a batch runs on its own hosts and the database controller (and
+    localhost, where the role keeps the window's state) only."""
+    controllers = (CONTROLLER, fleet_timing.LOCALHOST)
     rows = []
     for cell in result["cells"]:
         for kind in KINDS:
             for index, batch in enumerate(run_breakdown(cell[kind]).get("batch_task_host_runs", []), start=1):
-                producers = {host: runs for host, runs in batch["hosts"].items() if host != CONTROLLER}
+                producers = {host: runs for host, runs in batch["hosts"].items() if host not in controllers}
                 rows.append([cell["hosts"], cell["queues"], cell["config"], kind, index, batch["runs"],
-                             len(producers), sum(producers.values()), batch["hosts"].get(CONTROLLER, 0)])
+                             len(producers), sum(producers.values()),
+                             sum(batch["hosts"].get(host, 0) for host in controllers)])
     if not rows:
         return ""
     return tables.render(
         f"Fleet batches, PostgreSQL {major}: task x host runs of each batch",
         ["hosts", "queues", "ansible.cfg", "run", "batch", "runs", "producer hosts reached",
-         "runs on producer hosts", f"runs on {CONTROLLER}"], rows,
-        "A batch's runs: every task loaded by that iteration of the batch loop (the include itself counts once "
-        "per batch before the batches, in the restart plan).")
+         "runs on producer hosts", f"runs on {CONTROLLER} and localhost"], rows,
+        "A batch's runs: every task of its play (a play per batch of hosts, serial), or in older results every "
+        "task loaded by its iteration of the batch loop (the include itself counted in the restart plan).")
 
 
 def _task_cells(result: dict) -> list[dict]:

@@ -1,6 +1,6 @@
 """The fleet benchmark's tables beyond the hosts it measured: the task x host runs over hosts, what a run costs
 part by part, the model (benchmarks/fleet_model.py) checked against the cells not used for its fit, and its
-projection to 50, 200 and 1,000 producer hosts.
+projection to 50, 200, 500 and 1,000 producer hosts.
 
 The latencies and fixed seconds come from the run with the median seconds
 of the fewest hosts' repeats, the CPU per host from a line over every run of
@@ -22,12 +22,12 @@ from __future__ import annotations
 from . import fleet_model, fleet_report, tables
 from .fleet_report import CONTROLLER, KINDS
 
-PROJECTED_HOSTS = (50, 200, 1000)
+PROJECTED_HOSTS = (50, 200, 500, 1000)
 # (forks, controller cores) projected: Ansible's default forks and the benchmark's, on 4 and 16 cores.
 PROJECTED_CONTROLLERS = ((5, 4), (5, 16), (50, 4), (50, 16))
-# Also projected with each batch dispatched to its own hosts only (a play per host batch with serial), on the
-# largest controller: what that shape would save, neither playbook having it.
-OWN_HOSTS_CONTROLLER = (50, 16)
+# Also projected with each batch dispatched to every producer host (one play including each batch on every host:
+# the role's main entry point), on the largest controller: what a play per batch of hosts saves.
+EVERY_HOST_CONTROLLER = (50, 16)
 # Projected with enqueue_shards_batch_size "10%": ten batches, whatever the hosts.
 PROJECTED_BATCHES = 10
 # The cores of the machine of results that do not record theirs (every run before 2026-12-05).
@@ -106,7 +106,8 @@ def runs_table(major: int, result: dict) -> str:
          "floor per host", "floor runs (hosts: runs)"], rows,
         "Counts, so every complete cell counts, busy or not. Per host: what one more producer host adds (its "
         "share of the tasks that run on every host and its restart); the role's checks and database steps are in "
-        "its fixed runs. The floor's per host holds for two batches: it restarts on every host each batch.")
+        "its fixed runs. Results before the play per batch of hosts: each batch reached every host, so their per host "
+        "holds for their two batches.")
 
 
 def _ms(seconds: float | None) -> float | None:
@@ -121,7 +122,7 @@ def costs_table(major: int, result: dict) -> str:
                      costs.wall_s, costs.controller_cpu_s, costs.task_host_runs, _ms(costs.cpu_per_run),
                      costs.host_tasks, _ms(costs.cpu_per_host_run), _ms(costs.main_cpu_per_host_run),
                      _ms(costs.host_run_s), round(costs.restart_wave_s, 2), _ms(costs.restart_cpu_per_dispatch),
-                     _ms(costs.restart_main_cpu_per_dispatch), costs.batches, round(costs.batch_s, 2),
+                     _ms(costs.restart_main_cpu_per_dispatch), costs.dispatches, costs.batches, round(costs.batch_s, 2),
                      round(costs.fixed_s, 1), None if costs.db_cpu_per_batch is None else round(costs.db_cpu_per_batch, 3)])
     if not rows:
         return ""
@@ -129,7 +130,8 @@ def costs_table(major: int, result: dict) -> str:
         f"Fleet costs of a run, PostgreSQL {major}: the model's inputs (the run with the median seconds)",
         ["hosts fitted on", "queues", "ansible.cfg", "run", "counted", "busy", "s", "controller CPU s",
          "task x host runs", "CPU ms per run", "host tasks", "CPU ms per host run", "of it main process",
-         "host run ms", "restart s per wave", "restart CPU ms per dispatch", "of it main process", "batches",
+         "host run ms", "restart s per wave", "restart CPU ms per dispatch", "of it main process", "dispatches",
+         "batches",
          "batch s", "fixed s", "database CPU s per batch"], rows,
         "The seconds, runs, latencies and fixed part are the fewest hosts' (its cell's counted and busy); the CPU "
         "per host run and per dispatch the slopes of a line over the hosts fitted on. CPU = ansible-playbook and "
@@ -137,7 +139,8 @@ def costs_table(major: int, result: dict) -> str:
         "runs; host tasks = the tasks outside the batches that reached every producer host, and per host run "
         "their CPU per host (of it in ansible-playbook's own process); host run = from a host handed to a worker "
         "to its result; restart s per wave = the restarts' seconds over their waves of forks restarting hosts; "
-        "per dispatch = each batch's include and restart on every producer host, restarting or skipped; batch s "
+        "per dispatch = a producer host reached by a batch's tasks (its own hosts; in older results every producer "
+        "host, restarting or skipped); batch s "
         "= a batch's wait and checks; fixed = the rest of the run; database CPU per batch = the server's CPU over "
         "the batches, less its idle rate with the producers running.")
 
@@ -154,7 +157,9 @@ def check_table(major: int, result: dict) -> str:
             continue
         costs, role = base[0], summary["role"]
         controller = fleet_model.Controller(cores=cores, forks=fleet_report.forks_of(result, config))
-        wall = fleet_model.projected(costs, hosts, controller, int(role["batches"] or costs.batches))["total"]
+        # In the shape measured: a batch dispatched to its own hosts, or (older results) to every host.
+        wall = fleet_model.projected(costs, hosts, controller, int(role["batches"] or costs.batches),
+                                     every_host=costs.every_host)["total"]
         cpu = fleet_model.projected_cpu(costs, hosts)
         rows.append([hosts, queues, config, ", ".join(map(str, base[2])), summary["counted"], summary["busy"],
                      role["total"], round(wall, 1), _error(wall, role["total"]), role["controller_cpu"], round(cpu, 1),
@@ -176,20 +181,21 @@ def _error(modelled: float, measured: float | None) -> str | None:
 
 
 def projection_table(major: int, result: dict) -> str:
-    """The window on 50, 200 and 1,000 hosts for each forks and controller cores: the role's, and the floor's by
-    the same model (what any playbook of its shape would take)."""
+    """The window on 50 to 1,000 hosts for each forks and controller cores, a batch dispatched to its own hosts
+    (and, on the largest controller, to every host): the role's, and the floor's by the same model (what any
+    playbook of its shape would take)."""
     rows = []
     # The role's rows first, then the floor's, for each queue count and configuration.
     ordered = sorted(base_costs(result).items(), key=lambda item: (*item[0][:2], KINDS.index(item[0][2])))
     for (queues, config, kind), (costs, summary, dummy) in ordered:
         if config not in result["matrix"]["configs"]:
             continue
-        shapes = [(controller, False) for controller in PROJECTED_CONTROLLERS] + [(OWN_HOSTS_CONTROLLER, True)]
-        for (forks, cores), own_hosts in shapes:
+        shapes = [(controller, False) for controller in PROJECTED_CONTROLLERS] + [(EVERY_HOST_CONTROLLER, True)]
+        for (forks, cores), every_host in shapes:
             controller = fleet_model.Controller(cores=cores, forks=forks)
-            windows = [fleet_model.projected(costs, hosts, controller, PROJECTED_BATCHES, own_hosts=own_hosts)
+            windows = [fleet_model.projected(costs, hosts, controller, PROJECTED_BATCHES, every_host=every_host)
                        for hosts in PROJECTED_HOSTS]
-            rows.append([kind, queues, config, forks, cores, "its own hosts" if own_hosts else "every host",
+            rows.append([kind, queues, config, forks, cores, "every host" if every_host else "its own hosts",
                          *(round(window["total"]) for window in windows),
                          round(windows[-1]["restarts"] / windows[-1]["total"] * 100),
                          fleet_model.bound_of(costs, PROJECTED_HOSTS[-1], controller),
@@ -204,8 +210,9 @@ def projection_table(major: int, result: dict) -> str:
          "from a counted cell"], rows,
         f"The model of benchmarks/fleet_model.py on the costs above: one unit a host, {PROJECTED_BATCHES} batches "
         "(enqueue_shards_batch_size \"10%\"), a controller of its own as fast as this machine a core, hosts that "
-        "answer as fast as these. A batch dispatched to its own hosts: a play per host batch with serial, which "
-        "neither playbook is (what it would save). Set beside: " + ANCHOR + ".")
+        "answer as fast as these. A batch dispatched to its own hosts: a play per batch of hosts with serial, as the "
+        "change-window playbook and the floor run them; to every host: one play including each batch on every "
+        "host, as the role's main entry point does (and both playbooks did before). Set beside: " + ANCHOR + ".")
 
 
 def table(major: int, result: dict) -> str:

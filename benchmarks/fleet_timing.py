@@ -7,24 +7,29 @@ strategy's own work between tasks count for the task before them, and the
 phases add up to the run. Start-up is from the process start to the first
 task; exit is from the end of the playbook until the process returned.
 
-A task's phase comes from the tags the role's tasks/main.yml gives each
-phase (``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
+A task's phase comes from the tags the role's entry points give each phase
+(``enqueue_shards_preflight``, ...; the floor playbook tags its tasks
 ``bench_change``, ``bench_producer_config``, ``bench_pickup`` and
-``bench_wait``). Within the pickup phase, tasks loaded by a looped include
-(one iteration per batch) are the batches: the restarts (the service
-manager's tasks, the floor's restart command tagged ``bench_restart``, or the
-role's ``awa_producer_services`` run on the batch's hosts), the waits for the restarted runtimes (a read of the queues with
-``wait``, or the floor's ``bench_wait``), and the batch's other
-tasks (reads, state, verdict); the
-pickup tasks before the batches are the restart plan.
+``bench_wait``), but for the tasks of a batch. A batch is a batch of hosts of
+a play with ``serial`` - the change-window playbook's and the floor's play
+per batch: each of its starts is a play of the record, marked serial - or,
+in the one-play shape (the role's main entry point, and every record taken
+before the playbooks ran a play per batch), an iteration of a looped include
+of the pickup phase. A batch's tasks are its restarts (the service manager's
+tasks, the floor's restart command tagged ``bench_restart``, or the role's
+``awa_producer_services`` run on the batch's hosts), its waits for the
+restarted runtimes (a read of the queues with ``wait``, or the floor's
+``bench_wait``), and its checks: every other task of the batch (its plays'
+argument spec, reads, state, verdict). The pickup tasks outside the batches
+are the restart plan. A record of a callback that did not mark serial plays
+reads every play as a plain one: its batches are those of a looped include.
 
 A run's cost in task x host runs: every (task, host) result the callback
 listed - ok, changed, skipped, failed or unreachable, each loop item once,
 counted for the host it ran on (the host a task or item was delegated to).
-``run_once`` tasks count once. Split by phase, by batch (the iterations of
-the looped include) and, within a batch, by host: a batch that dispatches
-only to its own hosts has runs on them and on the database controller,
-none on the others.
+``run_once`` tasks count once. Split by phase, by batch and, within a batch,
+by host: a batch that dispatches only to its own hosts has runs on them and
+on the database controller, none on the others.
 """
 
 from __future__ import annotations
@@ -67,14 +72,32 @@ def is_wait(task: dict) -> bool:
     return "bench_wait" in task["tags"] or (task["action"].endswith("_info") and bool(task["wait"]))
 
 
-def phase_of(task: dict) -> str:
-    """The phase a task's time counts for (see the module's docstring)."""
-    base = next((phase for tag, phase in PHASE_TAGS.items() if tag in task["tags"]),
+def _tagged_phase(task: dict) -> str:
+    return next((phase for tag, phase in PHASE_TAGS.items() if tag in task["tags"]),
                 "validate" if "always" in task["tags"] else "other")
-    if base != "pickup":
-        return base
-    if task["loop"] is None:
-        return "restart plan"
+
+
+def serial_plays(record: dict) -> set[int]:
+    """The record's plays (indexes) that are a batch of hosts of a play with serial, as the callback marks them."""
+    return {index for index, play in enumerate(record.get("plays", [])) if play.get("serial")}
+
+
+def batch_of(task: dict, serial: set[int]) -> str | None:
+    """The batch a task belongs to, None outside the batches (see the module's docstring): its play, when that is
+    a batch of a play with serial (``serial``: serial_plays), else the iteration of the looped include that loaded
+    it, for a task of the pickup phase."""
+    if task.get("play") in serial:
+        return f"play {task['play']}"
+    if task["loop"] is not None and _tagged_phase(task) == "pickup":
+        return f"iteration {task['loop']['iteration']}"
+    return None
+
+
+def phase_of(task: dict, batch: str | None) -> str:
+    """The phase a task's time counts for (see the module's docstring); ``batch``: the task's (batch_of)."""
+    if batch is None:
+        base = _tagged_phase(task)
+        return "restart plan" if base == "pickup" else base
     if is_wait(task):
         return "batch waits"
     if task["action"] in RESTART_ACTIONS or RESTART_TAG in task["tags"]:
@@ -97,14 +120,16 @@ def _counter_spans(record: dict, counter: str) -> list[float | None]:
 
 def task_spans(record: dict) -> list[dict]:
     """Each task with its span (until the next task starts), the CPU seconds of each counter over that span
-    (``cpu_span``, ``cpu_main_span``, ``db_cpu_span``; None where the record has no such readings), and its
-    phase."""
+    (``cpu_span``, ``cpu_main_span``, ``db_cpu_span``; None where the record has no such readings), its batch
+    (None outside the batches) and its phase."""
     tasks = record["tasks"]
     ends = [following["start"] for following in tasks[1:]] + [record.get("ended", tasks[-1]["start"] if tasks else 0)]
     counters = [dict(zip((f"{counter}_span" for counter in COUNTERS), spans))
                 for spans in zip(*(_counter_spans(record, counter) for counter in COUNTERS))]
-    return [{**task, **spans, "span": max(0.0, end - task["start"]), "phase": phase_of(task)}
-            for task, end, spans in zip(tasks, ends, counters)]
+    serial = serial_plays(record)
+    batches = [batch_of(task, serial) for task in tasks]
+    return [{**task, **spans, "span": max(0.0, end - task["start"]), "batch": batch, "phase": phase_of(task, batch)}
+            for task, end, spans, batch in zip(tasks, ends, counters, batches)]
 
 
 def runs_of(task: dict, controller: str) -> list[tuple[str, str, object, float]]:
@@ -184,8 +209,8 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
         task_host_runs[task["phase"]] += len(ran)
         for dummy, outcome, dummy_item, dummy_seconds in ran:
             outcomes[outcome] += 1
-        if task["phase"] in BATCH_PHASES:
-            batch = batch_runs.setdefault(task["loop"]["iteration"], {"runs": 0, "hosts": defaultdict(int)})
+        if task["batch"] is not None:
+            batch = batch_runs.setdefault(task["batch"], {"runs": 0, "hosts": defaultdict(int)})
             batch["runs"] += len(ran)
             for host, dummy, dummy_item, dummy_seconds in ran:
                 batch["hosts"][host] += 1
@@ -204,7 +229,6 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
         entry["host_runs"] += len(runs)
         entry["host_seconds"] += sum(seconds for dummy, seconds in runs)
         entry["retries"] += task["retries"]
-    batches = {task["loop"]["iteration"] for task in spans if task["phase"] in BATCH_PHASES}
     return {
         "total_s": round(process_ended - process_started, 3),
         "phases": {name: round(seconds, 3) for name, seconds in phases.items()},
@@ -223,7 +247,7 @@ def breakdown(record: dict, process_started: float, process_ended: float, contro
                              host_seconds=round(entry["host_seconds"], 3))
                   for name, entry in by_name.items()},
         "task_starts": len(spans),
-        "batches": len(batches),
+        "batches": len(batch_runs),
         "remote_module_runs": len(remote),
         "remote_module_mean_s": round(sum(remote) / len(remote), 3) if remote else None,
         "host_module_seconds": {host: round(seconds, 3) for host, seconds in sorted(per_host.items())},
@@ -240,24 +264,21 @@ def restarted_units(host: str, item: object) -> list[list[str]]:
 
 
 def restarted_batches(record: dict, controller: str) -> list[list[list[str]]]:
-    """The (host, unit) pairs each batch restarted, in order: what the restart tasks did per iteration."""
-    batches: dict[str, list[list[str]]] = defaultdict(list)
-    order: list[str] = []
+    """The (host, unit) pairs each batch restarted, in order: what its restart tasks did."""
+    batches: dict[str, list[list[str]]] = {}
     for task in task_spans(record):
         if task["phase"] != "restarts":
             continue
-        iteration = task["loop"]["iteration"]
-        if iteration not in batches:
-            order.append(iteration)
+        restarted = batches.setdefault(task["batch"], [])
         for name, host in task["hosts"].items():
             if "runs" not in host:  # a 0.2.0 record: the unit names of the host's own items
                 if name != controller and host.get("status") not in (None, SKIPPED):
-                    batches[iteration] += [[name, item] for item in host.get("items", [])]
+                    restarted += [[name, item] for item in host.get("items", [])]
                 continue
             for ran_on, outcome, item, dummy in runs_of({**task, "hosts": {name: host}}, controller):
                 if ran_on != controller and outcome not in (SKIPPED, "failed", "unreachable"):
-                    batches[iteration] += restarted_units(ran_on, item)
-    return [sorted(batches[iteration]) for iteration in order]
+                    restarted += restarted_units(ran_on, item)
+    return [sorted(restarted) for restarted in batches.values()]
 
 
 def restarts_own_time(phases: dict) -> float:
@@ -273,3 +294,19 @@ def line_fit(points: list[tuple[float, float]]) -> tuple[float, float] | None:
     mean_y = sum(y for dummy, y in points) / len(points)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in points) / sum((x - mean_x) ** 2 for x, dummy in points)
     return mean_y - slope * mean_x, slope
+
+
+def plane_fit(points: list[tuple[float, float, float]]) -> tuple[float, float, float] | None:
+    """Least-squares plane z = a + b x + c y through the points: (a, b, c); None unless x and y vary apart (three
+    points at least, not on one line)."""
+    if len(points) < 3:
+        return None
+    mean_x, mean_y, mean_z = (sum(point[axis] for point in points) / len(points) for axis in range(3))
+    centred = [(x - mean_x, y - mean_y, z - mean_z) for x, y, z in points]
+    sxx, syy, sxy, sxz, syz = (sum(point[i] * point[j] for point in centred)
+                               for i, j in ((0, 0), (1, 1), (0, 1), (0, 2), (1, 2)))
+    determinant = sxx * syy - sxy * sxy
+    if abs(determinant) < 1e-9:
+        return None
+    b, c = (sxz * syy - syz * sxy) / determinant, (syz * sxx - sxz * sxy) / determinant
+    return mean_z - b * mean_x - c * mean_y, b, c

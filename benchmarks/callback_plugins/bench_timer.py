@@ -25,6 +25,11 @@ once lists every host it reached) and its final result adds none; any other
 result is one run, its item null - but for a run of awa_producer_services
 that restarted services, whose item is ``{"services": [...]}``, the services
 it restarted. These are the task x host runs the benchmark counts.
+
+Each play start is an entry of ``plays`` (its name, start and whether it
+has ``serial``): a play with serial starts once per batch of hosts, so each
+of its batches is an entry, and a task names the entry it ran in
+(``play``, its index).
 """
 
 from __future__ import annotations
@@ -133,7 +138,8 @@ class CallbackModule(CallbackBase):
         self._open: dict[str, dict] = {}
 
     def v2_playbook_on_play_start(self, play) -> None:
-        self._record["plays"].append({"name": play.get_name(), "start": time.time()})
+        # A play with serial starts once per batch of hosts: each start is an entry of its own, marked serial.
+        self._record["plays"].append({"name": play.get_name(), "start": time.time(), "serial": bool(play.serial)})
 
     def _task_start(self, task, handler: bool = False) -> None:
         entry = {
