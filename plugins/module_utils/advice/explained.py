@@ -2,7 +2,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What the advice says: rule.py's decision in words - its message, its ordering consequence, its findings. Pure.
 
-    advised = advise(rule.queue_load(queue, physical, shards, window), window.tally, measured)
+    advised = advise(rule.queue_load(queue, physical, shards, sampled), sampled.tally, measured)
 """
 
 from __future__ import annotations

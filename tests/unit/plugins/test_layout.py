@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import re
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,43 @@ def test_contributing_draws_every_package_and_top_level_file():
         elif line.startswith("    ") and folder in ("module_utils", "plugin_utils"):
             drawn.add(f"{folder}/{name.group(1)}")
     assert drawn == ROW.keys()
+
+
+def top_level_names(path: Path) -> set[str]:
+    """What ``module.name`` may name in a module: its functions, classes, assignments and imports."""
+    names = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            names.update(target.id for target in getattr(node, "targets", [getattr(node, "target", None)])
+                         if isinstance(target, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    return names
+
+
+def test_every_module_a_docstring_or_comment_names_holds_that_name():
+    """``ledger.owner`` in prose must be ledger.py's ``owner``: a rename leaves no dead name behind. A parameter of the
+    file (``request.shards``) is not a module's name."""
+    files = sorted(PLUGINS.rglob("*.py"))
+    held: dict[str, set[str]] = {}
+    for path in files:
+        if path.stem == "__init__":  # a package holds its files' names too
+            held.setdefault(path.parent.name, set()).update(top_level_names(path),
+                                                            (child.stem for child in path.parent.glob("*.py")))
+        else:
+            held.setdefault(path.stem, set()).update(top_level_names(path))
+    dead = []
+    for path in files:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parameters = {node.arg for node in ast.walk(tree) if isinstance(node, ast.arg)}
+        prose = [ast.get_docstring(node) or "" for node in ast.walk(tree)
+                 if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef))]
+        with path.open(encoding="utf-8") as source:
+            prose += [token.string for token in tokenize.generate_tokens(source.readline) if token.type == tokenize.COMMENT]
+        for line in "\n".join(prose).splitlines():
+            for module, name in re.findall(r"\b([a-z_][a-z0-9_]*)\.([A-Za-z_]\w*)", line):
+                if module in held and module not in parameters and name not in held[module] | {"py", "md", "yml", "sh"}:
+                    dead.append(f"{path.relative_to(PLUGINS)}: {module}.{name}")
+    assert dead == [], "\n".join(dead)
