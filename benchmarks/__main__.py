@@ -2,9 +2,11 @@
 
 For each PostgreSQL major it starts a durable server (fsync on), runs the
 suites in order, prints one table per suite as soon as it is done, and writes
-everything measured to benchmarks/results/<UTC timestamp>.json (rewritten
-after each suite, so an interrupted run keeps what it measured).
-``--tables FILE.json`` prints the tables of an earlier run again;
+each suite's summary (what its tables and the charts read) to
+benchmarks/results/<UTC timestamp>.json and everything measured to the
+ignored benchmarks/raw/<UTC timestamp>.json.gz (both rewritten after each
+suite, so an interrupted run keeps what it measured).
+``--tables FILE.json`` prints the tables of an earlier run again (either file);
 ``python -m benchmarks charts`` draws the headline charts of docs/performance.md
 from the newest run of each suite (benchmarks/charts.py).
 
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gzip
 import json
 import shlex
 import shutil
@@ -39,13 +42,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from . import (batch_wait, change_cost, change_list, charts, convergence, environment, fleet, fleet_light,
-               lost_commit, producer_impact, scale, shard_choice)
+               fleet_report, lost_commit, producer_impact, scale, shard_choice, shard_choice_report)
 from .environment import BenchServer
 from .fleet import FleetMatrix
 from .producer_impact import Traffic
 from .shard_choice import Matrix
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+RAW_DIR = Path(__file__).resolve().parent / "raw"
 
 
 @dataclass(frozen=True)
@@ -74,27 +78,29 @@ QUICK = Profile("quick", change_iterations=3, impact_rounds=1, scale_queues=20, 
 
 @dataclass(frozen=True)
 class Suite:
-    """How to run one suite for one server, and how to show its result."""
+    """How to run one suite for one server, how to show its result's summary, and what that summary keeps."""
 
     run: Callable[[BenchServer, Profile, Path], dict]
     table: Callable[[int, dict], str]
+    summary: Callable[[dict], dict] = lambda result: result
 
 
 SUITES: dict[str, Suite] = {
     "change": Suite(lambda bench, profile, work_dir: change_cost.run(bench, profile.change_iterations),
                     change_cost.table),
     "impact": Suite(lambda bench, profile, work_dir: producer_impact.run(
-        bench, profile.traffic, profile.impact_rounds, work_dir), producer_impact.table),
+        bench, profile.traffic, profile.impact_rounds, work_dir), producer_impact.table, producer_impact.summary),
     "scale": Suite(lambda bench, profile, work_dir: scale.run(bench, profile.scale_queues, work_dir), scale.table),
     "convergence": Suite(lambda bench, profile, work_dir: convergence.run(bench, profile.runtime_counts, work_dir),
                          convergence.table),
     "shard_choice": Suite(lambda bench, profile, work_dir: shard_choice.run(bench, profile.shard_matrix, work_dir),
-                          shard_choice.table),
+                          shard_choice.table, shard_choice_report.summary),
     "lost_commit": Suite(lambda bench, profile, work_dir: lost_commit.run(bench, profile.lost_commit_rounds),
                          lost_commit.table),
-    "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table),
+    "fleet": Suite(lambda bench, profile, work_dir: fleet.run(bench, profile.fleet_matrix, work_dir), fleet.table,
+                   fleet_report.summary),
     "fleet_light": Suite(lambda bench, profile, work_dir: fleet_light.run(bench, profile.fleet_matrix, work_dir),
-                         fleet_light.table),
+                         fleet_light.table, fleet_report.summary),
     "batch_wait": Suite(lambda bench, profile, work_dir: batch_wait.run(bench, work_dir), batch_wait.table),
     "change_list": Suite(lambda bench, profile, work_dir: change_list.run(
         bench, profile.change_list_queues, profile.change_list_repeats), change_list.table),
@@ -104,10 +110,25 @@ SUITES: dict[str, Suite] = {
 DEFAULT_SUITES = ("change", "impact", "scale", "convergence")
 
 
+def summarize(report: dict) -> dict:
+    """The report with each suite's result replaced by its summary (Suite.summary)."""
+    return {**report, "results": {major: {name: {**measured, "result": SUITES[name].summary(measured["result"])}
+                                          if "result" in measured else measured for name, measured in suites.items()}
+                                  for major, suites in report["results"].items()}}
+
+
+def write(report: dict, output: Path) -> None:
+    """The summaries to ``output``, everything measured to RAW_DIR (which git ignores), compressed."""
+    RAW_DIR.mkdir(exist_ok=True)
+    (RAW_DIR / f"{output.stem}.json.gz").write_bytes(gzip.compress(json.dumps(report, default=str).encode("utf-8")))
+    output.write_text(json.dumps({**summarize(report), "raw": f"benchmarks/raw/{output.stem}.json.gz"}, indent=1,
+                                 default=str), encoding="utf-8")
+
+
 def suite_tables(report: dict, suites: list[str] | None = None) -> str:
-    """Every table of a report (or of ``suites`` only), major by major."""
+    """Every table of a report or its summary (or of ``suites`` only), major by major."""
     parts = []
-    for major, measured_suites in report["results"].items():
+    for major, measured_suites in summarize(report)["results"].items():
         for name, measured in measured_suites.items():
             if "result" in measured and (suites is None or name in suites):
                 parts.append(SUITES[name].table(int(major), measured["result"]))
@@ -126,9 +147,9 @@ def measure(report: dict, output: Path, profile: Profile, majors: list[int], sui
                 result = SUITES[name].run(bench, profile, work_dir)
                 results[name] = {"seconds": round(time.monotonic() - started, 1), "load_before": load_before,
                                  "load_after": environment.load_average(), "result": result}
-                print(SUITES[name].table(major, result), flush=True)
+                print(SUITES[name].table(major, SUITES[name].summary(result)), flush=True)
                 print(f"(load average {load_before} -> {results[name]['load_after']})\n", flush=True)
-                output.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
+                write(report, output)
     shutil.rmtree(work_dir, ignore_errors=True)
 
 
@@ -196,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
         return charts.main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.tables:
-        print(suite_tables(json.loads(args.tables.read_text(encoding="utf-8")), args.suites))
+        with (gzip.open if args.tables.suffix == ".gz" else open)(args.tables, "rt", encoding="utf-8") as file:
+            print(suite_tables(json.load(file), args.suites))
         return 0
     suites = args.suites or list(DEFAULT_SUITES)
     profile = with_matrix_options(QUICK if args.quick else FULL, args)
@@ -212,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
           f"durable servers (fsync on); writing {output}\n", flush=True)
     measure(report, output, profile, args.majors, suites)
     report["finished_at"] = datetime.datetime.now(datetime.timezone.utc).isoformat()
-    output.write_text(json.dumps(report, indent=1, default=str), encoding="utf-8")
-    print(f"results: {output}")
+    write(report, output)
+    print(f"results: {output} (raw: {RAW_DIR / output.stem}.json.gz)")
     return 0
 
 

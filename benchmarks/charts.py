@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import fleet_report, producer_impact, shard_choice_report, stats, svg
+from . import fleet_report, producer_impact, shard_choice_report, svg
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -116,7 +116,7 @@ class HeatCell:
 
 def gain_grid(result: dict, path: str) -> list[HeatCell]:
     """Every (producers, shards) cell of one path: median throughput and median gain over the lowest S."""
-    cells = shard_choice_report.summarize_cells(result["windows"])
+    cells = shard_choice_report.cells_of(result)
     matrix, grid = result["matrix"], []
     baseline = min(matrix["shards"])
     for producers in matrix["producers"]:
@@ -310,12 +310,12 @@ class ArmLatency:
 
 
 def arm_latencies(result: dict) -> list[ArmLatency]:
-    """Each arm's p50 and p99 over the windows of all its rounds (as the suite's table pools them), and the
-    calls that failed in those windows."""
+    """Each arm's p50 and p99 over the windows of all its rounds (pooled by the suite's summary, as its table shows
+    them), and the calls that failed in those windows."""
     latencies = []
     for arm in producer_impact.ARMS:
         runs = [run for run in result["arms"] if run["arm"] == arm]
-        pooled = stats.latency_summary([latency for run in runs for latency in run["window_latencies_ms"]])
+        pooled = result["pooled"][arm]
         if pooled["calls"]:
             latencies.append(ArmLatency(arm, pooled["p50"], pooled["p99"], sum(run["window_errors"] for run in runs)))
     return latencies

@@ -1,11 +1,12 @@
 """The fleet benchmark's tables (benchmarks/fleet.py measures): cells, phases, the fits over hosts, the targets
 (benchmarks/fleet_scale.py adds the projection beyond the hosts measured).
 
-Every table is computed from the results JSON, so ``--tables FILE.json``
-prints them again for any earlier run, the 0.2.0 runs included (their
-callback did not list runs by host: benchmarks/fleet_timing.py counts those
-one per host that ended). A cell is one host count, queue count and Ansible
-configuration, the role and the floor run side by side on it.
+Every table is computed from the result's summary (``summary``, drawn from
+the callback's record), so ``--tables FILE.json`` prints them again for any
+earlier run, the 0.2.0 runs included (their callback did not list runs by
+host: benchmarks/fleet_timing.py counts those one per host that ended). A cell
+is one host count, queue count and Ansible configuration, the role and the
+floor run side by side on it.
 
 A cell counts (for the fit and the targets) when both runs completed and
 the machine was less than 0.8 busy during each: above that the numbers
@@ -17,6 +18,7 @@ machine that the fleet alone would not fill.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import asdict
 
 from . import fleet_model, fleet_timing, stats, tables
 
@@ -41,7 +43,7 @@ OLD_RUN_FORKS = {"pipelining+forks": 50}
 
 
 def run_breakdown(run: dict) -> dict:
-    """The run's breakdown, recomputed from the callback's record (kept in the results) with this checkout's rules."""
+    """The run's breakdown, recomputed from the callback's record (in a raw result) with this checkout's rules."""
     record, stored = run.get("timings"), run.get("breakdown")
     if not record or not stored:
         return stored or {}
@@ -347,6 +349,30 @@ def _task_cells(result: dict) -> list[dict]:
     smallest = min(runs, key=lambda cell: (cell["hosts"], cell["queues"], cell["role"]["wall_s"]))
     largest = max(runs, key=lambda cell: (cell["hosts"], cell["queues"], cell["role"]["wall_s"]))
     return [smallest] if smallest is largest else [smallest, largest]
+
+
+# What the summary keeps of a run, and of its breakdown (its tasks only if task_table shows it).
+RUN_KEYS = ("rc", "wall_s", "lines", "rows_80", "controller_cpu_s", "machine_busy", "effect")
+BREAKDOWN_KEYS = ("phases", "phase_cpu", "phase_dispatches", "task_host_runs", "batch_task_host_runs", "task_starts",
+                  "batches", "remote_module_runs", "remote_module_mean_s")
+
+
+def summary(result: dict) -> dict:
+    """What the tables, the chart and the model read of a result: each run's totals, breakdown (run_breakdown) and
+    costs (fleet_model.run_costs); not the callback's record, the units restarted, the warm-up run or the hosts'
+    start-up (a summary: itself)."""
+    shown = {id(cell["role"]) for cell in _task_cells(result)}
+
+    def run_summary(run: dict, cell: dict) -> dict:
+        breakdown, kept = run_breakdown(run), BREAKDOWN_KEYS + (("tasks",) if id(run) in shown else ())
+        costs = fleet_model.run_costs(run, breakdown, cell["hosts"], CONTROLLER, forks_of(result, cell["config"]))
+        return {**{key: run[key] for key in RUN_KEYS if key in run},
+                "costs": asdict(costs) if costs else run.get("costs"),
+                **({"breakdown": {key: breakdown[key] for key in kept if key in breakdown}} if breakdown else {})}
+
+    return {**{key: value for key, value in result.items() if key not in ("warm_up", "boot_seconds", "units_live_s")},
+            "cells": [{**{key: cell[key] for key in ("hosts", "queues", "config", "repeat")},
+                       **{kind: run_summary(cell[kind], cell) for kind in KINDS}} for cell in result["cells"]]}
 
 
 def table(major: int, result: dict, scale_tables: Sequence[str] = ()) -> str:

@@ -20,7 +20,7 @@ is, not only the model; the CPU holds better.
 from __future__ import annotations
 
 from . import fleet_model, fleet_report, tables
-from .fleet_report import CONTROLLER, KINDS
+from .fleet_report import KINDS
 
 PROJECTED_HOSTS = (50, 200, 500, 1000)
 # (forks, controller cores) projected: Ansible's default forks and the benchmark's, on 4 and 16 cores.
@@ -60,8 +60,8 @@ def fit_hosts(host_counts: list[int]) -> tuple[int, ...]:
 
 
 def base_costs(result: dict) -> dict[tuple[int, str, str], tuple[fleet_model.RunCosts, dict, tuple[int, ...]]]:
-    """(queues, config, run) -> the model's costs (fleet_model.fitted over the fit's host counts), the summary of
-    the cell on the fewest hosts, and the host counts fitted on."""
+    """(queues, config, run) -> the model's costs (fleet_model.fitted over the fit's host counts, from the costs of
+    each run in the result's summary), the summary of the cell on the fewest hosts, and the host counts fitted on."""
     medians = fleet_report.median_cells(result["cells"])
     # (queues, config, kind) -> hosts -> the costs of the cell's median run, and of each of its runs.
     medians_of: dict[tuple[int, str, str], dict[int, fleet_model.RunCosts]] = {}
@@ -69,11 +69,8 @@ def base_costs(result: dict) -> dict[tuple[int, str, str], tuple[fleet_model.Run
     for (hosts, queues, config), cells in sorted(_cells_of(result).items()):
         for kind in KINDS:
             median = _median_run(cells, kind)
-            for cell in cells:
-                costs = fleet_model.run_costs(cell[kind], fleet_report.run_breakdown(cell[kind]), hosts, CONTROLLER,
-                                              fleet_report.forks_of(result, config))
-                if costs is None:
-                    continue
+            for cell in (cell for cell in cells if cell[kind].get("costs")):
+                costs = fleet_model.RunCosts(**cell[kind]["costs"])
                 every.setdefault((queues, config, kind), {}).setdefault(hosts, []).append(costs)
                 if cell[kind] is median:
                     medians_of.setdefault((queues, config, kind), {})[hosts] = costs

@@ -161,13 +161,21 @@ def run(bench: BenchServer, traffic: Traffic, rounds: int, log_dir: Path) -> dic
     return {"traffic": traffic.__dict__, "target_shards": TARGET_SHARDS, "arms": arms}
 
 
-def _arm_row(arm: str, runs: list[dict]) -> list:
+def summary(result: dict) -> dict:
+    """What the table and the chart read of a result: the rounds without their calls' latencies and timeline, and
+    each arm's latencies pooled over the windows of all its rounds (a summary: itself)."""
+    arms = [{key: value for key, value in run.items() if key not in ("window_latencies_ms", "timeline")}
+            for run in result["arms"]]
+    return result if "pooled" in result else {**result, "arms": arms, "pooled": {arm: stats.latency_summary(
+        [ms for run in result["arms"] if run["arm"] == arm for ms in run["window_latencies_ms"]]) for arm in ARMS}}
+
+
+def _arm_row(arm: str, runs: list[dict], pooled: dict) -> list:
     """One arm over its rounds: latencies pooled over every round's window, errors summed."""
     errors: dict[str, int] = {}
     for run_result in runs:
         for kind, count in run_result["errors_by_type"].items():
             errors[kind] = errors.get(kind, 0) + count
-    pooled = stats.latency_summary([latency for r in runs for latency in r["window_latencies_ms"]])
     window_errors = sum(run_result["window_errors"] for run_result in runs)
     calls = pooled["calls"]
     return [arm, len(runs), calls, pooled["p50"], pooled["p99"], pooled["max"],
@@ -178,7 +186,7 @@ def _arm_row(arm: str, runs: list[dict]) -> list:
 
 
 def table(major: int, result: dict) -> str:
-    rows = [_arm_row(arm, [r for r in result["arms"] if r["arm"] == arm]) for arm in ARMS]
+    rows = [_arm_row(arm, [r for r in result["arms"] if r["arm"] == arm], result["pooled"][arm]) for arm in ARMS]
     traffic = result["traffic"]
     return tables.render(
         f"Producer impact, PostgreSQL {major}: S 1 -> {result['target_shards']} under load "

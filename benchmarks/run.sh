@@ -5,8 +5,10 @@
 #     bash benchmarks/run.sh --quick    # a few minutes
 #     bash benchmarks/run.sh --majors 18 --suites change scale
 #
-# Prints tables, writes benchmarks/results/<timestamp>.json. Every server and
-# program it starts is stopped again when it ends (or is interrupted).
+# Prints tables, writes each suite's summary to benchmarks/results/<timestamp>.json
+# and the raw samples to benchmarks/raw/<timestamp>.json.gz (not kept by git).
+# Every server and program it starts is stopped again when it ends (or is
+# interrupted).
 set -euo pipefail
 
 # shellcheck source=hack/env.sh

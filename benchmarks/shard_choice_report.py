@@ -2,8 +2,8 @@
 
 Pure functions (no database, no clock): per-window statistics from the
 producers' and the worker's summaries and from two reads of the lane
-sequences, cell summaries over the repeats, and the tables for the terminal
-and docs/performance.md. ``bash benchmarks/run.sh --tables RESULT.json
+sequences, cell summaries over the repeats (what a results file keeps), and
+the tables for the terminal and docs/performance.md. ``bash benchmarks/run.sh --tables RESULT.json
 --suites shard_choice`` prints them again from a recorded run.
 """
 
@@ -181,6 +181,21 @@ def _cell(key: tuple[str, int, int], entries: list[tuple[dict, float | None]]) -
     }
 
 
+def summary(result: dict) -> dict:
+    """What the tables, the chart and benchmarks/shard_gains.py read of a result: the matrix, the definitions, the
+    median sampling interval and the cells over their repeats, not the windows' samples (a summary: itself)."""
+    if "windows" not in result:
+        return result
+    interval = stats.median([w["waits"]["interval_ms"] for w in result["windows"] if w["waits"]["interval_ms"]])
+    return {"matrix": result["matrix"], "definitions": result["definitions"], "interval_ms": interval,
+            "cells": list(summarize_cells(result["windows"]).values())}
+
+
+def cells_of(result: dict) -> dict[tuple[str, int, int], dict]:
+    """(path, producers, shards) -> the cell, of a result or its summary."""
+    return {(cell["path"], cell["producers"], cell["shards"]): cell for cell in summary(result)["cells"]}
+
+
 # ---------------------------------------------------------------------------
 # Markdown
 
@@ -208,8 +223,7 @@ def _throughput(cell: dict) -> str:
 
 
 def matrix_table(major: int, result: dict, cells: dict) -> str:
-    matrix = result["matrix"]
-    interval = stats.median([w["waits"]["interval_ms"] for w in result["windows"] if w["waits"]["interval_ms"]])
+    matrix, interval = result["matrix"], result["interval_ms"]
     shards, baseline = matrix["shards"], min(matrix["shards"])
     rows = []
     for path in matrix["paths"]:
@@ -290,8 +304,8 @@ def definitions_table(major: int, result: dict) -> str:
 
 
 def tables_markdown(major: int, result: dict) -> str:
-    """Every table of one server's result, in the order docs/performance.md shows them."""
-    cells = summarize_cells(result["windows"])
+    """Every table of one server's result (or its summary), in the order docs/performance.md shows them."""
+    result, cells = summary(result), cells_of(result)
     parts = [matrix_table(major, result, cells)]
     for path in result["matrix"]["paths"]:
         parts += [producer_table(major, path, result, cells), worker_table(major, path, cells)]

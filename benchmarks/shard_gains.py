@@ -40,7 +40,7 @@ def gains_table(run: dict, source: str) -> dict:
     gains: dict[str, dict[str, dict[str, float]]] = {}
     limits: dict[str, dict[str, str]] = {}
     for major in sorted(run["results"]):
-        cells = shard_choice_report.summarize_cells(run["results"][major]["shard_choice"]["result"]["windows"])
+        cells = shard_choice_report.cells_of(run["results"][major]["shard_choice"]["result"])
         largest = {}
         for (path, producers, shards), cell in cells.items():
             if cell["gain"]["median"] is None:

@@ -17,6 +17,7 @@ from xml.etree import ElementTree
 import pytest
 
 from benchmarks import charts, svg
+from benchmarks.__main__ import summarize
 
 RESULTS = Path(charts.RESULTS_DIR)
 
@@ -134,3 +135,13 @@ def test_the_charts_in_the_docs_are_drawn_from_the_newest_results():
         shown = charts.IMAGES_DIR / name
         assert shown.exists() and shown.read_text(encoding="utf-8") == content, \
             f"docs/images/{name} is not drawn from the newest results: run python -m benchmarks charts"
+
+
+def test_the_recorded_results_are_summaries_and_stay_small():
+    # Issue 59: a results file keeps each suite's summary (what the tables and charts read, a fixed point of
+    # summarize), and says where its raw samples are; benchmarks/results at most 2 MB.
+    recorded = charts.recorded(sorted(RESULTS.glob("*.json")))
+    for path in recorded:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        assert summarize(report) == report and report["raw"], path.name
+    assert sum(path.stat().st_size for path in recorded) <= 2_000_000
