@@ -175,8 +175,8 @@ def test_a_misspelt_key_of_a_queue_entry_or_of_the_connection_is_named_in_a_shor
         "you mean login_user?); it takes login_user, login_password, login_host, login_port, login_unix_socket, "
         "login_db, ssl_mode, ca_cert, ssl_cert, ssl_key, target_session_attrs, connect_params, session_role | "
         "enqueue_shards_pickup must be one of restart, refresh, got 'restrat' (did you mean restart?) | argument "
-        "'enqueue_shards_converge_timeout' is of type str and we were unable to convert to float: <class 'str'> cannot "
-        "be converted to a float")
+        "'enqueue_shards_converge_timeout' is of type str and we were unable to convert to float: str cannot be "
+        "converted to a float")
     assert "argument_spec_data" not in output
     assert max(map(len, output.splitlines())) <= 2000, max(map(len, output.splitlines()))
     assert snapshot(awa_db) == before

@@ -105,7 +105,14 @@ def type_problems(settings: dict[str, Any]) -> list[str]:
     given = json.loads(json.dumps({name: value for name, value in settings.items() if name in declared}, default=str))
     connection = given.get(PREFIX + "connection")
     secrets = connection_secrets(connection) if isinstance(connection, dict) else []
-    return [masked(message, secrets) for message in ArgumentSpecValidator(declared).validate(given).error_messages]
+    return spec_problems(declared, given, secrets)
+
+
+def spec_problems(spec: dict[str, Any], given: dict[str, Any], secrets: list[str]) -> list[str]:
+    """Ansible's messages for the values of ``given`` that ``spec`` refuses, secrets masked, said alike on every
+    core (before 2.19 a type is ``<class 'str'>``, and a sentence may end in two spaces)."""
+    return [masked(re.sub(r"<class '(\w+)'>", r"\1", re.sub(r" {2,}", " ", message)), secrets)
+            for message in ArgumentSpecValidator(spec).validate(given).error_messages]
 
 
 def unknown_key_problems(where: str, given: dict[Any, Any], known: tuple[str, ...]) -> list[str]:
@@ -171,9 +178,9 @@ def connection_problems(connection: object) -> list[str]:
     secrets = connection_secrets(connection)
     # Plain values, as type_problems reads them.
     plain = json.loads(json.dumps(connection, default=str))
-    values = ArgumentSpecValidator(connection_argument_spec()).validate(plain).error_messages
+    values = spec_problems(connection_argument_spec(), plain, secrets)
     if values:
-        return [f"enqueue_shards_connection: {masked(message, secrets)}" for message in values]
+        return [f"enqueue_shards_connection: {message}" for message in values]
     # The hosts and ports as given, and a target the change accepts (the database host's environment is not
     # known here: the modules check what comes from it when they connect). A host may quote a password.
     return ["enqueue_shards_connection: " + masked(message, secrets)
