@@ -27,7 +27,6 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     validate_lock_timeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import loop
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
 
@@ -101,7 +100,9 @@ def selected_queues(queue: str | None, queues: list[str] | None, stripes: int | 
 # One queue, a list of queues, or neither (every queue). The action plugins validate with the same spec and rules.
 ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
 
-# The wait between the batches of a rolling restart, for the new runtimes ROLLOUT_OPTIONS name: the role's alone.
+# What a read may wait for (info/wait/loop.py's conditions). The wait between the batches of a rolling restart,
+# for the new runtimes ROLLOUT_OPTIONS name, is the role's alone.
+WAIT_CHOICES = ("none", "converged", "drained", "restarted")
 ROLLOUT_WAIT = "restarted"
 
 # A producer service's current process, as its host reported it (service_runtimes.ServiceProcess).
@@ -125,7 +126,7 @@ ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
 
 def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
     """The public module's options, connection options included; with ``rollout``, the role's internal read's."""
-    waits = [choice for choice in loop.WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
+    waits = [choice for choice in WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
     spec = connection_argument_spec()
     spec.update(
         queue={"type": "str"},

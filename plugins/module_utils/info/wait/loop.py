@@ -19,8 +19,6 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
 # What a wait fetches: a read of the state (any of its declared shapes).
 Read = TypeVar("Read", bound=StateRead)
 
-WAIT_CHOICES = ("none", "converged", "drained", "restarted")
-
 
 def converged(info: StateRead) -> bool:
     return bool(info["converged"])

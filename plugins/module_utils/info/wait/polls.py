@@ -36,6 +36,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     WaitTimeout,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
+from ansible_collections.awa.operations.plugins.module_utils.info.options import WAIT_CHOICES
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.health import add_health
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead, ShardRef, ShardsInfo, StateRead
@@ -197,8 +198,8 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     deadline comes first and ``WaitInterrupted`` when the connection stays
     lost, each carrying that result, with the message that says what to do.
     """
-    if wait not in loop.WAIT_CHOICES:
-        raise InvalidRequest(f"wait must be one of {', '.join(loop.WAIT_CHOICES)}, got {wait!r}")
+    if wait not in WAIT_CHOICES:
+        raise InvalidRequest(f"wait must be one of {', '.join(WAIT_CHOICES)}, got {wait!r}")
     if wait == "none":
         return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
     if wait == "drained":
