@@ -52,15 +52,20 @@ def batch(rollout: dict[str, Any], restarts_by_host: dict[str, Any] | None = Non
     return state.batch_view(state.rollout_of(rollout), restarts_by_host, wait)
 
 
+def _planned(rollout: dict[str, Any] | None) -> state.Rollout | None:
+    """The rollout's state, or None before its plan (ansible-core before 2.19 passes that None as '')."""
+    return state.rollout_of(rollout) if rollout else None
+
+
 def window_services(rollout: dict[str, Any] | None) -> Any:
     """The change window's producer services for its waits (restarts.window_services)."""
-    return restarts.window_services(None if rollout is None else state.rollout_of(rollout))
+    return restarts.window_services(_planned(rollout))
 
 
 def window_summary(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
                    check_mode: bool) -> window.WindowSummary:
     """The summary's lines and verdict from the window's reads (rollout.window.window)."""
-    return window.window(reads, rollout=None if rollout is None else state.rollout_of(rollout), queues=queues,
+    return window.window(reads, rollout=_planned(rollout), queues=queues,
                          check_mode=check_mode,
                          cli_args=dict(context.CLIARGS))
 
@@ -70,8 +75,8 @@ def window_record(reads: window.WindowReads, queues: list[dict[str, Any]], *, ro
                   started_past: bool, check_mode: bool, written: dict[str, Any] | None,
                   step: str = record.END) -> dict[str, Any]:
     """The window's record from its reads (rollout.window.window_record), written after ``step``."""
-    return window.window_record(reads, rollout=None if rollout is None else state.rollout_of(rollout), queues=queues,
-                                verdict=verdict, stopped=stopped,
+    return window.window_record(reads, rollout=_planned(rollout), queues=queues,
+                                verdict=verdict, stopped=stopped or None,
                                 started_past=started_past, check_mode=check_mode, written=written,
                                 cli_args=dict(context.CLIARGS), step=step)
 

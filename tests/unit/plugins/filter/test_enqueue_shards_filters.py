@@ -40,3 +40,15 @@ def test_the_role_s_filters_import_no_database_driver():
     imported = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(path for path in sys.path if path)})
     assert imported.stdout.strip() == "[]"
+
+
+def test_a_rollout_not_planned_yet_reads_alike_on_every_core():
+    """Before the plan, ansible-core 2.16 to 2.18 hand the filters the rollout's null as '' (later cores as None): the
+    window's services and record are those of no rollout either way."""
+    filters = FilterModule().filters()
+    assert filters["enqueue_shards_window_services"]("") == filters["enqueue_shards_window_services"](None)
+    reads = {"before": None, "change": None, "now": None, "converged": None, "drained": None}
+    recorded = [filters["enqueue_shards_record"](reads, [{"queue": "demo", "shards": 2}], rollout=rollout, verdict=None,
+                                                 stopped=stopped, started_past=False, check_mode=True, written=None)
+                for rollout, stopped in (("", ""), (None, None))]
+    assert recorded[0] == recorded[1]
