@@ -63,9 +63,11 @@ class ActionModule(InfoAction):
         self._task.args = asked
         judged = state.after_batch(found, view, reads)
         verdict = judged["rollout"]["verdicts"][-1]  # type: ignore[index]
-        # A stop is said once, by the window's end (with what is done and left): the next lines.
+        # A stop is said once, by the window's end (with what is done and left); here what came back of the batch.
+        back = (f" ({len(reads[0]['new_runtimes'])}/{reads[0]['expected_new_runtimes']} restarted runtimes live and "
+                "healthy)" if "expected_new_runtimes" in reads[0] else "")
         said = verdict["message"] if verdict["ok"] else (
-            f"Batch {view['index'] + 1} of {len(rollout['batches'])} stopped the window: its end says why")
+            f"Batch {view['index'] + 1} of {len(rollout['batches'])} stopped the window{back}: its end says why")
         display.display(f"[{(task_vars or {}).get('inventory_hostname', 'localhost')}] {said}")
         self.write_record(asked.get("record") or {}, judged)
         return {"changed": False, "window_state": judged}

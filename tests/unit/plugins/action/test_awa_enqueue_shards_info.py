@@ -335,7 +335,8 @@ def test_given_a_window_s_state_the_role_s_read_waits_for_its_next_batch_watches
     del args["queue"], args["wait"]
     for watched, said in ((back, "[db1] Batch 1 of 2 is back: 1 of 1 restarted runtimes live and healthy; "),
                           (dict(back, health={"deadlocks": 5, "stats_reset": None}),
-                           "[db1] Batch 1 of 2 stopped the window: its end says why")):
+                           "[db1] Batch 1 of 2 stopped the window (1/1 restarted runtimes live and healthy): its end "
+                           "says why")):
         harness = Harness(monkeypatch, dict(args), [not_yet, back, watched], action=rollout_plugin.ActionModule)
         judged = harness.run()["window_state"]
         # Its own options stay with it; the module waits for the runtime the restart left, then reads once more.
