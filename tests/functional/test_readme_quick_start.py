@@ -144,8 +144,10 @@ NORMALISE = (
     # A wait's progress lines: one per poll, so their number depends on timing.
     (re.compile(r"^\[[^\]\n]+\] +\d+s .*\n", re.MULTILINE), ""),
     (re.compile(r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(\.\d+)?([+-]\d\d:?\d\d|Z)?"), "<time>"),
-    # The run's report is named by the time it was written (enqueue_shards-20261202T161723Z.json).
+    # The run's report is named by the time it was written and a digest of the run (enqueue_shards-20261202T161723Z-
+    # 1b3accee.json).
     (re.compile(r"\d{8}T\d{6}Z"), "<time>"),
+    (re.compile(r"(enqueue_shards-<time>)-[0-9a-f]{8}\.json"), r"\1-<digest>.json"),
     (re.compile(r"\b\d+:\d\d:\d\d(\.\d+)?\b"), "<duration>"),
     (re.compile(r"\b\d+(\.\d+)?( ?(s|ms|seconds?))\b"), r"<n>\2"),
     (re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"), "<uuid>"),
@@ -161,9 +163,14 @@ NORMALISE = (
 )
 
 
+# A task's bare result lines, one a host: the two hosts answer in either order.
+HOST_RESULTS = re.compile(r"(?:^(?:ok|changed|skipping): \[[^\]\n]+\]\n)+", re.MULTILINE)
+
+
 def normalised(output: str) -> str:
     for pattern, replacement in NORMALISE:
         output = pattern.sub(replacement, output)
+    output = HOST_RESULTS.sub(lambda lines: "".join(sorted(lines.group(0).splitlines(keepends=True))), output)
     return output.rstrip() + "\n"
 
 
@@ -172,12 +179,16 @@ def test_normalising_keeps_what_the_reader_relies_on():
                "orders: enqueue_shards 1 -> 8 on orders - would create 31 lanes and add 64 grants\n"
                "\"delta\": \"0:00:03.844853\", \"end\": \"2026-12-02 13:05:40.851776\", pid 4242, up 3.5s\n"
                "orders | 1 -> 8   | 2 of 2 | 0:13 1:0 | 4    | yes\n"
-               "------------------------------------------\n")
+               "------------------------------------------\n"
+               "ok: [app2]\nok: [app1]\n"
+               "The window's report: ~/q/enqueue_shards-20261207T071427Z-1b3accee.json.\n")
     assert normalised(printed) == (
         "orders: enqueue_shards 1 -> 8 on orders - would create 31 lanes and add 64 grants\n"
         "\"delta\": \"<duration>\", \"end\": \"<time>\", pid <n>, up <n>s\n"
         "orders | 1 -> 8 | 2 of 2 | 0:<n> 1:<n> | <n> | yes\n"
-        "-----\n")
+        "-----\n"
+        "ok: [app1]\nok: [app2]\n"
+        "The window's report: ~/q/enqueue_shards-<time>-<digest>.json.\n")
 
 
 def test_the_quick_start_is_found_in_the_readme_and_its_output_in_the_transcript():

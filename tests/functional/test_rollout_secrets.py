@@ -154,9 +154,10 @@ def test_a_file_that_cannot_be_written_stops_the_window_with_its_reason_and_no_s
     outcome = stopped.artifact_data["awa_enqueue_shards_outcome"]
     assert report["outcome"] == outcome and report["stopped"]["task"] == outcome["stopped_at"]
     assert outcome["stopped_at"].startswith("Pickup | the plan") and not outcome["done"]
-    # The count is committed (3), no runtime runs it yet (and drained is said only once converged).
+    # The count is committed (3) by this window (no earlier change set it), no runtime runs it yet (and drained is
+    # said only once converged).
     assert {key: value for key, value in outcome["queues"]["demo"].items() if key != "before"} == {
-        "asked": 3, "after": 3, "converged": False, "drained": False}
+        "asked": 3, "after": 3, "converged": False, "drained": False, "set_by": None}
     # The host's run failed before it read its services: they are skipped, neither checked nor restarted.
     assert outcome["services"] == {"restarted": [], "left": [],
                                    "skipped": ["localhost/awa-app-1", "localhost/awa-app-2"]}

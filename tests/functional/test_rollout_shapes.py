@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -212,4 +213,5 @@ def test_two_windows_at_once_on_disjoint_limits_each_restart_their_own_and_never
     for limit, output in outputs.items():
         assert_tied_by_pid(output)
         done = len([name for name in limits[limit] if name != "mixed/web"]) + ("mixed/api" in limits[limit])
-        assert f"inventory: {done} of {done} runtimes" in output, output
+        # The other window's runtimes are outside this one, as many as run at this one's summary.
+        assert re.search(rf"inventory: {done} of {done}(, \d+ outside)? runtimes", output), output
