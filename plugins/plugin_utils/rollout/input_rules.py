@@ -240,40 +240,30 @@ def choice_problems(settings: dict[str, Any], names: tuple[str, ...]) -> list[st
     return problems
 
 
-def _service_queues_problems(settings: dict[str, Any]) -> list[str]:
-    """The queues each service declares it enqueues into: services of this host, lists of queue names."""
-    declared = settings.get(PREFIX + "service_queues") or {}
-    services = settings.get(PREFIX + "services") or []
+def _per_service_problems(settings: dict[str, Any], name: str, maps_to: str, valid: Callable[[Any], bool],
+                          each: str) -> list[str]:
+    """A variable that maps this host's services to a value each (service_queues, service_runtimes): a mapping, of
+    services enqueue_shards_services lists, each value ``valid``."""
+    variable = PREFIX + name
+    declared = settings.get(variable) or {}
     if not isinstance(declared, dict):
-        return [f"enqueue_shards_service_queues must map services to the queues they enqueue into, e.g. "
-                f"{{orders-worker: [orders]}}, got {declared!r}"]
-    problems = []
-    unknown = sorted(str(name) for name in declared if name not in services)
-    if unknown:
-        problems.append(f"enqueue_shards_service_queues names services that enqueue_shards_services does not list: "
-                        f"{', '.join(unknown)}")
-    not_lists = sorted(str(name) for name, queues in declared.items()
-                       if not isinstance(queues, list) or not all(isinstance(q, str) and q.strip() for q in queues))
-    if not_lists:
-        problems.append(f"enqueue_shards_service_queues must give each service a list of queue names (an empty "
-                        f"list: it enqueues into none of them): {', '.join(not_lists)}")
-    return problems
+        return [f"{variable} must map services to {maps_to}, got {declared!r}"]
+    services = settings.get(PREFIX + "services") or []
+    unknown = sorted(str(service) for service in declared if service not in services)
+    wrong = sorted(str(service) for service, value in declared.items() if not valid(value))
+    return ([f"{variable} names services that enqueue_shards_services does not list: {', '.join(unknown)}"]
+            if unknown else []) + ([f"{variable} must give each service {each}: {', '.join(wrong)}"] if wrong else [])
 
 
-def _service_runtimes_problems(settings: dict[str, Any]) -> list[str]:
-    """The runtimes each service declares: services of this host, whole numbers (0: it only enqueues)."""
-    declared = settings.get(PREFIX + "service_runtimes") or {}
-    services = settings.get(PREFIX + "services") or []
-    if not isinstance(declared, dict):
-        return [f"enqueue_shards_service_runtimes must map services to how many Awa runtimes each runs, e.g. "
-                f"{{api: 3, web: 0}}, got {declared!r}"]
-    unknown = sorted(str(name) for name in declared if name not in services)
-    wrong = sorted(str(name) for name, count in declared.items()
-                   if isinstance(count, bool) or not isinstance(count, int) or count < 0)
-    return ([f"enqueue_shards_service_runtimes names services that enqueue_shards_services does not list: "
-             f"{', '.join(unknown)}"] if unknown else []) + (
-        [f"enqueue_shards_service_runtimes must give each service a whole number of runtimes (0: it only enqueues, "
-         f"and is done once it started after the change): {', '.join(wrong)}"] if wrong else [])
+def _service_declarations_problems(settings: dict[str, Any]) -> list[str]:
+    """The queues each service declares it enqueues into, and the runtimes it runs (0: it only enqueues)."""
+    return _per_service_problems(
+        settings, "service_queues", "the queues they enqueue into, e.g. {orders-worker: [orders]}",
+        lambda queues: isinstance(queues, list) and all(isinstance(q, str) and q.strip() for q in queues),
+        "a list of queue names (an empty list: it enqueues into none of them)") + _per_service_problems(
+        settings, "service_runtimes", "how many Awa runtimes each runs, e.g. {api: 3, web: 0}",
+        lambda count: isinstance(count, int) and not isinstance(count, bool) and count >= 0,
+        "a whole number of runtimes (0: it only enqueues, and is done once it started after the change)")
 
 
 def _environment_file_problems(settings: dict[str, Any]) -> list[str]:
@@ -353,7 +343,7 @@ def rollout_problems(settings: dict[str, Any]) -> list[str]:
         problems.append("enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
                         f"{settings.get(PREFIX + 'runtimes_per_service')!r}")
     problems += _services_problems(settings, restarts)
-    problems += _service_queues_problems(settings) + _service_runtimes_problems(settings)
+    problems += _service_declarations_problems(settings)
     if restarts:
         problems += _command_problems(settings)
     problems += _environment_file_problems(settings)
