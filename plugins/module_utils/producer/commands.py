@@ -62,11 +62,6 @@ def current_user() -> str:
         return f"uid {os.geteuid()}"
 
 
-def search_path() -> str:
-    """The PATH a program without a folder is looked up on (subprocess's: the module's environment)."""
-    return os.environ.get("PATH", os.defpath)
-
-
 def find_program(program: str, path: str) -> str | None:
     """The program's path as it would run, or None when it would not: not found, or not executable."""
     return shutil.which(expanded(program), path=path)
@@ -101,23 +96,10 @@ def run_argv(run: Runner, words: list[str]) -> tuple[int, str, str]:
         return status, "", f"{expanded(words[0])}: {error.strerror or error}"
 
 
-def cannot_run(rc: int) -> bool:
-    """Whether an exit status says the command (or a program it runs) could not run: 126 or 127, as a shell says."""
-    return rc in (CANNOT_EXECUTE, NOT_FOUND)
-
-
-def last_lines(text: str) -> list[str]:
-    """The last FAILURE_LINES lines of ``text`` that say something, each cut to FAILURE_LINE_CHARS."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return [line if len(line) <= FAILURE_LINE_CHARS else line[:FAILURE_LINE_CHARS] + "..."
-            for line in lines[-FAILURE_LINES:]]
-
-
-def exit_text(rc: int) -> str:
-    return f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
-
-
 def outcome_text(rc: int, stdout: str, stderr: str) -> str:
-    """A command's outcome for a message: its exit status and its last lines of stderr (else of stdout)."""
-    lines = last_lines(stderr) or last_lines(stdout)
-    return exit_text(rc) + (f": {' / '.join(lines)}" if lines else "")
+    """A command's outcome for a message: its exit status and the last FAILURE_LINES lines that say something of its
+    stderr (else of its stdout), each cut to FAILURE_LINE_CHARS."""
+    lines = [line.strip() for line in (stderr if (stderr or "").strip() else stdout or "").splitlines() if line.strip()]
+    said = [line if len(line) <= FAILURE_LINE_CHARS else line[:FAILURE_LINE_CHARS] + "..."
+            for line in lines[-FAILURE_LINES:]]
+    return (f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}") + (f": {' / '.join(said)}" if said else "")

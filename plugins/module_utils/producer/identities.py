@@ -56,12 +56,9 @@ def children(root: str = "/") -> dict[int, list[int]]:
 
 def descendants(pid: int, below: dict[int, list[int]]) -> list[int]:
     """``pid`` and every process below it (``below``: children())."""
-    found, queue = [], [pid]
-    while queue:
-        pid = queue.pop(0)
-        if pid not in found:
-            found.append(pid)
-            queue += below.get(pid, [])
+    found = [pid]
+    for parent in found:
+        found += [child for child in below.get(parent, []) if child not in found]
     return found
 
 
@@ -75,10 +72,11 @@ def cgroup_pids(cgroup: str, root: str = "/") -> list[int]:
     return []
 
 
-def reports_as(pids: list[int], root: str = "/") -> list[dict[str, Any]]:
-    """The identities of the processes ``pids``, each once, in order."""
+def reports_as(main_pid: int | None, cgroup: str, below: dict[int, list[int]], root: str = "/") -> list[dict[str, Any]]:
+    """The identities of a running service's processes, each once, in order: those of its control group ``cgroup``,
+    else ``main_pid`` and its descendants (``below``: children())."""
     found: list[dict[str, Any]] = []
-    for pid in pids:
+    for pid in cgroup_pids(cgroup, root) or (descendants(main_pid, below) if main_pid else []):
         read = identity(pid, root)
         if read is not None and read not in found:
             found.append(read)

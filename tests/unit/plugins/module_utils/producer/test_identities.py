@@ -38,7 +38,7 @@ def test_a_container_s_process_reports_its_innermost_pid_and_the_hostname_its_en
     process(tmp_path, 600, 1, "600")
     below = children(str(tmp_path))
     assert descendants(500, below) == [500, 501, 502]
-    assert reports_as(descendants(500, below), str(tmp_path)) == [
+    assert reports_as(500, "", below, str(tmp_path)) == [
         {"pid": 500, "hostname": None}, {"pid": 1, "hostname": "3f9c2a1b7d4e"}, {"pid": 2, "hostname": "3f9c2a1b7d4e"}]
     assert identity(999, str(tmp_path)) is None, "a process that is gone"
 
@@ -65,7 +65,7 @@ def test_this_machine_s_own_process_in_a_pid_namespace_of_its_own_reports_pid_1_
     try:
         found: list = []
         for dummy in range(100):
-            found = reports_as(descendants(container.pid, children()))
+            found = reports_as(container.pid, "", children(), "/")
             if {"pid": 1, "hostname": "ctr-7a1f"} in found:
                 break
             time.sleep(0.05)
