@@ -33,14 +33,6 @@ class FileOutcome(TypedDict, total=False):
     error: str
 
 
-def _current_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
-
-
 def _reason(exc: OSError | UnicodeError) -> str:
     """The reason without the bytes or the text it may quote."""
     return "it is not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or type(exc).__name__
@@ -54,29 +46,32 @@ def _raise_the_os_error(msg: str = "", **kwargs: Any) -> None:
     raise OSError(None, msg)
 
 
-def _write(module: Any, path: str, folder: str, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=folder)
+def _write(module: Any, path: str, text: str) -> str | None:
+    """Write ``text`` to ``path`` through a temporary file in its folder, moved into place: why it could not be
+    written (never the text), else None."""
     # ansible-core before 2.19 ends the module with fail_json when the move fails (2.19 on raise an Exception): the
     # move's OSError is raised instead, so the run fails with the file's own message, as on every core.
     fail_json, module.fail_json = module.fail_json, _raise_the_os_error
+    temporary = ""
     try:
+        handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=os.path.dirname(path))
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        try:
-            # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
-            module.atomic_move(temporary, path, unsafe_writes=False)
-        except Exception as exc:  # pylint: disable=broad-exception-caught
-            # The OSError itself (before 2.19), or a bare Exception with the OSError its cause: the reason is that.
-            cause = exc if isinstance(exc, OSError) else exc.__cause__ if isinstance(exc.__cause__, OSError) else None
-            raise OSError(cause.errno if cause else None, cause.strerror if cause else str(exc)) from exc
+        # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
+        module.atomic_move(temporary, path, unsafe_writes=False)
+        return None
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # An OSError (the move's too, before 2.19), or a bare Exception with the OSError its cause: the reason is that.
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        return _reason(cause) if isinstance(cause, OSError) else str(exc)
     finally:
         module.fail_json = fail_json
-        if os.path.exists(temporary):
+        if temporary and os.path.exists(temporary):
             os.unlink(temporary)
 
 
-def attribute_problem(owner: str | None, group: str | None, mode: str | None) -> str | None:
-    """Why ``owner``, ``group`` or ``mode`` cannot be set on this host (None: they can)."""
+def _problem(path: str, owner: str | None, group: str | None, mode: str | None) -> str | None:
+    """Why ``path`` cannot be written with ``owner``, ``group`` and ``mode`` on this host (None: it can)."""
     if owner and not owner.isdigit():
         try:
             pwd.getpwnam(owner)
@@ -89,6 +84,10 @@ def attribute_problem(owner: str | None, group: str | None, mode: str | None) ->
             return f"there is no group {group} on this host for the file"
     if mode is not None and not OCTAL_MODE.match(mode):
         return f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
+    if not os.path.isabs(path):
+        return "its path must be absolute"
+    if not os.path.isdir(os.path.dirname(path)):
+        return f"its folder {os.path.dirname(path)} does not exist: create it, or choose a path in an existing folder"
     return None
 
 
@@ -103,29 +102,24 @@ def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str
     is None when there is no file). In check mode nothing is written and
     ``changed`` says whether it would be.
     """
-    folder = os.path.dirname(path) or "."
-    problem = attribute_problem(owner, group, mode)
-    if problem is None and not os.path.isabs(path):
-        problem = "its path must be absolute"
-    if problem is None and not os.path.isdir(folder):
-        problem = f"its folder {folder} does not exist: create it, or choose a path in an existing folder"
-    if problem is not None:
-        return {"path": path, "changed": False, "error": f"{path} was not written: {problem}"}, None
-    try:
-        before = _current_text(path)
-    except (OSError, UnicodeError) as exc:
-        return {"path": path, "changed": False, "error": f"{path} was not written: it could not be read "
-                                                         f"({_reason(exc)})"}, None
+    problem = _problem(path, owner, group, mode)
+    before: str | None = None
+    if problem is None:
+        try:
+            with open(path, encoding="utf-8") as handle:
+                before = handle.read()
+        except FileNotFoundError:
+            pass
+        except (OSError, UnicodeError) as exc:
+            problem = f"it could not be read ({_reason(exc)})"
     diff: dict[str, str] | None = None
-    if before != text:
+    if problem is None and before != text:
         # Not the two texts, which Ansible would print as a unified diff: the caller says what may be shown.
         diff = {"prepared": f"--- {path if before is not None else '(absent)'}\n+++ {path}\n"
                             + show_change(before, text)}
-    try:
-        if diff and not module.check_mode:
-            _write(module, path, folder, text)
-    except OSError as exc:
-        return {"path": path, "changed": False, "error": f"{path} was not written: {_reason(exc)}"}, None
+        problem = None if module.check_mode else _write(module, path, text)
+    if problem is not None:
+        return {"path": path, "changed": False, "error": f"{path} was not written: {problem}"}, None
     try:
         # In check mode a file that would be created has no attributes to compare yet.
         attributes_changed = os.path.exists(path) and module.set_fs_attributes_if_different(
