@@ -21,16 +21,10 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any
 
 
 OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
-
-
-class FileOutcome(TypedDict, total=False):
-    path: str
-    changed: bool
-    error: str
 
 
 def _reason(exc: OSError | UnicodeError) -> str:
@@ -72,16 +66,12 @@ def _write(module: Any, path: str, text: str) -> str | None:
 
 def _problem(path: str, owner: str | None, group: str | None, mode: str | None) -> str | None:
     """Why ``path`` cannot be written with ``owner``, ``group`` and ``mode`` on this host (None: it can)."""
-    if owner and not owner.isdigit():
+    for kind, name, lookup, purpose in (("user", owner, pwd.getpwnam, "to own"), ("group", group, grp.getgrnam, "for")):
         try:
-            pwd.getpwnam(owner)
+            if name and not name.isdigit():
+                lookup(name)
         except KeyError:
-            return f"there is no user {owner} on this host to own the file"
-    if group and not group.isdigit():
-        try:
-            grp.getgrnam(group)
-        except KeyError:
-            return f"there is no group {group} on this host for the file"
+            return f"there is no {kind} {name} on this host {purpose} the file"
     if mode is not None and not OCTAL_MODE.match(mode):
         return f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
     if not os.path.isabs(path):
@@ -93,10 +83,10 @@ def _problem(path: str, owner: str | None, group: str | None, mode: str | None) 
 
 def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str | None, str], str],
                 owner: str | None = None, group: str | None = None,
-                mode: str | None = None) -> tuple[FileOutcome, dict[str, str] | None]:
+                mode: str | None = None) -> tuple[dict[str, Any], dict[str, str] | None]:
     """Make ``path`` hold ``text`` with ``owner``, ``group`` and ``mode`` (None: left as they are).
 
-    Returns the outcome (``error`` set when it could not be done) and the diff
+    Returns the outcome (``path``, ``changed``, and ``error`` when it could not be done) and the diff
     (None when the text is unchanged): Ansible's ``prepared`` form, the file's
     path and then what ``show_change(before, text)`` says of the change (before
     is None when there is no file). In check mode nothing is written and

@@ -85,12 +85,10 @@ class HostServices:
     # The programs looked up before a restart: {"command": restart | status, "program": ..., "path": ...}.
     programs: list[dict[str, str]] = field(default_factory=list)
 
-    def restarted_services(self) -> list[str]:
-        return [state.service for state in self.services if state.restarted]
-
     def result(self) -> dict[str, Any]:
         """The module's result (RETURN): ``restart_failures``, since ``failed`` is Ansible's own key."""
-        return {**asdict(self), "restarted": self.restarted_services(), "restart_failures": [
+        return {**asdict(self), "restarted": [state.service for state in self.services if state.restarted],
+                "restart_failures": [
             {"service": state.service, "message": state.restart_error}
             for state in self.services if state.restart_error is not None]}
 
@@ -115,11 +113,7 @@ def service_manager(root: str = "/") -> str:
     """``systemd`` when systemd runs this host (as sd_booted() tells), else the name of process 1."""
     if os.path.isdir(os.path.join(root, "run/systemd/system")):
         return "systemd"
-    try:
-        with open(os.path.join(root, "proc/1/comm"), encoding="utf-8") as comm:
-            return comm.read().strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return (identities.read(os.path.join(root, "proc/1/comm")) or b"").decode("utf-8", "replace").strip() or "unknown"
 
 
 def restart_via(method: str, manager: str | None) -> str:
@@ -142,9 +136,8 @@ def configuration_problems(method: str, manager: str, restart_command: str, rest
 
 def _unix_time(text: str) -> float | None:
     """systemd's --timestamp=unix value (``@1764520916``) or plain seconds; None when unset."""
-    text = text.strip().lstrip("@")
     try:
-        value = float(text)
+        value = float(text.strip().lstrip("@"))
     except ValueError:
         return None
     return value if value > 0 else None
