@@ -62,24 +62,20 @@ def current_user() -> str:
         return f"uid {os.geteuid()}"
 
 
-def find_program(program: str, path: str) -> str | None:
-    """The program's path as it would run, or None when it would not: not found, or not executable."""
-    return shutil.which(expanded(program), path=path)
-
-
-def program_problem(program: str, path: str, user: str) -> str | None:
-    """Why ``program`` cannot run for ``user`` with PATH ``path``, in words; None when it can."""
-    if find_program(program, path) is not None:
-        return None
+def locate(program: str, path: str, user: str) -> tuple[str | None, str | None]:
+    """The program's path as it would run for ``user`` with PATH ``path``; else None and why it would not, in words:
+    not found, or not executable."""
     name = expanded(program)
+    located = shutil.which(name, path=path)
+    if located is not None:
+        return located, None
     if os.sep in name:
-        if not os.path.exists(name):
-            return f"{name} does not exist"
-        return f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}"
+        return None, (f"{name} does not exist" if not os.path.exists(name)
+                      else f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}")
     present = [folder for folder in path.split(os.pathsep) if os.path.isfile(os.path.join(folder or ".", name))]
     if present:
-        return f"{name} is in {present[0]} but not executable for user {user}"
-    return f"{name} is not on the PATH of user {user} ({path})"
+        return None, f"{name} is in {present[0]} but not executable for user {user}"
+    return None, f"{name} is not on the PATH of user {user} ({path})"
 
 
 def run_argv(run: Runner, words: list[str]) -> tuple[int, str, str]:

@@ -78,7 +78,7 @@ def reports_as(main_pid: int | None, cgroup: str, below: dict[int, list[int]], r
     else ``main_pid`` and its descendants (``below``: children())."""
     found: list[dict[str, Any]] = []
     for pid in cgroup_pids(cgroup, root) or (descendants(main_pid, below) if main_pid else []):
-        read = identity(pid, root)
-        if read is not None and read not in found:
-            found.append(read)
+        known = identity(pid, root)
+        if known is not None and known not in found:
+            found.append(known)
     return found

@@ -166,16 +166,24 @@ def systemd_state(service: str, properties: dict[str, str], boot: float | None =
     return ServiceState(service, state, started, int(properties.get("MainPID") or 0) or None, detail)
 
 
-def status_command_state(service: str, command: str, rc: int, stdout: str, stderr: str) -> ServiceState:
-    """The restart contract's status command: exit 0 and ``START [PID]`` on stdout (START in unix seconds).
+def status_command_state(run: commands.Runner, service: str, status_command: str) -> ServiceState:
+    """The restart contract's status command, run for ``service``: exit 0 and ``START [PID]`` on stdout (START in
+    unix seconds).
 
-    ``command`` is the status command of this service, as it ran. Exit 4 says
+    Messages name the command as it runs, ``{service}`` replaced. Exit 4 says
     the service does not exist (``missing``). Exiting 126 or 127 (it, or a
     program it runs, cannot run), or 0 with other output, is a problem; another
     non-zero exit (3: not running) is not - the service is restarted like any
     whose start is unknown. Each line after the first names a replica:
     ``HOSTNAME [PID]``.
     """
+    command = commands.for_service(status_command, service)
+    try:
+        words = commands.argv(command)
+    except ValueError as error:
+        return ServiceState(service, UNKNOWN, detail=f"status command cannot be split: {error}",
+                            problem=f"the status command {command} cannot be split into words: {error}")
+    rc, stdout, stderr = commands.run_argv(run, words)
     said = commands.outcome_text(rc, stdout, stderr)
     if rc == NO_SUCH_SERVICE:
         return ServiceState(service, MISSING, detail=f"no such service (status command {said})",
@@ -210,16 +218,6 @@ def restart(run: commands.Runner, method: str, service: str, restart_command: st
     return None if rc == 0 else commands.outcome_text(rc, stdout, stderr)
 
 
-def _status_state(run: commands.Runner, service: str, status_command: str) -> ServiceState:
-    command = commands.for_service(status_command, service)
-    try:
-        words = commands.argv(command)
-    except ValueError as error:
-        return ServiceState(service, UNKNOWN, detail=f"status command cannot be split: {error}",
-                            problem=f"the status command {command} cannot be split into words: {error}")
-    return status_command_state(service, command, *commands.run_argv(run, words))
-
-
 def read_states(run: commands.Runner, method: str, services: list[str], status_command: str,
                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                 root: str = "/") -> list[ServiceState]:
@@ -243,7 +241,7 @@ def read_states(run: commands.Runner, method: str, services: list[str], status_c
         read = [(systemd_state(service, unit, boot), unit.get("ControlGroup", "")) for service in services
                 for unit in [units.get(service) or units.get(f"{service}.service") or {}]]
     elif status_command.strip():
-        read = [(_status_state(run, service, status_command), "") for service in services]
+        read = [(status_command_state(run, service, status_command), "") for service in services]
     else:
         return [ServiceState(service, UNKNOWN, detail="no status command") for service in services]
     below = identities.children(root) if any(state.main_pid and not cgroup for state, cgroup in read) else {}
@@ -263,10 +261,9 @@ def program_checks(what: str, command: str, services: list[str], *, path: str,
         except ValueError as error:
             problems.append(f"the {what} command {command} cannot be split into words: {error}")
             continue
-        located = commands.find_program(program, path)
+        located, problem = commands.locate(program, path, user)
         if located is None:
-            problems.append(f"the {what} command {command} cannot run here: "
-                            f"{commands.program_problem(program, path, user)}")
+            problems.append(f"the {what} command {command} cannot run here: {problem}")
         else:
             found.setdefault(located, {"command": what, "program": commands.expanded(program), "path": located})
     return list(dict.fromkeys(problems)), list(found.values())

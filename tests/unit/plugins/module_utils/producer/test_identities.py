@@ -75,11 +75,16 @@ def test_this_machine_s_own_process_in_a_pid_namespace_of_its_own_reports_pid_1_
         container.wait()
 
 
+def printing(stdout: str):
+    """A status command that exits 0 and prints ``stdout``."""
+    return lambda words: (0, stdout, "")
+
+
 def test_a_status_command_may_name_the_runtimes_that_run_elsewhere_a_line_each():
-    state = status_command_state("api", "status api", 0, "1764520916 4242\napi-7d9f-x2\napi-7d9f-y3 1\n", "")
+    state = status_command_state(printing("1764520916 4242\napi-7d9f-x2\napi-7d9f-y3 1\n"), "api", "status {service}")
     assert (state.state, state.main_pid) == ("running", 4242)
     assert state.reports_as == [{"hostname": "api-7d9f-x2", "pid": None}, {"hostname": "api-7d9f-y3", "pid": 1}]
-    broken = status_command_state("api", "status api", 0, "1764520916 4242\napi 1 2\n", "")
+    broken = status_command_state(printing("1764520916 4242\napi 1 2\n"), "api", "status {service}")
     assert broken.state == "unknown" and "not its contract" in str(broken.problem)
 
 

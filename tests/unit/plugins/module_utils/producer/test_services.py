@@ -166,7 +166,7 @@ def test_a_status_command_that_cannot_run_or_breaks_its_contract_is_a_problem_a_
 def test_the_status_commands_exit_says_running_not_running_or_no_such_service(rc, stdout, stderr, state, detail,
                                                                               problem):
     """LSB's status codes, as init scripts and supervisorctl status exit: 0, 3 (a restart starts it), 4 (refused)."""
-    read = status_command_state("p1", "status p1", rc, stdout, stderr)
+    read = status_command_state(lambda words: (rc, stdout, stderr), "p1", "status {service}")
     assert (read.state, read.detail, read.problem) == (state, detail, problem)
 
 
