@@ -62,13 +62,15 @@ def current_user() -> str:
         return f"uid {os.geteuid()}"
 
 
-def locate(program: str, path: str, user: str) -> tuple[str | None, str | None]:
+def locate(program: str, path: str | None = None, user: str | None = None) -> tuple[str | None, str | None]:
     """The program's path as it would run for ``user`` with PATH ``path``; else None and why it would not, in words:
-    not found, or not executable."""
+    not found, or not executable. By default the module's PATH (subprocess's: the module's environment) and user."""
+    path = os.environ.get("PATH", os.defpath) if path is None else path
     name = expanded(program)
     located = shutil.which(name, path=path)
     if located is not None:
         return located, None
+    user = user or current_user()
     if os.sep in name:
         return None, (f"{name} does not exist" if not os.path.exists(name)
                       else f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}")

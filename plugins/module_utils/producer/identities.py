@@ -30,20 +30,6 @@ def read(path: str) -> bytes | None:
         return None
 
 
-def identity(pid: int, root: str = "/") -> dict[str, Any] | None:
-    """The pid and host name the process ``pid`` would report as an Awa runtime; None when it is gone."""
-    status = read(os.path.join(root, "proc", str(pid), "status"))
-    if status is None:
-        return None
-    nspid = [line.split()[1:] for line in status.decode("utf-8", "replace").splitlines() if line.startswith("NSpid:")]
-    found: dict[str, Any] = {"pid": int(nspid[0][-1]) if nspid and nspid[0] else pid}
-    environ = read(os.path.join(root, "proc", str(pid), "environ"))
-    if environ is not None:
-        found["hostname"] = next((entry[len(b"HOSTNAME="):].decode("utf-8", "replace")
-                                  for entry in environ.split(b"\0") if entry.startswith(b"HOSTNAME=")), None)
-    return found
-
-
 def children(root: str = "/") -> dict[int, list[int]]:
     """Each process's children, from one pass over /proc (each process's parent)."""
     found: dict[int, list[int]] = {}
@@ -74,11 +60,20 @@ def cgroup_pids(cgroup: str, root: str = "/") -> list[int]:
 
 
 def reports_as(main_pid: int | None, cgroup: str, below: dict[int, list[int]], root: str = "/") -> list[dict[str, Any]]:
-    """The identities of a running service's processes, each once, in order: those of its control group ``cgroup``,
-    else ``main_pid`` and its descendants (``below``: children())."""
+    """The pid and host name each process of a running service would report as an Awa runtime, each once, in order:
+    the processes of its control group ``cgroup``, else ``main_pid`` and its descendants (``below``: children()). A
+    process that is gone reports nothing; one whose environment cannot be read, no ``hostname``."""
     found: list[dict[str, Any]] = []
     for pid in cgroup_pids(cgroup, root) or (descendants(main_pid, below) if main_pid else []):
-        known = identity(pid, root)
-        if known is not None and known not in found:
+        status = read(os.path.join(root, "proc", str(pid), "status"))
+        if status is None:
+            continue
+        nspid = [line.split()[1:] for line in status.decode("utf-8", "replace").splitlines() if line.startswith("NSpid:")]
+        known: dict[str, Any] = {"pid": int(nspid[0][-1]) if nspid and nspid[0] else pid}
+        environ = read(os.path.join(root, "proc", str(pid), "environ"))
+        if environ is not None:
+            known["hostname"] = next((entry[len(b"HOSTNAME="):].decode("utf-8", "replace")
+                                      for entry in environ.split(b"\0") if entry.startswith(b"HOSTNAME=")), None)
+        if known not in found:
             found.append(known)
     return found

@@ -224,9 +224,8 @@ def read_states(run: commands.Runner, method: str, services: list[str], status_c
     """Every service's state, in one ``systemctl show`` or one status command per service, with what the processes
     of each that runs report as a runtime's identity (a unit's control group, or the main pid and its
     descendants; then the replicas a status command printed)."""
-    if not services:
-        return []
-    if method == "systemd":
+    # No unit: systemctl show would print its own properties.
+    if method == "systemd" and services:
         show = ["systemctl", "show", "--timestamp=unix", f"--property={SYSTEMCTL_PROPERTIES}", "--", *services]
         rc, stdout, stderr = commands.run_argv(run, show)
         boot = None
@@ -249,10 +248,11 @@ def read_states(run: commands.Runner, method: str, services: list[str], status_c
             if state.state == RUNNING else state for state, cgroup in read]
 
 
-def program_checks(what: str, command: str, services: list[str], *, path: str,
-                   user: str) -> tuple[list[str], list[dict[str, str]]]:
+def program_checks(what: str, command: str, services: list[str], path: str | None,
+                   user: str | None) -> tuple[list[str], list[dict[str, str]]]:
     """Whether the program of ``command`` (the ``what`` command: restart or status) can run for each service, as
-    run_command would run it: the problems (each once), and the programs found (each once)."""
+    run_command would run it (``path`` and ``user``: commands.locate's): the problems (each once), and the programs
+    found (each once)."""
     problems: list[str] = []
     found: dict[str, dict[str, str]] = {}
     for service in services:
@@ -287,12 +287,9 @@ def operate(run: commands.Runner, services: list[str], to_restart: list[str], *,
                          problems=configuration_problems(method, manager, restart_command, bool(to_restart)))
     status_problems: list[str] = []
     if to_restart and via == "command" and not found.problems:
-        # A program without a folder is looked up on the module's PATH (subprocess's: the module's environment).
-        where = {"path": os.environ.get("PATH", os.defpath) if path is None else path,
-                 "user": user or commands.current_user()}
-        found.problems, found.programs = program_checks("restart", restart_command, to_restart, **where)
+        found.problems, found.programs = program_checks("restart", restart_command, to_restart, path, user)
         if status_command.strip():
-            status_problems, status_programs = program_checks("status", status_command, services, **where)
+            status_problems, status_programs = program_checks("status", status_command, services, path, user)
             found.problems += status_problems
             found.programs += status_programs
     outcomes: dict[str, str | None] = {}

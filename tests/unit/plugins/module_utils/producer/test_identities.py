@@ -15,7 +15,6 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.identities
     cgroup_pids,
     children,
     descendants,
-    identity,
     reports_as,
 )
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import operate, status_command_state
@@ -40,12 +39,12 @@ def test_a_container_s_process_reports_its_innermost_pid_and_the_hostname_its_en
     assert descendants(500, below) == [500, 501, 502]
     assert reports_as(500, "", below, str(tmp_path)) == [
         {"pid": 500, "hostname": None}, {"pid": 1, "hostname": "3f9c2a1b7d4e"}, {"pid": 2, "hostname": "3f9c2a1b7d4e"}]
-    assert identity(999, str(tmp_path)) is None, "a process that is gone"
+    assert reports_as(999, "", below, str(tmp_path)) == [], "a process that is gone"
 
 
 def test_an_environment_that_cannot_be_read_leaves_the_host_name_unknown(tmp_path):
     process(tmp_path, 700, 1, "700", environ=None)
-    assert identity(700, str(tmp_path)) == {"pid": 700}
+    assert reports_as(700, "", {}, str(tmp_path)) == [{"pid": 700}]
 
 
 @pytest.mark.parametrize("hierarchy", ["", "systemd/"], ids=["cgroup v2", "cgroup v1 (systemd's)"])
