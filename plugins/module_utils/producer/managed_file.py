@@ -32,20 +32,18 @@ def _reason(exc: OSError | UnicodeError) -> str:
     return "it is not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or type(exc).__name__
 
 
-def _raise_the_os_error(msg: str = "", **kwargs: Any) -> None:
-    """In place of fail_json during the move: the OSError being handled (the move's), else one with the message."""
-    handled = sys.exc_info()[1]
-    if isinstance(handled, OSError):
-        raise handled
-    raise OSError(None, msg)
+def _raise_instead(msg: str = "", **kwargs: Any) -> None:
+    """In place of fail_json during the move: an exception with its message, caused by the one being handled (the
+    move's OSError), as ansible-core 2.19 on raises it."""
+    raise RuntimeError(msg) from sys.exc_info()[1]
 
 
 def _write(module: Any, path: str, text: str) -> str | None:
     """Write ``text`` to ``path`` through a temporary file in its folder, moved into place: why it could not be
     written (never the text), else None."""
-    # ansible-core before 2.19 ends the module with fail_json when the move fails (2.19 on raise an Exception): the
-    # move's OSError is raised instead, so the run fails with the file's own message, as on every core.
-    fail_json, module.fail_json = module.fail_json, _raise_the_os_error
+    # ansible-core before 2.19 ends the module with fail_json when the move fails (2.19 on raise an Exception): it
+    # raises instead, so the run fails with the file's own message, as on every core.
+    fail_json, module.fail_json = module.fail_json, _raise_instead
     temporary = ""
     try:
         handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=os.path.dirname(path))
@@ -55,7 +53,7 @@ def _write(module: Any, path: str, text: str) -> str | None:
         module.atomic_move(temporary, path, unsafe_writes=False)
         return None
     except Exception as exc:  # pylint: disable=broad-exception-caught
-        # An OSError (the move's too, before 2.19), or a bare Exception with the OSError its cause: the reason is that.
+        # An OSError, or an Exception with the move's OSError its cause: the reason is the OSError's.
         cause = exc if isinstance(exc, OSError) else exc.__cause__
         return _reason(cause) if isinstance(cause, OSError) else str(exc)
     finally:
@@ -64,21 +62,29 @@ def _write(module: Any, path: str, text: str) -> str | None:
             os.unlink(temporary)
 
 
-def _problem(path: str, owner: str | None, group: str | None, mode: str | None) -> str | None:
-    """Why ``path`` cannot be written with ``owner``, ``group`` and ``mode`` on this host (None: it can)."""
+def _current_text(path: str, owner: str | None, group: str | None, mode: str | None) -> tuple[str | None, str | None]:
+    """The text ``path`` holds (None: there is no file), or why it cannot be written with ``owner``, ``group`` and
+    ``mode`` on this host (None: it can)."""
     for kind, name, lookup, purpose in (("user", owner, pwd.getpwnam, "to own"), ("group", group, grp.getgrnam, "for")):
         try:
             if name and not name.isdigit():
                 lookup(name)
         except KeyError:
-            return f"there is no {kind} {name} on this host {purpose} the file"
+            return None, f"there is no {kind} {name} on this host {purpose} the file"
     if mode is not None and not OCTAL_MODE.match(mode):
-        return f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
+        return None, f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
     if not os.path.isabs(path):
-        return "its path must be absolute"
+        return None, "its path must be absolute"
     if not os.path.isdir(os.path.dirname(path)):
-        return f"its folder {os.path.dirname(path)} does not exist: create it, or choose a path in an existing folder"
-    return None
+        return None, (f"its folder {os.path.dirname(path)} does not exist: create it, or choose a path in an existing "
+                      "folder")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeError) as exc:
+        return None, f"it could not be read ({_reason(exc)})"
 
 
 def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str | None, str], str],
@@ -92,16 +98,7 @@ def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str
     is None when there is no file). In check mode nothing is written and
     ``changed`` says whether it would be.
     """
-    problem = _problem(path, owner, group, mode)
-    before: str | None = None
-    if problem is None:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                before = handle.read()
-        except FileNotFoundError:
-            pass
-        except (OSError, UnicodeError) as exc:
-            problem = f"it could not be read ({_reason(exc)})"
+    before, problem = _current_text(path, owner, group, mode)
     diff: dict[str, str] | None = None
     if problem is None and before != text:
         # Not the two texts, which Ansible would print as a unified diff: the caller says what may be shown.
