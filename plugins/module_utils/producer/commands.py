@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 
 SERVICE_PLACEHOLDER = "{service}"
 # How much of a failed command's output its message keeps: the last lines, each cut to a length.
-FAILURE_LINES = 5
-FAILURE_LINE_CHARS = 300
+FAILURE_LINES, FAILURE_LINE_CHARS = 5, 300
 # A shell's exit status for a command it could not run: found but not executable, or not found.
 CANNOT_EXECUTE, NOT_FOUND = 126, 127
 
@@ -54,23 +53,20 @@ def expanded(word: str) -> str:
     return os.path.expanduser(os.path.expandvars(word))
 
 
-def current_user() -> str:
-    """The user this module runs as on the host (the connection's, or the one it becomes)."""
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return f"uid {os.geteuid()}"
-
-
 def locate(program: str, path: str | None = None, user: str | None = None) -> tuple[str | None, str | None]:
     """The program's path as it would run for ``user`` with PATH ``path``; else None and why it would not, in words:
-    not found, or not executable. By default the module's PATH (subprocess's: the module's environment) and user."""
+    not found, or not executable. By default the module's PATH (subprocess's: the module's environment) and the user
+    it runs as on the host (the connection's, or the one it becomes)."""
     path = os.environ.get("PATH", os.defpath) if path is None else path
     name = expanded(program)
     located = shutil.which(name, path=path)
     if located is not None:
         return located, None
-    user = user or current_user()
+    if user is None:
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = f"uid {os.geteuid()}"
     if os.sep in name:
         return None, (f"{name} does not exist" if not os.path.exists(name)
                       else f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}")

@@ -48,15 +48,6 @@ def _variable_line(name: str, before: str | None, after: str | None, shown: bool
     return f"{sign}{name}={(after if after is not None else before) if shown else MASK} ({change})"
 
 
-def _other_lines(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> list[str]:
-    """How many lines of each kind that is not NAME=value are added and removed (never the lines)."""
-    added, removed = (Counter(kind for kind, dummy in (more - fewer).elements())
-                      for more, fewer in ((after, before), (before, after)))
-    return [f"~{counted(added[kind], noun)} added, {removed[kind]} removed{why}" if added[kind] and removed[kind]
-            else f"{'+' if added[kind] else '-'}{counted(added[kind] or removed[kind], noun)}{why}"
-            for kind, (noun, why) in OTHER_LINES.items() if added[kind] or removed[kind]]
-
-
 def environment_diff(before: str | None, after: str, shown: Collection[str] = ()) -> str:
     """What changed from ``before`` (None: no file) to ``after``, a line each, for a diff's ``prepared`` text.
 
@@ -71,7 +62,12 @@ def environment_diff(before: str | None, after: str, shown: Collection[str] = ()
     unchanged = [name for name in names if old.get(name) == new.get(name)]
     lines = [_variable_line(name, old.get(name), new.get(name), name in shown) for name in names
              if name not in unchanged]
-    lines += _other_lines(old_others, new_others)
+    # How many lines of each kind that is not NAME=value are added and removed (never the lines).
+    added, removed = (Counter(kind for kind, dummy in (more - fewer).elements())
+                      for more, fewer in ((new_others, old_others), (old_others, new_others)))
+    lines += [f"~{counted(added[kind], noun)} added, {removed[kind]} removed{why}" if added[kind] and removed[kind]
+              else f"{'+' if added[kind] else '-'}{counted(added[kind] or removed[kind], noun)}{why}"
+              for kind, (noun, why) in OTHER_LINES.items() if added[kind] or removed[kind]]
     if not lines and before != after:
         lines.append(" only the layout changed (the order of lines, spaces, line endings or a variable assigned "
                      "twice): every variable keeps the value a service reads")

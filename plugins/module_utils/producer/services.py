@@ -123,12 +123,10 @@ def restart_via(method: str, manager: str | None) -> str:
 
 def configuration_problems(method: str, manager: str, restart_command: str, restarts: bool) -> list[str]:
     """Why this host cannot restart its services as configured (nothing when it can, or restarts nothing)."""
-    if not restarts:
-        return []
-    if method == "systemd" and manager != "systemd":
+    if restarts and method == "systemd" and manager != "systemd":
         return [f"enqueue_shards_restart_method is systemd but this host runs {manager}: use "
                 "enqueue_shards_restart_method: command with enqueue_shards_restart_command"]
-    if restart_via(method, manager) == "command" and not restart_command.strip():
+    if restarts and restart_via(method, manager) == "command" and not restart_command.strip():
         return [f"this host does not run systemd (service manager: {manager}) and enqueue_shards_restart_command "
                 'is empty: give the command that restarts one service, e.g. "supervisorctl restart {service}"']
     return []
@@ -179,11 +177,10 @@ def status_command_state(run: commands.Runner, service: str, status_command: str
     """
     command = commands.for_service(status_command, service)
     try:
-        words = commands.argv(command)
-    except ValueError as error:
+        rc, stdout, stderr = commands.run_argv(run, commands.argv(command))
+    except ValueError as error:  # argv's: it cannot be split
         return ServiceState(service, UNKNOWN, detail=f"status command cannot be split: {error}",
                             problem=f"the status command {command} cannot be split into words: {error}")
-    rc, stdout, stderr = commands.run_argv(run, words)
     said = commands.outcome_text(rc, stdout, stderr)
     if rc == NO_SUCH_SERVICE:
         return ServiceState(service, MISSING, detail=f"no such service (status command {said})",
@@ -208,14 +205,6 @@ def status_command_state(run: commands.Runner, service: str, status_command: str
     # The first line is START [PID], each next one HOSTNAME [PID]: the same shape.
     runtimes = [{"hostname": line[0], "pid": int(line[1]) if len(line) == 2 else None} for line in lines]
     return ServiceState(service, RUNNING, started, runtimes[0]["pid"], reports_as=runtimes[1:])
-
-
-def restart(run: commands.Runner, method: str, service: str, restart_command: str) -> str | None:
-    """Restart one service; its exit status and last lines of error output when it failed, else None."""
-    words = (["systemctl", "restart", "--", service] if method == "systemd"
-             else commands.argv(commands.for_service(restart_command, service)))
-    rc, stdout, stderr = commands.run_argv(run, words)
-    return None if rc == 0 else commands.outcome_text(rc, stdout, stderr)
 
 
 def read_states(run: commands.Runner, method: str, services: list[str], status_command: str,
@@ -292,18 +281,20 @@ def operate(run: commands.Runner, services: list[str], to_restart: list[str], *,
             status_problems, status_programs = program_checks("status", status_command, services, path, user)
             found.problems += status_problems
             found.programs += status_programs
+    # Each restart's outcome: None, or its exit status and last lines of error output when it failed.
     outcomes: dict[str, str | None] = {}
-    if not found.problems and not check_mode:
-        outcomes = {service: restart(run, via, service, restart_command) for service in to_restart}
+    for service in [] if found.problems or check_mode else to_restart:
+        words = (["systemctl", "restart", "--", service] if via == "systemd"
+                 else commands.argv(commands.for_service(restart_command, service)))
+        rc, stdout, stderr = commands.run_argv(run, words)
+        outcomes[service] = None if rc == 0 else commands.outcome_text(rc, stdout, stderr)
     # A status command whose program cannot run (a problem of the host, above) is not run for every service only to
     # say so again.
     no_systemd = via == "systemd" and manager != "systemd"
     unread = (f"this host does not run systemd (service manager: {manager})" if no_systemd
               else "the status command cannot run here" if status_problems else None)
-    if unread:
-        states = [ServiceState(service, UNKNOWN, detail=unread) for service in services]
-    else:
-        states = read_states(run, via, services, status_command, clock, root=root)
+    states = ([ServiceState(service, UNKNOWN, detail=unread) for service in services] if unread
+              else read_states(run, via, services, status_command, clock, root=root))
     # A restarted service's processes are still starting when its restart returns (a shell that runs a container
     # that runs a program, each executing the next with an environment of its own): read again until two reads,
     # SETTLE_SECONDS apart, agree on what they report (there is no restart where the services are not read).
