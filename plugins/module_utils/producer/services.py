@@ -186,9 +186,9 @@ def status_command_state(run: commands.Runner, service: str, status_command: str
         return ServiceState(service, MISSING, detail=f"no such service (status command {said})",
                             problem=f"the status command {command} says there is no such service ({said})")
     if rc != 0:
-        error = (stderr or stdout or "").strip().splitlines()
+        output = (stderr or stdout or "").strip().splitlines()
         detail = (("not running, " if rc == NOT_RUNNING else "") + f"status command exited {rc}"
-                  + (f": {error[-1].strip()}" if error else ""))
+                  + (f": {output[-1].strip()}" if output else ""))
         problem = (f"the status command {command} cannot run here ({said})"
                    if rc in (commands.CANNOT_EXECUTE, commands.NOT_FOUND) else None)
         return ServiceState(service, UNKNOWN, detail=detail, problem=problem)
@@ -202,9 +202,8 @@ def status_command_state(run: commands.Runner, service: str, status_command: str
                                                      "(and optionally a pid)",
                             problem=f"the status command {command} printed {printed}, not its contract: it must "
                                     f"{STATUS_CONTRACT}")
-    # The first line is START [PID], each next one HOSTNAME [PID]: the same shape.
-    runtimes = [{"hostname": line[0], "pid": int(line[1]) if len(line) == 2 else None} for line in lines]
-    return ServiceState(service, RUNNING, started, runtimes[0]["pid"], reports_as=runtimes[1:])
+    return ServiceState(service, RUNNING, started, int(lines[0][1]) if len(lines[0]) == 2 else None, reports_as=[
+        {"hostname": line[0], "pid": int(line[1]) if len(line) == 2 else None} for line in lines[1:]])
 
 
 def read_states(run: commands.Runner, method: str, services: list[str], status_command: str,
