@@ -87,10 +87,10 @@ class HostServices:
 
     def result(self) -> dict[str, Any]:
         """The module's result (RETURN): ``restart_failures``, since ``failed`` is Ansible's own key."""
+        failures = [{"service": state.service, "message": state.restart_error}
+                    for state in self.services if state.restart_error is not None]
         return {**asdict(self), "restarted": [state.service for state in self.services if state.restarted],
-                "restart_failures": [
-            {"service": state.service, "message": state.restart_error}
-            for state in self.services if state.restart_error is not None]}
+                "restart_failures": failures}
 
     def restart_failure(self, asked: list[str], check_mode: bool) -> str | None:
         """Why a run asked to restart ``asked`` fails, if it does: a problem restarted nothing; a restart failed; or
