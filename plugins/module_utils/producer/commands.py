@@ -26,8 +26,7 @@ if TYPE_CHECKING:
 
 SERVICE_PLACEHOLDER = "{service}"
 # How much of a failed command's output its message keeps: the last lines, each cut to a length.
-FAILURE_LINES = 5
-FAILURE_LINE_CHARS = 300
+FAILURE_LINES, FAILURE_LINE_CHARS = 5, 300
 # A shell's exit status for a command it could not run: found but not executable, or not found.
 CANNOT_EXECUTE, NOT_FOUND = 126, 127
 
@@ -54,37 +53,27 @@ def expanded(word: str) -> str:
     return os.path.expanduser(os.path.expandvars(word))
 
 
-def current_user() -> str:
-    """The user this module runs as on the host (the connection's, or the one it becomes)."""
-    try:
-        return pwd.getpwuid(os.geteuid()).pw_name
-    except KeyError:
-        return f"uid {os.geteuid()}"
-
-
-def search_path() -> str:
-    """The PATH a program without a folder is looked up on (subprocess's: the module's environment)."""
-    return os.environ.get("PATH", os.defpath)
-
-
-def find_program(program: str, path: str) -> str | None:
-    """The program's path as it would run, or None when it would not: not found, or not executable."""
-    return shutil.which(expanded(program), path=path)
-
-
-def program_problem(program: str, path: str, user: str) -> str | None:
-    """Why ``program`` cannot run for ``user`` with PATH ``path``, in words; None when it can."""
-    if find_program(program, path) is not None:
-        return None
+def locate(program: str, path: str | None = None, user: str | None = None) -> tuple[str | None, str | None]:
+    """The program's path as it would run for ``user`` with PATH ``path``; else None and why it would not, in words:
+    not found, or not executable. By default the module's PATH (subprocess's: the module's environment) and the user
+    it runs as on the host (the connection's, or the one it becomes)."""
+    path = os.environ.get("PATH", os.defpath) if path is None else path
     name = expanded(program)
+    located = shutil.which(name, path=path)
+    if located is not None:
+        return located, None
+    if user is None:
+        try:
+            user = pwd.getpwuid(os.geteuid()).pw_name
+        except KeyError:
+            user = f"uid {os.geteuid()}"
     if os.sep in name:
-        if not os.path.exists(name):
-            return f"{name} does not exist"
-        return f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}"
+        return None, (f"{name} does not exist" if not os.path.exists(name)
+                      else f"{name} is {'a folder' if os.path.isdir(name) else 'not executable'} for user {user}")
     present = [folder for folder in path.split(os.pathsep) if os.path.isfile(os.path.join(folder or ".", name))]
     if present:
-        return f"{name} is in {present[0]} but not executable for user {user}"
-    return f"{name} is not on the PATH of user {user} ({path})"
+        return None, f"{name} is in {present[0]} but not executable for user {user}"
+    return None, f"{name} is not on the PATH of user {user} ({path})"
 
 
 def run_argv(run: Runner, words: list[str]) -> tuple[int, str, str]:
@@ -101,23 +90,10 @@ def run_argv(run: Runner, words: list[str]) -> tuple[int, str, str]:
         return status, "", f"{expanded(words[0])}: {error.strerror or error}"
 
 
-def cannot_run(rc: int) -> bool:
-    """Whether an exit status says the command (or a program it runs) could not run: 126 or 127, as a shell says."""
-    return rc in (CANNOT_EXECUTE, NOT_FOUND)
-
-
-def last_lines(text: str) -> list[str]:
-    """The last FAILURE_LINES lines of ``text`` that say something, each cut to FAILURE_LINE_CHARS."""
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
-    return [line if len(line) <= FAILURE_LINE_CHARS else line[:FAILURE_LINE_CHARS] + "..."
-            for line in lines[-FAILURE_LINES:]]
-
-
-def exit_text(rc: int) -> str:
-    return f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}"
-
-
 def outcome_text(rc: int, stdout: str, stderr: str) -> str:
-    """A command's outcome for a message: its exit status and its last lines of stderr (else of stdout)."""
-    lines = last_lines(stderr) or last_lines(stdout)
-    return exit_text(rc) + (f": {' / '.join(lines)}" if lines else "")
+    """A command's outcome for a message: its exit status and the last FAILURE_LINES lines that say something of its
+    stderr (else of its stdout), each cut to FAILURE_LINE_CHARS."""
+    lines = [line.strip() for line in (stderr if (stderr or "").strip() else stdout or "").splitlines() if line.strip()]
+    said = [line if len(line) <= FAILURE_LINE_CHARS else line[:FAILURE_LINE_CHARS] + "..."
+            for line in lines[-FAILURE_LINES:]]
+    return (f"exit status {rc}" if rc >= 0 else f"killed by signal {-rc}") + (f": {' / '.join(said)}" if said else "")

@@ -23,17 +23,9 @@ from ansible_collections.awa.operations.plugins.module_utils.masking import MASK
 
 # NAME=value, as a systemd EnvironmentFile reads it (spaces around the name are ignored).
 VARIABLE = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=(.*)$")
-# The lines that are not NAME=value, by kind, and how the diff counts them.
-OTHER_LINES = {"comment": "comment line", "blank": "blank line", "other": "other line"}
-NOT_SHOWN = {"comment": " (not shown: a comment may hold a secret)", "blank": "",
-             "other": " (not NAME=value, not shown)"}
-
-
-def _kind(line: str) -> str:
-    stripped = line.strip()
-    if not stripped:
-        return "blank"
-    return "comment" if stripped[0] in "#;" else "other"
+# The lines that are not NAME=value, by kind: how the diff counts them, and why it does not show them.
+OTHER_LINES = {"comment": ("comment line", " (not shown: a comment may hold a secret)"), "blank": ("blank line", ""),
+               "other": ("other line", " (not NAME=value, not shown)")}
 
 
 def _parse(text: str | None) -> tuple[dict[str, str], Counter[tuple[str, str]]]:
@@ -45,31 +37,15 @@ def _parse(text: str | None) -> tuple[dict[str, str], Counter[tuple[str, str]]]:
         if match:
             variables[match.group(1)] = match.group(2)
         else:
-            others[(_kind(line), line)] += 1
+            others[("comment" if line.strip()[:1] in ("#", ";") else "other" if line.strip() else "blank", line)] += 1
     return variables, others
 
 
 def _variable_line(name: str, before: str | None, after: str | None, shown: bool) -> str:
     """One variable that is added, removed or changed."""
-    value = (after if after is not None else before) if shown else MASK
-    if before is None:
-        return f"+{name}={value} (added)"
-    if after is None:
-        return f"-{name}={value} (removed)"
-    return f"~{name}={value} (changed from {before})" if shown else f"~{name}={value} (changed)"
-
-
-def _other_lines(before: Counter[tuple[str, str]], after: Counter[tuple[str, str]]) -> list[str]:
-    """How many lines of each kind that is not NAME=value are added and removed (never the lines)."""
-    lines = []
-    for kind, noun in OTHER_LINES.items():
-        added, removed = (sum(number for (line_kind, dummy), number in (more - fewer).items() if line_kind == kind)
-                          for more, fewer in ((after, before), (before, after)))
-        if added and removed:
-            lines.append(f"~{counted(added, noun)} added, {removed} removed{NOT_SHOWN[kind]}")
-        elif added or removed:
-            lines.append(f"{'+' if added else '-'}{counted(added or removed, noun)}{NOT_SHOWN[kind]}")
-    return lines
+    sign, change = ("+", "added") if before is None else ("-", "removed") if after is None else (
+        "~", f"changed from {before}" if shown else "changed")
+    return f"{sign}{name}={(after if after is not None else before) if shown else MASK} ({change})"
 
 
 def environment_diff(before: str | None, after: str, shown: Collection[str] = ()) -> str:
@@ -86,7 +62,12 @@ def environment_diff(before: str | None, after: str, shown: Collection[str] = ()
     unchanged = [name for name in names if old.get(name) == new.get(name)]
     lines = [_variable_line(name, old.get(name), new.get(name), name in shown) for name in names
              if name not in unchanged]
-    lines += _other_lines(old_others, new_others)
+    # How many lines of each kind that is not NAME=value are added and removed (never the lines).
+    added, removed = (Counter(kind for kind, dummy in (more - fewer).elements())
+                      for more, fewer in ((new_others, old_others), (old_others, new_others)))
+    lines += [f"~{counted(added[kind], noun)} added, {removed[kind]} removed{why}" if added[kind] and removed[kind]
+              else f"{'+' if added[kind] else '-'}{counted(added[kind] or removed[kind], noun)}{why}"
+              for kind, (noun, why) in OTHER_LINES.items() if added[kind] or removed[kind]]
     if not lines and before != after:
         lines.append(" only the layout changed (the order of lines, spaces, line endings or a variable assigned "
                      "twice): every variable keeps the value a service reads")

@@ -21,7 +21,8 @@ import os
 from typing import Any
 
 
-def _read(path: str) -> bytes | None:
+def read(path: str) -> bytes | None:
+    """A file's bytes; None when it cannot be read (a process that is gone, a file only another user may read)."""
     try:
         with open(path, "rb") as handle:
             return handle.read()
@@ -29,25 +30,11 @@ def _read(path: str) -> bytes | None:
         return None
 
 
-def identity(pid: int, root: str = "/") -> dict[str, Any] | None:
-    """The pid and host name the process ``pid`` would report as an Awa runtime; None when it is gone."""
-    status = _read(os.path.join(root, "proc", str(pid), "status"))
-    if status is None:
-        return None
-    nspid = [line.split()[1:] for line in status.decode("utf-8", "replace").splitlines() if line.startswith("NSpid:")]
-    found: dict[str, Any] = {"pid": int(nspid[0][-1]) if nspid and nspid[0] else pid}
-    environ = _read(os.path.join(root, "proc", str(pid), "environ"))
-    if environ is not None:
-        found["hostname"] = next((entry[len(b"HOSTNAME="):].decode("utf-8", "replace")
-                                  for entry in environ.split(b"\0") if entry.startswith(b"HOSTNAME=")), None)
-    return found
-
-
 def children(root: str = "/") -> dict[int, list[int]]:
     """Each process's children, from one pass over /proc (each process's parent)."""
     found: dict[int, list[int]] = {}
     for name in os.listdir(os.path.join(root, "proc")):
-        stat = _read(os.path.join(root, "proc", name, "stat")) if name.isdigit() else None
+        stat = read(os.path.join(root, "proc", name, "stat")) if name.isdigit() else None
         if stat:
             # The command name in parentheses may hold spaces: the parent is the second field after it.
             found.setdefault(int(stat[stat.rindex(b")") + 2:].split()[1]), []).append(int(name))
@@ -56,12 +43,9 @@ def children(root: str = "/") -> dict[int, list[int]]:
 
 def descendants(pid: int, below: dict[int, list[int]]) -> list[int]:
     """``pid`` and every process below it (``below``: children())."""
-    found, queue = [], [pid]
-    while queue:
-        pid = queue.pop(0)
-        if pid not in found:
-            found.append(pid)
-            queue += below.get(pid, [])
+    found = [pid]
+    for parent in found:
+        found += [child for child in below.get(parent, []) if child not in found]
     return found
 
 
@@ -71,15 +55,25 @@ def cgroup_pids(cgroup: str, root: str = "/") -> list[int]:
         top = os.path.join(root, base, cgroup.lstrip("/"))
         if cgroup and os.path.isfile(os.path.join(top, "cgroup.procs")):
             return [int(line) for folder, dummy, files in os.walk(top) if "cgroup.procs" in files
-                    for line in (_read(os.path.join(folder, "cgroup.procs")) or b"").split() if line.isdigit()]
+                    for line in (read(os.path.join(folder, "cgroup.procs")) or b"").split() if line.isdigit()]
     return []
 
 
-def reports_as(pids: list[int], root: str = "/") -> list[dict[str, Any]]:
-    """The identities of the processes ``pids``, each once, in order."""
+def reports_as(main_pid: int | None, cgroup: str, below: dict[int, list[int]], root: str = "/") -> list[dict[str, Any]]:
+    """The pid and host name each process of a running service would report as an Awa runtime, each once, in order:
+    the processes of its control group ``cgroup``, else ``main_pid`` and its descendants (``below``: children()). A
+    process that is gone reports nothing; one whose environment cannot be read, no ``hostname``."""
     found: list[dict[str, Any]] = []
-    for pid in pids:
-        read = identity(pid, root)
-        if read is not None and read not in found:
-            found.append(read)
+    for pid in cgroup_pids(cgroup, root) or (descendants(main_pid, below) if main_pid else []):
+        status = read(os.path.join(root, "proc", str(pid), "status"))
+        if status is None:
+            continue
+        nspid = [line.split()[1:] for line in status.decode("utf-8", "replace").splitlines() if line.startswith("NSpid:")]
+        known: dict[str, Any] = {"pid": int(nspid[0][-1]) if nspid and nspid[0] else pid}
+        environ = read(os.path.join(root, "proc", str(pid), "environ"))
+        if environ is not None:
+            known["hostname"] = next((entry[len(b"HOSTNAME="):].decode("utf-8", "replace")
+                                      for entry in environ.split(b"\0") if entry.startswith(b"HOSTNAME=")), None)
+        if known not in found:
+            found.append(known)
     return found

@@ -21,24 +21,10 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any
 
 
 OCTAL_MODE = re.compile(r"^0?[0-7]{3,4}$")
-
-
-class FileOutcome(TypedDict, total=False):
-    path: str
-    changed: bool
-    error: str
-
-
-def _current_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return handle.read()
-    except FileNotFoundError:
-        return None
 
 
 def _reason(exc: OSError | UnicodeError) -> str:
@@ -46,86 +32,81 @@ def _reason(exc: OSError | UnicodeError) -> str:
     return "it is not UTF-8 text" if isinstance(exc, UnicodeError) else exc.strerror or type(exc).__name__
 
 
-def _raise_the_os_error(msg: str = "", **kwargs: Any) -> None:
-    """In place of fail_json during the move: the OSError being handled (the move's), else one with the message."""
-    handled = sys.exc_info()[1]
-    if isinstance(handled, OSError):
-        raise handled
-    raise OSError(None, msg)
+def _raise_instead(msg: str = "", **kwargs: Any) -> None:
+    """In place of fail_json during the move: an exception with its message, caused by the one being handled (the
+    move's OSError), as ansible-core 2.19 on raises it."""
+    raise RuntimeError(msg) from sys.exc_info()[1]
 
 
-def _write(module: Any, path: str, folder: str, text: str) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=folder)
-    # ansible-core before 2.19 ends the module with fail_json when the move fails (2.19 on raise an Exception): the
-    # move's OSError is raised instead, so the run fails with the file's own message, as on every core.
-    fail_json, module.fail_json = module.fail_json, _raise_the_os_error
+def _write(module: Any, path: str, text: str) -> str | None:
+    """Write ``text`` to ``path`` through a temporary file in its folder, moved into place: why it could not be
+    written (never the text), else None."""
+    # ansible-core before 2.19 ends the module with fail_json when the move fails (2.19 on raise an Exception): it
+    # raises instead, so the run fails with the file's own message, as on every core.
+    fail_json, module.fail_json = module.fail_json, _raise_instead
+    temporary = ""
     try:
+        handle, temporary = tempfile.mkstemp(prefix=".awa-", dir=os.path.dirname(path))
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
-        try:
-            # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
-            module.atomic_move(temporary, path, unsafe_writes=False)
-        except Exception as exc:  # pylint: disable=broad-exception-caught
-            # The OSError itself (before 2.19), or a bare Exception with the OSError its cause: the reason is that.
-            cause = exc if isinstance(exc, OSError) else exc.__cause__ if isinstance(exc.__cause__, OSError) else None
-            raise OSError(cause.errno if cause else None, cause.strerror if cause else str(exc)) from exc
+        # unsafe_writes=False: the move is atomic, or it fails and the file stays as it was.
+        module.atomic_move(temporary, path, unsafe_writes=False)
+        return None
+    except Exception as exc:  # pylint: disable=broad-exception-caught
+        # An OSError, or an Exception with the move's OSError its cause: the reason is the OSError's.
+        cause = exc if isinstance(exc, OSError) else exc.__cause__
+        return _reason(cause) if isinstance(cause, OSError) else str(exc)
     finally:
         module.fail_json = fail_json
-        if os.path.exists(temporary):
+        if temporary and os.path.exists(temporary):
             os.unlink(temporary)
 
 
-def attribute_problem(owner: str | None, group: str | None, mode: str | None) -> str | None:
-    """Why ``owner``, ``group`` or ``mode`` cannot be set on this host (None: they can)."""
-    if owner and not owner.isdigit():
+def _current_text(path: str, owner: str | None, group: str | None, mode: str | None) -> tuple[str | None, str | None]:
+    """The text ``path`` holds (None: there is no file), or why it cannot be written with ``owner``, ``group`` and
+    ``mode`` on this host (None: it can)."""
+    for kind, name, lookup, purpose in (("user", owner, pwd.getpwnam, "to own"), ("group", group, grp.getgrnam, "for")):
         try:
-            pwd.getpwnam(owner)
+            if name and not name.isdigit():
+                lookup(name)
         except KeyError:
-            return f"there is no user {owner} on this host to own the file"
-    if group and not group.isdigit():
-        try:
-            grp.getgrnam(group)
-        except KeyError:
-            return f"there is no group {group} on this host for the file"
+            return None, f"there is no {kind} {name} on this host {purpose} the file"
     if mode is not None and not OCTAL_MODE.match(mode):
-        return f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
-    return None
+        return None, f'the mode must be a quoted octal mode such as "0640", got {mode!r}'
+    if not os.path.isabs(path):
+        return None, "its path must be absolute"
+    if not os.path.isdir(os.path.dirname(path)):
+        return None, (f"its folder {os.path.dirname(path)} does not exist: create it, or choose a path in an existing "
+                      "folder")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return handle.read(), None
+    except FileNotFoundError:
+        return None, None
+    except (OSError, UnicodeError) as exc:
+        return None, f"it could not be read ({_reason(exc)})"
 
 
 def ensure_file(module: Any, path: str, text: str, *, show_change: Callable[[str | None, str], str],
                 owner: str | None = None, group: str | None = None,
-                mode: str | None = None) -> tuple[FileOutcome, dict[str, str] | None]:
+                mode: str | None = None) -> tuple[dict[str, Any], dict[str, str] | None]:
     """Make ``path`` hold ``text`` with ``owner``, ``group`` and ``mode`` (None: left as they are).
 
-    Returns the outcome (``error`` set when it could not be done) and the diff
+    Returns the outcome (``path``, ``changed``, and ``error`` when it could not be done) and the diff
     (None when the text is unchanged): Ansible's ``prepared`` form, the file's
     path and then what ``show_change(before, text)`` says of the change (before
     is None when there is no file). In check mode nothing is written and
     ``changed`` says whether it would be.
     """
-    folder = os.path.dirname(path) or "."
-    problem = attribute_problem(owner, group, mode)
-    if problem is None and not os.path.isabs(path):
-        problem = "its path must be absolute"
-    if problem is None and not os.path.isdir(folder):
-        problem = f"its folder {folder} does not exist: create it, or choose a path in an existing folder"
-    if problem is not None:
-        return {"path": path, "changed": False, "error": f"{path} was not written: {problem}"}, None
-    try:
-        before = _current_text(path)
-    except (OSError, UnicodeError) as exc:
-        return {"path": path, "changed": False, "error": f"{path} was not written: it could not be read "
-                                                         f"({_reason(exc)})"}, None
+    before, problem = _current_text(path, owner, group, mode)
     diff: dict[str, str] | None = None
-    if before != text:
+    if problem is None and before != text:
         # Not the two texts, which Ansible would print as a unified diff: the caller says what may be shown.
         diff = {"prepared": f"--- {path if before is not None else '(absent)'}\n+++ {path}\n"
                             + show_change(before, text)}
-    try:
-        if diff and not module.check_mode:
-            _write(module, path, folder, text)
-    except OSError as exc:
-        return {"path": path, "changed": False, "error": f"{path} was not written: {_reason(exc)}"}, None
+        problem = None if module.check_mode else _write(module, path, text)
+    if problem is not None:
+        return {"path": path, "changed": False, "error": f"{path} was not written: {problem}"}, None
     try:
         # In check mode a file that would be created has no attributes to compare yet.
         attributes_changed = os.path.exists(path) and module.set_fs_attributes_if_different(

@@ -24,32 +24,23 @@ unknown: a restart can start it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.producer import identities
-from ansible_collections.awa.operations.plugins.module_utils.producer.commands import (
-    Runner,
-    argv,
-    cannot_run,
-    current_user,
-    expanded,
-    find_program,
-    for_service,
-    outcome_text,
-    program_problem,
-    run_argv,
-    search_path,
-)
+from ansible_collections.awa.operations.plugins.module_utils.producer import commands, identities
 
 RUNNING, FAILED, STOPPED, STARTING, MISSING, UNKNOWN, UNREACHABLE = (
     "running", "failed", "stopped", "starting", "missing", "unknown", "unreachable")
 
 METHODS = ("auto", "systemd", "command")
 SYSTEMCTL_PROPERTIES = "Id,LoadState,ActiveState,SubState,Result,MainPID,ActiveEnterTimestamp,ControlGroup"
+# A unit's state by its ActiveState (a unit that waits to be started again, SubState auto-restart, has failed).
+SYSTEMD_STATES = {"active": RUNNING, "failed": FAILED, "activating": STARTING, "reloading": STARTING,
+                  "inactive": STOPPED}
 # systemctl before systemd 248 (Debian 11's 247, Ubuntu 20.04's 245, RHEL 8's 239) has no --timestamp=unix and says
 # so; there a unit's start is read on the monotonic clock (microseconds since boot) and put on the host's clock.
 NO_UNIX_TIMESTAMPS = "Invalid value: unix"
@@ -94,17 +85,12 @@ class HostServices:
     # The programs looked up before a restart: {"command": restart | status, "program": ..., "path": ...}.
     programs: list[dict[str, str]] = field(default_factory=list)
 
-    def restarted_services(self) -> list[str]:
-        return [state.service for state in self.services if state.restarted]
-
     def result(self) -> dict[str, Any]:
         """The module's result (RETURN): ``restart_failures``, since ``failed`` is Ansible's own key."""
         failures = [{"service": state.service, "message": state.restart_error}
                     for state in self.services if state.restart_error is not None]
-        return {"service_manager": self.service_manager, "method": self.method, "clock": self.clock,
-                "hostname": self.hostname, "services": [asdict(state) for state in self.services],
-                "restarted": self.restarted_services(), "restart_failures": failures,
-                "problems": list(self.problems), "programs": [dict(program) for program in self.programs]}
+        return {**asdict(self), "restarted": [state.service for state in self.services if state.restarted],
+                "restart_failures": failures}
 
     def restart_failure(self, asked: list[str], check_mode: bool) -> str | None:
         """Why a run asked to restart ``asked`` fails, if it does: a problem restarted nothing; a restart failed; or
@@ -127,28 +113,20 @@ def service_manager(root: str = "/") -> str:
     """``systemd`` when systemd runs this host (as sd_booted() tells), else the name of process 1."""
     if os.path.isdir(os.path.join(root, "run/systemd/system")):
         return "systemd"
-    try:
-        with open(os.path.join(root, "proc/1/comm"), encoding="utf-8") as comm:
-            return comm.read().strip() or "unknown"
-    except OSError:
-        return "unknown"
+    return (identities.read(os.path.join(root, "proc/1/comm")) or b"").decode("utf-8", "replace").strip() or "unknown"
 
 
 def restart_via(method: str, manager: str | None) -> str:
     """systemd or command: how a host whose service manager is ``manager`` restarts its services."""
-    if method == "systemd" or (method == "auto" and manager == "systemd"):
-        return "systemd"
-    return "command"
+    return "systemd" if method == "systemd" or (method == "auto" and manager == "systemd") else "command"
 
 
 def configuration_problems(method: str, manager: str, restart_command: str, restarts: bool) -> list[str]:
     """Why this host cannot restart its services as configured (nothing when it can, or restarts nothing)."""
-    if not restarts:
-        return []
-    if method == "systemd" and manager != "systemd":
+    if restarts and method == "systemd" and manager != "systemd":
         return [f"enqueue_shards_restart_method is systemd but this host runs {manager}: use "
                 "enqueue_shards_restart_method: command with enqueue_shards_restart_command"]
-    if restart_via(method, manager) == "command" and not restart_command.strip():
+    if restarts and restart_via(method, manager) == "command" and not restart_command.strip():
         return [f"this host does not run systemd (service manager: {manager}) and enqueue_shards_restart_command "
                 'is empty: give the command that restarts one service, e.g. "supervisorctl restart {service}"']
     return []
@@ -156,9 +134,8 @@ def configuration_problems(method: str, manager: str, restart_command: str, rest
 
 def _unix_time(text: str) -> float | None:
     """systemd's --timestamp=unix value (``@1764520916``) or plain seconds; None when unset."""
-    text = text.strip().lstrip("@")
     try:
-        value = float(text)
+        value = float(text.strip().lstrip("@"))
     except ValueError:
         return None
     return value if value > 0 else None
@@ -166,173 +143,122 @@ def _unix_time(text: str) -> float | None:
 
 def parse_systemctl_show(output: str) -> list[dict[str, str]]:
     """``systemctl show`` of several units: one property dict per unit (blocks separated by blank lines)."""
-    units: list[dict[str, str]] = []
-    current: dict[str, str] = {}
-    for line in output.splitlines() + [""]:
-        if not line.strip():
-            if current:
-                units.append(current)
-                current = {}
-            continue
-        key, dummy, value = line.partition("=")
-        current[key] = value
-    return units
+    return [dict(line.partition("=")[::2] for line in block)
+            for filled, block in itertools.groupby(output.splitlines(), key=lambda line: bool(line.strip())) if filled]
 
 
-def systemd_state(service: str, properties: dict[str, str]) -> ServiceState:
+def systemd_state(service: str, properties: dict[str, str], boot: float | None = None) -> ServiceState:
+    """A unit's state from its properties; with ``boot`` (the host's clock when the monotonic one read 0), its start
+    is read on the monotonic clock (MONOTONIC_START) and put on the host's clock."""
     if not properties:
         return ServiceState(service, UNKNOWN, detail="systemctl show did not report it")
-    active, sub = properties.get("ActiveState", ""), properties.get("SubState", "")
-    pid = int(properties.get("MainPID") or 0) or None
-    result = properties.get("Result")
-    detail = f"{active}/{sub}" + (f", result {result}" if result not in (None, "", "success") else "")
     if properties.get("LoadState") == "not-found":
         missing = "systemd does not know this unit (LoadState=not-found)"
         return ServiceState(service, MISSING, detail=missing, problem=missing)
-    if active == "active":
-        state = RUNNING
-    elif active == "failed" or sub == "auto-restart":
-        state = FAILED
-    elif active in ("activating", "reloading"):
-        state = STARTING
-    elif active == "inactive":
-        state = STOPPED
-    else:
-        state = UNKNOWN
-    return ServiceState(service, state, _unix_time(properties.get("ActiveEnterTimestamp", "")), pid, detail)
+    active, sub, result = properties.get("ActiveState", ""), properties.get("SubState", ""), properties.get("Result")
+    detail = f"{active}/{sub}" + (f", result {result}" if result not in (None, "", "success") else "")
+    state = FAILED if sub == "auto-restart" and active != "active" else SYSTEMD_STATES.get(active, UNKNOWN)
+    entered = int(properties.get(MONOTONIC_START) or 0)
+    started = (_unix_time(properties.get("ActiveEnterTimestamp", "")) if boot is None
+               else round(boot + entered / 1e6, 6) if entered else None)
+    return ServiceState(service, state, started, int(properties.get("MainPID") or 0) or None, detail)
 
 
-def status_command_state(service: str, command: str, rc: int, stdout: str, stderr: str) -> ServiceState:
-    """The restart contract's status command: exit 0 and ``START [PID]`` on stdout (START in unix seconds).
+def status_command_state(run: commands.Runner, service: str, status_command: str) -> ServiceState:
+    """The restart contract's status command, run for ``service``: exit 0 and ``START [PID]`` on stdout (START in
+    unix seconds).
 
-    ``command`` is the status command of this service, as it ran. Exit 4 says
+    Messages name the command as it runs, ``{service}`` replaced. Exit 4 says
     the service does not exist (``missing``). Exiting 126 or 127 (it, or a
     program it runs, cannot run), or 0 with other output, is a problem; another
     non-zero exit (3: not running) is not - the service is restarted like any
-    whose start is unknown.
+    whose start is unknown. Each line after the first names a replica:
+    ``HOSTNAME [PID]``.
     """
+    command = commands.for_service(status_command, service)
+    try:
+        rc, stdout, stderr = commands.run_argv(run, commands.argv(command))
+    except ValueError as error:  # argv's: it cannot be split
+        return ServiceState(service, UNKNOWN, detail=f"status command cannot be split: {error}",
+                            problem=f"the status command {command} cannot be split into words: {error}")
+    said = commands.outcome_text(rc, stdout, stderr)
     if rc == NO_SUCH_SERVICE:
-        said = outcome_text(rc, stdout, stderr)
         return ServiceState(service, MISSING, detail=f"no such service (status command {said})",
                             problem=f"the status command {command} says there is no such service ({said})")
     if rc != 0:
-        error = (stderr or stdout or "").strip().splitlines()
+        output = (stderr or stdout or "").strip().splitlines()
         detail = (("not running, " if rc == NOT_RUNNING else "") + f"status command exited {rc}"
-                  + (f": {error[-1].strip()}" if error else ""))
-        problem = (f"the status command {command} cannot run here ({outcome_text(rc, stdout, stderr)})"
-                   if cannot_run(rc) else None)
+                  + (f": {output[-1].strip()}" if output else ""))
+        problem = (f"the status command {command} cannot run here ({said})"
+                   if rc in (commands.CANNOT_EXECUTE, commands.NOT_FOUND) else None)
         return ServiceState(service, UNKNOWN, detail=detail, problem=problem)
     lines = [line.split() for line in stdout.splitlines() if line.strip()] or [[]]
-    words, replicas = lines[0], lines[1:]
-    started = _unix_time(words[0]) if len(words) in (1, 2) else None
-    pid = int(words[1]) if started is not None and len(words) == 2 and words[1].isdigit() else None
-    if started is None or (len(words) == 2 and pid is None) or not all(
-            len(line) == 1 or (len(line) == 2 and line[1].isdigit()) for line in replicas):
-        printed = _printed(stdout)
+    started = _unix_time(lines[0][0]) if lines[0] else None
+    if started is None or not all(len(line) == 1 or (len(line) == 2 and line[1].isdigit()) for line in lines):
+        text = stdout.strip()
+        # What it printed, quoted and cut after 200 characters.
+        printed = repr(text if len(text) <= 200 else text[:200] + "...") if text else "nothing"
         return ServiceState(service, UNKNOWN, detail=f"status command printed {printed}, not unix seconds "
                                                      "(and optionally a pid)",
                             problem=f"the status command {command} printed {printed}, not its contract: it must "
                                     f"{STATUS_CONTRACT}")
-    return ServiceState(service, RUNNING, started, pid, reports_as=[
-        {"hostname": line[0], "pid": int(line[1]) if len(line) == 2 else None} for line in replicas])
+    return ServiceState(service, RUNNING, started, int(lines[0][1]) if len(lines[0]) == 2 else None, reports_as=[
+        {"hostname": line[0], "pid": int(line[1]) if len(line) == 2 else None} for line in lines[1:]])
 
 
-def _printed(stdout: str) -> str:
-    """What a command printed, for a message: quoted, cut after 200 characters."""
-    text = stdout.strip()
-    return repr(text if len(text) <= 200 else text[:200] + "...") if text else "nothing"
-
-
-def restart(run: Runner, method: str, service: str, restart_command: str) -> str | None:
-    """Restart one service; its exit status and last lines of error output when it failed, else None."""
-    words = (["systemctl", "restart", "--", service] if method == "systemd"
-             else argv(for_service(restart_command, service)))
-    rc, stdout, stderr = run_argv(run, words)
-    return None if rc == 0 else outcome_text(rc, stdout, stderr)
-
-
-def _status_state(run: Runner, service: str, status_command: str) -> ServiceState:
-    command = for_service(status_command, service)
-    try:
-        words = argv(command)
-    except ValueError as error:
-        return ServiceState(service, UNKNOWN, detail=f"status command cannot be split: {error}",
-                            problem=f"the status command {command} cannot be split into words: {error}")
-    return status_command_state(service, command, *run_argv(run, words))
-
-
-def _systemctl_show(run: Runner, services: list[str], clock: Callable[[], float],
-                    monotonic: Callable[[], float]) -> tuple[int, str, str, list[dict[str, str]]]:
-    """``systemctl show`` of the services: its exit status and output, and each unit's properties, the start as
-    ``@unix seconds`` whatever the systemd version."""
-    show = ["systemctl", "show", "--timestamp=unix", f"--property={SYSTEMCTL_PROPERTIES}", "--", *services]
-    rc, stdout, stderr = run_argv(run, show)
-    if rc == 0 or NO_UNIX_TIMESTAMPS not in stderr:
-        return rc, stdout, stderr, parse_systemctl_show(stdout) if rc == 0 else []
-    show = ["systemctl", "show", f"--property={SYSTEMCTL_PROPERTIES},{MONOTONIC_START}", "--", *services]
-    rc, stdout, stderr = run_argv(run, show)
-    boot = clock() - monotonic()  # the host's clock when the monotonic one was 0
-    units = parse_systemctl_show(stdout) if rc == 0 else []
-    for unit in units:
-        entered = int(unit.pop(MONOTONIC_START, "") or 0)
-        unit["ActiveEnterTimestamp"] = f"@{boot + entered / 1e6:.6f}" if entered else ""
-    return rc, stdout, stderr, units
-
-
-def read_states(run: Runner, method: str, services: list[str], status_command: str,
+def read_states(run: commands.Runner, method: str, services: list[str], status_command: str,
                 clock: Callable[[], float] = time.time, monotonic: Callable[[], float] = time.monotonic,
                 root: str = "/") -> list[ServiceState]:
     """Every service's state, in one ``systemctl show`` or one status command per service, with what the processes
     of each that runs report as a runtime's identity (a unit's control group, or the main pid and its
     descendants; then the replicas a status command printed)."""
-    if not services:
-        return []
-    if method == "systemd":
-        rc, stdout, stderr, shown = _systemctl_show(run, services, clock, monotonic)
+    # No unit: systemctl show would print its own properties.
+    if method == "systemd" and services:
+        show = ["systemctl", "show", "--timestamp=unix", f"--property={SYSTEMCTL_PROPERTIES}", "--", *services]
+        rc, stdout, stderr = commands.run_argv(run, show)
+        boot = None
+        if rc != 0 and NO_UNIX_TIMESTAMPS in stderr:
+            show[2:4] = [f"--property={SYSTEMCTL_PROPERTIES},{MONOTONIC_START}"]
+            rc, stdout, stderr = commands.run_argv(run, show)
+            boot = clock() - monotonic()
         if rc != 0:
-            detail = f"systemctl show failed: {outcome_text(rc, stdout, stderr)}"
+            detail = f"systemctl show failed: {commands.outcome_text(rc, stdout, stderr)}"
             return [ServiceState(service, UNKNOWN, detail=detail, problem=detail) for service in services]
-        units = {unit.get("Id", ""): unit for unit in shown}
-        read = [(systemd_state(service, unit), unit.get("ControlGroup", "")) for service in services
+        units = {unit.get("Id", ""): unit for unit in parse_systemctl_show(stdout)}
+        read = [(systemd_state(service, unit, boot), unit.get("ControlGroup", "")) for service in services
                 for unit in [units.get(service) or units.get(f"{service}.service") or {}]]
     elif status_command.strip():
-        read = [(_status_state(run, service, status_command), "") for service in services]
+        read = [(status_command_state(run, service, status_command), "") for service in services]
     else:
         return [ServiceState(service, UNKNOWN, detail="no status command") for service in services]
     below = identities.children(root) if any(state.main_pid and not cgroup for state, cgroup in read) else {}
-    states = []
-    for state, cgroup in read:
-        pids = identities.cgroup_pids(cgroup, root) if state.state == RUNNING and cgroup else []
-        pids = pids or (identities.descendants(state.main_pid, below) if state.state == RUNNING and state.main_pid
-                        else [])
-        states.append(replace(state, reports_as=identities.reports_as(pids, root) + state.reports_as))
-    return states
+    return [replace(state, reports_as=identities.reports_as(state.main_pid, cgroup, below, root) + state.reports_as)
+            if state.state == RUNNING else state for state, cgroup in read]
 
 
-def program_checks(what: str, command: str, services: list[str], *, path: str,
-                   user: str) -> tuple[list[str], list[dict[str, str]]]:
+def program_checks(what: str, command: str, services: list[str], path: str | None,
+                   user: str | None) -> tuple[list[str], list[dict[str, str]]]:
     """Whether the program of ``command`` (the ``what`` command: restart or status) can run for each service, as
-    run_command would run it: the problems (each once), and the programs found."""
+    run_command would run it (``path`` and ``user``: commands.locate's): the problems (each once), and the programs
+    found (each once)."""
     problems: list[str] = []
-    found: list[dict[str, str]] = []
+    found: dict[str, dict[str, str]] = {}
     for service in services:
         try:
-            program = argv(for_service(command, service))[0]
+            program = commands.argv(commands.for_service(command, service))[0]
         except ValueError as error:
-            problem = f"the {what} command {command} cannot be split into words: {error}"
-            problems += [] if problem in problems else [problem]
+            problems.append(f"the {what} command {command} cannot be split into words: {error}")
             continue
-        located = find_program(program, path)
+        located, problem = commands.locate(program, path, user)
         if located is None:
-            problem = f"the {what} command {command} cannot run here: {program_problem(program, path, user)}"
-            problems += [] if problem in problems else [problem]
-        elif not any(entry["path"] == located for entry in found):
-            found.append({"command": what, "program": expanded(program), "path": located})
-    return problems, found
+            problems.append(f"the {what} command {command} cannot run here: {problem}")
+        else:
+            found.setdefault(located, {"command": what, "program": commands.expanded(program), "path": located})
+    return list(dict.fromkeys(problems)), list(found.values())
 
 
-def operate(run: Runner, services: list[str], to_restart: list[str], *, method: str, restart_command: str = "",
-            status_command: str = "", check_mode: bool = False, manager: str | None = None,
+def operate(run: commands.Runner, services: list[str], to_restart: list[str], *, method: str,
+            restart_command: str = "", status_command: str = "", check_mode: bool = False, manager: str | None = None,
             clock: Callable[[], float] = time.time, hostname: str = "", path: str | None = None,
             user: str | None = None, root: str = "/", sleep: Callable[[float], None] = time.sleep) -> HostServices:
     """Restart ``to_restart`` (one after the other; none in check mode), then read every service and the clock.
@@ -349,48 +275,34 @@ def operate(run: Runner, services: list[str], to_restart: list[str], *, method: 
                          problems=configuration_problems(method, manager, restart_command, bool(to_restart)))
     status_problems: list[str] = []
     if to_restart and via == "command" and not found.problems:
-        where = {"path": search_path() if path is None else path, "user": user or current_user()}
-        found.problems, found.programs = program_checks("restart", restart_command, to_restart, **where)
+        found.problems, found.programs = program_checks("restart", restart_command, to_restart, path, user)
         if status_command.strip():
-            status_problems, status_programs = program_checks("status", status_command, services, **where)
+            status_problems, status_programs = program_checks("status", status_command, services, path, user)
             found.problems += status_problems
             found.programs += status_programs
+    # Each restart's outcome: None, or its exit status and last lines of error output when it failed.
     outcomes: dict[str, str | None] = {}
-    if not found.problems and not check_mode:
-        outcomes = {service: restart(run, via, service, restart_command) for service in to_restart}
-    if via == "systemd" and manager != "systemd":
-        states = _unread(services, f"this host does not run systemd (service manager: {manager})")
-    elif status_problems:
-        # Its program cannot run (a problem of the host, above): running it for every service would only say so again.
-        states = _unread(services, "the status command cannot run here")
-    else:
-        states = read_states(run, via, services, status_command, clock, root=root)
-        if any(outcome is None for outcome in outcomes.values()):
-            states = _settled(lambda: read_states(run, via, services, status_command, clock, root=root), states, sleep)
-    found.services = [ServiceState(**{**asdict(state), "restarted": service_restarted(state.service, outcomes),
-                                      "restart_error": outcomes.get(state.service)})
-                      for state in states]
+    for service in [] if found.problems or check_mode else to_restart:
+        words = (["systemctl", "restart", "--", service] if via == "systemd"
+                 else commands.argv(commands.for_service(restart_command, service)))
+        rc, stdout, stderr = commands.run_argv(run, words)
+        outcomes[service] = None if rc == 0 else commands.outcome_text(rc, stdout, stderr)
+    # A status command whose program cannot run (a problem of the host, above) is not run for every service only to
+    # say so again.
+    no_systemd = via == "systemd" and manager != "systemd"
+    unread = (f"this host does not run systemd (service manager: {manager})" if no_systemd
+              else "the status command cannot run here" if status_problems else None)
+    states = ([ServiceState(service, UNKNOWN, detail=unread) for service in services] if unread
+              else read_states(run, via, services, status_command, clock, root=root))
+    # A restarted service's processes are still starting when its restart returns (a shell that runs a container
+    # that runs a program, each executing the next with an environment of its own): read again until two reads,
+    # SETTLE_SECONDS apart, agree on what they report (there is no restart where the services are not read).
+    for dummy in range(SETTLE_READS if None in outcomes.values() else 0):
+        sleep(SETTLE_SECONDS)
+        before, states = states, read_states(run, via, services, status_command, clock, root=root)
+        if [state.reports_as for state in states] == [state.reports_as for state in before]:
+            break
+    found.services = [replace(state, restarted=state.service in outcomes and outcomes[state.service] is None,
+                              restart_error=outcomes.get(state.service)) for state in states]
     found.clock = clock()
     return found
-
-
-def _settled(read: Callable[[], list[ServiceState]], states: list[ServiceState],
-             sleep: Callable[[float], None]) -> list[ServiceState]:
-    """The services' states once what their processes report has settled: a restarted service's processes are
-    still starting when its restart returns (a shell that runs a container that runs a program, each executing the
-    next with an environment of its own), so read again until two reads, SETTLE_SECONDS apart, agree."""
-    for dummy in range(SETTLE_READS):
-        sleep(SETTLE_SECONDS)
-        again = read()
-        if [state.reports_as for state in again] == [state.reports_as for state in states]:
-            return again
-        states = again
-    return states
-
-
-def _unread(services: list[str], why: str) -> list[ServiceState]:
-    return [ServiceState(service, UNKNOWN, detail=why) for service in services]
-
-
-def service_restarted(service: str, outcomes: dict[str, str | None]) -> bool:
-    return service in outcomes and outcomes[service] is None

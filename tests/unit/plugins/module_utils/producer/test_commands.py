@@ -10,9 +10,8 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.producer.commands import (
     argv,
-    find_program,
+    locate,
     outcome_text,
-    program_problem,
     run_argv,
 )
 
@@ -32,12 +31,12 @@ def program(folder, name: str, mode: int = 0o755):
 
 def test_a_program_is_found_on_the_path_or_by_its_path_as_it_would_run(tmp_path, monkeypatch):
     ctl = program(tmp_path, "ctl")
-    assert find_program("ctl", f"/nonexistent:{tmp_path}") == str(ctl)
-    assert find_program(str(ctl), "/nonexistent") == str(ctl)
+    assert locate("ctl", f"/nonexistent:{tmp_path}", "awa") == (str(ctl), None)
+    assert locate(str(ctl), "/nonexistent", "awa") == (str(ctl), None)
     # run_command expands ~ and $VARIABLES in every word, the program's too.
     monkeypatch.setenv("AWA_CTL_HOME", str(tmp_path))
-    assert find_program("$AWA_CTL_HOME/ctl", "") == str(ctl)
-    assert program_problem("ctl", str(tmp_path), "root") is None
+    assert locate("$AWA_CTL_HOME/ctl", "", "awa") == (str(ctl), None)
+    assert locate("ctl", str(tmp_path), "root") == (str(ctl), None)
 
 
 @pytest.mark.parametrize("name, path, expected", [
@@ -50,7 +49,7 @@ def test_a_program_is_found_on_the_path_or_by_its_path_as_it_would_run(tmp_path,
 def test_a_program_that_cannot_run_is_said_in_words(tmp_path, name, path, expected):
     program(tmp_path, "plain", mode=0o644)
     fill = {"folder": str(tmp_path)}
-    assert program_problem(name.format(**fill), path.format(**fill), "awa") == expected.format(**fill)
+    assert locate(name.format(**fill), path.format(**fill), "awa") == (None, expected.format(**fill))
 
 
 def test_a_program_that_cannot_start_answers_as_a_shell_would(tmp_path):

@@ -15,7 +15,6 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.identities
     cgroup_pids,
     children,
     descendants,
-    identity,
     reports_as,
 )
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import operate, status_command_state
@@ -38,14 +37,14 @@ def test_a_container_s_process_reports_its_innermost_pid_and_the_hostname_its_en
     process(tmp_path, 600, 1, "600")
     below = children(str(tmp_path))
     assert descendants(500, below) == [500, 501, 502]
-    assert reports_as(descendants(500, below), str(tmp_path)) == [
+    assert reports_as(500, "", below, str(tmp_path)) == [
         {"pid": 500, "hostname": None}, {"pid": 1, "hostname": "3f9c2a1b7d4e"}, {"pid": 2, "hostname": "3f9c2a1b7d4e"}]
-    assert identity(999, str(tmp_path)) is None, "a process that is gone"
+    assert reports_as(999, "", below, str(tmp_path)) == [], "a process that is gone"
 
 
 def test_an_environment_that_cannot_be_read_leaves_the_host_name_unknown(tmp_path):
     process(tmp_path, 700, 1, "700", environ=None)
-    assert identity(700, str(tmp_path)) == {"pid": 700}
+    assert reports_as(700, "", {}, str(tmp_path)) == [{"pid": 700}]
 
 
 @pytest.mark.parametrize("hierarchy", ["", "systemd/"], ids=["cgroup v2", "cgroup v1 (systemd's)"])
@@ -65,7 +64,7 @@ def test_this_machine_s_own_process_in_a_pid_namespace_of_its_own_reports_pid_1_
     try:
         found: list = []
         for dummy in range(100):
-            found = reports_as(descendants(container.pid, children()))
+            found = reports_as(container.pid, "", children(), "/")
             if {"pid": 1, "hostname": "ctr-7a1f"} in found:
                 break
             time.sleep(0.05)
@@ -75,11 +74,16 @@ def test_this_machine_s_own_process_in_a_pid_namespace_of_its_own_reports_pid_1_
         container.wait()
 
 
+def printing(stdout: str):
+    """A status command that exits 0 and prints ``stdout``."""
+    return lambda words: (0, stdout, "")
+
+
 def test_a_status_command_may_name_the_runtimes_that_run_elsewhere_a_line_each():
-    state = status_command_state("api", "status api", 0, "1764520916 4242\napi-7d9f-x2\napi-7d9f-y3 1\n", "")
+    state = status_command_state(printing("1764520916 4242\napi-7d9f-x2\napi-7d9f-y3 1\n"), "api", "status {service}")
     assert (state.state, state.main_pid) == ("running", 4242)
     assert state.reports_as == [{"hostname": "api-7d9f-x2", "pid": None}, {"hostname": "api-7d9f-y3", "pid": 1}]
-    broken = status_command_state("api", "status api", 0, "1764520916 4242\napi 1 2\n", "")
+    broken = status_command_state(printing("1764520916 4242\napi 1 2\n"), "api", "status {service}")
     assert broken.state == "unknown" and "not its contract" in str(broken.problem)
 
 

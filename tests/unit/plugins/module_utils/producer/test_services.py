@@ -80,7 +80,7 @@ def test_check_mode_and_a_missing_restart_command_restart_nothing(tmp_path):
     marker = tmp_path / "restarted"
     command = f"touch {marker}"
     assert operate(shell, ["a"], ["a"], method="command", restart_command=command, manager="x",
-                   check_mode=True).restarted_services() == []
+                   check_mode=True).result()["restarted"] == []
     assert not marker.exists()
     found = operate(shell, ["a"], ["a"], method="auto", manager="sysvinit")
     assert found.problems == ["this host does not run systemd (service manager: sysvinit) and "
@@ -112,7 +112,7 @@ def test_a_restart_by_command_first_finds_its_programs_and_restarts_nothing_when
                     path="/usr/bin:/bin", user="awa")
     assert found.problems == ["the status command awa-started {service} cannot run here: awa-started is not on the "
                               "PATH of user awa (/usr/bin:/bin)"]
-    assert not marker.exists() and found.restarted_services() == []
+    assert not marker.exists() and found.result()["restarted"] == []
     # Said once, for the host: the status command is not run for every service only to fail again.
     assert [(state.detail, state.problem) for state in found.services] == [
         ("the status command cannot run here", None)] * 2
@@ -166,7 +166,7 @@ def test_a_status_command_that_cannot_run_or_breaks_its_contract_is_a_problem_a_
 def test_the_status_commands_exit_says_running_not_running_or_no_such_service(rc, stdout, stderr, state, detail,
                                                                               problem):
     """LSB's status codes, as init scripts and supervisorctl status exit: 0, 3 (a restart starts it), 4 (refused)."""
-    read = status_command_state("p1", "status p1", rc, stdout, stderr)
+    read = status_command_state(lambda words: (rc, stdout, stderr), "p1", "status {service}")
     assert (read.state, read.detail, read.problem) == (state, detail, problem)
 
 
