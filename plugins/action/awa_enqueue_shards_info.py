@@ -5,14 +5,14 @@
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll
 (its seconds against ``wait_timeout``, and a drain's time left at the rate
-its depth falls: info/wait/polls.py's poll_line), and waits with the module's own
-wait (info/wait/polls.py's poll_until): the same predicates, deadline, result keys,
+its depth falls: info/wait.py's poll_line), and waits with the module's own
+wait (info/wait.py's poll_until): the same predicates, deadline, result keys,
 reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
 (``disconnected``, a failover) after an earlier poll succeeded: that one is
-tried again, as in the module's own wait (info/wait/polls.py's reconnect_policy).
+tried again, as in the module's own wait (info/wait.py's FAILOVER_DELAYS).
 
 Without ``wait`` the module runs once, as is. Under ``async`` it runs once too,
 wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
@@ -34,7 +34,6 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import RECONNECT_ATTEMPTS
 from ansible_collections.awa.operations.plugins.module_utils.info.options import (
     ARGUMENT_RULES,
     argument_spec,
@@ -46,8 +45,12 @@ from ansible_collections.awa.operations.plugins.module_utils.info.options import
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.loop import PREDICATES
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import poll_line, poll_until
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import (
+    FAILOVER_DELAYS,
+    PREDICATES,
+    poll_line,
+    poll_until,
+)
 
 display = Display()
 
@@ -154,9 +157,9 @@ class ActionModule(ActionBase):
             if self.say_done or not PREDICATES[args["wait"]](info):
                 display.display(f"[{host}] {poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
 
-        def on_attempt(exc: BaseException, attempt: int, delay: float) -> None:
-            display.display(f"[{host}] connection lost ({exc}): reconnecting in {delay:.0f}s, attempt {attempt} of "
-                            f"{RECONNECT_ATTEMPTS}")
+        def on_attempt(error: str, attempt: int, delay: float) -> None:
+            display.display(f"[{host}] connection lost ({error}): reconnecting in {delay:.0f}s, attempt {attempt} of "
+                            f"{len(FAILOVER_DELAYS)}")
 
         try:
             return dict(result, **shown(poll_until(fetch, args["wait"], args["wait_timeout"], args["wait_sleep"],

@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import explained, gains, load_window, rule
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import validate_committed
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession, validate_committed
 from ansible_collections.awa.operations.plugins.module_utils.info.options import (
     validate_advice_options,
     validate_lanes_option,
@@ -28,7 +27,7 @@ from ansible_collections.awa.operations.plugins.module_utils.advice.result impor
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
