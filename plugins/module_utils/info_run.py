@@ -2,32 +2,33 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The info modules' run: a read of the queues, or a wait, then the advice on them when asked (``advise: true``).
 
-``read`` is what awa_enqueue_shards_info and the role's internal read run.
-The advice watches the queues' load for a window and puts the rule's
-verdicts in: the advice package's (the rule is rule.py's, pure, its words
-explained.py's, the window load_window.py's), below this one. The
-shard_advice event source calls ``advise_queues`` window after window.
+``run`` is what awa_enqueue_shards_info and the role's internal read run; it
+stands above the two packages it composes, info/ (the read and the wait) and
+advice/ (the rule is rule.py's, pure, its words explained.py's, the window
+load_window.py's). The action plugins check the options with ``validated``
+before they poll the module; the shard_advice event source calls
+``advise_queues`` window after window.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import explained, gains, load_window, rule
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession, validate_committed
-from ansible_collections.awa.operations.plugins.module_utils.info.options import (
-    validate_advice_options,
-    validate_lanes_option,
-    validate_read_options,
-    with_rollout_defaults,
-)
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState
+from ansible_collections.awa.operations.plugins.module_utils.info import options
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import (
+    ReadSession,
+    validate_committed,
+    wait_in_session,
+)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
@@ -41,41 +42,44 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
     Returns queue -> advice (explained.advise); ``measured`` defaults to the shipped gains table.
     """
     views = info["queues"]
-    physical = [name for view in views.values() for name in view["physical_queues"]]
-    window = load_window.watch(conn, physical, seconds, lock_timeout)
-    table = measured or gains.MEASURED
-    advised = {}
-    for name, view in views.items():
-        shards = max(view["enqueue_shards"].values(), default=1)
-        advised[name] = explained.advise(rule.queue_load(name, view["physical_queues"], shards, window),
-                                         window.tally, table)
-    return advised
+    window = load_window.watch(conn, [name for view in views.values() for name in view["physical_queues"]], seconds,
+                               lock_timeout)
+    return {name: explained.advise(rule.queue_load(name, view["physical_queues"],
+                                                   max(view["enqueue_shards"].values(), default=1), window),
+                                   window.tally, measured or gains.MEASURED) for name, view in views.items()}
 
 
 def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
     """Put the advice into a read's result: ``advice``, its lines in the summary, its findings among the findings."""
     info["advice"] = advised
-    lines = [f"advice: {view['message']} {view['ordering']}" for view in advised.values()]
-    info["summary_lines"] = info["summary_lines"] + lines
+    info["summary_lines"] = info["summary_lines"] + [f"advice: {view['message']} {view['ordering']}"
+                                                     for view in advised.values()]
     info["summary"] = "\n".join(info["summary_lines"])
     info["findings"] = list(dict.fromkeys(info["findings"] + [finding for view in advised.values()
                                                               for finding in view["findings"]]))
 
 
-def read(module: Module) -> tuple[ShardsInfo, list[str]]:
+def validated(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The module's options, the rollout's defaulted, once their values are checked together (raises
+    ``InvalidRequest``); the module and its action plugin check them alike."""
+    checked = options.with_rollout_defaults(params)
+    options.validate_read_options(checked["wait_timeout"], checked["wait_sleep"], checked["lock_timeout"],
+                                  checked["delay"])
+    options.validate_advice_options(checked["advise"], checked["advise_window"], checked["advise_gains"],
+                                    checked["wait"])
+    options.validate_lanes_option(checked["lanes"], checked["wait"])
+    return checked
+
+
+def run(module: Module) -> tuple[ShardsInfo, list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked. The result, or a failed
     wait's, as the module returns it (views.shown: the whole of it with ``detail``)."""
-    params = with_rollout_defaults(module.params)
-    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"],
-                          params["delay"])
-    validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
-    validate_lanes_option(params["lanes"], params["wait"])
+    params = validated(module.params)
     committed = validate_committed(params["committed"])
     # The action plugin waits out the delay itself and passes none; the module waits it out under async.
     time.sleep(params["delay"])
-    with open_connection(params) as conn:
-        # After a wait that reconnected (a failover), advice reads on the connection it ended on.
-        session = ReadSession(conn, lambda: connect(params))
+    # After a wait that reconnected (a failover), advice reads on the connection it ended on.
+    with open_connection(params) as conn, contextlib.closing(ReadSession(conn, lambda: connect(params))) as session:
         try:
             info = wait_in_session(
                 session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
@@ -91,6 +95,4 @@ def read(module: Module) -> tuple[ShardsInfo, list[str]]:
         except FailedWithState as failed:
             failed.result = shown(failed.result, detail=params["detail"])
             raise
-        finally:
-            session.close()
     return shown(info, detail=params["detail"]), info["warnings"]
