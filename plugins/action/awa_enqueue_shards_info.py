@@ -38,13 +38,8 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Faile
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.options import ARGUMENT_RULES, argument_spec
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
+from ansible_collections.awa.operations.plugins.module_utils.info import wait
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import (
-    FAILOVER_DELAYS,
-    PREDICATES,
-    poll_line,
-    poll_until,
-)
 from ansible_collections.awa.operations.plugins.module_utils.info_run import validated
 
 display = Display()
@@ -52,8 +47,8 @@ display = Display()
 
 def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float, delay: float = 0) -> None:
     """Under async, Ansible ends the job after ``async`` seconds: a delay and a wait must reach their ends first."""
-    given = {name: seconds for name, seconds in (("delay", delay), ("wait_timeout", 0 if wait == "none" else wait_timeout))
-             if seconds}
+    waits = {"delay": delay, "wait_timeout": 0 if wait == "none" else wait_timeout}
+    given = {name: seconds for name, seconds in waits.items() if seconds}
     waited = sum(given.values())
     if not async_seconds or not waited or async_seconds > waited:
         return
@@ -84,7 +79,6 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        del tmp
         given = self.validate_argument_spec(
             argument_spec={**argument_spec(rollout=self.ROLLOUT), **self.OWN_OPTIONS}, **ARGUMENT_RULES)[1]
         wrap_async = self._task.async_val
@@ -134,17 +128,17 @@ class ActionModule(ActionBase):
         def on_poll(info: PolledRead, elapsed: float) -> None:
             if drain is not None:
                 drain.add(info, elapsed)
-            if self.say_done or not PREDICATES[args["wait"]](info):
-                display.display(f"[{host}] {poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
+            if self.say_done or not wait.PREDICATES[args["wait"]](info):
+                display.display(f"[{host}] {wait.poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
 
         def on_attempt(error: str, attempt: int, delay: float) -> None:
             display.display(f"[{host}] connection lost ({error}): reconnecting in {delay:.0f}s, attempt {attempt} of "
-                            f"{len(FAILOVER_DELAYS)}")
+                            f"{len(wait.FAILOVER_DELAYS)}")
 
         try:
-            return dict(result, **shown(poll_until(
+            return dict(result, **shown(wait.poll_until(
                 fetch, args["wait"], args["wait_timeout"], args["wait_sleep"], on_poll=on_poll, on_attempt=on_attempt,
-                lost=lambda exc: answered and isinstance(exc, FailedWithState) and exc.result.get("disconnected") is True,
+                lost=lambda exc: answered and isinstance(exc, FailedWithState) and bool(exc.result.get("disconnected")),
                 clock=self.clock, pause=self.sleep), detail=args["detail"]))
         except FailedWithState as exc:
             # A failed poll's result as is; a wait that failed, with its last poll's result, which says failed: false
