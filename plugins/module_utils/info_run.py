@@ -12,23 +12,18 @@ before they poll the module; the shard_advice event source calls
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import explained, gains, load_window, rule
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState
-from ansible_collections.awa.operations.plugins.module_utils.info import options
+from ansible_collections.awa.operations.plugins.module_utils.info import options, wait
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait import (
-    ReadSession,
-    validate_committed,
-    wait_in_session,
-)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
@@ -62,26 +57,24 @@ def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
 def validated(params: Mapping[str, Any]) -> dict[str, Any]:
     """The module's options, the rollout's defaulted, once their values are checked together (raises
     ``InvalidRequest``); the module and its action plugin check them alike."""
-    checked = options.with_rollout_defaults(params)
-    options.validate_read_options(checked["wait_timeout"], checked["wait_sleep"], checked["lock_timeout"],
-                                  checked["delay"])
-    options.validate_advice_options(checked["advise"], checked["advise_window"], checked["advise_gains"],
-                                    checked["wait"])
-    options.validate_lanes_option(checked["lanes"], checked["wait"])
-    return checked
+    params = options.with_rollout_defaults(params)
+    options.validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"], params["delay"])
+    options.validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+    options.validate_lanes_option(params["lanes"], params["wait"])
+    return params
 
 
 def run(module: Module) -> tuple[ShardsInfo, list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked. The result, or a failed
     wait's, as the module returns it (views.shown: the whole of it with ``detail``)."""
     params = validated(module.params)
-    committed = validate_committed(params["committed"])
+    committed = wait.validate_committed(params["committed"])
     # The action plugin waits out the delay itself and passes none; the module waits it out under async.
     time.sleep(params["delay"])
     # After a wait that reconnected (a failover), advice reads on the connection it ended on.
-    with open_connection(params) as conn, contextlib.closing(ReadSession(conn, lambda: connect(params))) as session:
+    with open_connection(params) as conn, closing(wait.ReadSession(conn, lambda: connect(params))) as session:
         try:
-            info = wait_in_session(
+            info = wait.wait_in_session(
                 session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
                 queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
                 runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],

@@ -89,16 +89,12 @@ def queue_convergence(runtimes: list[Runtime], current: dict[str, int], changes:
                       margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> QueueConvergence:
     """N of M live runtimes run with the current count of every physical queue in ``current``."""
     live = [runtime for runtime in runtimes if runtime.live]
-    stragglers = []
-    converged = 0
-    for runtime in live:
-        pending = [Straggler(runtime, queue, verdict)
-                   for queue, shards in sorted(current.items())
-                   for verdict in [judge(runtime, queue, shards, changes.get(queue), margin_seconds)]
-                   if not verdict.converged]
-        stragglers.extend(pending)
-        converged += not pending
-    return QueueConvergence(live=len(live), converged=converged, stragglers=stragglers)
+    # Per live runtime, the physical queues it does not run with the current count of.
+    pending = [[Straggler(runtime, queue, verdict) for queue, shards in sorted(current.items())
+                for verdict in [judge(runtime, queue, shards, changes.get(queue), margin_seconds)]
+                if not verdict.converged] for runtime in live]
+    return QueueConvergence(live=len(live), converged=pending.count([]),
+                            stragglers=[straggler for each in pending for straggler in each])
 
 
 def depth_beyond_count(lanes: list[LaneView]) -> int | None:

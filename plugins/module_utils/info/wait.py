@@ -30,11 +30,10 @@ count that no longer exists.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
@@ -86,7 +85,7 @@ PREDICATES: dict[str, Callable[[StateRead], bool]] = {
 
 def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, until: float = math.inf,
              clock: Callable[[], float] = time.monotonic,
-             before: Callable[[int, float], None] | None = None) -> Iterator[int]:
+             before: Callable[[int, float], None] = lambda number, delay: None) -> Iterator[int]:
     """The reconnect policy: attempt numbers from 1, sleeping each of ``delays`` (RECONNECT_DELAYS when None) before
     the next, each sleep cut to the deadline ``until`` and none past it. ``before`` hears of each attempt after the
     first: its number and its delay."""
@@ -95,8 +94,7 @@ def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, 
         remaining = until - clock()
         if remaining <= 0:
             return
-        if before is not None:
-            before(number, min(delay, remaining))
+        before(number, min(delay, remaining))
         sleep(min(delay, remaining))
         yield number
 
@@ -152,27 +150,19 @@ class ReadSession:
             self._conn.close()
 
 
-@dataclass(frozen=True)
-class Committed:
-    """What a change committed for one logical queue: its count and, when recorded, its ledger row."""
-
-    shards: int
-    ledger_id: int | None
-
-
-def validate_committed(value: object) -> dict[str, Committed]:
-    """The info module's ``committed``: the change's per-queue results, or ``{queue: {shards: N, ledger: {id: ID}}}``.
+def validate_committed(value: object) -> dict[str, tuple[int, int | None]]:
+    """The info module's ``committed``: the change's per-queue results, or ``{queue: {shards: N, ledger: {id: ID}}}``;
+    each queue's count and, when recorded, its ledger row's id.
 
     Other keys of a change's result are ignored; so are check-mode results, which committed nothing.
     """
-    if value is None:
-        return {}
+    entries = {} if value is None else value
     shape = ("committed must map each queue to what the change committed, as awa_enqueue_shards returns it in "
              "queues (for example {orders: {shards: 8, ledger: {id: 12}}})")
-    if not isinstance(value, Mapping):
+    if not isinstance(entries, Mapping):
         raise InvalidRequest(f"{shape}; got {value!r}")
     committed = {}
-    for queue, entry in value.items():
+    for queue, entry in entries.items():
         if not isinstance(entry, Mapping):
             raise InvalidRequest(f"{shape}; {queue!r} maps to {entry!r}")
         shards, ledger = entry.get("shards"), entry.get("ledger")
@@ -182,7 +172,7 @@ def validate_committed(value: object) -> dict[str, Committed]:
         if isinstance(shards, bool) or not isinstance(shards, int) or ledger_id is not None and (
                 isinstance(ledger_id, bool) or not isinstance(ledger_id, int)):
             raise InvalidRequest(f"{shape}; {queue!r} has shards {shards!r} and ledger {ledger!r}")
-        committed[str(queue)] = Committed(shards, ledger_id)
+        committed[str(queue)] = (shards, ledger_id)
     return committed
 
 
@@ -191,35 +181,33 @@ def _change_text(change: ChangeView) -> str:
             f"at {change['changed_at']})")
 
 
-def missing_changes(committed: dict[str, Committed], info: StateRead, server: str) -> list[str]:
+def missing_changes(committed: dict[str, tuple[int, int | None]], info: StateRead, server: str) -> list[str]:
     """One line per queue of ``info`` (a read) whose count is not the one committed, saying why and what to do.
 
     Queues the read did not cover are not judged.
     """
     problems = []
-    for name, change in committed.items():
+    for name, (shards, ledger_id) in committed.items():
         counts = info["queues"][name]["enqueue_shards"] if name in info["queues"] else {}
-        if all(count == change.shards for count in counts.values()):
+        if all(count == shards for count in counts.values()):
             continue
         values = sorted(set(counts.values()))
         found = "enqueue_shards " + (str(values[0]) if len(values) == 1 else
                                      ", ".join(f"{queue}: {count}" for queue, count in sorted(counts.items())))
         latest = max(info["queues"][name]["last_change"].values(), key=lambda row: row["id"], default=None)
-        what = f"enqueue_shards {change.shards}" + (f" (ledger change #{change.ledger_id})" if change.ledger_id else "")
-        if latest is not None and change.ledger_id is not None and latest["id"] > change.ledger_id:
+        said = (f"{name}: the change committed enqueue_shards {shards}"
+                + (f" (ledger change #{ledger_id})" if ledger_id else "") + f", but {server}")
+        if latest is not None and ledger_id is not None and latest["id"] > ledger_id:
+            problems.append(f"{said} now holds {found}: it was changed again since, by {_change_text(latest)}. Nothing "
+                            f"will converge on {shards} here; if {found} is not what you want, run the change again.")
+        else:
+            history = f"its latest recorded change is {_change_text(latest)}" if latest else "it has no recorded change"
             problems.append(
-                f"{name}: the change committed {what}, but {server} now holds {found}: it was changed again since, "
-                f"by {_change_text(latest)}. Nothing will converge on {change.shards} here; if {found} is not "
-                f"what you want, run the change again.")
-            continue
-        history = f"its latest recorded change is {_change_text(latest)}" if latest else "it has no recorded change"
-        problems.append(
-            f"{name}: the change committed {what}, but {server} holds {found} and {history}: the change is not on "
-            "this server. This happens after a failover to a standby that had not received it (asynchronous "
-            "replication): the commit was lost with the old primary. Nothing will converge on "
-            f"{change.shards} here. Re-run the change against the new primary (awa.operations.awa_enqueue_shards "
-            f"with queue {name} and shards {change.shards}, or the playbook awa.operations.set_enqueue_shards), "
-            "then the wait.")
+                f"{said} holds {found} and {history}: the change is not on this server. This happens after a failover "
+                "to a standby that had not received it (asynchronous replication): the commit was lost with the old "
+                f"primary. Nothing will converge on {shards} here. Re-run the change against the new primary "
+                f"(awa.operations.awa_enqueue_shards with queue {name} and shards {shards}, or the playbook "
+                "awa.operations.set_enqueue_shards), then the wait.")
     return problems
 
 
@@ -239,18 +227,16 @@ def by_status(statuses: list[tuple[str, str]], limit: int | None = None) -> list
 def progress_line(info: StateRead) -> str:
     """One line per poll: where each queue stands, the queues that stand alike together. Past LISTED different
     standings the other queues are only named (the read's result, and a timeout's message, say where each stands)."""
-    parts = []
-    if info.get("expected_new_runtimes"):
-        parts.append(f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy")
-    statuses: list[tuple[str, str]] = []
-    for name, view in info["queues"].items():
-        # A read without the lanes (lanes: false) does not know the depths.
-        beyond = ("" if "depth_beyond_count" not in view else
-                  f", {'?' if view['depth_beyond_count'] is None else view['depth_beyond_count']} ready "
-                  "beyond the count")
-        statuses.append((name, f"{view['runtimes_converged']}/{view['runtimes_live']} runtimes on "
-                               f"{'/'.join(map(str, sorted(set(view['enqueue_shards'].values()))))} shards{beyond}"
-                               + (" (paused: nothing drains until it is resumed)" if view["paused"] else "")))
+    parts = [f"{len(info['new_runtimes'])}/{info['expected_new_runtimes']} restarted runtimes live and healthy"
+             ] if info.get("expected_new_runtimes") else []
+    # A read without the lanes (lanes: false) does not know the depths.
+    statuses = [(name, f"{view['runtimes_converged']}/{view['runtimes_live']} runtimes on "
+                       f"{'/'.join(map(str, sorted(set(view['enqueue_shards'].values()))))} shards"
+                       + ("" if "depth_beyond_count" not in view else
+                          f", {'?' if view['depth_beyond_count'] is None else view['depth_beyond_count']} ready "
+                          "beyond the count")
+                       + (" (paused: nothing drains until it is resumed)" if view["paused"] else ""))
+                for name, view in info["queues"].items()]
     return "; ".join(parts + by_status(statuses, LISTED)) or "no queues"
 
 
@@ -344,7 +330,7 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
 def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep: float, *,
                lost: Callable[[BaseException], bool] | None = None,
                on_poll: Callable[[PolledRead, float], None] | None = None,
-               on_attempt: Callable[[str, int, float], None] | None = None,
+               on_attempt: Callable[[str, int, float], None] = lambda error, attempt, delay: None,
                clock: Callable[[], float] = time.monotonic,
                pause: Callable[[float], None] = time.sleep) -> ShardsInfo:
     """Poll ``fetch`` until ``wait`` (converged, drained or restarted) holds or ``timeout`` seconds pass; ``none``
@@ -373,14 +359,11 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     interruptions: list[tuple[float, str, int]] = []  # seconds into the wait, why, reconnection attempts
     failures: list[tuple[float, str]] = []  # a poll's failed tries: seconds into the wait, and why
 
-    def announce(number: int, delay: float) -> None:
-        if on_attempt is not None:
-            on_attempt(failures[-1][1], number - 1, delay)
-
     while True:
         failures.clear()
         read: PolledRead | None = None
-        for dummy in attempts(delays, pause, until=deadline, clock=clock, before=announce):
+        for dummy in attempts(delays, pause, until=deadline, clock=clock,
+                              before=lambda number, delay: on_attempt(failures[-1][1], number - 1, delay)):
             try:
                 read = fetch()
                 break
@@ -430,13 +413,13 @@ def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: flo
     ``WaitInterrupted``. The connections the wait opened are closed when it
     ends; ``conn`` is the caller's.
     """
-    with contextlib.closing(ReadSession(conn, reconnect)) as session:
+    with closing(ReadSession(conn, reconnect)) as session:
         return wait_in_session(session, wait, timeout, sleep, on_poll, **options)
 
 
 def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: float,
                     on_poll: Callable[[PolledRead, float], None] | None = None, *,
-                    committed: dict[str, Committed] | None = None, health: bool = False,
+                    committed: dict[str, tuple[int, int | None]] | None = None, health: bool = False,
                     **read_args: Any) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
     failover, a new one), so the caller reads on there and closes it.

@@ -13,7 +13,6 @@ import pytest
 from ansible_collections.awa.operations.plugins.module_utils.info import wait
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import (
     PREDICATES,
-    Committed,
     ReadSession as Reopening,
     missing_changes,
     poll_until,
@@ -228,7 +227,7 @@ def counts_read(counts: dict[str, int], *changes: dict, queue: str = "orders") -
 def test_the_change_result_is_accepted_as_is_and_check_mode_results_are_left_out():
     assert validate_committed({"orders": CHANGE_RESULT, "events": {"shards": 2},
                                "dry": dict(CHANGE_RESULT, check_mode=True)}) == {
-        "orders": Committed(8, 12), "events": Committed(2, None)}
+        "orders": (8, 12), "events": (2, None)}
     assert validate_committed(None) == {} and validate_committed({}) == {}
 
 
@@ -266,7 +265,7 @@ def test_a_change_the_server_never_received_is_named_with_the_count_found_and_wh
 
 
 def test_without_a_recorded_change_or_a_ledger_row_it_still_names_the_count():
-    [problem] = missing_changes({"orders": Committed(8, None)}, counts_read({"orders#0": 4, "orders#1": 8}), SERVER)
+    [problem] = missing_changes({"orders": (8, None)}, counts_read({"orders#0": 4, "orders#1": 8}), SERVER)
     assert problem.startswith("orders: the change committed enqueue_shards 8, but db2.example.com:5432 holds "
                               "enqueue_shards orders#0: 4, orders#1: 8 and it has no recorded change: the change is "
                               "not on this server.")
