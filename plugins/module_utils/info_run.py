@@ -74,14 +74,13 @@ def run(module: Module) -> tuple[ShardsInfo, list[str]]:
     # After a wait that reconnected (a failover), advice reads on the connection it ended on.
     with open_connection(params) as conn, closing(wait.ReadSession(conn, lambda: connect(params))) as session:
         try:
+            # The read's options that read_shards_info takes by the same name, and the three it names otherwise.
             info = wait.wait_in_session(
                 session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
-                queue=params["queue"], queues=params["queues"], stripes=params["stripes"],
-                runtime_roles=tuple(params["runtime_roles"]), ledger_schema=params["ledger_schema"],
-                margin_seconds=params["clock_margin"], known_runtimes=tuple(params["known_runtimes"]),
-                expected_new_runtimes=params["expected_new_runtimes"], lock_timeout=params["lock_timeout"],
-                health=params["health"], lanes=params["lanes"], restarted_services=params["restarted_services"],
-                window_services=params["window_services"])
+                runtime_roles=tuple(params["runtime_roles"]), known_runtimes=tuple(params["known_runtimes"]),
+                margin_seconds=params["clock_margin"], **{name: params[name] for name in (
+                    "queue", "queues", "stripes", "ledger_schema", "expected_new_runtimes", "lock_timeout", "health",
+                    "lanes", "restarted_services", "window_services")})
             if params["advise"]:
                 add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                params["lock_timeout"], params["advise_gains"]))

@@ -39,25 +39,13 @@ from typing import TYPE_CHECKING, Any
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    ChangeNotFound,
-    ConnectionFailed,
-    ConnectionLost,
-    Disconnected,
-    InvalidRequest,
-    WaitInterrupted,
-    WaitTimeout,
-)
+    ChangeNotFound, ConnectionFailed, ConnectionLost, Disconnected, InvalidRequest, WaitInterrupted, WaitTimeout)
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.health import add_health
 from ansible_collections.awa.operations.plugins.module_utils.info.options import WAIT_CHOICES
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
-    ChangeView,
-    PolledRead,
-    ShardRef,
-    ShardsInfo,
-    StateRead,
-)
+    ChangeView, PolledRead, ShardRef, ShardsInfo, StateRead)
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, named_queues, names_text
 
@@ -117,37 +105,25 @@ def reconnect_with_retries(reconnect: Callable[[], Connection], *,
 
 
 class ReadSession:
-    """A connection that is opened again (``reopen``) after it was lost, for read-only work - a wait - that may
+    """A connection that is opened again (``reopen``) once it was lost, for read-only work - a wait - that may
     outlive the server it started on. ``close`` closes the connections it opened; the first is the caller's.
     Without ``reopen``, a lost connection stays lost."""
 
     def __init__(self, conn: Connection, reopen: Callable[[], Connection] | None) -> None:
-        self._first = self._conn = conn
+        self.conn = self._first = conn
         self._reopen = reopen
         self.reopens = reopen is not None
-        self._told = False  # lost() was called for the connection that is closed now
-
-    def ended_untold(self) -> bool:
-        """The session ended without a read failing: psycopg closed it after the last read (the rollback that ends
-        a read's transaction met the server gone), and nobody called ``lost()``. A wait must still count that loss -
-        the next ``current()`` would otherwise reconnect without a word."""
-        return self.reopens and self._conn.closed and not self._told
 
     def current(self) -> Connection:
-        """The connection, opened again when the last one was lost (raises ``ServerUnreachable`` when it cannot be)."""
-        if self._conn.closed and self._reopen is not None:
-            self._conn = self._reopen()
-            self._told = False
-        return self._conn
-
-    def lost(self) -> None:
-        """The connection was lost (the server ended the session): the next ``current()`` opens another."""
-        self._told = True
-        self._conn.close()
+        """The connection, opened again when the last one was closed (raises ``ServerUnreachable`` when it cannot
+        be)."""
+        if self.conn.closed and self._reopen is not None:
+            self.conn = self._reopen()
+        return self.conn
 
     def close(self) -> None:
-        if self._conn is not self._first:
-            self._conn.close()
+        if self.conn is not self._first:
+            self.conn.close()
 
 
 def validate_committed(value: object) -> dict[str, tuple[int, int | None]]:
@@ -249,8 +225,9 @@ def poll_line(info: StateRead, wait: str, elapsed: float, timeout: float, drain:
             + (f"; {left}" if left else ""))
 
 
-def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]:
-    """``fetch``, whose reads also say which shards at or above the count received new jobs since the first read.
+def note_new_jobs(read: PolledRead, first: dict[tuple[str, int, int], int]) -> None:
+    """Say in ``read`` which shards at or above the count received new jobs since the wait's first read (``first``:
+    each lane's enqueue cursor then, filled in as lanes are first seen).
 
     Drained means no ready job is left beyond the count, and none arriving: a
     producer that still runs the old count (one a rollout left alone, or one
@@ -259,22 +236,15 @@ def noting_new_jobs(fetch: Callable[[], PolledRead]) -> Callable[[], PolledRead]
     every job enqueued on it, so a queue whose cursors beyond the count moved
     since the wait's first read is not drained.
     """
-    first: dict[tuple[str, int, int], int] = {}
-
-    def fetched() -> PolledRead:
-        read = fetch()
-        for view in read["queues"].values():
-            moved = sorted({(lane["queue"], lane["shard"]) for lane in view.get("lanes", [])
-                            if lane["beyond_count"] and (cursor := lane.get("enqueue_cursor")) is not None
-                            and cursor > first.setdefault((lane["queue"], lane["priority"], lane["shard"]), cursor)})
-            view["new_jobs_beyond_count"] = [{"queue": queue, "shard": shard} for queue, shard in moved]
-            if moved:
-                view["drained"] = False
-        if "drained" in read:
-            read["drained"] = all(view.get("drained", False) for view in read["queues"].values())
-        return read
-
-    return fetched
+    for view in read["queues"].values():
+        moved = sorted({(lane["queue"], lane["shard"]) for lane in view.get("lanes", [])
+                        if lane["beyond_count"] and (cursor := lane.get("enqueue_cursor")) is not None
+                        and cursor > first.setdefault((lane["queue"], lane["priority"], lane["shard"]), cursor)})
+        view["new_jobs_beyond_count"] = [{"queue": queue, "shard": shard} for queue, shard in moved]
+        if moved:
+            view["drained"] = False
+    if "drained" in read:
+        read["drained"] = all(view.get("drained", False) for view in read["queues"].values())
 
 
 def _shards_text(shards: list[ShardRef]) -> str:
@@ -349,12 +319,11 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
         raise InvalidRequest(f"wait must be one of {', '.join(WAIT_CHOICES)}, got {wait!r}")
     if wait == "none":
         return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
-    if wait == "drained":
-        fetch = noting_new_jobs(fetch)
     started = clock()
     deadline = started + timeout
     delays = [max(sleep, delay) for delay in FAILOVER_DELAYS]
     polls = 0
+    first: dict[tuple[str, int, int], int] = {}  # a drain's enqueue cursors at the first read (note_new_jobs)
     last: PolledRead | None = None
     interruptions: list[tuple[float, str, int]] = []  # seconds into the wait, why, reconnection attempts
     failures: list[tuple[float, str]] = []  # a poll's failed tries: seconds into the wait, and why
@@ -385,6 +354,8 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
                 dict(last or {}, waited=True, polls=polls, duration=round(elapsed, 3)))
         if failures:
             interruptions.append((*failures[0], len(failures)))
+        if wait == "drained":
+            note_new_jobs(read, first)
         polls, last = polls + 1, read
         if on_poll is not None:
             on_poll(read, elapsed)
@@ -436,10 +407,14 @@ def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: floa
     ``ChangeNotFound``. With ``health``, every poll also reads what the change
     shows (health.py). The result names the ``server`` read.
     """
+    counted: list[Connection] = []  # the connections the wait counted lost
+
     def fetch() -> PolledRead:
-        if session.ended_untold():
-            # Lost after the last read, not during one: the same interruption, so the wait says it reconnected.
-            session.lost()
+        if session.reopens and session.conn.closed and session.conn not in counted:
+            # Lost after the last read, not during one (psycopg closed it after the read: the rollback that ends a
+            # read's transaction met the server gone): the same interruption, so the wait says it reconnected rather
+            # than open another connection without a word.
+            counted.append(session.conn)
             raise ConnectionLost("the server ended the session after the last read")
         current = session.current()
         try:
@@ -450,7 +425,8 @@ def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: floa
             if health:
                 add_health(current, read, read_args.get("lock_timeout", DEFAULT_LOCK_TIMEOUT))
         except Disconnected:
-            session.lost()
+            counted.append(current)
+            current.close()  # the next poll opens another
             raise
         return read
 
