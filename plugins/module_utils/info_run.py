@@ -13,7 +13,6 @@ before they poll the module; the shard_advice event source calls
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +53,7 @@ def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
                                                               for finding in view["findings"]]))
 
 
-def validated(params: Mapping[str, Any]) -> dict[str, Any]:
+def validated(params: dict[str, Any]) -> dict[str, Any]:
     """The module's options, the rollout's defaulted, once their values are checked together (raises
     ``InvalidRequest``); the module and its action plugin check them alike."""
     params = options.with_rollout_defaults(params)

@@ -30,7 +30,6 @@ count that no longer exists.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import closing
@@ -42,10 +41,9 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ChangeNotFound, ConnectionFailed, ConnectionLost, Disconnected, InvalidRequest, WaitInterrupted, WaitTimeout)
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
 from ansible_collections.awa.operations.plugins.module_utils.info.health import add_health
-from ansible_collections.awa.operations.plugins.module_utils.info.options import WAIT_CHOICES
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
-    ChangeView, PolledRead, ShardRef, ShardsInfo, StateRead)
+    PolledRead, ShardRef, ShardsInfo, StateRead)
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
 from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, named_queues, names_text
 
@@ -71,7 +69,7 @@ PREDICATES: dict[str, Callable[[StateRead], bool]] = {
 }
 
 
-def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, until: float = math.inf,
+def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, until: float = float("inf"),
              clock: Callable[[], float] = time.monotonic,
              before: Callable[[int, float], None] = lambda number, delay: None) -> Iterator[int]:
     """The reconnect policy: attempt numbers from 1, sleeping each of ``delays`` (RECONNECT_DELAYS when None) before
@@ -111,14 +109,13 @@ class ReadSession:
 
     def __init__(self, conn: Connection, reopen: Callable[[], Connection] | None) -> None:
         self.conn = self._first = conn
-        self._reopen = reopen
-        self.reopens = reopen is not None
+        self.reopen = reopen
 
     def current(self) -> Connection:
         """The connection, opened again when the last one was closed (raises ``ServerUnreachable`` when it cannot
         be)."""
-        if self.conn.closed and self._reopen is not None:
-            self.conn = self._reopen()
+        if self.conn.closed and self.reopen is not None:
+            self.conn = self.reopen()
         return self.conn
 
     def close(self) -> None:
@@ -152,11 +149,6 @@ def validate_committed(value: object) -> dict[str, tuple[int, int | None]]:
     return committed
 
 
-def _change_text(change: ChangeView) -> str:
-    return (f"change #{change['id']} ({change['from_shards']} -> {change['to_shards']}, by {change['changed_by']} "
-            f"at {change['changed_at']})")
-
-
 def missing_changes(committed: dict[str, tuple[int, int | None]], info: StateRead, server: str) -> list[str]:
     """One line per queue of ``info`` (a read) whose count is not the one committed, saying why and what to do.
 
@@ -171,13 +163,15 @@ def missing_changes(committed: dict[str, tuple[int, int | None]], info: StateRea
         found = "enqueue_shards " + (str(values[0]) if len(values) == 1 else
                                      ", ".join(f"{queue}: {count}" for queue, count in sorted(counts.items())))
         latest = max(info["queues"][name]["last_change"].values(), key=lambda row: row["id"], default=None)
+        change = (f"change #{latest['id']} ({latest['from_shards']} -> {latest['to_shards']}, by "
+                  f"{latest['changed_by']} at {latest['changed_at']})" if latest else "")
         said = (f"{name}: the change committed enqueue_shards {shards}"
                 + (f" (ledger change #{ledger_id})" if ledger_id else "") + f", but {server}")
         if latest is not None and ledger_id is not None and latest["id"] > ledger_id:
-            problems.append(f"{said} now holds {found}: it was changed again since, by {_change_text(latest)}. Nothing "
+            problems.append(f"{said} now holds {found}: it was changed again since, by {change}. Nothing "
                             f"will converge on {shards} here; if {found} is not what you want, run the change again.")
         else:
-            history = f"its latest recorded change is {_change_text(latest)}" if latest else "it has no recorded change"
+            history = f"its latest recorded change is {change}" if change else "it has no recorded change"
             problems.append(
                 f"{said} holds {found} and {history}: the change is not on this server. This happens after a failover "
                 "to a standby that had not received it (asynchronous replication): the commit was lost with the old "
@@ -194,9 +188,8 @@ def by_status(statuses: list[tuple[str, str]], limit: int | None = None) -> list
     grouped: dict[str, list[str]] = {}
     for name, status in statuses:
         grouped.setdefault(status, []).append(name)
-    groups = list(grouped.items())
-    parts = [f"{named_queues(queues)}: {status}" for status, queues in groups[:limit]]
-    others = [name for dummy, queues in groups[len(parts):] for name in queues]
+    parts = [f"{named_queues(queues)}: {status}" for status, queues in list(grouped.items())[:limit]]
+    others = [name for queues in list(grouped.values())[len(parts):] for name in queues]
     return parts + ([f"{counted(len(others), 'other queue')} ({names_text(others)})"] if others else [])
 
 
@@ -291,9 +284,8 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
             else:
                 held_up.append((name, f"{beyond} ready jobs remain on shards at or above the count"))
                 advice.append("make sure workers serve the queue, or wait longer")
-    problems += by_status(held_up)
     unique_advice = list(dict.fromkeys(advice))
-    return (f"Timed out after {elapsed:.0f}s waiting until {wait}. " + " | ".join(problems)
+    return (f"Timed out after {elapsed:.0f}s waiting until {wait}. " + " | ".join(problems + by_status(held_up))
             + (". To finish: " + "; ".join(unique_advice) + "." if unique_advice else "."))
 
 
@@ -315,8 +307,8 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     ``WaitInterrupted`` when the connection stays lost, each carrying that
     result, with the message that says what to do.
     """
-    if wait not in WAIT_CHOICES:
-        raise InvalidRequest(f"wait must be one of {', '.join(WAIT_CHOICES)}, got {wait!r}")
+    if wait != "none" and wait not in PREDICATES:
+        raise InvalidRequest(f"wait must be one of {', '.join(('none', *PREDICATES))}, got {wait!r}")
     if wait == "none":
         return {**fetch(), "waited": False, "polls": 1, "duration": 0.0}
     started = clock()
@@ -330,7 +322,6 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
 
     while True:
         failures.clear()
-        read: PolledRead | None = None
         for dummy in attempts(delays, pause, until=deadline, clock=clock,
                               before=lambda number, delay: on_attempt(failures[-1][1], number - 1, delay)):
             try:
@@ -340,18 +331,18 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
                 if lost is None or not lost(exc):
                     raise
                 failures.append((clock() - started, getattr(exc, "message", str(exc))))
-        elapsed = clock() - started
-        if read is None:
+        else:  # the connection stayed lost: given up at the last failure
             ended = (f"the wait's deadline came after {len(failures) - 1} reconnection attempt(s)"
                      if deadline <= clock() else f"all {len(delays)} reconnection attempts failed")
             raise WaitInterrupted(
                 f"The connection to the database was lost {failures[0][0]:.0f}s into the wait until {wait} "
-                f"({failures[0][1]}), and {ended} (the last at {elapsed:.0f}s: {failures[-1][1]}). Nothing was "
+                f"({failures[0][1]}), and {ended} (the last at {failures[-1][0]:.0f}s: {failures[-1][1]}). Nothing was "
                 "changed: the wait only reads. When a primary accepts connections again (after a failover, list it in "
                 "login_host), run the wait again (in the role: the entry point wait, or --tags enqueue_shards_wait). "
                 "If a change ran just before, check its count there first - a failover to a standby that had not "
                 "received it loses it: give the wait committed and it says so.",
-                dict(last or {}, waited=True, polls=polls, duration=round(elapsed, 3)))
+                dict(last or {}, waited=True, polls=polls, duration=round(failures[-1][0], 3)))
+        elapsed = clock() - started
         if failures:
             interruptions.append((*failures[0], len(failures)))
         if wait == "drained":
@@ -410,7 +401,7 @@ def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: floa
     counted: list[Connection] = []  # the connections the wait counted lost
 
     def fetch() -> PolledRead:
-        if session.reopens and session.conn.closed and session.conn not in counted:
+        if session.reopen is not None and session.conn.closed and session.conn not in counted:
             # Lost after the last read, not during one (psycopg closed it after the read: the rollback that ends a
             # read's transaction met the server gone): the same interruption, so the wait says it reconnected rather
             # than open another connection without a word.
@@ -431,4 +422,4 @@ def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: floa
         return read
 
     return poll_until(fetch, wait, timeout, sleep, on_poll=on_poll,
-                      lost=(lambda exc: isinstance(exc, Disconnected)) if session.reopens else None)
+                      lost=(lambda exc: isinstance(exc, Disconnected)) if session.reopen is not None else None)
