@@ -464,7 +464,7 @@ def test_a_drain_wait_is_not_drained_while_new_jobs_arrive_beyond_the_count_even
     clock = FakeClock()
     with pytest.raises(WaitTimeout) as timed_out:
         poll_until(polls(drain_read({2: 10, 3: 7}, drained=False), drain_read({2: 12, 3: 7}),
-                              drain_read({2: 15, 3: 7})), "drained", 10, 5, clock=clock, pause=clock.sleep)
+                         drain_read({2: 15, 3: 7})), "drained", 10, 5, clock=clock, pause=clock.sleep)
     result = timed_out.value.result
     assert result["drained"] is False and result["queues"]["orders"]["drained"] is False
     assert result["queues"]["orders"]["new_jobs_beyond_count"] == [{"queue": "orders", "shard": 2}]
@@ -475,8 +475,8 @@ def test_a_drain_wait_is_not_drained_while_new_jobs_arrive_beyond_the_count_even
 
 def test_a_drain_wait_ends_once_the_old_shards_are_empty_and_nothing_new_arrives():
     clock = FakeClock()
-    info = poll_until(polls(drain_read({2: 10}, drained=False), drain_read({2: 10})), "drained", 60,
-                           5, clock=clock, pause=clock.sleep)
+    info = poll_until(polls(drain_read({2: 10}, drained=False), drain_read({2: 10})), "drained", 60, 5,
+                      clock=clock, pause=clock.sleep)
     assert (info["drained"], info["polls"]) == (True, 2)
     assert info["queues"]["orders"]["new_jobs_beyond_count"] == []
 
