@@ -25,11 +25,11 @@ import psycopg
 from awa_testbed import processes
 from awa_testbed.environment import wait_for_live_runtimes
 
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 from . import environment, stats, tables
 from .environment import BenchServer

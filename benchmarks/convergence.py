@@ -23,7 +23,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.operation im
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
 
 from . import environment, tables
 from .environment import BenchServer

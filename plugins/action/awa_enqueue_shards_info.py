@@ -5,21 +5,22 @@
 A module cannot print while it runs, so when ``wait`` is set this plugin polls
 by running the module with ``wait: none``, prints one progress line per poll
 (its seconds against ``wait_timeout``, and a drain's time left at the rate
-its depth falls: info/wait/polls.py's poll_line), and waits with the module's own
-wait (info/wait/polls.py's poll_until): the same predicates, deadline, result keys,
+its depth falls: info/wait.py's poll_line), and waits with the module's own
+wait (info/wait.py's poll_until): the same predicates, deadline, result keys,
 reconnection warnings and messages.
 A poll that fails (a lock not granted within ``lock_timeout``, for one) ends
 the wait with the module's result as is, as the module's own wait would -
 except a poll that could not reach the database or lost its connection
 (``disconnected``, a failover) after an earlier poll succeeded: that one is
-tried again, as in the module's own wait (info/wait/polls.py's reconnect_policy).
+tried again, as in the module's own wait (info/wait.py's FAILOVER_DELAYS).
 
 Without ``wait`` the module runs once, as is. Under ``async`` it runs once too,
 wrapped by Ansible's async_wrapper as ansible.builtin's ``normal`` action does
 it, and waits itself: a detached job cannot print, and its job id (``poll:
 0``) or its result (``poll`` above 0) is what Ansible's async machinery expects.
 
-The options are checked with the module's own argument spec and rules. The
+The options are checked with the module's own argument spec and rules, and
+their values as the module checks them (info_run.py's validated). The
 role's internal read (plugins/action/__role/enqueue_shards_rollout_info.py) is
 this plugin for its module, with the rollout's options (info/options.py).
 """
@@ -34,50 +35,31 @@ from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import RECONNECT_ATTEMPTS
-from ansible_collections.awa.operations.plugins.module_utils.info.options import (
-    ARGUMENT_RULES,
-    argument_spec,
-    validate_advice_options,
-    validate_lanes_option,
-    validate_read_options,
-    with_rollout_defaults,
-)
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
+from ansible_collections.awa.operations.plugins.module_utils.info.options import ARGUMENT_RULES, argument_spec
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
+from ansible_collections.awa.operations.plugins.module_utils.info import wait
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.loop import PREDICATES
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import poll_line, poll_until
+from ansible_collections.awa.operations.plugins.module_utils.info_run import validated
 
 display = Display()
 
 
-class PollFailed(Exception):
-    """The module failed during a poll; its result is passed on unchanged."""
-
-    def __init__(self, result: dict[str, Any], disconnected: bool = False) -> None:
-        super().__init__(result.get("msg", "poll failed"))
-        self.message = str(self)
-        self.result = result
-        self.disconnected = disconnected
-
-
 def validate_async_limit(async_seconds: int, wait: str, wait_timeout: float, delay: float = 0) -> None:
     """Under async, Ansible ends the job after ``async`` seconds: a delay and a wait must reach their ends first."""
-    waited = (wait_timeout if wait != "none" else 0) + delay
+    waits = {"delay": delay, "wait_timeout": 0 if wait == "none" else wait_timeout}
+    given = {name: seconds for name, seconds in waits.items() if seconds}
+    waited = sum(given.values())
     if not async_seconds or not waited or async_seconds > waited:
         return
-    if delay and wait != "none":
-        what, which = f"delay and wait_timeout together ({delay:g}s + {wait_timeout:g}s)", "both together"
-        shorter = "a shorter delay or wait_timeout"
-    elif delay:
-        what, which, shorter = f"delay ({delay:g}s)", "delay", "a shorter delay"
-    else:
-        what, which, shorter = f"wait_timeout ({wait_timeout:g}s)", "wait_timeout", "a shorter wait_timeout"
+    names = " and ".join(given)
+    both = len(given) > 1
     raise InvalidRequest(
-        f"async ({async_seconds}s) would end the job before {what}, and Ansible would stop the wait without naming "
-        f"what it waited for: give async more seconds than {which} (for example async: {math.ceil(waited) + 60}) or "
-        f"{shorter}")
+        f"async ({async_seconds}s) would end the job before "
+        + (f"{names} together ({delay:g}s + {wait_timeout:g}s)" if both else f"{names} ({waited:g}s)")
+        + ", and Ansible would stop the wait without naming what it waited for: give async more seconds than "
+        f"{'both together' if both else names} (for example async: {math.ceil(waited) + 60}) or a shorter "
+        + " or ".join(given))
 
 
 class ActionModule(ActionBase):
@@ -97,17 +79,11 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        del tmp
-        validation, given = self.validate_argument_spec(
-            argument_spec={**argument_spec(rollout=self.ROLLOUT), **self.OWN_OPTIONS}, **ARGUMENT_RULES)
-        del validation
-        args = with_rollout_defaults(given)
+        given = self.validate_argument_spec(
+            argument_spec={**argument_spec(rollout=self.ROLLOUT), **self.OWN_OPTIONS}, **ARGUMENT_RULES)[1]
         wrap_async = self._task.async_val
         try:
-            validate_read_options(args["wait_timeout"], args["wait_sleep"], args["lock_timeout"],
-                                  args["delay"])
-            validate_advice_options(args["advise"], args["advise_window"], args["advise_gains"], args["wait"])
-            validate_lanes_option(args["lanes"], args["wait"])
+            args = validated(given)
             validate_async_limit(wrap_async, args["wait"], args["wait_timeout"], args["delay"])
         except InvalidRequest as exc:
             return dict(result, failed=True, msg=exc.message)
@@ -131,17 +107,18 @@ class ActionModule(ActionBase):
         # polls); the wait's result is shown as the task asks (views.shown).
         poll_args = dict(self.module_args(), wait="none", detail=True)
 
-        # Only once a poll has reached the database is a lost connection a failover worth reconnecting through.
+        # Only once a poll has reached the database is a lost connection (a module run that says disconnected) a
+        # failover worth reconnecting through: a first poll that cannot reach it has a wrong address or a server down
+        # before the wait began, and the operator hears it at once, not after every reconnection attempt.
         answered = False
 
-        # Each poll is the module's result with wait: none, as info/result.py declares it.
+        # Each poll is the module's result with wait: none, as info/result.py declares it; a failed one ends the wait
+        # with that result as is, as the module's own wait would.
         def fetch() -> PolledRead:
             nonlocal answered
             polled = self._execute_module(module_name=self.MODULE, module_args=dict(poll_args), task_vars=task_vars)
             if polled.get("failed"):
-                # A first poll that cannot reach the database has a wrong address or a server down before the
-                # wait began: the operator hears it at once, not after every reconnection attempt.
-                raise PollFailed(polled, disconnected=answered and polled.get("disconnected") is True)
+                raise FailedWithState(polled.get("msg", "poll failed"), polled)
             answered = True
             return cast(PolledRead, polled)
 
@@ -151,22 +128,21 @@ class ActionModule(ActionBase):
         def on_poll(info: PolledRead, elapsed: float) -> None:
             if drain is not None:
                 drain.add(info, elapsed)
-            if self.say_done or not PREDICATES[args["wait"]](info):
-                display.display(f"[{host}] {poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
+            if self.say_done or not wait.PREDICATES[args["wait"]](info):
+                display.display(f"[{host}] {wait.poll_line(info, args['wait'], elapsed, args['wait_timeout'], drain)}")
 
-        def on_attempt(exc: BaseException, attempt: int, delay: float) -> None:
-            display.display(f"[{host}] connection lost ({exc}): reconnecting in {delay:.0f}s, attempt {attempt} of "
-                            f"{RECONNECT_ATTEMPTS}")
+        def on_attempt(error: str, attempt: int, delay: float) -> None:
+            display.display(f"[{host}] connection lost ({error}): reconnecting in {delay:.0f}s, attempt {attempt} of "
+                            f"{len(wait.FAILOVER_DELAYS)}")
 
         try:
-            return dict(result, **shown(poll_until(fetch, args["wait"], args["wait_timeout"], args["wait_sleep"],
-                                                   lost=lambda exc: isinstance(exc, PollFailed) and exc.disconnected,
-                                                   on_poll=on_poll, on_attempt=on_attempt, clock=self.clock,
-                                                   pause=self.sleep), detail=args["detail"]))
-        except PollFailed as exc:
-            return dict(result, **shown(exc.result, detail=args["detail"]))
+            return dict(result, **shown(wait.poll_until(
+                fetch, args["wait"], args["wait_timeout"], args["wait_sleep"], on_poll=on_poll, on_attempt=on_attempt,
+                lost=lambda exc: answered and isinstance(exc, FailedWithState) and bool(exc.result.get("disconnected")),
+                clock=self.clock, pause=self.sleep), detail=args["detail"]))
         except FailedWithState as exc:
-            # The last poll's result says failed: false (it read fine); the wait did not.
+            # A failed poll's result as is; a wait that failed, with its last poll's result, which says failed: false
+            # (it read fine).
             return dict(result, **shown({**exc.result, "failed": True, "msg": exc.message}, detail=args["detail"]))
 
     def module_args(self, keep_delay: bool = False) -> dict[str, Any]:

@@ -34,7 +34,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.operation im
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
 
 LEDGER = "awa_operations.enqueue_shards_changes"
 # Keys of a result that differ between two runs of the same plan.

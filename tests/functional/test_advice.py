@@ -16,7 +16,7 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import rule
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.info.runner import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.info_run import add_advice, advise_queues
 
 from awa_testbed import queue_facts
 from awa_testbed.awadb import DbRole

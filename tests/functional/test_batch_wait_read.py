@@ -19,9 +19,9 @@ import pytest
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession as Reopening
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession as Reopening
 from ansible_collections.awa.operations.plugins.module_utils.info.views import LANE_KEYS
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_in_session
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
 
 from benchmarks.tracing import protocol_trace
 from enqueue_shards_support import ansible_command, ansible_python, change

@@ -38,7 +38,7 @@ from enqueue_shards_support import ansible_adhoc, ansible_env, change, info, sha
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import ServerUnreachable
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
 
 REPO = Path(__file__).resolve().parents[2]
 INVENTORY = REPO / "tests" / "functional" / "inventories" / "local.yml"

@@ -27,7 +27,7 @@ from awa_testbed.commit_cutter import CommitCutter
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 
-from ansible_collections.awa.operations.plugins.module_utils.db import reconnect as reopening
+from ansible_collections.awa.operations.plugins.module_utils.info import wait as reopening
 from ansible_collections.awa.operations.plugins.module_utils.schema import sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues

@@ -33,7 +33,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     PreconditionFailed,
     WaitTimeout,
 )
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.polls import wait_for_shards_info
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
 
 from enqueue_shards_support import (
     Run,

@@ -21,7 +21,7 @@ from pathlib import Path
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.info.runner import add_advice, advise_queues
+from ansible_collections.awa.operations.plugins.module_utils.info_run import add_advice, advise_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems

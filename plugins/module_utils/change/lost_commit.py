@@ -4,7 +4,7 @@
 
 When the connection drops while COMMIT is in flight, the change committed
 whole or not at all, and only the database knows which. So we reconnect with
-the same options (a few attempts, a short backoff: db/reconnect.py) and, in
+the same options (a few attempts, a short backoff: info/wait.py) and, in
 a READ ONLY transaction:
 
 1. take the per-queue advisory lock the change held: it is granted once the
@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 from ansible_collections.awa.operations.plugins.module_utils.change import writes
 from ansible_collections.awa.operations.plugins.module_utils.schema import sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, transaction
-from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import attempts, attempts_text
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import attempts, attempts_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,

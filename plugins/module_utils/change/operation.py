@@ -55,7 +55,6 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
     ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChange, QueueChangeRun)
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import render, server_address, transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA
-from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
@@ -66,7 +65,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
     describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read, shown
-from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
+from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession, reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes, unknown_queues
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 """The result of awa_enqueue_shards, declared once: what ``runner`` builds and every reader imports.
 
 The role's filters (plugins/plugin_utils), the info module's ``committed``
-option (failover.validate_committed) and the benchmarks read this result by
+option (wait.validate_committed) and the benchmarks read this result by
 key; these TypedDicts (PEP 589) name every key and its type.
 tests/unit/plugins/module_utils/change/test_result.py holds them
 against the module's RETURN documentation, the recorded results the role's

@@ -31,17 +31,16 @@ if TYPE_CHECKING:
 
 DEFAULT_MARGIN_SECONDS = 5.0
 
-# Why a verdict was reached: what code may test (the reason text is for people and may be reworded).
-REPORTED_BY_SNAPSHOT = "reported_by_snapshot"
-NO_RECORDED_CHANGE = "no_recorded_change"
+# The one verdict code a reader tests (views.py: the count was changed outside the module).
 CHANGED_OUTSIDE_MODULE = "changed_outside_module"
-RUNNING_AT_CHANGE = "running_at_change"
-STARTED_BEFORE_CHANGE = "started_before_change"
-STARTED_AFTER_CHANGE = "started_after_change"
 
 
 @dataclass(frozen=True)
 class Verdict:
+    """Whether a runtime runs with the current count, and why: ``code`` for code to test (reported_by_snapshot,
+    no_recorded_change, changed_outside_module, running_at_change, started_before_change, started_after_change),
+    ``reason`` for people (it may be reworded)."""
+
     converged: bool
     code: str
     reason: str
@@ -52,19 +51,20 @@ def judge(runtime: Runtime, physical_queue: str, current_shards: int, change: Re
     """Does ``runtime`` run with ``current_shards`` for ``physical_queue``?"""
     reported = runtime.reported_shards.get(physical_queue)
     if reported is not None:
-        return Verdict(reported == current_shards, REPORTED_BY_SNAPSHOT,
+        return Verdict(reported == current_shards, "reported_by_snapshot",
                        f"its snapshot reports enqueue_shards={reported}")
     if change is None:
-        return Verdict(True, NO_RECORDED_CHANGE, "no recorded change of this queue")
+        return Verdict(True, "no_recorded_change", "no recorded change of this queue")
     if change.to_shards != current_shards:
         return Verdict(False, CHANGED_OUTSIDE_MODULE, f"enqueue_shards is {current_shards} but the last recorded "
                        f"change set {change.to_shards}: it was changed outside awa_enqueue_shards")
     if runtime.instance_id in change.live_runtime_ids:
-        return Verdict(False, RUNNING_AT_CHANGE, f"it was already running when the count changed (change #{change.id})")
+        return Verdict(False, "running_at_change",
+                       f"it was already running when the count changed (change #{change.id})")
     if runtime.started_at < change.changed_at - datetime.timedelta(seconds=margin_seconds):
-        return Verdict(False, STARTED_BEFORE_CHANGE, f"it started before the change #{change.id} (its clock says "
+        return Verdict(False, "started_before_change", f"it started before the change #{change.id} (its clock says "
                        f"{runtime.started_at.isoformat()}, the change was {change.changed_at.isoformat()})")
-    return Verdict(True, STARTED_AFTER_CHANGE, "it started after the change")
+    return Verdict(True, "started_after_change", "it started after the change")
 
 
 @dataclass(frozen=True)
@@ -89,16 +89,12 @@ def queue_convergence(runtimes: list[Runtime], current: dict[str, int], changes:
                       margin_seconds: float = DEFAULT_MARGIN_SECONDS) -> QueueConvergence:
     """N of M live runtimes run with the current count of every physical queue in ``current``."""
     live = [runtime for runtime in runtimes if runtime.live]
-    stragglers = []
-    converged = 0
-    for runtime in live:
-        pending = [Straggler(runtime, queue, verdict)
-                   for queue, shards in sorted(current.items())
-                   for verdict in [judge(runtime, queue, shards, changes.get(queue), margin_seconds)]
-                   if not verdict.converged]
-        stragglers.extend(pending)
-        converged += not pending
-    return QueueConvergence(live=len(live), converged=converged, stragglers=stragglers)
+    # Per live runtime, the physical queues it does not run with the current count of.
+    pending = [[Straggler(runtime, queue, verdict) for queue, shards in sorted(current.items())
+                for verdict in [judge(runtime, queue, shards, changes.get(queue), margin_seconds)]
+                if not verdict.converged] for runtime in live]
+    return QueueConvergence(live=len(live), converged=pending.count([]),
+                            stragglers=[straggler for each in pending for straggler in each])
 
 
 def depth_beyond_count(lanes: list[LaneView]) -> int | None:

@@ -100,7 +100,7 @@ def selected_queues(queue: str | None, queues: list[str] | None, stripes: int | 
 # One queue, a list of queues, or neither (every queue). The action plugins validate with the same spec and rules.
 ARGUMENT_RULES = {"mutually_exclusive": [("queue", "queues")]}
 
-# What a read may wait for (info/wait/loop.py's conditions). The wait between the batches of a rolling restart,
+# What a read may wait for (info/wait.py's PREDICATES). The wait between the batches of a rolling restart,
 # for the new runtimes ROLLOUT_OPTIONS name, is the role's alone.
 WAIT_CHOICES = ("none", "converged", "drained", "restarted")
 ROLLOUT_WAIT = "restarted"

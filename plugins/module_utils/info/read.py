@@ -18,8 +18,8 @@ because reading a lane's cursors locks its two sequences until the
 transaction ends. Every transaction sets ``lock_timeout``: reads take only
 ACCESS SHARE locks, so they wait only behind DDL (for example an ``awa
 migrate`` holding ACCESS EXCLUSIVE), and fail with ``LockTimeout`` naming the
-holder rather than wait for it. Waiting is wait/polls.py's, advice
-info/runner.py's; the result is declared in result.py.
+holder rather than wait for it. Waiting is wait.py's, advice
+info_run.py's; the result is declared in result.py.
 """
 
 from __future__ import annotations

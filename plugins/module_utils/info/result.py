@@ -155,7 +155,7 @@ class QueueView(QueueConvergenceView, total=False):
     lanes: list[LaneView]
     shards: list[ShardView]
     grants: Grants
-    # Only in a wait until drained (polls.noting_new_jobs).
+    # Only in a wait until drained (wait.note_new_jobs).
     new_jobs_beyond_count: list[ShardRef]
 
 

@@ -174,13 +174,13 @@ window_state:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
-from ansible_collections.awa.operations.plugins.module_utils.info.runner import read
+from ansible_collections.awa.operations.plugins.module_utils.info_run import run
 from ansible_collections.awa.operations.plugins.module_utils.info.options import ARGUMENT_RULES, argument_spec
 
 
 def main() -> None:
     # disconnected: no server could be reached or the session ended; the action plugin's wait retries it.
-    run_module(AnsibleModule, argument_spec(rollout=True), ARGUMENT_RULES, read, mark_disconnected=True)
+    run_module(AnsibleModule, argument_spec(rollout=True), ARGUMENT_RULES, run, mark_disconnected=True)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ ORDER = (
     ("module_utils/schema",),
     ("module_utils/advice",),
     ("module_utils/info",),
-    ("module_utils/change",),
+    ("module_utils/change", "module_utils/info_run"),
     ("module_utils/module_main",),
     ("plugin_utils/rollout", "plugin_utils/advice_events"),
 )

@@ -80,7 +80,7 @@ try:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
     from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
     from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
-    from ansible_collections.awa.operations.plugins.module_utils.info.runner import advise_queues
+    from ansible_collections.awa.operations.plugins.module_utils.info_run import advise_queues
     from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
     from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
     from ansible_collections.awa.operations.plugins.plugin_utils import advice_events

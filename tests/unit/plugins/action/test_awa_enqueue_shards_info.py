@@ -24,7 +24,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.awa.operations.plugins.action import awa_enqueue_shards_info as plugin
 from ansible_collections.awa.operations.plugins.action.__role import enqueue_shards_rollout_info as rollout_plugin
 
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.wait.test_loop import FakeClock
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.test_wait import FakeClock
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout.test_state import (
     HEALTH,
     READ_AT,

@@ -16,7 +16,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import TransactionIdentity
 
-from ansible_collections.awa.operations.tests.unit.plugins.module_utils.db.test_reconnect import Unreachable
+from ansible_collections.awa.operations.tests.unit.plugins.module_utils.info.test_wait import Unreachable
 
 CHANGE_ID = "5f0e6a4c-3b1d-4e1a-9c11-0d6b3f1b2a77"
 REASON = ("changing enqueue_shards of queue 'orders': the connection was lost while committing (consuming input "

@@ -18,16 +18,16 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed
 
 
 @pytest.mark.parametrize("rt, recorded, expected, code, reason", [
-    (runtime("new", 60), change(), True, convergence.STARTED_AFTER_CHANGE, "started after"),
-    (runtime("old", 60), change(), False, convergence.RUNNING_AT_CHANGE, "already running"),
-    (runtime("new", -60), change(), False, convergence.STARTED_BEFORE_CHANGE, "started before"),
+    (runtime("new", 60), change(), True, "started_after_change", "started after"),
+    (runtime("old", 60), change(), False, "running_at_change", "already running"),
+    (runtime("new", -60), change(), False, "started_before_change", "started before"),
     # within the default 5 s clock margin
-    (runtime("new", -4), change(), True, convergence.STARTED_AFTER_CHANGE, "started after"),
-    (runtime("new", 60), None, True, convergence.NO_RECORDED_CHANGE, "no recorded change"),
+    (runtime("new", -4), change(), True, "started_after_change", "started after"),
+    (runtime("new", 60), None, True, "no_recorded_change", "no recorded change"),
     (runtime("new", 60), change(to_shards=4), False, convergence.CHANGED_OUTSIDE_MODULE, "outside awa_enqueue_shards"),
-    (runtime("old", -600, reported={"q": 8}), change(), True, convergence.REPORTED_BY_SNAPSHOT,
+    (runtime("old", -600, reported={"q": 8}), change(), True, "reported_by_snapshot",
      "reports enqueue_shards=8"),
-    (runtime("new", 60, reported={"q": 1}), change(), False, convergence.REPORTED_BY_SNAPSHOT,
+    (runtime("new", 60, reported={"q": 1}), change(), False, "reported_by_snapshot",
      "reports enqueue_shards=1"),
 ])
 def test_judge(rt, recorded, expected, code, reason):
