@@ -143,11 +143,8 @@ def libpq_params(options: Mapping[str, Any], *, writes: bool = False,
     ``environ`` is libpq's environment (this process's by default).
     """
     environ = os.environ if environ is None else environ
-    params: dict[str, Any] = {}
-    for option, keyword in LIBPQ_KEYWORDS.items():
-        value = options.get(option)
-        if value not in (None, ""):
-            params[keyword] = value
+    params: dict[str, Any] = {keyword: options[option] for option, keyword in LIBPQ_KEYWORDS.items()
+                              if options.get(option) not in (None, "")}
     if "port" in params:
         params["port"] = ports_text(params["port"])
     # A socket directory is used only when no TCP host is named (or it is localhost).
@@ -301,12 +298,11 @@ def password_used(options: Mapping[str, Any], attempt: Attempt | None,
         return (f"without a password (login_password is empty, and neither PGPASSWORD nor an entry of the password "
                 f"file {passfile} gives one)")
     connect_params = options.get("connect_params") or {}
-    if options.get("login_password"):
-        return "with the password from login_password"
-    if connect_params.get("password"):
-        return "with the password from connect_params"
-    if environ.get("PGPASSWORD"):
-        return "with the password from PGPASSWORD"
+    given = {"login_password": options.get("login_password"), "connect_params": connect_params.get("password"),
+             "PGPASSWORD": environ.get("PGPASSWORD")}
+    source = next((name for name, value in given.items() if value), None)
+    if source:
+        return f"with the password from {source}"
     service = connect_params.get("service") or environ.get("PGSERVICE")
     if service:
         return f"with the password from service {service!r} (its service file entry) or the password file {passfile}"

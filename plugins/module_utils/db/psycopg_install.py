@@ -42,26 +42,20 @@ class Interpreter:
     version: str = ""
 
 
-def _pipx_app(prefix: str) -> str | None:
-    """pipx keeps an app's venv at <pipx home>/venvs/<app>, and its home is a folder named pipx."""
-    path = PurePosixPath(prefix)
-    if path.parent.name == "venvs" and path.parent.parent.name == "pipx":
-        return path.name
-    return None
-
-
 def install_command(python: Interpreter) -> str:
-    """The command that makes psycopg 3 importable by ``python``."""
-    if python.prefix != python.base_prefix:
-        app = _pipx_app(python.prefix)
-        return f"pipx inject {app} {PIP_REQUIREMENT}" if app else f"{python.executable} -m pip install {PIP_REQUIREMENT}"
-    if python.prefix != SYSTEM_PREFIX:
-        # A Python built or installed by hand (/usr/local, pyenv) is not the distribution's: pip is its installer.
+    """The command that makes psycopg 3 importable by ``python``.
+
+    pipx keeps an app's venv at <pipx home>/venvs/<app>, and its home is a
+    folder named pipx. Any other venv, and a Python built or installed by hand
+    (/usr/local, pyenv) rather than the distribution's, installs with pip.
+    """
+    venv = PurePosixPath(python.prefix) if python.prefix != python.base_prefix else None
+    if venv is not None and venv.parent.name == "venvs" and venv.parent.parent.name == "pipx":
+        return f"pipx inject {venv.name} {PIP_REQUIREMENT}"
+    if venv is not None or python.prefix != SYSTEM_PREFIX:
         return f"{python.executable} -m pip install {PIP_REQUIREMENT}"
-    for ids, command in DISTRIBUTION_PACKAGES:
-        if set(ids) & set(python.distribution_ids):
-            return command
-    return UNKNOWN_DISTRIBUTION
+    return next((command for ids, command in DISTRIBUTION_PACKAGES if set(ids) & set(python.distribution_ids)),
+                UNKNOWN_DISTRIBUTION)
 
 
 def missing_psycopg_message(python: Interpreter) -> str:

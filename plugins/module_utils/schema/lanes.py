@@ -8,7 +8,7 @@ Part of the schema package, the reads of Awa's schema that the change and the re
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
 
 if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
 
 # awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
 # queue-storage schema (docs/awa-internals.md §2).
@@ -142,15 +142,6 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def _lane_state(row: Row) -> LaneState:
-    """A row of LANE_STATE_SQL, in its column order."""
-    (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
-     has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
-    return LaneState(queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq,
-                     has_enqueue_seq, has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner,
-                     missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
-
-
 def _queue_counts(meta: list[Row]) -> QueueState:
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
@@ -201,5 +192,6 @@ def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[st
 
 
 def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
-    return QueueState(enqueue_shards=counts.enqueue_shards, paused=counts.paused,
-                      lanes=[_lane_state(row) for row in lanes.fetchall()])
+    """``counts`` with the lanes of LANE_STATE_SQL's rows (LaneState's fields in its column order)."""
+    return replace(counts, lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]],
+                                            grantable=row[14]) for row in lanes.fetchall()])

@@ -206,14 +206,11 @@ def ledger_insert(schema: str, *, queue: str, physical_queues: list[str], stripe
     With ``with_change_id`` the row carries the change id the queue lock set
     (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
     """
-    column: sql.SQL | sql.Composed = sql.SQL("")
-    value: sql.SQL | sql.Composed = sql.SQL("")
-    if with_change_id:
-        column = sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN))
-        value = sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
     return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
         table=sql.Identifier(schema, TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE),
-        change_id_column=column, change_id_value=value), {
+        change_id_column=sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN)) if with_change_id else sql.SQL(""),
+        change_id_value=sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
+        if with_change_id else sql.SQL("")), {
         "queue": queue, "physical_queues": physical_queues, "stripes": stripes,
         "from_shards": json.dumps(previous_shards), "to_shards": shards, "lanes_created": lanes_created,
         "grants_added": grants_added, "runtime_roles": runtime_roles, "reason": reason})
@@ -233,8 +230,7 @@ def fetch_latest_changes(conn: Connection, ledger_schema: str, physical_queues: 
     """physical queue -> its latest recorded shard-count switch (queues never switched are absent)."""
     rows = conn.execute(sql.SQL(LATEST_CHANGES_SQL).format(table=sql.Identifier(ledger_schema, TABLE)),
                         {"queues": physical_queues}).fetchall()
-    return {row[1]: RecordedChange(row[0], row[1], row[2], row[3], row[4], frozenset(row[5]), row[6], row[7])
-            for row in rows}
+    return {row[1]: RecordedChange(*row[:5], frozenset(row[5]), *row[6:]) for row in rows}
 
 
 # A ledger row by the change id the client gave it, or by the transaction that wrote it. The table and the

@@ -73,10 +73,5 @@ def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
 def fetch_runtimes(conn: Connection) -> list[Runtime]:
     """Every runtime snapshot row, live or not."""
     rows = conn.execute(sql.SQL(RUNTIMES_SQL).format(live=sql.SQL(LIVE_RUNTIME_PREDICATE))).fetchall()
-    runtimes = []
-    for (instance_id, hostname, pid, version, started_at, last_seen_at, live, shutting_down, healthy, leader,
-         seconds_since_seen, seconds_since_start, queues) in rows:
-        runtimes.append(Runtime(instance_id, hostname, pid, version, started_at, last_seen_at, live, shutting_down,
-                                healthy, leader, seconds_since_seen, seconds_since_start,
-                                reported_shards=reported_shard_counts(queues)))
-    return runtimes
+    # Runtime's fields in RUNTIMES_SQL's column order, its snapshot's queues last.
+    return [Runtime(*row[:-1], reported_shards=reported_shard_counts(row[-1])) for row in rows]
