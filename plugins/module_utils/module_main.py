@@ -33,19 +33,15 @@ from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install 
 )
 
 
-def _entries(value: object) -> list[dict[str, Any]]:
-    """The dicts a sub-option value holds (a dict, or a list of them)."""
-    values = value if isinstance(value, list) else [value]
-    return [entry for entry in values if isinstance(entry, dict)]
-
-
 def _infinite_int_options(spec: dict[str, Any], params: dict[str, Any], prefix: str = "") -> list[str]:
+    """The integer options, sub-options included (each entry of a dict or list of dicts), holding an infinite float."""
     names = []
     for name, option in spec.items():
         value = params.get(name)
         if option.get("type") == "int" and isinstance(value, float) and math.isinf(value):
             names.append(prefix + name)
-        for index, entry in enumerate(_entries(value) if "options" in option else []):
+        entries = [entry for entry in (value if isinstance(value, list) else [value]) if isinstance(entry, dict)]
+        for index, entry in enumerate(entries if "options" in option else []):
             names += _infinite_int_options(option["options"], entry, f"{prefix}{name}[{index}].")
     return names
 

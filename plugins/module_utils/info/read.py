@@ -45,7 +45,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.service_runtim
     WindowService,
     left_out,
 )
-from ansible_collections.awa.operations.plugins.module_utils.naming import (
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
     StripeLayout, logical_queue, never_seen, resolve_stripes)
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None,
              stripes: int | None) -> tuple[dict[str, StripeLayout], list[str], dict[str, str]]:
     """logical queue -> StripeLayout, for the selected queues or (None) every stored queue; and what is known of the
-    selected queues the database has never seen (naming.never_seen, by queue).
+    selected queues the database has never seen (queue_rules.never_seen, by queue).
 
     A stripe layout that cannot be resolved is an error for a queue asked for
     by name, and a finding when every queue is scanned.

@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
-from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor

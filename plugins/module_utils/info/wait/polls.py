@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import failover, loop
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, named_queues, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import LISTED, counted, named_queues, names_text
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import server_address
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession

@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import did_you_mean
+from ansible_collections.awa.operations.plugins.module_utils.wording import did_you_mean
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed, UnknownQueue
 
 # awa.queue_meta CHECK (enqueue_shards >= 1 AND enqueue_shards <= 64)
