@@ -78,8 +78,8 @@ SELECT current_setting('server_version_num')::int,
        to_regprocedure('awa.storage_status()') IS NOT NULL
          AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL
 FROM (SELECT NULL) AS one
-LEFT JOIN (SELECT oid, pg_get_userbyid(relowner) AS owner, pg_has_role(relowner, 'USAGE') AS may_alter FROM pg_class
-           WHERE relnamespace = to_regnamespace(%(ledger_schema)s) AND relname = %(ledger_table_name)s) AS ledger ON true
+LEFT JOIN (SELECT oid, pg_get_userbyid(relowner) AS owner, pg_has_role(relowner, 'USAGE') AS may_alter
+           FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s) AND relname = %(ledger_table_name)s) AS ledger ON true
 """
 
 SCHEMA_VERSION_SQL = "SELECT max(version) FROM awa.schema_version"
