@@ -33,7 +33,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import D
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.schema import depths, installation, lanes, ledger
+from ansible_collections.awa.operations.plugins.module_utils.schema import installation, lanes, ledger
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import (
     fetch_all_queue_names, fetch_known_queue_names, fetch_queue_names)
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
@@ -122,12 +122,12 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
         runtimes = fetch_runtimes(conn)
         latest = ledger.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
         chunks = depth_chunks(physical, state) if read_lanes else []
-        observed = depths.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
+        observed = lanes.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
     # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
     # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
     for chunk in chunks[1:]:
         with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
-            observed += depths.fetch_lane_depths(conn, schema, chunk)
+            observed += lanes.fetch_lane_depths(conn, schema, chunk)
     if not found.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
@@ -136,7 +136,7 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
     outside = left_out(window_services, [(runtime.instance_id, runtime.pid, runtime.hostname,
                                           runtime.started_at.timestamp()) for runtime in runtimes])
     concerned = [runtime for runtime in runtimes if runtime.instance_id not in outside]
-    depths_by_queue: dict[str, list[depths.LaneDepth]] = {}
+    depths_by_queue: dict[str, list[lanes.LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
     queues = {logical: views.queue_view(layout, logical, state,

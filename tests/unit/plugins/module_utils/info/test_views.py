@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.info.views import (
     DETAIL_KEYS,
     LANE_KEYS,
