@@ -18,26 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_LOCK_TIMEOUT,
-    WRITABLE_TARGETS,
-    Attempt,
-    connection_secrets,
-    describe_target,
-    libpq_hosts,
-    libpq_params,
-    lock_timeout_setting,
-    password_used,
-    validate_targets,
-)
+    DEFAULT_LOCK_TIMEOUT, WRITABLE_TARGETS, Attempt, connection_secrets, describe_target, libpq_hosts, libpq_params,
+    lock_timeout_setting, password_used, validate_targets)
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    CommitLost,
-    ConnectionFailed,
-    ConnectionLost,
-    DatabaseError,
-    LockTimeout,
-    PreconditionFailed,
-    ServerUnreachable,
-)
+    CommitLost, ConnectionFailed, ConnectionLost, DatabaseError, LockTimeout, PreconditionFailed, ServerUnreachable)
 from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 
 try:
@@ -61,11 +45,14 @@ if TYPE_CHECKING:
 
     from psycopg.rows import TupleRow
 
-    # For annotations only (import them under TYPE_CHECKING: module_utils import without psycopg, on the controller
-    # and on targets). What connect() opens, a statement's cursor and its rows: tuples, psycopg's default row factory.
+    # What connect() opens, a statement's cursor and its rows: tuples, psycopg's default row factory.
     Connection: TypeAlias = psycopg.Connection[TupleRow]
     Cursor: TypeAlias = psycopg.Cursor[TupleRow]
     Row: TypeAlias = TupleRow
+else:
+    # For annotations only, which are never evaluated (``from __future__ import annotations``): the names exist so that
+    # a file imports them with the rest of this file's, on the controller and on targets without psycopg too.
+    Connection = Cursor = Row = object
 
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
@@ -222,7 +209,15 @@ def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only
         _set_transaction_settings(conn, lock_timeout)
         yield
     except pg_errors.LockNotAvailable as exc:
-        holder = _holders(conn, on_lock_timeout)
+        # Who held the lock, read in a transaction of its own that the end below rolls back (best effort).
+        holder = ""
+        if on_lock_timeout is not None and not conn.closed:
+            try:
+                conn.rollback()
+                _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
+                holder = on_lock_timeout()
+            except psycopg.Error:
+                pass
         raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({lock_timeout:g}s: "
                           f"{_first_line(exc)}). Nothing was changed.{(' ' + holder) if holder else ''} "
                           "Retry when that transaction has finished, or raise lock_timeout.") from None
@@ -342,21 +337,6 @@ def _standby_hint(target: str, writes: bool) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _holders(conn: Connection, on_lock_timeout: Callable[[], str] | None) -> str:
-    """Who held the lock, read in a transaction of its own (best effort: empty when it cannot be read).
-
-    Called only from transaction() on a lock timeout, whose end rolls that transaction back.
-    """
-    if on_lock_timeout is None or conn.closed:
-        return ""
-    try:
-        conn.rollback()
-        _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
-        return on_lock_timeout()
-    except psycopg.Error:
-        return ""
 
 
 def _report_pooler_refusal(exc: BaseException, context: str) -> None:

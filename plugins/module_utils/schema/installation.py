@@ -20,13 +20,9 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass

@@ -13,13 +13,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row, sql
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
 
 # awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
 # queue-storage schema (docs/awa-internals.md §2).
@@ -196,8 +193,8 @@ def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[st
 
 def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
     """``counts`` with the lanes of LANE_STATE_SQL's rows (LaneState's fields in its column order)."""
-    return replace(counts, lanes=[LaneState(*row[:13], missing_privileges=[tuple(triple) for triple in row[13]],
-                                            grantable=row[14]) for row in lanes.fetchall()])
+    rows = [(*row[:13], [tuple(triple) for triple in row[13]], row[14]) for row in lanes.fetchall()]
+    return replace(counts, lanes=[LaneState(*row) for row in rows])
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,13 @@ import datetime
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Statement, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import LIVE_RUNTIME_PREDICATE
 
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 TABLE = "enqueue_shards_changes"
 # The id the client gives each change (a UUID), so that a run whose COMMIT lost its connection can find its row.
@@ -230,7 +228,7 @@ def fetch_latest_changes(conn: Connection, ledger_schema: str, physical_queues: 
     """physical queue -> its latest recorded shard-count switch (queues never switched are absent)."""
     rows = conn.execute(sql.SQL(LATEST_CHANGES_SQL).format(table=sql.Identifier(ledger_schema, TABLE)),
                         {"queues": physical_queues}).fetchall()
-    return {row[1]: RecordedChange(*row[:5], frozenset(row[5]), *row[6:]) for row in rows}
+    return {row[1]: RecordedChange(*(*row[:5], frozenset(row[5]), *row[6:])) for row in rows}
 
 
 # A ledger row by the change id the client gave it, or by the transaction that wrote it. The table and the

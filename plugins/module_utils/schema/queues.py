@@ -9,13 +9,9 @@ Part of the schema package, the reads of Awa's schema that the change and the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, sql
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import STRIPE_DELIMITER
-
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass(frozen=True)
