@@ -100,19 +100,15 @@ def older_python_message(python: Interpreter) -> str | None:
             "awa_db_controller, there. Nothing was read or written.")
 
 
-def _distribution_ids(os_release: str) -> tuple[str, ...]:
+def this_interpreter() -> Interpreter:
+    """The Python running this module, on this host (its distribution ids from os-release)."""
     try:
-        with open(os_release, encoding="utf-8") as release:
+        with open(OS_RELEASE, encoding="utf-8") as release:
             fields = dict(line.rstrip("\n").split("=", 1) for line in release if "=" in line)
     except OSError:
-        return ()
-    return tuple(" ".join(fields.get(key, "").strip('"') for key in ("ID", "ID_LIKE")).split())
-
-
-def this_interpreter() -> Interpreter:
-    """The Python running this module, on this host."""
-    return Interpreter(sys.executable, sys.prefix, sys.base_prefix, _distribution_ids(OS_RELEASE),
-                       socket.gethostname(), platform.python_version())
+        fields = {}
+    ids = tuple(" ".join(fields.get(key, "").strip('"') for key in ("ID", "ID_LIKE")).split())
+    return Interpreter(sys.executable, sys.prefix, sys.base_prefix, ids, socket.gethostname(), platform.python_version())
 
 
 def _infinite_int_options(spec: dict[str, Any], params: dict[str, Any], prefix: str = "") -> list[str]:
@@ -141,8 +137,7 @@ def build_module(module_class: Callable[..., Module], argument_spec: dict[str, A
         return module_class(argument_spec=argument_spec, **kwargs)
     except OverflowError:
         # Re-read the options with integers left raw, to name the offending ones.
-        lenient = _lenient(argument_spec)
-        module = module_class(argument_spec=lenient, **kwargs)
+        module = module_class(argument_spec=_lenient(argument_spec), **kwargs)
         names = _infinite_int_options(argument_spec, module.params) or ["an integer option"]
         module.fail_json(msg=f"{', '.join(names)} must be a finite integer, got an infinite value")
         raise  # fail_json exits; this line is never reached

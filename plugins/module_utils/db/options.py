@@ -33,29 +33,16 @@ DEFAULT_SCHEMA = "awa_operations"
 MAX_LOCK_TIMEOUT = 3600
 
 # Ansible option -> libpq keyword.
-LIBPQ_KEYWORDS = {
-    "login_host": "host",
-    "login_port": "port",
-    "login_user": "user",
-    "login_password": "password",
-    "login_db": "dbname",
-    "ssl_mode": "sslmode",
-    "ca_cert": "sslrootcert",
-    "ssl_cert": "sslcert",
-    "ssl_key": "sslkey",
-    "target_session_attrs": "target_session_attrs",
-}
+LIBPQ_KEYWORDS = {"login_host": "host", "login_port": "port", "login_user": "user", "login_password": "password",
+                  "login_db": "dbname", "ssl_mode": "sslmode", "ca_cert": "sslrootcert", "ssl_cert": "sslcert",
+                  "ssl_key": "sslkey", "target_session_attrs": "target_session_attrs"}
 
 # Options whose documented default would hide libpq's environment: when the task does not give one, the
 # variable libpq reads for it is used if set (as community.postgresql does), else the default. The other
 # options default to empty, which leaves libpq to read its environment itself (PGHOST, PGDATABASE,
 # PGPASSWORD, PGSSLROOTCERT, ...), except target_session_attrs, whose default depends on the work
 # (libpq_params reads PGTARGETSESSIONATTRS for it).
-ENVIRONMENT_FALLBACKS = {
-    "login_user": "PGUSER",
-    "login_port": "PGPORT",
-    "ssl_mode": "PGSSLMODE",
-}
+ENVIRONMENT_FALLBACKS = {"login_user": "PGUSER", "login_port": "PGPORT", "ssl_mode": "PGSSLMODE"}
 
 SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
 # libpq's target_session_attrs (PostgreSQL 14 and later).

@@ -109,11 +109,9 @@ def check_ledger(installation: Installation, ledger_schema: str, ledger_table: s
             f"administrator run this module once, or GRANT CREATE ON DATABASE {installation.database} TO {who} "
             f"(or CREATE ON SCHEMA {ledger_schema} if it exists); or set ledger: false to change without a "
             "record (convergence can then not be judged). Nothing was changed.")
-    if not installation.ledger_exists:
-        return LedgerPlan(create=True, add_change_id=False, records_change_id=True, warnings=[])
-    if installation.ledger_has_change_id or installation.can_alter_ledger:
-        return LedgerPlan(create=False, add_change_id=not installation.ledger_has_change_id, records_change_id=True,
-                          warnings=[])
+    if not installation.ledger_exists or installation.ledger_has_change_id or installation.can_alter_ledger:
+        return LedgerPlan(create=not installation.ledger_exists, records_change_id=True, warnings=[],
+                          add_change_id=installation.ledger_exists and not installation.ledger_has_change_id)
     owner = installation.ledger_owner
     return LedgerPlan(create=False, add_change_id=False, records_change_id=False, warnings=[
         f"The change ledger {name} predates change ids (awa.operations 0.1.0) and {who!r} cannot add the column: "
