@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     # For annotations only: the views import no database driver (the role's filters describe runtimes with them).
-    from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneDepth
-    from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
+    from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneDepth, LaneState, QueueState
     from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
     from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 
