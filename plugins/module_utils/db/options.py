@@ -157,11 +157,8 @@ def ports_text(value: object) -> str:
 
 def libpq_hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
     """The hosts libpq will try, and where they come from (for messages): login_host, or PGHOST."""
-    if params.get("host"):
-        return [part.strip() for part in str(params["host"]).split(",")], "login_host"
-    if environ.get("PGHOST"):
-        return [part.strip() for part in environ["PGHOST"].split(",")], "PGHOST"
-    return [""], "the default host"
+    hosts_from = "login_host" if params.get("host") else "PGHOST" if environ.get("PGHOST") else "the default host"
+    return [part.strip() for part in str(params.get("host") or environ.get("PGHOST") or "").split(",")], hosts_from
 
 
 def validate_targets(params: Mapping[str, Any], *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
