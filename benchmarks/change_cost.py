@@ -28,7 +28,7 @@ import psycopg
 
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
-from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import physical_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import environment, stats, tables

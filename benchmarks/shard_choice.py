@@ -50,7 +50,7 @@ from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
-from ansible_collections.awa.operations.plugins.module_utils.schema.depths import fetch_lane_depths
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_lane_depths
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import environment, shard_choice_report

@@ -38,7 +38,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     connection_defaults,
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.naming import MAX_SHARDS, validate_queue_name
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import MAX_SHARDS, validate_queue_name
 from ansible_collections.awa.operations.plugins.module_utils.info.options import DEFAULT_ADVISE_WINDOW, validate_advice_options
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, StateRead

@@ -32,7 +32,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.writes impor
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
-from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_for_shards_info
 

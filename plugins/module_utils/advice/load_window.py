@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, TypeVar
 from ansible_collections.awa.operations.plugins.module_utils.advice import contention
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LANE_READABLE_JOINS
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LANE_READABLE_JOINS
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import fetch_queue_storage_schema
 
 if TYPE_CHECKING:

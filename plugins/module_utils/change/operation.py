@@ -12,7 +12,7 @@
                                        reconnect=lambda: connect(options))
 
 The data path, one file per step: ``request`` (validated before connecting),
-``schema`` (the reads, and the installation's checks), ``naming`` (the
+``schema`` (the reads, and the installation's checks), ``queue_rules`` (the
 queue's stripes), ``plan``, ``writes`` (the statements, and their
 verification before the switch) and ``schema.ledger`` (the change's record),
 ``lost_commit``. The queues are read once, in one READ ONLY snapshot
@@ -66,7 +66,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read, shown
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession, reconnect_with_retries
-from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, resolve_stripes, unknown_queues
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import StripeLayout, resolve_stripes, unknown_queues
 
 if TYPE_CHECKING:
     from typing import TypeAlias

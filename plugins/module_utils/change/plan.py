@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import named_queues
+from ansible_collections.awa.operations.plugins.module_utils.wording import named_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout, ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES, StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
 if TYPE_CHECKING:

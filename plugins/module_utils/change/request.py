@@ -8,7 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
-from ansible_collections.awa.operations.plugins.module_utils.naming import (
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
     validate_queue_name,
     validate_shards,
     validate_stripes,

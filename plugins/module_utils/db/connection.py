@@ -18,26 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_LOCK_TIMEOUT,
-    WRITABLE_TARGETS,
-    Attempt,
-    connection_secrets,
-    describe_target,
-    libpq_hosts,
-    libpq_params,
-    lock_timeout_setting,
-    password_used,
-    validate_targets,
-)
+    DEFAULT_LOCK_TIMEOUT, WRITABLE_TARGETS, Attempt, connection_secrets, describe_target, libpq_hosts, libpq_params,
+    lock_timeout_setting, password_used, validate_targets)
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    CommitLost,
-    ConnectionFailed,
-    ConnectionLost,
-    DatabaseError,
-    LockTimeout,
-    PreconditionFailed,
-    ServerUnreachable,
-)
+    CommitLost, ConnectionFailed, ConnectionLost, DatabaseError, LockTimeout, PreconditionFailed, ServerUnreachable)
 from ansible_collections.awa.operations.plugins.module_utils.masking import masked
 
 try:
@@ -61,11 +45,14 @@ if TYPE_CHECKING:
 
     from psycopg.rows import TupleRow
 
-    # For annotations only (import them under TYPE_CHECKING: module_utils import without psycopg, on the controller
-    # and on targets). What connect() opens, a statement's cursor and its rows: tuples, psycopg's default row factory.
+    # What connect() opens, a statement's cursor and its rows: tuples, psycopg's default row factory.
     Connection: TypeAlias = psycopg.Connection[TupleRow]
     Cursor: TypeAlias = psycopg.Cursor[TupleRow]
     Row: TypeAlias = TupleRow
+else:
+    # For annotations only, which are never evaluated (``from __future__ import annotations``): the names exist so that
+    # a file imports them with the rest of this file's, on the controller and on targets without psycopg too.
+    Connection = Cursor = Row = object
 
 # The first statement of every transaction: its settings, not reads or writes of data. set_config(..., true) is
 # SET LOCAL: it ends with the transaction, so nothing of ours outlives it on the server connection, which a
@@ -75,8 +62,8 @@ if TYPE_CHECKING:
 # advisory lock after the rollback, and a pooler hands it on; lock_timeout still bounds every wait.
 TRANSACTION_SETTINGS_SQL = ("SELECT set_config('lock_timeout', %(timeout)s, true), "
                             "set_config('statement_timeout', '0', true)")
-# With session_role: the transaction runs as that role (SET LOCAL ROLE), every statement of it.
-TRANSACTION_SETTINGS_WITH_ROLE_SQL = TRANSACTION_SETTINGS_SQL + ", set_config('role', %(role)s, true)"
+# With session_role, added to it: the transaction runs as that role (SET LOCAL ROLE), every statement of it.
+ROLE_SETTING_SQL = ", set_config('role', %(role)s, true)"
 
 # What to do when libpq refuses a TLS connection, keyed by words of its message.
 TLS_HINTS = {
@@ -128,18 +115,11 @@ def server_address(conn: Connection) -> str:
     return f"{conn.info.host}:{conn.info.port}"
 
 
-def _session_role(conn: Connection) -> str | None:
-    return getattr(conn, "awa_session_role", None)
-
-
 def _set_transaction_settings(conn: Connection, lock_timeout: float) -> None:
     """The first statement of a transaction: lock_timeout and, with session_role, the role (both SET LOCAL)."""
-    role = _session_role(conn)
-    params = {"timeout": lock_timeout_setting(lock_timeout)}
-    if role:
-        conn.execute(TRANSACTION_SETTINGS_WITH_ROLE_SQL, dict(params, role=role))
-    else:
-        conn.execute(TRANSACTION_SETTINGS_SQL, params)
+    role = getattr(conn, "awa_session_role", None)
+    conn.execute(TRANSACTION_SETTINGS_SQL + (ROLE_SETTING_SQL if role else ""),
+                 {"timeout": lock_timeout_setting(lock_timeout), "role": role})
 
 
 def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
@@ -174,7 +154,7 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
         raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of {hosts_from} "
                                "is not a host name; give host names or addresses, separated by commas") from None
     role = options.get("session_role") or None
-    # Read back by _session_role in every transaction of this connection.
+    # Read back by _set_transaction_settings in every transaction of this connection.
     setattr(conn, "awa_session_role", role)
     if role:
         try:
@@ -190,13 +170,9 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
     return conn
 
 
-@contextlib.contextmanager
-def open_connection(options: Mapping[str, Any], *, writes: bool = False) -> Iterator[Connection]:
-    conn = connect(options, writes=writes)
-    try:
-        yield conn
-    finally:
-        conn.close()
+def open_connection(options: Mapping[str, Any], *, writes: bool = False) -> contextlib.closing[Connection]:
+    """``connect``, as a context that closes the connection at its end."""
+    return contextlib.closing(connect(options, writes=writes))
 
 
 @dataclass(frozen=True)
@@ -222,17 +198,44 @@ def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only
     Its first statement sets ``lock_timeout`` (seconds; 0 waits without
     limit), so every lock it waits for is bounded, READ ONLY or not, and
     switches to the connection's ``session_role`` for this transaction. psycopg
-    errors raised inside become awa.operations errors naming ``action``;
+    errors raised inside (or by its first statement) become awa.operations errors naming ``action``;
     ``on_lock_timeout`` (called after the rollback, with no arguments) may
     describe who held the lock, and its text is added to the message.
     """
     try:
-        with _translated_errors(conn, action, lock_timeout, on_lock_timeout):
-            conn.rollback()
-            conn.read_only = read_only
-            conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read else None
-            _set_transaction_settings(conn, lock_timeout)
-            yield
+        conn.rollback()
+        conn.read_only = read_only
+        conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ if repeatable_read else None
+        _set_transaction_settings(conn, lock_timeout)
+        yield
+    except pg_errors.LockNotAvailable as exc:
+        # Who held the lock, read in a transaction of its own that the end below rolls back (best effort).
+        holder = ""
+        if on_lock_timeout is not None and not conn.closed:
+            try:
+                conn.rollback()
+                _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
+                holder = on_lock_timeout()
+            except psycopg.Error:
+                pass
+        raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({lock_timeout:g}s: "
+                          f"{_first_line(exc)}). Nothing was changed.{(' ' + holder) if holder else ''} "
+                          "Retry when that transaction has finished, or raise lock_timeout.") from None
+    except pg_errors.InsufficientPrivilege as exc:
+        raise PreconditionFailed(f"{action}: {_first_line(exc)}. Nothing was changed.",
+                                 sqlstate=exc.sqlstate) from None
+    except psycopg.Error as exc:
+        _report_pooler_refusal(exc, f"{action}:")
+        if connection_lost(exc, conn.closed):
+            raise ConnectionLost(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
+                                 "did not commit, so nothing was changed; re-run to apply.",
+                                 sqlstate=exc.sqlstate) from None
+        if exc.sqlstate is None:
+            raise DatabaseError(f"{action}: {_first_line(exc)} (raised by psycopg in this process, before the "
+                                f"statement reached the database: {type(exc).__name__}). The transaction was rolled "
+                                "back, so nothing was changed.") from None
+        raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
+                            "changed.", sqlstate=exc.sqlstate) from None
     finally:
         _end_transaction(conn)
 
@@ -334,49 +337,6 @@ def _standby_hint(target: str, writes: bool) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _holders(conn: Connection, on_lock_timeout: Callable[[], str] | None) -> str:
-    """Who held the lock, read in a transaction of its own (best effort: empty when it cannot be read).
-
-    Called only from transaction()'s error translation, whose end rolls that transaction back.
-    """
-    if on_lock_timeout is None or conn.closed:
-        return ""
-    try:
-        conn.rollback()
-        _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
-        return on_lock_timeout()
-    except psycopg.Error:
-        return ""
-
-
-@contextlib.contextmanager
-def _translated_errors(conn: Connection, action: str, lock_timeout: float,
-                       on_lock_timeout: Callable[[], str] | None) -> Iterator[None]:
-    """Turn psycopg errors raised while doing ``action`` into awa.operations errors."""
-    try:
-        yield
-    except pg_errors.LockNotAvailable as exc:
-        holder = _holders(conn, on_lock_timeout)
-        raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({lock_timeout:g}s: "
-                          f"{_first_line(exc)}). Nothing was changed.{(' ' + holder) if holder else ''} "
-                          "Retry when that transaction has finished, or raise lock_timeout.") from None
-    except pg_errors.InsufficientPrivilege as exc:
-        raise PreconditionFailed(f"{action}: {_first_line(exc)}. Nothing was changed.",
-                                 sqlstate=exc.sqlstate) from None
-    except psycopg.Error as exc:
-        _report_pooler_refusal(exc, f"{action}:")
-        if connection_lost(exc, conn.closed):
-            raise ConnectionLost(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
-                                 "did not commit, so nothing was changed; re-run to apply.",
-                                 sqlstate=exc.sqlstate) from None
-        if exc.sqlstate is None:
-            raise DatabaseError(f"{action}: {_first_line(exc)} (raised by psycopg in this process, before the "
-                                f"statement reached the database: {type(exc).__name__}). The transaction was rolled "
-                                "back, so nothing was changed.") from None
-        raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
-                            "changed.", sqlstate=exc.sqlstate) from None
 
 
 def _report_pooler_refusal(exc: BaseException, context: str) -> None:

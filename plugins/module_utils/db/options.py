@@ -33,29 +33,16 @@ DEFAULT_SCHEMA = "awa_operations"
 MAX_LOCK_TIMEOUT = 3600
 
 # Ansible option -> libpq keyword.
-LIBPQ_KEYWORDS = {
-    "login_host": "host",
-    "login_port": "port",
-    "login_user": "user",
-    "login_password": "password",
-    "login_db": "dbname",
-    "ssl_mode": "sslmode",
-    "ca_cert": "sslrootcert",
-    "ssl_cert": "sslcert",
-    "ssl_key": "sslkey",
-    "target_session_attrs": "target_session_attrs",
-}
+LIBPQ_KEYWORDS = {"login_host": "host", "login_port": "port", "login_user": "user", "login_password": "password",
+                  "login_db": "dbname", "ssl_mode": "sslmode", "ca_cert": "sslrootcert", "ssl_cert": "sslcert",
+                  "ssl_key": "sslkey", "target_session_attrs": "target_session_attrs"}
 
 # Options whose documented default would hide libpq's environment: when the task does not give one, the
 # variable libpq reads for it is used if set (as community.postgresql does), else the default. The other
 # options default to empty, which leaves libpq to read its environment itself (PGHOST, PGDATABASE,
 # PGPASSWORD, PGSSLROOTCERT, ...), except target_session_attrs, whose default depends on the work
 # (libpq_params reads PGTARGETSESSIONATTRS for it).
-ENVIRONMENT_FALLBACKS = {
-    "login_user": "PGUSER",
-    "login_port": "PGPORT",
-    "ssl_mode": "PGSSLMODE",
-}
+ENVIRONMENT_FALLBACKS = {"login_user": "PGUSER", "login_port": "PGPORT", "ssl_mode": "PGSSLMODE"}
 
 SSL_MODES = ["allow", "disable", "prefer", "require", "verify-ca", "verify-full"]
 # libpq's target_session_attrs (PostgreSQL 14 and later).
@@ -143,11 +130,8 @@ def libpq_params(options: Mapping[str, Any], *, writes: bool = False,
     ``environ`` is libpq's environment (this process's by default).
     """
     environ = os.environ if environ is None else environ
-    params: dict[str, Any] = {}
-    for option, keyword in LIBPQ_KEYWORDS.items():
-        value = options.get(option)
-        if value not in (None, ""):
-            params[keyword] = value
+    params: dict[str, Any] = {keyword: options[option] for option, keyword in LIBPQ_KEYWORDS.items()
+                              if options.get(option) not in (None, "")}
     if "port" in params:
         params["port"] = ports_text(params["port"])
     # A socket directory is used only when no TCP host is named (or it is localhost).
@@ -173,11 +157,8 @@ def ports_text(value: object) -> str:
 
 def libpq_hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
     """The hosts libpq will try, and where they come from (for messages): login_host, or PGHOST."""
-    if params.get("host"):
-        return [part.strip() for part in str(params["host"]).split(",")], "login_host"
-    if environ.get("PGHOST"):
-        return [part.strip() for part in environ["PGHOST"].split(",")], "PGHOST"
-    return [""], "the default host"
+    hosts_from = "login_host" if params.get("host") else "PGHOST" if environ.get("PGHOST") else "the default host"
+    return [part.strip() for part in str(params.get("host") or environ.get("PGHOST") or "").split(",")], hosts_from
 
 
 def validate_targets(params: Mapping[str, Any], *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
@@ -301,12 +282,11 @@ def password_used(options: Mapping[str, Any], attempt: Attempt | None,
         return (f"without a password (login_password is empty, and neither PGPASSWORD nor an entry of the password "
                 f"file {passfile} gives one)")
     connect_params = options.get("connect_params") or {}
-    if options.get("login_password"):
-        return "with the password from login_password"
-    if connect_params.get("password"):
-        return "with the password from connect_params"
-    if environ.get("PGPASSWORD"):
-        return "with the password from PGPASSWORD"
+    given = {"login_password": options.get("login_password"), "connect_params": connect_params.get("password"),
+             "PGPASSWORD": environ.get("PGPASSWORD")}
+    source = next((name for name, value in given.items() if value), None)
+    if source:
+        return f"with the password from {source}"
     service = connect_params.get("service") or environ.get("PGSERVICE")
     if service:
         return f"with the password from service {service!r} (its service file entry) or the password file {passfile}"

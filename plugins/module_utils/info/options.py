@@ -28,7 +28,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
 )
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import validate_queue_name
 
 DEFAULT_WAIT_TIMEOUT = 300.0
 DEFAULT_WAIT_SLEEP = 2.0

@@ -33,7 +33,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import D
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.schema import depths, installation, lanes, ledger
+from ansible_collections.awa.operations.plugins.module_utils.schema import installation, lanes, ledger
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import (
     fetch_all_queue_names, fetch_known_queue_names, fetch_queue_names)
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
@@ -45,7 +45,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.service_runtim
     WindowService,
     left_out,
 )
-from ansible_collections.awa.operations.plugins.module_utils.naming import (
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
     StripeLayout, logical_queue, never_seen, resolve_stripes)
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None,
              stripes: int | None) -> tuple[dict[str, StripeLayout], list[str], dict[str, str]]:
     """logical queue -> StripeLayout, for the selected queues or (None) every stored queue; and what is known of the
-    selected queues the database has never seen (naming.never_seen, by queue).
+    selected queues the database has never seen (queue_rules.never_seen, by queue).
 
     A stripe layout that cannot be resolved is an error for a queue asked for
     by name, and a finding when every queue is scanned.
@@ -122,12 +122,12 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
         runtimes = fetch_runtimes(conn)
         latest = ledger.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
         chunks = depth_chunks(physical, state) if read_lanes else []
-        observed = depths.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
+        observed = lanes.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
     # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
     # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
     for chunk in chunks[1:]:
         with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
-            observed += depths.fetch_lane_depths(conn, schema, chunk)
+            observed += lanes.fetch_lane_depths(conn, schema, chunk)
     if not found.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
@@ -136,7 +136,7 @@ def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | Non
     outside = left_out(window_services, [(runtime.instance_id, runtime.pid, runtime.hostname,
                                           runtime.started_at.timestamp()) for runtime in runtimes])
     concerned = [runtime for runtime in runtimes if runtime.instance_id not in outside]
-    depths_by_queue: dict[str, list[depths.LaneDepth]] = {}
+    depths_by_queue: dict[str, list[lanes.LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
     queues = {logical: views.queue_view(layout, logical, state,

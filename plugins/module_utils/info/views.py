@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.info import service_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence
-from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     ChangeView,
     Grants,
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     # For annotations only: the views import no database driver (the role's filters describe runtimes with them).
-    from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
-    from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
+    from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneDepth, LaneState, QueueState
     from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
     from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 
@@ -188,7 +187,7 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
     """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
 
     ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too. ``never_seen``
-    says what is known of a queue the database has never seen (naming.never_seen): its first finding, in place of
+    says what is known of a queue the database has never seen (queue_rules.never_seen): its first finding, in place of
     its missing lanes (which only a change asked to prepare a new queue creates).
     """
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}

@@ -45,7 +45,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.read import re
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
     PolledRead, ShardRef, ShardsInfo, StateRead)
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, named_queues, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import LISTED, counted, named_queues, names_text
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection

@@ -18,7 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Collection
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.masking import MASK
 
 # NAME=value, as a systemd EnvironmentFile reads it (spaces around the name are ignored).

@@ -20,28 +20,19 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
-
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 
 @dataclass
 class Installation:
-    """What is installed, and who we are. Plain data."""
+    """What is installed, and who we are. Plain data, its first fields in INSTALLATION_SQL's column order."""
 
     server_version_num: int
     current_user: str
     has_awa_schema: bool
     has_enqueue_shards: bool = False
-    has_queue_storage_tables: bool = False
-    schema_version: int | None = None
-    storage_state: str | None = None
-    storage_engine: str | None = None
-    queue_storage_schema: str | None = None
     missing_roles: list[str] = field(default_factory=list)
     ledger_exists: bool = False
     can_create_ledger: bool = False
@@ -53,36 +44,38 @@ class Installation:
     ledger_has_change_id: bool = False
     ledger_owner: str | None = None
     can_alter_ledger: bool = False
+    has_queue_storage_tables: bool = False
+    schema_version: int | None = None
+    storage_state: str | None = None
+    storage_engine: str | None = None
+    queue_storage_schema: str | None = None
 
 
+# The ledger's columns read its pg_class row (joined as ledger): catalog lookups, not to_regclass, which raises
+# without USAGE on the ledger schema. The last two columns say which of the next statements to run.
 INSTALLATION_SQL = """
 SELECT current_setting('server_version_num')::int,
        current_user::text,
        to_regnamespace('awa') IS NOT NULL,
        EXISTS (SELECT 1 FROM pg_attribute
                WHERE attrelid = to_regclass('awa.queue_meta') AND attname = 'enqueue_shards' AND NOT attisdropped),
-       to_regclass('awa.schema_version') IS NOT NULL,
        ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r)),
-       -- Catalog lookups, not to_regclass: that raises without USAGE on the ledger schema.
-       EXISTS (SELECT 1 FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
-               AND relname = %(ledger_table_name)s),
+       ledger.oid IS NOT NULL,
        CASE WHEN to_regnamespace(%(ledger_schema)s) IS NULL THEN has_database_privilege(current_database(), 'CREATE')
             ELSE has_schema_privilege(to_regnamespace(%(ledger_schema)s), 'CREATE') END,
        COALESCE(has_schema_privilege(to_regnamespace(%(ledger_schema)s), 'USAGE')
-                AND has_table_privilege((SELECT oid FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
-                                         AND relname = %(ledger_table_name)s), 'INSERT'), false),
+                AND has_table_privilege(ledger.oid, 'INSERT'), false),
        ARRAY(SELECT r FROM unnest(%(roles)s::text[]) AS r JOIN pg_roles AS pr ON pr.rolname = r
              WHERE pr.rolsuper OR pg_has_role(r, current_user, 'USAGE')),
        current_database()::text,
+       EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = ledger.oid AND attname = 'change_id' AND NOT attisdropped),
+       ledger.owner, COALESCE(ledger.may_alter, false),
+       to_regclass('awa.schema_version') IS NOT NULL,
        to_regprocedure('awa.storage_status()') IS NOT NULL
-         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL,
-       EXISTS (SELECT 1 FROM pg_attribute WHERE attname = 'change_id' AND NOT attisdropped
-               AND attrelid = (SELECT oid FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s)
-                               AND relname = %(ledger_table_name)s)),
-       ledger.owner, COALESCE(ledger.may_alter, false)
+         AND to_regprocedure('awa.active_queue_storage_schema()') IS NOT NULL
 FROM (SELECT NULL) AS one
-LEFT JOIN (SELECT pg_get_userbyid(relowner) AS owner, pg_has_role(relowner, 'USAGE') AS may_alter FROM pg_class
-           WHERE relnamespace = to_regnamespace(%(ledger_schema)s) AND relname = %(ledger_table_name)s) AS ledger ON true
+LEFT JOIN (SELECT oid, pg_get_userbyid(relowner) AS owner, pg_has_role(relowner, 'USAGE') AS may_alter
+           FROM pg_class WHERE relnamespace = to_regnamespace(%(ledger_schema)s) AND relname = %(ledger_table_name)s) AS ledger ON true
 """
 
 SCHEMA_VERSION_SQL = "SELECT max(version) FROM awa.schema_version"
@@ -102,20 +95,12 @@ def fetch_database_clock(conn: Connection) -> datetime.datetime:
 
 def fetch_installation(conn: Connection, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
     """At most three statements: what exists, then (when Awa is there) its version and engine."""
-    row = one_row(conn.execute(sql.SQL(INSTALLATION_SQL), {
+    *fields, has_version_table, has_storage_functions = one_row(conn.execute(sql.SQL(INSTALLATION_SQL), {
         "roles": list(roles),
         "ledger_table_name": ledger_table,
         "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
     }))
-    (server_version_num, current_user, has_awa_schema, has_enqueue_shards, has_version_table, missing_roles,
-     ledger_exists, can_create_ledger, can_write_ledger, creator_privileged, database, has_storage_functions,
-     ledger_has_change_id, ledger_owner, can_alter_ledger) = row
-    found = Installation(
-        server_version_num=server_version_num, current_user=current_user, has_awa_schema=has_awa_schema,
-        has_enqueue_shards=has_enqueue_shards, missing_roles=list(missing_roles), ledger_exists=ledger_exists,
-        can_create_ledger=can_create_ledger, can_write_ledger=can_write_ledger,
-        roles_with_creator_privileges=list(creator_privileged), database=database,
-        ledger_has_change_id=ledger_has_change_id, ledger_owner=ledger_owner, can_alter_ledger=can_alter_ledger)
+    found = Installation(*fields)
     if has_version_table:
         found.schema_version = one_row(conn.execute(SCHEMA_VERSION_SQL))[0]
     if has_storage_functions:

@@ -1,22 +1,22 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The lanes of physical queues: their counts, and the health of every lane's objects.
+"""The lanes of physical queues: their counts, the health of every lane's objects, and their ready depths.
 
-Part of the schema package, the reads of Awa's schema that the change and the read both make (installation.py says how they behave).
+Part of the schema package, the reads of Awa's schema that the change and the read both make (installation.py says
+how they behave). A lane's ready depth and lag are the exact count Awa uses, never the stale next_seq - claim_seq
+columns (docs/awa-internals.md §9 has the count); reading a lane's cursors locks its two sequences until the
+transaction ends.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
-from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row, sql
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row
 
 # awa.queue_meta and the control plane always live in schema "awa"; lanes live in the
 # queue-storage schema (docs/awa-internals.md §2).
@@ -142,15 +142,6 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def _lane_state(row: Row) -> LaneState:
-    """A row of LANE_STATE_SQL, in its column order."""
-    (queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq, has_enqueue_seq,
-     has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner, missing, grantable) = row
-    return LaneState(queue, priority, shard, has_lane_row, has_enqueue_head, has_claim_head, enqueue_seq, claim_seq,
-                     has_enqueue_seq, has_claim_seq, head_names_ok, enqueue_seq_owner, claim_seq_owner,
-                     missing_privileges=[tuple(triple) for triple in missing], grantable=grantable)
-
-
 def _queue_counts(meta: list[Row]) -> QueueState:
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
@@ -201,5 +192,79 @@ def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[st
 
 
 def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
-    return QueueState(enqueue_shards=counts.enqueue_shards, paused=counts.paused,
-                      lanes=[_lane_state(row) for row in lanes.fetchall()])
+    """``counts`` with the lanes of LANE_STATE_SQL's rows (LaneState's fields in its column order)."""
+    rows = [(*row[:13], [tuple(triple) for triple in row[13]], row[14]) for row in lanes.fetchall()]
+    return replace(counts, lanes=[LaneState(*row) for row in rows])
+
+
+@dataclass(frozen=True)
+class LaneDepth:
+    queue: str
+    priority: int
+    shard: int
+    readable: bool
+    seq_lag: int | None
+    ready_depth: int | None
+    oldest_ready_age_seconds: float | None
+    # The lane's next enqueue sequence value: it grows by one for each job enqueued on the lane.
+    enqueue_cursor: int | None = None
+
+
+# Whether this role may read both sequences of the lane joined as h (enqueue head) and c (claim head): seqs.readable.
+LANE_READABLE_JOINS = """
+CROSS JOIN LATERAL (
+    SELECT to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(h.seq_name)) AS enqueue_oid,
+           to_regclass(quote_ident(%(schema)s) || '.' || quote_ident(c.seq_name)) AS claim_oid
+) AS oids
+CROSS JOIN LATERAL (
+    SELECT oids.enqueue_oid IS NOT NULL AND oids.claim_oid IS NOT NULL
+           AND has_sequence_privilege(oids.enqueue_oid, 'SELECT')
+           AND has_sequence_privilege(oids.claim_oid, 'SELECT') AS readable
+) AS seqs
+"""
+
+LANE_DEPTH_SQL = """
+SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
+       cursor.enqueue_next - cursor.claim_next,
+       CASE WHEN NOT seqs.readable THEN NULL
+            WHEN cursor.enqueue_next <= cursor.claim_next THEN 0
+            ELSE ready.depth END,
+       CASE WHEN seqs.readable AND cursor.enqueue_next > cursor.claim_next
+            THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END,
+       cursor.enqueue_next
+FROM {enqueue_heads} AS h
+JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
+""" + LANE_READABLE_JOINS + """LEFT JOIN LATERAL (
+    SELECT {next_value}(h.seq_name) AS enqueue_next, {next_value}(c.seq_name) AS claim_next
+    WHERE seqs.readable
+) AS cursor ON true
+LEFT JOIN LATERAL (
+    -- Only lanes whose enqueue cursor is ahead of the claim cursor can hold ready rows.
+    SELECT count(*) AS depth, min(r.run_at) AS oldest_run_at
+    FROM {ready_entries} AS r
+    WHERE r.queue = h.queue AND r.priority = h.priority AND r.enqueue_shard = h.enqueue_shard
+      AND r.lane_seq >= cursor.claim_next
+      AND NOT EXISTS (SELECT 1 FROM {ready_tombstones} AS t
+                      WHERE t.queue = r.queue AND t.priority = r.priority AND t.enqueue_shard = r.enqueue_shard
+                        AND t.lane_seq = r.lane_seq AND t.ready_slot = r.ready_slot
+                        AND t.ready_generation = r.ready_generation)
+) AS ready ON seqs.readable AND cursor.enqueue_next > cursor.claim_next
+WHERE h.queue = ANY(%(queues)s)
+ORDER BY h.queue, h.priority, h.enqueue_shard
+"""
+
+
+def fetch_lane_depths(conn: Connection, schema: str, queues: list[str]) -> list[LaneDepth]:
+    """Exact ready depth, sequence lag and oldest ready age of every lane of ``queues``.
+
+    Lanes whose sequences the connected role cannot read are reported with
+    ``readable=False`` and no numbers instead of failing the whole read.
+    """
+    rows = conn.execute(sql.SQL(LANE_DEPTH_SQL).format(
+        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
+        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
+        ready_entries=sql.Identifier(schema, "ready_entries"),
+        ready_tombstones=sql.Identifier(schema, "ready_tombstones"),
+        next_value=sql.Identifier(schema, "sequence_next_value"),
+    ), {"schema": schema, "queues": list(queues)}).fetchall()
+    return [LaneDepth(*row) for row in rows]

@@ -17,15 +17,13 @@ import datetime
 import json
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import Any, TypedDict
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Statement, one_row, sql
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import LIVE_RUNTIME_PREDICATE
 
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 TABLE = "enqueue_shards_changes"
 # The id the client gives each change (a UUID), so that a run whose COMMIT lost its connection can find its row.
@@ -111,11 +109,9 @@ def check_ledger(installation: Installation, ledger_schema: str, ledger_table: s
             f"administrator run this module once, or GRANT CREATE ON DATABASE {installation.database} TO {who} "
             f"(or CREATE ON SCHEMA {ledger_schema} if it exists); or set ledger: false to change without a "
             "record (convergence can then not be judged). Nothing was changed.")
-    if not installation.ledger_exists:
-        return LedgerPlan(create=True, add_change_id=False, records_change_id=True, warnings=[])
-    if installation.ledger_has_change_id or installation.can_alter_ledger:
-        return LedgerPlan(create=False, add_change_id=not installation.ledger_has_change_id, records_change_id=True,
-                          warnings=[])
+    if not installation.ledger_exists or installation.ledger_has_change_id or installation.can_alter_ledger:
+        return LedgerPlan(create=not installation.ledger_exists, records_change_id=True, warnings=[],
+                          add_change_id=installation.ledger_exists and not installation.ledger_has_change_id)
     owner = installation.ledger_owner
     return LedgerPlan(create=False, add_change_id=False, records_change_id=False, warnings=[
         f"The change ledger {name} predates change ids (awa.operations 0.1.0) and {who!r} cannot add the column: "
@@ -206,14 +202,11 @@ def ledger_insert(schema: str, *, queue: str, physical_queues: list[str], stripe
     With ``with_change_id`` the row carries the change id the queue lock set
     (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
     """
-    column: sql.SQL | sql.Composed = sql.SQL("")
-    value: sql.SQL | sql.Composed = sql.SQL("")
-    if with_change_id:
-        column = sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN))
-        value = sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
     return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
         table=sql.Identifier(schema, TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE),
-        change_id_column=column, change_id_value=value), {
+        change_id_column=sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN)) if with_change_id else sql.SQL(""),
+        change_id_value=sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
+        if with_change_id else sql.SQL("")), {
         "queue": queue, "physical_queues": physical_queues, "stripes": stripes,
         "from_shards": json.dumps(previous_shards), "to_shards": shards, "lanes_created": lanes_created,
         "grants_added": grants_added, "runtime_roles": runtime_roles, "reason": reason})
@@ -233,8 +226,7 @@ def fetch_latest_changes(conn: Connection, ledger_schema: str, physical_queues: 
     """physical queue -> its latest recorded shard-count switch (queues never switched are absent)."""
     rows = conn.execute(sql.SQL(LATEST_CHANGES_SQL).format(table=sql.Identifier(ledger_schema, TABLE)),
                         {"queues": physical_queues}).fetchall()
-    return {row[1]: RecordedChange(row[0], row[1], row[2], row[3], row[4], frozenset(row[5]), row[6], row[7])
-            for row in rows}
+    return {row[1]: RecordedChange(*(*row[:5], frozenset(row[5]), *row[6:])) for row in rows}
 
 
 # A ledger row by the change id the client gave it, or by the transaction that wrote it. The table and the

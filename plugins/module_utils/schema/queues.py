@@ -9,13 +9,9 @@ Part of the schema package, the reads of Awa's schema that the change and the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
-from ansible_collections.awa.operations.plugins.module_utils.naming import STRIPE_DELIMITER
-
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, sql
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import STRIPE_DELIMITER
 
 
 @dataclass(frozen=True)
@@ -108,7 +104,7 @@ SELECT DISTINCT queue FROM (
 
 def fetch_known_queue_names(conn: Connection, schema: str) -> list[str]:
     """Every queue name the database knows (KNOWN_QUEUE_NAMES_SQL; physical names, q#n included): the names a queue
-    it has never seen is compared with (naming.never_seen). One statement."""
+    it has never seen is compared with (queue_rules.never_seen). One statement."""
     rows = conn.execute(sql.SQL(KNOWN_QUEUE_NAMES_SQL).format(
         heads=sql.Identifier(schema, "queue_enqueue_heads"), deferred=sql.Identifier(schema, "deferred_jobs")))
     return [row[0] for row in rows.fetchall()]

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, sql
 
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 # Awa's own liveness rule for runtime rows (docs/awa-internals.md §5), by the database clock.
 LIVE_RUNTIME_PREDICATE = """NOT ri.shutting_down
@@ -73,10 +70,5 @@ def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
 def fetch_runtimes(conn: Connection) -> list[Runtime]:
     """Every runtime snapshot row, live or not."""
     rows = conn.execute(sql.SQL(RUNTIMES_SQL).format(live=sql.SQL(LIVE_RUNTIME_PREDICATE))).fetchall()
-    runtimes = []
-    for (instance_id, hostname, pid, version, started_at, last_seen_at, live, shutting_down, healthy, leader,
-         seconds_since_seen, seconds_since_start, queues) in rows:
-        runtimes.append(Runtime(instance_id, hostname, pid, version, started_at, last_seen_at, live, shutting_down,
-                                healthy, leader, seconds_since_seen, seconds_since_start,
-                                reported_shards=reported_shard_counts(queues)))
-    return runtimes
+    # Runtime's fields in RUNTIMES_SQL's column order, its snapshot's queues last.
+    return [Runtime(*(*row[:-1], reported_shard_counts(row[-1]))) for row in rows]

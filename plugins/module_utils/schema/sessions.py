@@ -8,12 +8,8 @@ Part of the schema package, the reads of Awa's schema that the change and the re
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row
-
-if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, one_row
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     validate_lock_timeout,
     validate_targets,
 )
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import did_you_mean
+from ansible_collections.awa.operations.plugins.module_utils.wording import did_you_mean
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 # The modes awa_producer_services takes: the role refuses before the change what the module would refuse after it.
 from ansible_collections.awa.operations.plugins.module_utils.producer.managed_file import OCTAL_MODE

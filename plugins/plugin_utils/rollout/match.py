@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import RuntimeView
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
     ServiceProcess,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import DETAILED_QUEUES, counted, kind_lines, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, kind_lines, names_text
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import backlog_beyond, claim_rate, seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 
@@ -138,7 +138,7 @@ def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], r
     """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
 
     ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``). Past
-    name_lists.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all. With
+    wording.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all. With
     ``drain_timeout``, each lowering's backlog is weighed against it (drain_warnings; ``watched``, the second read).
     """
     failure = read_failure(read)

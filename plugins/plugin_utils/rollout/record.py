@@ -26,7 +26,7 @@ import datetime
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView

@@ -24,7 +24,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
     queue_changes,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
     QueueChange,
@@ -72,7 +72,7 @@ def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | Non
 
 def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], check_mode: bool) -> list[str]:
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
-    name_lists.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
+    wording.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
         lines = []
         observed = change.get("observed")
@@ -237,7 +237,7 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     the last read's ``runtimes``, ``pid_hosts`` and
     the ``queues`` whose change concerns a service (the plan's).
     Past compact.LISTED queues, queues with the same counts and verdict share
-    a row; past name_lists.DETAILED_QUEUES, each queue's own lines are left to
+    a row; past wording.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.
     """
     matched = {entry["queue"]: queue_inventory(entry["queue"], inventory) for entry in queues}

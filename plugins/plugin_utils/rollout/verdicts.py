@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import unreachable_message
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import configuration_problems

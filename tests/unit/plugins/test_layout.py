@@ -26,8 +26,8 @@ PREFIX = "ansible_collections.awa.operations.plugins."
 # From the bottom up: each row's packages (folders) and top-level files (without .py) import only their own package
 # and the rows below. plugin_utils (controller-side) stands above all of module_utils (which is shipped to hosts).
 ORDER = (
-    ("module_utils/errors", "module_utils/name_lists", "module_utils/masking"),
-    ("module_utils/naming",),
+    ("module_utils/errors", "module_utils/wording", "module_utils/masking"),
+    ("module_utils/queue_rules",),
     ("module_utils/db", "module_utils/producer"),
     ("module_utils/schema",),
     ("module_utils/advice",),

@@ -12,7 +12,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes imp
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan, plan_enqueue_shards
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
-from ansible_collections.awa.operations.plugins.module_utils.naming import resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import resolve_stripes
 
 RUNTIME = "awa_runtime"
 

@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.awa.operations.tests.unit.plugins.module_args import patch_module_args
 
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import merge_results
-from ansible_collections.awa.operations.plugins.module_utils.naming import physical_queues
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import physical_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Switch, change_warnings
 from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.infinite_ints import infinite_int_refusal

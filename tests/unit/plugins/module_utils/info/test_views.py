@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 
-from ansible_collections.awa.operations.plugins.module_utils.schema.depths import LaneDepth
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneDepth
 from ansible_collections.awa.operations.plugins.module_utils.info.views import (
     DETAIL_KEYS,
     LANE_KEYS,
@@ -17,7 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.views import (
     shown,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
-from ansible_collections.awa.operations.plugins.module_utils.naming import never_seen, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import never_seen, resolve_stripes
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 

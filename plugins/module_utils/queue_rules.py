@@ -8,7 +8,7 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.name_lists import did_you_mean
+from ansible_collections.awa.operations.plugins.module_utils.wording import did_you_mean
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed, UnknownQueue
 
 # awa.queue_meta CHECK (enqueue_shards >= 1 AND enqueue_shards <= 64)
@@ -61,20 +61,15 @@ def validate_stripes(stripes: object) -> int:
 
 def physical_queues(queue: str, stripes: int) -> list[str]:
     """The queue names runtimes with ``stripes`` stripes read and write."""
-    if stripes == 1:
-        return [queue]
-    return [f"{queue}{STRIPE_DELIMITER}{stripe}" for stripe in range(stripes)]
+    return [queue] if stripes == 1 else [f"{queue}{STRIPE_DELIMITER}{stripe}" for stripe in range(stripes)]
 
 
 def stripe_index(logical: str, physical: str) -> int | None:
     """n when ``physical`` is exactly ``<logical>#<n>`` (canonical decimal), else None."""
     prefix = logical + STRIPE_DELIMITER
-    if not physical.startswith(prefix):
-        return None
     suffix = physical[len(prefix):]
-    if not suffix.isdecimal() or not suffix.isascii() or (len(suffix) > 1 and suffix[0] == "0"):
-        return None
-    return int(suffix)
+    canonical = suffix.isdecimal() and suffix.isascii() and (len(suffix) == 1 or suffix[0] != "0")
+    return int(suffix) if physical.startswith(prefix) and canonical else None
 
 
 @dataclass(frozen=True)
@@ -144,7 +139,5 @@ def logical_queue(physical: str) -> str:
 
 def ordering_contract(shards: int) -> str:
     """What FIFO promise S shards give (ADR-025)."""
-    if shards == 1:
-        return "strict FIFO per (queue, priority)"
-    return (f"partitioned FIFO: FIFO per (queue, priority, shard) across {shards} shards; "
-            "use ordering_key for per-key FIFO")
+    return "strict FIFO per (queue, priority)" if shards == 1 else (
+        f"partitioned FIFO: FIFO per (queue, priority, shard) across {shards} shards; use ordering_key for per-key FIFO")

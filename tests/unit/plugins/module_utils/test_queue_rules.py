@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed
-from ansible_collections.awa.operations.plugins.module_utils.naming import (
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
     logical_queue,
     never_seen,
     ordering_contract,

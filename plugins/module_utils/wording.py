@@ -1,6 +1,8 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Lists of names said in a few words: what the role and the modules print stays one screen long for a hundred queues.
+"""How messages word names: a list of them in a few words, a count, the name meant by a misspelt one.
+
+What the role and the modules print stays one screen long for a hundred queues.
 
 A change window of a few queues and services prints one line for each; past
 ``LISTED`` they are counted, named by ranges (``q001..q100``) or by the
@@ -14,6 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Callable, Iterable
+from typing import Any
 
 # Items listed one by one (a line each, or a name each) before they are counted instead.
 LISTED = 10
@@ -27,23 +30,15 @@ def _ranges(names: list[str]) -> list[str] | None:
     matches = [NUMBERED.match(name) for name in names]
     if not all(matches):
         return None
-    parts: list[str] = []
-    start = previous = None
+    # Each run of consecutive numbers of one prefix and width: [prefix, width, first name, last name, last number].
+    runs: list[list[Any]] = []
     for match in sorted((m for m in matches if m), key=lambda m: (m.group(1), len(m.group(2)), int(m.group(2)))):
-        if previous is not None and (match.group(1), len(match.group(2))) == (previous.group(1), len(previous.group(2))) \
-                and int(match.group(2)) == int(previous.group(2)) + 1:
-            previous = match
-            continue
-        if start is not None and previous is not None:
-            parts.append(_span(start.group(0), previous.group(0)))
-        start = previous = match
-    if start is not None and previous is not None:
-        parts.append(_span(start.group(0), previous.group(0)))
-    return parts
-
-
-def _span(first: str, last: str) -> str:
-    return first if first == last else f"{first}..{last}"
+        prefix, digits = match.groups()
+        if runs and runs[-1][:2] == [prefix, len(digits)] and runs[-1][4] + 1 == int(digits):
+            runs[-1][3:] = [match.group(0), int(digits)]
+        else:
+            runs.append([prefix, len(digits), match.group(0), match.group(0), int(digits)])
+    return [first if first == last else f"{first}..{last}" for dummy, dummy, first, last, dummy in runs]
 
 
 def names_text(names: Iterable[str], limit: int = LISTED) -> str:

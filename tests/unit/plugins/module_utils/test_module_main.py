@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.db.psycopg_install import (
+from ansible_collections.awa.operations.plugins.module_utils.module_main import (
     Interpreter,
     install_command,
     missing_psycopg_message,
