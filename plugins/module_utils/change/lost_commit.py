@@ -78,19 +78,10 @@ class PendingChange:
 
     @property
     def identity(self) -> TransactionIdentity:
-        """The transaction of a change whose row carries no change id, read before its COMMIT (commit_change)."""
+        """The transaction of a change whose row carries no change id, read before its COMMIT."""
         if self.transaction is None:
             raise ValueError(f"{self.action}: its transaction was not read before COMMIT")
         return self.transaction
-
-
-class Unsettled(Exception):
-    """Raised by ``commit_change`` for ``settle``: the connection was lost during COMMIT."""
-
-    def __init__(self, pending: PendingChange, reason: str) -> None:
-        super().__init__(reason)
-        self.pending = pending
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -100,14 +91,6 @@ class Resolution:
     committed: bool
     resolved_by: str
     ledger: LedgerRow | None = None
-
-
-def commit_change(conn: Connection, pending: PendingChange) -> None:
-    """COMMIT the change; when the connection is lost during it, raise ``Unsettled`` for ``settle``."""
-    try:
-        commit(conn, pending.action)
-    except CommitLost as lost:
-        raise Unsettled(pending, lost.message) from None
 
 
 def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connection] | None, *,

@@ -19,8 +19,9 @@ values bound) and run in the caller's transaction, in this order:
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
 
-The caller commits (``lost_commit.commit_change``): a COMMIT whose connection
-is lost is looked up there, by the change id the ledger row carries.
+The caller commits (``operation._change_queue``): a COMMIT whose connection
+is lost is looked up (``lost_commit.settle``), by the change id the ledger row
+carries.
 
 Scalar values are cast with ``CAST(x AS type)``, not ``x::type``: the rendered
 statements are returned as ``queries`` and shown in the module's RETURN

@@ -17,7 +17,7 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_utils.infinite
 
 def queue_result(queue: str, shards: int, *, changed: bool = True, stripes: int = 1, previous: int = 1,
                  warnings: tuple[str, ...] = ()) -> dict:
-    """What change_enqueue_shards returns for one queue (the keys the merge reads), with the switch warnings
+    """What change_queues returns for one queue (the keys the merge reads), with the switch warnings
     the queue's plan gives (none when unchanged: it already has ``shards``)."""
     physical = physical_queues(queue, stripes)
     previous_shards = dict.fromkeys(physical, previous if changed else shards)
