@@ -289,12 +289,13 @@ def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, loc
     ``reconnect``. Raises ``ChangedSinceRead`` when the queue's counts are no longer those it was planned from."""
     started = time.monotonic()
     plan = prepared.plan
+    action = f"changing enqueue_shards of queue {plan.queue!r}"
     result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
     if plan.changed and not check_mode:
         # The id its ledger row will carry (a check-mode run writes none, and returns none).
         change_id = str(uuid.uuid4())
         try:
-            with transaction(conn, f"changing enqueue_shards of queue {plan.queue!r}", lock_timeout=lock_timeout,
+            with transaction(conn, action, lock_timeout=lock_timeout,
                              on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
                 with conn.pipeline() if prepared.statements.pipelined else contextlib.nullcontext():
                     writes.send_queue_lock(conn, plan.queue, change_id)
@@ -307,12 +308,9 @@ def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, loc
                 result["change_id"] = change_id
                 # Without a change id in the row, a lost commit is looked up by its transaction.
                 pending = lost_commit.PendingChange(
-                    queue=plan.queue, change_id=change_id, result=result,
-                    ledger_schema=ledger_schema if prepared.records else None,
-                    records_change_id=prepared.records_change_id,
-                    transaction=None if prepared.records_change_id else fetch_transaction_identity(conn),
-                    lock_timeout=lock_timeout)
-                commit(conn, pending.action)
+                    plan.queue, change_id, result, ledger_schema if prepared.records else None,
+                    None if prepared.records_change_id else fetch_transaction_identity(conn), lock_timeout)
+                commit(conn, action)
         except CommitLost as lost:
             result = lost_commit.settle(pending, lost.message, reconnect)
     result["duration"] = round(time.monotonic() - started, 3)

@@ -174,13 +174,9 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     return ChangeStatements(provision, record, switch, pipelined=ddl is None)
 
 
-def lock_queue(conn: Connection, queue: str, change_id: str | None = None) -> None:
-    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
-    send_queue_lock(conn, queue, change_id).fetchall()
-
-
 def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> Cursor:
-    """``lock_queue``, its result read later (on a connection in pipeline mode, with what is sent after it)."""
+    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change. Its result
+    is read by the caller: later, on a connection in pipeline mode, with what is sent after it."""
     statement = queue_lock(queue, change_id)
     return conn.execute(statement.query, statement.params)
 

@@ -27,7 +27,7 @@ XID = TransactionIdentity("1234", "7714315657794815573", "00000001")
 def pending(ledger_schema: str | None = "awa_operations", records_change_id: bool = True) -> lost_commit.PendingChange:
     return lost_commit.PendingChange(
         queue="orders", change_id=CHANGE_ID, result={"changed": True, "warnings": []}, ledger_schema=ledger_schema,
-        records_change_id=records_change_id, transaction=None if records_change_id else XID, lock_timeout=5)
+        transaction=None if records_change_id else XID, lock_timeout=5)
 
 
 def test_it_reconnects_six_times_within_about_fifteen_seconds_then_says_how_to_look_it_up():
