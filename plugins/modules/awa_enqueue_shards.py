@@ -630,9 +630,10 @@ def run(module: AnsibleModule) -> tuple[EnqueueShardsResult, list[str]]:
     validate_lock_timeout(params["lock_timeout"])
     with open_connection(params, writes=True) as conn:
         return change_and_read(
-            conn, asked, diff=module._diff, reconnect=lambda: connect(params, writes=True),  # pylint: disable=protected-access
-            check_mode=module.check_mode, lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"],
-            reason=params["reason"], detail=params["detail"])
+            conn, asked, diff=module._diff,  # pylint: disable=protected-access
+            reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
+            lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"],
+            detail=params["detail"])
 
 
 def main() -> None:

@@ -48,7 +48,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -116,27 +116,50 @@ def change_and_read(conn: Connection, asked: ChangeRequest | list[ChangeRequest]
     return result, list(dict.fromkeys(run["warnings"] + read["warnings"]))
 
 
-def change_queues(conn: Connection, asked: ChangeRequest | list[ChangeRequest], **options: Any,
-                  ) -> QueueChangeRun | ChangesRun:
+def change_queues(conn: Connection, asked: ChangeRequest | list[ChangeRequest], *,
+                  reconnect: Callable[[], Connection] | None = None, check_mode: bool = False,
+                  lock_timeout: float = DEFAULT_LOCK_TIMEOUT, ledger_schema: str = DEFAULT_SCHEMA,
+                  reason: str | None = None) -> QueueChangeRun | ChangesRun:
     """Validate, plan and (unless ``check_mode``) apply the shard-count change ``asked``: one request (the
     module's ``queue``), or a list of them (its ``queues``), each queue in its own transaction, in the order given.
     The result and the errors are said as the form asked: one queue's, or one merged over the list.
 
-    ``options`` are _queue_runs'. An error is an ``AwaOperationsError``; a
-    list stops at the first queue that fails: the queues before it stay
-    changed (each committed on its own), the error names them, and a re-run
-    (changes are idempotent) finishes the list. When the connection is lost
-    during COMMIT, the change is looked up on a connection from
-    ``reconnect``: its result stands if it committed (a list goes on, on a new
-    connection), ``CommitNotApplied`` is raised if not,
+    Every queue is planned from one read. A queue another run changed since
+    that read (``ChangedSinceRead``) is read and planned again, from what that
+    run committed, at most ``READS_PER_QUEUE`` times in all. An error is an
+    ``AwaOperationsError``; a list stops at the first queue that fails: the
+    queues before it stay changed (each committed on its own), the error
+    names them, and a re-run (changes are idempotent) finishes the list. When
+    the connection is lost during COMMIT, the change is looked up on a
+    connection from ``reconnect``: its result stands if it committed (a list
+    goes on, on a new connection), ``CommitNotApplied`` is raised if not,
     ``CommitOutcomeUnknown`` if that cannot be told (always, without ``reconnect``).
     """
     started = time.monotonic()
     requests = asked if isinstance(asked, list) else [asked]
     runs: dict[str, QueueChangeRun] = {}
+    planned: Planned = {}
     try:
-        for run in _queue_runs(conn, requests, **options):
-            runs[run["queue"]] = run
+        with contextlib.ExitStack() as reopened:
+            for position, request in enumerate(requests):
+                for reads in range(1, READS_PER_QUEUE + 1):
+                    if request.queue not in planned:
+                        unplanned = [later for later in requests[position:] if later.queue not in planned]
+                        planned.update(_read_and_plan(conn, unplanned, lock_timeout=lock_timeout,
+                                                      ledger_schema=ledger_schema, reason=reason))
+                    prepared = planned.pop(request.queue)
+                    if isinstance(prepared, AwaOperationsError):
+                        raise prepared
+                    if conn.closed and reconnect is not None:
+                        conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
+                    try:
+                        runs[request.queue] = _change_queue(conn, prepared, check_mode=check_mode,
+                                                            lock_timeout=lock_timeout, ledger_schema=ledger_schema,
+                                                            reconnect=reconnect)
+                        break
+                    except ChangedSinceRead:
+                        if reads == READS_PER_QUEUE:
+                            raise
     except AwaOperationsError as exc:
         raise _stopped(exc, requests[len(runs)].queue, runs, listed=isinstance(asked, list)) from None
     return merge_results(runs, time.monotonic() - started) if isinstance(asked, list) else runs[asked.queue]
@@ -162,35 +185,6 @@ def _stopped(exc: AwaOperationsError, queue: str, runs: dict[str, QueueChangeRun
     return type(exc)(f"{subject}{exc.message}{done}", **{**exc.details, "queues": runs})
 
 
-def _queue_runs(conn: Connection, requests: list[ChangeRequest], *, reconnect: Callable[[], Connection] | None = None,
-                check_mode: bool = False, lock_timeout: float = DEFAULT_LOCK_TIMEOUT,
-                ledger_schema: str = DEFAULT_SCHEMA, reason: str | None = None) -> Iterator[QueueChangeRun]:
-    """Each queue's run, in the order given, every queue planned from one read. A queue another run changed since
-    that read (``ChangedSinceRead``) is read and planned again, from what that run committed, at most
-    ``READS_PER_QUEUE`` times in all."""
-    planned: Planned = {}
-    with contextlib.ExitStack() as reopened:
-        for position, request in enumerate(requests):
-            for reads in range(1, READS_PER_QUEUE + 1):
-                if request.queue not in planned:
-                    unplanned = [later for later in requests[position:] if later.queue not in planned]
-                    planned.update(_read_and_plan(conn, unplanned, lock_timeout=lock_timeout,
-                                                  ledger_schema=ledger_schema, reason=reason))
-                prepared = planned.pop(request.queue)
-                if isinstance(prepared, AwaOperationsError):
-                    raise prepared
-                if conn.closed and reconnect is not None:
-                    conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
-                try:
-                    run = _change_queue(conn, prepared, check_mode=check_mode, lock_timeout=lock_timeout,
-                                        ledger_schema=ledger_schema, reconnect=reconnect)
-                    break
-                except ChangedSinceRead:
-                    if reads == READS_PER_QUEUE:
-                        raise
-            yield run
-
-
 @dataclass
 class Prepared:
     """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
@@ -214,70 +208,63 @@ Planned: TypeAlias = "dict[str, Prepared | AwaOperationsError]"
 
 def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_timeout: float, ledger_schema: str,
                    reason: str | None) -> Planned:
-    """The one read of the queues (READ ONLY, one snapshot, no lock taken) and every queue's plan."""
+    """The one read of the queues (READ ONLY, one snapshot, no lock taken) and every request planned from it; a
+    refusal is kept for its queue (the queues before it still run). Queues the database has never seen are the run's
+    input, refused before any queue runs (``UnknownQueue``, its advice said by ``_stopped``)."""
     action = (f"changing enqueue_shards of queue {requests[0].queue!r}" if len(requests) == 1
               else f"reading {len(requests)} queues to change")
     with transaction(conn, action, lock_timeout=lock_timeout, read_only=True, repeatable_read=True,
                      on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-        planned = _plan_in_snapshot(conn, requests, ledger_schema=ledger_schema, reason=reason)
+        roles = list(dict.fromkeys(role for request in requests for role in request.runtime_roles))
+        installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
+        try:
+            # The installation's warnings, the same for every queue.
+            warnings = check_installation(installation, tuple(roles))
+            schema = storage_schema(installation)
+        except AwaOperationsError as refused:
+            # Nothing is read of the queues: the first queue is refused as a single queue would be.
+            return {requests[0].queue: refused}
+        names = fetch_queue_names(conn, schema, [request.queue for request in requests])
+        unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
+        if unknown:
+            known = fetch_known_queue_names(conn, schema)
+            seen = "; ".join(never_seen(queue, known) for queue in unknown)
+            raise UnknownQueue(f"{seen[0].upper()}{seen[1:]}", unknown_queues=unknown)
+        planned: Planned = {}
+        layouts: dict[str, StripeLayout] = {}
+        for request in requests:
+            try:
+                layouts[request.queue] = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
+            except AwaOperationsError as refused:
+                planned[request.queue] = refused
+        # The lanes' grants are read for the runtime roles of each request: one read per set of roles (a list has one).
+        states = {}
+        for runtime_roles in {request.runtime_roles for request in requests}:
+            shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
+                      and request.queue in layouts for physical in layouts[request.queue].physical_queues}
+            states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
+        for request in requests:
+            if request.queue not in layouts:
+                continue
+            try:
+                plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
+                use_ledger = request.ledger and plan.changed
+                ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
+            except AwaOperationsError as refused:
+                planned[request.queue] = refused
+                continue
+            records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
+            statements = writes.build_change_statements(
+                plan, schema, ledger_schema=ledger_schema if use_ledger else None,
+                create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
+                add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
+            planned[request.queue] = Prepared(
+                request, schema, plan, statements, render(conn, statements.all),
+                warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []), use_ledger, records_change_id)
         # It only reads, in check mode too: a transaction id would mean it wrote.
         if fetch_assigned_transaction_id(conn) is not None:
             raise DatabaseError("internal error: the read of the queues to change was assigned a transaction id, so "
                                 "it wrote something; it was rolled back.")
-    return planned
-
-
-def _plan_in_snapshot(conn: Connection, requests: list[ChangeRequest], *, ledger_schema: str,
-                      reason: str | None) -> Planned:
-    """Every request planned from one read; a refusal is kept for its queue (the queues before it still run). Queues
-    the database has never seen are the run's input, refused before any queue runs (``UnknownQueue``, its advice
-    said by ``_stopped``)."""
-    roles = list(dict.fromkeys(role for request in requests for role in request.runtime_roles))
-    installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
-    try:
-        # The installation's warnings, the same for every queue.
-        warnings = check_installation(installation, tuple(roles))
-        schema = storage_schema(installation)
-    except AwaOperationsError as refused:
-        # Nothing is read of the queues: the first queue is refused as a single queue would be.
-        return {requests[0].queue: refused}
-    names = fetch_queue_names(conn, schema, [request.queue for request in requests])
-    unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
-    if unknown:
-        known = fetch_known_queue_names(conn, schema)
-        seen = "; ".join(never_seen(queue, known) for queue in unknown)
-        raise UnknownQueue(f"{seen[0].upper()}{seen[1:]}", unknown_queues=unknown)
-    planned: Planned = {}
-    layouts: dict[str, StripeLayout] = {}
-    for request in requests:
-        try:
-            layouts[request.queue] = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
-        except AwaOperationsError as refused:
-            planned[request.queue] = refused
-    # The lanes' grants are read for the runtime roles of each request: one read per set of roles (a list has one).
-    states = {}
-    for runtime_roles in {request.runtime_roles for request in requests}:
-        shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
-                  and request.queue in layouts for physical in layouts[request.queue].physical_queues}
-        states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
-    for request in requests:
-        if request.queue not in layouts:
-            continue
-        try:
-            plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
-            use_ledger = request.ledger and plan.changed
-            ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
-        except AwaOperationsError as refused:
-            planned[request.queue] = refused
-            continue
-        records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
-        statements = writes.build_change_statements(
-            plan, schema, ledger_schema=ledger_schema if use_ledger else None,
-            create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
-            add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
-        planned[request.queue] = Prepared(
-            request, schema, plan, statements, render(conn, statements.all),
-            warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []), use_ledger, records_change_id)
     return planned
 
 

@@ -138,8 +138,9 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     for lane in state.lanes:
         lane_pairs = {(role, sequence) for role, dummy, sequence in lane.missing_privileges}
         if lane.key in wanted:
-            lane_pairs |= {(role, sequence) for role in grantees for sequence, exists in
-                           ((lane.enqueue_seq, lane.has_enqueue_seq), (lane.claim_seq, lane.has_claim_seq)) if not exists}
+            missing = [sequence for sequence, exists in ((lane.enqueue_seq, lane.has_enqueue_seq),
+                                                         (lane.claim_seq, lane.has_claim_seq)) if not exists]
+            lane_pairs |= {(role, sequence) for role in grantees for sequence in missing}
         if lane_pairs and not lane.grantable:
             for owner in {owner for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner is not None}:
                 refused[owner] = refused.get(owner, 0) + 1
