@@ -60,44 +60,41 @@ def queue_lock(queue: str, change_id: str | None = None) -> Statement:
                      {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
 
 
-def _columns(keys: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
-    return [list(column) for column in zip(*keys)] if keys else []
+def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """Lane keys as the statements bind them: a column each of queues, priorities (and shards), in lane order."""
+    return dict(zip(("queues", "priorities", "shards"), (list(column) for column in zip(*sorted(keys)))))
 
 
 def lane_locks(schema: str, keys: list[LaneKey]) -> Statement:
     """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
-    queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "
         "FROM (SELECT q, p, s FROM unnest(%(queues)s::text[], %(priorities)s::int[], %(shards)s::int[]) "
         "WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered"),
-        {"schema": schema, "queues": queues, "priorities": priorities, "shards": shards})
+        {"schema": schema, **_columns(keys)})
 
 
 def insert_lane_rows(schema: str, keys: list[tuple[str, int]]) -> Statement:
-    queues, priorities = _columns(sorted(keys))
     return Statement(sql.SQL(
         "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
         "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
-        {"queues": queues, "priorities": priorities})
+        _columns(keys))
 
 
 def insert_heads(schema: str, table: str, keys: list[LaneKey]) -> Statement:
     """Head rows; Awa's BEFORE INSERT trigger creates each lane sequence."""
-    queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "INSERT INTO {} (queue, priority, enqueue_shard) "
         "SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(shards)s::smallint[]) "
         "ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING").format(sql.Identifier(schema, table)),
-        {"queues": queues, "priorities": priorities, "shards": shards})
+        _columns(keys))
 
 
 def repair_lane_sequences(schema: str, keys: list[LaneKey]) -> Statement:
-    queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
         "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
-        {"queues": queues, "priorities": priorities, "shards": shards})
+        _columns(keys))
 
 
 def grant_lane_sequences(schema: str, sequences: list[str], roles: list[str]) -> Statement:
@@ -130,10 +127,9 @@ class ChangeStatements:
 
 
 def _head_statements(schema: str, plan: Plan, keep: Callable[[LaneKey], bool]) -> list[Statement]:
-    enqueue = [key for key in plan.enqueue_heads_to_create if keep(key)]
-    claim = [key for key in plan.claim_heads_to_create if keep(key)]
-    return ([insert_heads(schema, "queue_enqueue_heads", enqueue)] if enqueue else []) + (
-        [insert_heads(schema, "queue_claim_heads", claim)] if claim else [])
+    return [insert_heads(schema, table, kept) for table, keys in (("queue_enqueue_heads", plan.enqueue_heads_to_create),
+                                                                  ("queue_claim_heads", plan.claim_heads_to_create))
+            if (kept := [key for key in keys if keep(key)])]
 
 
 def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | None, create_ledger: bool,
@@ -198,9 +194,7 @@ def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, *, 
     record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
                       for statement in (statements.record, statements.switch))
     verify_provisioned(plan, observed())
-    ledger = None
-    if record is not None:
-        ledger = recorded_row(ledger_schema, one_row(record), change_id)
+    ledger = None if record is None else recorded_row(ledger_schema, one_row(record), change_id)
     if switch is not None:
         switched: dict[str, int] = dict(switch.fetchall())
         if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
