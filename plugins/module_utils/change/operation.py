@@ -196,9 +196,6 @@ class Prepared:
     # The statements as they are sent, values bound (what a check-mode run reports).
     queries: list[str]
     warnings: list[str]
-    # Whether a ledger row is written (not with ledger: false, nor when nothing changes), and carries the change id.
-    records: bool
-    records_change_id: bool
 
 
 # Each queue's change as the read plans it, or why it is refused (raised when the run reaches that queue).
@@ -248,19 +245,15 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
                 continue
             try:
                 plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
-                use_ledger = request.ledger and plan.changed
-                ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
+                ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if (
+                    request.ledger and plan.changed) else None
             except AwaOperationsError as refused:
                 planned[request.queue] = refused
                 continue
-            records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
-            statements = writes.build_change_statements(
-                plan, schema, ledger_schema=ledger_schema if use_ledger else None,
-                create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
-                add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
+            statements = writes.build_change_statements(plan, schema, ledger_schema, ledger_plan, reason)
             planned[request.queue] = Prepared(
                 request, schema, plan, statements, render(conn, statements.all),
-                warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []), use_ledger, records_change_id)
+                warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []))
         # It only reads, in check mode too: a transaction id would mean it wrote.
         if fetch_assigned_transaction_id(conn) is not None:
             raise DatabaseError("internal error: the read of the queues to change was assigned a transaction id, so "
@@ -275,7 +268,7 @@ def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, loc
     mode, unless the ledger's table is created) and commits, a lost COMMIT settled on a connection from
     ``reconnect``. Raises ``ChangedSinceRead`` when the queue's counts are no longer those it was planned from."""
     started = time.monotonic()
-    plan = prepared.plan
+    plan, statements = prepared.plan, prepared.statements
     action = f"changing enqueue_shards of queue {plan.queue!r}"
     result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
     if plan.changed and not check_mode:
@@ -284,19 +277,19 @@ def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, loc
         try:
             with transaction(conn, action, lock_timeout=lock_timeout,
                              on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-                with conn.pipeline() if prepared.statements.pipelined else contextlib.nullcontext():
+                with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
                     writes.send_queue_lock(conn, plan.queue, change_id)
-                    recorded = writes.apply_change(conn, plan, prepared.statements, schema=prepared.schema,
+                    recorded = writes.apply_change(conn, plan, statements, schema=prepared.schema,
                                                    runtime_roles=prepared.request.runtime_roles,
                                                    ledger_schema=ledger_schema,
-                                                   change_id=change_id if prepared.records_change_id else None)
+                                                   change_id=change_id if statements.records_change_id else None)
                 if recorded is not None:
                     result["ledger"] = recorded
                 result["change_id"] = change_id
                 # Without a change id in the row, a lost commit is looked up by its transaction.
                 pending = lost_commit.PendingChange(
-                    plan.queue, change_id, result, ledger_schema if prepared.records else None,
-                    None if prepared.records_change_id else fetch_transaction_identity(conn), lock_timeout)
+                    plan.queue, change_id, result, None if statements.record is None else ledger_schema,
+                    None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout)
                 commit(conn, action)
         except CommitLost as lost:
             result = lost_commit.settle(pending, lost.message, reconnect)

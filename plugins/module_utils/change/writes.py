@@ -39,7 +39,7 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    CHANGE_ID_SETTING, LedgerRow, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
+    CHANGE_ID_SETTING, LedgerPlan, LedgerRow, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
 
 if TYPE_CHECKING:
@@ -120,6 +120,8 @@ class ChangeStatements:
     switch: Statement | None
     # The ledger's DDL is a script of several statements: the extended protocol of pipeline mode takes one.
     pipelined: bool = True
+    # The ledger row carries the change id (else a lost commit is looked up by its transaction).
+    records_change_id: bool = False
 
     @property
     def all(self) -> list[Statement]:
@@ -132,13 +134,11 @@ def _head_statements(schema: str, plan: Plan, keep: Callable[[LaneKey], bool]) -
             if (kept := [key for key in keys if keep(key)])]
 
 
-def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | None, create_ledger: bool,
-                            reason: str | None = None, add_change_id: bool = False,
-                            record_change_id: bool = True) -> ChangeStatements:
-    """Every statement a real run executes for ``plan`` (none when nothing changes).
-
-    ``add_change_id``: add the change_id column to an existing ledger (its
-    owner runs this); ``record_change_id``: the ledger row carries the change id.
+def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_plan: LedgerPlan | None,
+                            reason: str | None = None) -> ChangeStatements:
+    """Every statement a real run executes for ``plan`` (none when nothing changes), its ledger's as
+    ``ledger_plan`` says (none without one: ledger false, or nothing changes): create the ledger, add the change_id
+    column to an existing one (its owner runs this), and a row that carries the change id or not.
     """
     if not plan.changed:
         return ChangeStatements([], None, None)
@@ -159,15 +159,16 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
     # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
     # those they can), and its row.
-    ddl = (ledger_ddl(ledger_schema) if create_ledger else ledger_change_id_ddl(ledger_schema)
-           if add_change_id else None) if ledger_schema else None
-    record = ledger_insert(
+    ddl = None if ledger_plan is None else ledger_ddl(ledger_schema) if ledger_plan.create else (
+        ledger_change_id_ddl(ledger_schema) if ledger_plan.add_change_id else None)
+    record = None if ledger_plan is None else ledger_insert(
         ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
         previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
         grants_added=plan.grants.pairs, runtime_roles=plan.grants.roles, reason=reason,
-        with_change_id=record_change_id) if ledger_schema else None
+        with_change_id=ledger_plan.records_change_id)
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
-    return ChangeStatements(provision, record, switch, pipelined=ddl is None)
+    return ChangeStatements(provision, record, switch, pipelined=ddl is None,
+                            records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
 
 
 def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> Cursor:
