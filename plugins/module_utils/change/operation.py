@@ -278,11 +278,8 @@ def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, loc
             with transaction(conn, action, lock_timeout=lock_timeout,
                              on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
                 with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
-                    writes.send_queue_lock(conn, plan.queue, change_id)
-                    recorded = writes.apply_change(conn, plan, statements, schema=prepared.schema,
-                                                   runtime_roles=prepared.request.runtime_roles,
-                                                   ledger_schema=ledger_schema,
-                                                   change_id=change_id if statements.records_change_id else None)
+                    recorded = writes.apply_change(conn, plan, statements, prepared.schema, change_id,
+                                                   prepared.request.runtime_roles, ledger_schema)
                 if recorded is not None:
                     result["ledger"] = recorded
                 result["change_id"] = change_id

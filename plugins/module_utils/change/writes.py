@@ -178,24 +178,27 @@ def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) 
     return conn.execute(statement.query, statement.params)
 
 
-def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
-                 ledger_schema: str, change_id: str | None) -> LedgerRow | None:
-    """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
+def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, schema: str, change_id: str,
+                 runtime_roles: tuple[str, ...], ledger_schema: str) -> LedgerRow | None:
+    """Take the queue's lock naming ``change_id``, run ``statements``, verify them against ``plan``, record and
+    switch; the caller commits.
 
     Every statement is sent before any result is read, so on a connection in
     pipeline mode the whole change costs one round trip; nothing commits
     before the results are checked. Returns the ledger row written (None
-    without a ledger); ``change_id`` is the id its row carries (None for a
-    ledger without the column). On any failure the caller's transaction is
-    rolled back and nothing is written.
+    without a ledger), which carries ``change_id`` unless its ledger has no
+    column for it. On any failure the caller's transaction is rolled back and
+    nothing is written.
     """
+    send_queue_lock(conn, plan.queue, change_id)
     for statement in statements.provision:
         conn.execute(statement.query, statement.params)
     observed = send_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
     record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
                       for statement in (statements.record, statements.switch))
     verify_provisioned(plan, observed())
-    ledger = None if record is None else recorded_row(ledger_schema, one_row(record), change_id)
+    ledger = None if record is None else recorded_row(ledger_schema, one_row(record),
+                                                      change_id if statements.records_change_id else None)
     if switch is not None:
         switched: dict[str, int] = dict(switch.fetchall())
         if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
