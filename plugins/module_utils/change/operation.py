@@ -73,7 +73,8 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read, shown
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
-from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, never_seen, resolve_stripes
+from ansible_collections.awa.operations.plugins.module_utils.naming import (
+    StripeLayout, never_seen, ordering_contract, resolve_stripes)
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -300,8 +301,8 @@ def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings
         "changed": plan.changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
         "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
         "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
-        "grants_added": plan.grants.pairs, "ordering": plan.ordering, "duration": 0.0, "queries": queries,
-        "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
+        "grants_added": plan.grants.pairs, "ordering": ordering_contract(plan.shards), "duration": 0.0,
+        "queries": queries, "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
 def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:

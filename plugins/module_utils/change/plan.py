@@ -21,7 +21,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout, ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
 if TYPE_CHECKING:
@@ -65,10 +65,6 @@ class Plan:
         return bool(self.lanes_to_create or self.lane_rows_to_create or self.enqueue_heads_to_create
                     or self.claim_heads_to_create or self.lanes_to_repair or self.grants.pairs
                     or self.meta_queues_to_update)
-
-    @property
-    def ordering(self) -> str:
-        return ordering_contract(self.shards)
 
 
 def queue_summary(state: QueueState, queue: str, shards: int) -> PhysicalQueueSide:
