@@ -106,7 +106,7 @@ def measure_change(conn: TimedConnection, queue: str, shards: int, stripes: int,
     conn.take_events()
     with protocol_trace(conn) as wire:
         result: QueueChangeRun = change_queues(conn, validate_request(queue, shards, stripes, new_queue=True),
-                                        check_mode=check_mode)
+                                               check_mode=check_mode)
     events = conn.take_events()
     measured = {"changed": result["changed"], "lanes_created": result["lanes_created"],
                 "run_ms": _ms(result["duration"]), "round_trips": wire.round_trips, "statements": wire.statements}

@@ -42,7 +42,7 @@ def resolve(queue: str, login: dict) -> dict:
     with open_connection(login) as conn:
         try:
             result: QueueChangeRun = change_queues(conn, validate_request(queue, 4, new_queue=True),
-                                            reconnect=lambda: connect(login))
+                                                   reconnect=lambda: connect(login))
             return {"answer": "committed", "attempts": result["lost_commit"]["reconnect_attempts"]}
         except CommitNotApplied as exc:
             return {"answer": "not applied", "attempts": exc.details["lost_commit"]["reconnect_attempts"]}

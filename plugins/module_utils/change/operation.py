@@ -275,22 +275,25 @@ def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, loc
     if plan.changed and not check_mode:
         # The id its ledger row will carry (a check-mode run writes none, and returns none).
         change_id = str(uuid.uuid4())
-        try:
-            with transaction(conn, action, lock_timeout=lock_timeout,
-                             on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-                with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
-                    recorded = writes.apply_change(conn, plan, statements, prepared.schema, change_id,
-                                                   prepared.request.runtime_roles, ledger_schema)
-                if recorded is not None:
-                    result["ledger"] = recorded
-                result["change_id"] = change_id
-                # Without a change id in the row, a lost commit is looked up by its transaction.
-                pending = lost_commit.PendingChange(
-                    plan.queue, change_id, result, None if statements.record is None else ledger_schema,
-                    None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout)
+        lost: str | None = None
+        with transaction(conn, action, lock_timeout=lock_timeout,
+                         on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
+            with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
+                recorded = writes.apply_change(conn, plan, statements, prepared.schema, change_id,
+                                               prepared.request.runtime_roles, ledger_schema)
+            if recorded is not None:
+                result["ledger"] = recorded
+            result["change_id"] = change_id
+            # Without a change id in the row, a lost commit is looked up by its transaction.
+            pending = lost_commit.PendingChange(
+                plan.queue, change_id, result, None if statements.record is None else ledger_schema,
+                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout)
+            try:
                 commit(conn, action)
-        except CommitLost as lost:
-            result = lost_commit.settle(pending, lost.message, reconnect)
+            except CommitLost as exc:
+                lost = exc.message  # looked up once out of this transaction, on a new connection
+        if lost is not None:
+            result = lost_commit.settle(pending, lost, reconnect)
     result["duration"] = round(time.monotonic() - started, 3)
     return result
 

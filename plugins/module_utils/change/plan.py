@@ -20,7 +20,7 @@ from ansible_collections.awa.operations.plugins.module_utils.name_lists import n
 from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import QueueState
 from ansible_collections.awa.operations.plugins.module_utils.naming import PRIORITIES, StripeLayout
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
