@@ -30,8 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.change import writes
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import attempts, attempts_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
@@ -57,6 +56,8 @@ class PendingChange:
     # Read before COMMIT when the row carries no change id; None: its ledger row carries the change id.
     transaction: TransactionIdentity | None
     lock_timeout: float
+    # The queue's lock (writes.queue_lock), granted once the change's transaction has ended.
+    lock: Statement
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
     try:
         with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
                          lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
-            writes.send_queue_lock(conn, pending.queue).fetchall()
+            conn.execute(pending.lock.query, pending.lock.params).fetchall()
             return _resolve(conn, pending, reason)
     except LockTimeout:
         raise _unknown(pending, reason, (

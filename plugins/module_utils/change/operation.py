@@ -47,34 +47,31 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.schema import ledger
-from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, writes
+from ansible_collections.awa.operations.plugins.module_utils.change import writes
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import (
-    ChangedSinceRead, Plan, Switch, change_warnings, plan_enqueue_shards)
+    ChangedSinceRead, Switch, change_warnings, plan_enqueue_shards)
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChangeRun)
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, render, server_address, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import render, server_address, transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.db.reconnect import reconnect_with_retries
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    AwaOperationsError, CommitLost, DatabaseError, FailedWithState, UnknownQueue)
+    AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
     check_installation, fetch_installation, storage_schema)
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_known_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
-    describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
+    describe_lock_holders, fetch_assigned_transaction_id)
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read, shown
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
-from ansible_collections.awa.operations.plugins.module_utils.naming import (
-    StripeLayout, never_seen, ordering_contract, resolve_stripes)
+from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, never_seen, resolve_stripes
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -154,9 +151,9 @@ def change_queues(conn: Connection, asked: ChangeRequest | list[ChangeRequest], 
                     if conn.closed and reconnect is not None:
                         conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
                     try:
-                        runs[request.queue] = _change_queue(conn, prepared, check_mode=check_mode,
-                                                            lock_timeout=lock_timeout, ledger_schema=ledger_schema,
-                                                            reconnect=reconnect)
+                        runs[request.queue] = writes.apply_change(
+                            conn, prepared, check_mode=check_mode, lock_timeout=lock_timeout,
+                            ledger_schema=ledger_schema, reconnect=reconnect)
                         break
                     except ChangedSinceRead:
                         if reads == READS_PER_QUEUE:
@@ -186,22 +183,9 @@ def _stopped(exc: AwaOperationsError, queue: str, runs: dict[str, QueueChangeRun
     return type(exc)(f"{subject}{exc.message}{done}", **{**exc.details, "queues": runs})
 
 
-@dataclass
-class Prepared:
-    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
-
-    request: ChangeRequest
-    schema: str
-    plan: Plan
-    statements: writes.ChangeStatements
-    # The statements as they are sent, values bound (what a check-mode run reports).
-    queries: list[str]
-    warnings: list[str]
-
-
 # Each queue's change as the read plans it, or why it is refused (raised when the run reaches that queue).
 # An alias in quotes, its kind for the type checker only: evaluated, it would need Python 3.9 (3.8 sanity).
-Planned: TypeAlias = "dict[str, Prepared | AwaOperationsError]"
+Planned: TypeAlias = "dict[str, writes.Prepared | AwaOperationsError]"
 
 
 def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_timeout: float, ledger_schema: str,
@@ -252,7 +236,7 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
                 planned[request.queue] = refused
                 continue
             statements = writes.build_change_statements(plan, schema, ledger_schema, ledger_plan, reason)
-            planned[request.queue] = Prepared(
+            planned[request.queue] = writes.Prepared(
                 request, schema, plan, statements, render(conn, statements.all),
                 warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []))
         # It only reads, in check mode too: a transaction id would mean it wrote.
@@ -260,52 +244,6 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
             raise DatabaseError("internal error: the read of the queues to change was assigned a transaction id, so "
                                 "it wrote something; it was rolled back.")
     return planned
-
-
-def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, lock_timeout: float, ledger_schema: str,
-                  reconnect: Callable[[], Connection] | None) -> QueueChangeRun:
-    """One queue: its planned result in check mode or with nothing to change; else its transaction, which sends
-    the lock, the writes, their verification, the ledger row and the switch without waiting on each (pipeline
-    mode, unless the ledger's table is created) and commits, a lost COMMIT settled on a connection from
-    ``reconnect``. Raises ``ChangedSinceRead`` when the queue's counts are no longer those it was planned from."""
-    started = time.monotonic()
-    plan, statements = prepared.plan, prepared.statements
-    action = f"changing enqueue_shards of queue {plan.queue!r}"
-    result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
-    if plan.changed and not check_mode:
-        # The id its ledger row will carry (a check-mode run writes none, and returns none).
-        change_id = str(uuid.uuid4())
-        lost: str | None = None
-        with transaction(conn, action, lock_timeout=lock_timeout,
-                         on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-            with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
-                recorded = writes.apply_change(conn, plan, statements, prepared.schema, change_id,
-                                               prepared.request.runtime_roles, ledger_schema)
-            if recorded is not None:
-                result["ledger"] = recorded
-            result["change_id"] = change_id
-            # Without a change id in the row, a lost commit is looked up by its transaction.
-            pending = lost_commit.PendingChange(
-                plan.queue, change_id, result, None if statements.record is None else ledger_schema,
-                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout)
-            try:
-                commit(conn, action)
-            except CommitLost as exc:
-                lost = exc.message  # looked up once out of this transaction, on a new connection
-        if lost is not None:
-            result = lost_commit.settle(pending, lost, reconnect)
-    result["duration"] = round(time.monotonic() - started, 3)
-    return result
-
-
-def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings: list[str]) -> QueueChangeRun:
-    """One queue's change as its plan says it (the ledger row, change id and lost commit are added once known)."""
-    return {
-        "changed": plan.changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
-        "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
-        "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
-        "grants_added": plan.grants.pairs, "ordering": ordering_contract(plan.shards), "duration": 0.0,
-        "queries": queries, "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
 def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:

@@ -19,9 +19,8 @@ values bound) and run in the caller's transaction, in this order:
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
 
-The caller commits (``operation._change_queue``): a COMMIT whose connection
-is lost is looked up (``lost_commit.settle``), by the change id the ledger row
-carries.
+Then it commits (``apply_change``): a COMMIT whose connection is lost is
+looked up (``lost_commit.settle``), by the change id the ledger row carries.
 
 Scalar values are cast with ``CAST(x AS type)``, not ``x::type``: the rendered
 statements are returned as ``queries`` and shown in the module's RETURN
@@ -31,19 +30,28 @@ directive. The Awa facts relied on are in docs/awa-internals.md.
 
 from __future__ import annotations
 
+import contextlib
+import time
+import uuid
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
-from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
+from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, commit, one_row, sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.errors import CommitLost, DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.naming import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    CHANGE_ID_SETTING, LedgerPlan, LedgerRow, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
+    CHANGE_ID_SETTING, LedgerPlan, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
+    describe_lock_holders, fetch_transaction_identity)
 
 if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
 
@@ -171,37 +179,79 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
                             records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
 
 
-def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> Cursor:
-    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change. Its result
-    is read by the caller: later, on a connection in pipeline mode, with what is sent after it."""
-    statement = queue_lock(queue, change_id)
-    return conn.execute(statement.query, statement.params)
+@dataclass
+class Prepared:
+    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
+
+    request: ChangeRequest
+    schema: str
+    plan: Plan
+    statements: ChangeStatements
+    # The statements as they are sent, values bound (what a check-mode run reports).
+    queries: list[str]
+    warnings: list[str]
 
 
-def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, schema: str, change_id: str,
-                 runtime_roles: tuple[str, ...], ledger_schema: str) -> LedgerRow | None:
-    """Take the queue's lock naming ``change_id``, run ``statements``, verify them against ``plan``, record and
-    switch; the caller commits.
+def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings: list[str]) -> QueueChangeRun:
+    """One queue's change as its plan says it (the ledger row, change id and lost commit are added once known)."""
+    return {
+        "changed": plan.changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
+        "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
+        "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
+        "grants_added": plan.grants.pairs, "ordering": ordering_contract(plan.shards), "duration": 0.0,
+        "queries": queries, "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
+
+
+def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock_timeout: float, ledger_schema: str,
+                 reconnect: Callable[[], Connection] | None) -> QueueChangeRun:
+    """One queue's change: its planned result in check mode or with nothing to change; else its transaction, which
+    takes the queue's lock naming a new change id, runs the statements, verifies them against the plan, records and
+    switches, and commits, a lost COMMIT settled on a connection from ``reconnect`` (``lost_commit``).
 
     Every statement is sent before any result is read, so on a connection in
-    pipeline mode the whole change costs one round trip; nothing commits
-    before the results are checked. Returns the ledger row written (None
-    without a ledger), which carries ``change_id`` unless its ledger has no
-    column for it. On any failure the caller's transaction is rolled back and
-    nothing is written.
+    pipeline mode (unless the ledger's table is created) the whole change
+    costs one round trip; nothing commits before the results are checked.
+    The ledger row written carries the change id unless its ledger has no
+    column for it. Raises ``ChangedSinceRead`` when the queue's counts are no
+    longer those it was planned from; on any failure the transaction is
+    rolled back and nothing is written.
     """
-    send_queue_lock(conn, plan.queue, change_id)
-    for statement in statements.provision:
-        conn.execute(statement.query, statement.params)
-    observed = send_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
-    record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
-                      for statement in (statements.record, statements.switch))
-    verify_provisioned(plan, observed())
-    ledger = None if record is None else recorded_row(ledger_schema, one_row(record),
-                                                      change_id if statements.records_change_id else None)
-    if switch is not None:
-        switched: dict[str, int] = dict(switch.fetchall())
-        if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
-            raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
-                                "the transaction was rolled back and nothing changed.")
-    return ledger
+    started = time.monotonic()
+    plan, statements = prepared.plan, prepared.statements
+    action = f"changing enqueue_shards of queue {plan.queue!r}"
+    result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
+    if plan.changed and not check_mode:
+        # The id its ledger row will carry (a check-mode run writes none, and returns none).
+        change_id = str(uuid.uuid4())
+        lost: str | None = None
+        with transaction(conn, action, lock_timeout=lock_timeout,
+                         on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
+            with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
+                for statement in [queue_lock(plan.queue, change_id), *statements.provision]:
+                    conn.execute(statement.query, statement.params)
+                observed = send_queue_state(conn, prepared.schema, plan.physical_queues,
+                                            list(prepared.request.runtime_roles), shards=plan.shards)
+                record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
+                                  for statement in (statements.record, statements.switch))
+                verify_provisioned(plan, observed())
+                if record is not None:
+                    result["ledger"] = recorded_row(ledger_schema, one_row(record),
+                                                    change_id if statements.records_change_id else None)
+                switched: dict[str, int] = dict(switch.fetchall()) if switch is not None else {}
+                if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
+                    raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
+                                        "the transaction was rolled back and nothing changed.")
+            result["change_id"] = change_id
+            # Without a change id in the row, a lost commit is looked up by its transaction.
+            pending = lost_commit.PendingChange(
+                plan.queue, change_id, result, None if statements.record is None else ledger_schema,
+                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout,
+                queue_lock(plan.queue))
+            try:
+                commit(conn, action)
+            except CommitLost as exc:
+                lost = exc.message  # looked up once out of this transaction, on a new connection
+        if lost is not None:
+            result = lost_commit.settle(pending, lost, reconnect)
+    result["duration"] = round(time.monotonic() - started, 3)
+    return result
