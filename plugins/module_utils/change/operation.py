@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ansible_collections.awa.operations.plugins.module_utils.schema import ledger
 from ansible_collections.awa.operations.plugins.module_utils.change import writes
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import (
-    ChangedSinceRead, Switch, change_warnings, plan_enqueue_shards)
+    ChangedSinceRead, change_warnings, plan_enqueue_shards)
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChangeRun)
@@ -251,8 +251,8 @@ def merge_results(results: dict[str, QueueChangeRun], duration: float) -> Change
     warnings each once: the switch warnings each queue gave for itself are given once for all the queues they
     concern (a hundred queues raised together warn in two lines, not a hundred)."""
     runs = [cast("dict[str, Any]", run) for run in results.values()]
-    switches = [Switch.of(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
-    own = {warning for switch in switches if switch for warning in change_warnings([switch])}
+    switches = [(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
+    own = {warning for switch in switches for warning in change_warnings([switch])}
     warnings = [warning for run in runs for warning in run["warnings"] if warning not in own]
     return cast(ChangesRun, {
         "changed": any(run["changed"] for run in runs), "check_mode": all(run["check_mode"] for run in runs),
@@ -262,7 +262,7 @@ def merge_results(results: dict[str, QueueChangeRun], duration: float) -> Change
         "queries": [query for run in runs for query in run["queries"]],
         "diff": {side: {name: view for run in runs for name, view in run["diff"][side].items()}
                  for side in ("before", "after")},
-        "warnings": list(dict.fromkeys(warnings + change_warnings([switch for switch in switches if switch]))),
+        "warnings": list(dict.fromkeys(warnings + change_warnings(switches))),
         "queues": {run["queue"]: {key: value for key, value in run.items() if key not in _REPORTED_ONCE}
                    for run in runs},
         "duration": round(duration, 3)})

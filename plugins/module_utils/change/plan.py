@@ -155,7 +155,7 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     after: dict[str, PhysicalQueueSide] = {queue: {
         "enqueue_shards": request.shards, "lanes": before[queue]["lanes"] + sum(key[0] == queue for key in incomplete),
         "lanes_missing": 0, "missing_grants": 0} for queue in layout.physical_queues}
-    plan = Plan(
+    return Plan(
         queue=request.queue, shards=request.shards, stripes=layout.stripes,
         physical_queues=list(layout.physical_queues), previous_shards=previous,
         lanes_to_create=[key for key in incomplete if not by_key[key].heads_exist],
@@ -165,34 +165,20 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
         lanes_to_repair=lanes_to_repair, grants=GrantSet(sorted({sequence for dummy, sequence in pairs}),
                                                          sorted({role for role, dummy in pairs}), len(pairs)),
         meta_queues_to_update=[queue for queue in layout.physical_queues if previous[queue] != request.shards],
-        before=before, after=after, warnings=list(layout.warnings),
+        before=before, after=after,
+        warnings=[*layout.warnings, *change_warnings([(request.queue, previous, request.shards)])],
     )
-    switch = Switch.of(plan.queue, previous, plan.shards)
-    plan.warnings.extend(change_warnings([switch]) if switch else [])
-    return plan
 
 
-@dataclass(frozen=True)
-class Switch:
-    """A queue's count switch as its warnings tell it: the counts its physical queues leave, and the new one."""
-
-    queue: str
-    old: tuple[int, ...]
-    shards: int
-
-    @classmethod
-    def of(cls, queue: str, previous_shards: dict[str, int], shards: int) -> Switch | None:
-        """The switch of a change from ``previous_shards`` (per physical queue) to ``shards``; None without one."""
-        old = tuple(sorted({count for count in previous_shards.values() if count != shards}))
-        return cls(queue, old, shards) if old else None
-
-
-def change_warnings(switches: list[Switch]) -> list[str]:
-    """What an operator must know about the switches: each warning once, naming every queue it concerns, so that a
-    list of a hundred queues warns in a few lines."""
+def change_warnings(changes: list[tuple[str, dict[str, int], int]]) -> list[str]:
+    """What an operator must know about the count switches of ``changes`` (each a queue, the counts its physical
+    queues had, and the new count; none for a queue already at it): each warning once, naming every queue it
+    concerns, so that a list of a hundred queues warns in a few lines."""
     by_counts: dict[tuple[tuple[int, ...], int], list[str]] = {}
-    for switch in switches:
-        by_counts.setdefault((switch.old, switch.shards), []).append(switch.queue)
+    for queue, previous_shards, shards in changes:
+        old = tuple(sorted({count for count in previous_shards.values() if count != shards}))
+        if old:
+            by_counts.setdefault((old, shards), []).append(queue)
     warnings = []
     for (old, shards), queues in by_counts.items():
         old_text = "/".join(map(str, old))
@@ -205,7 +191,7 @@ def change_warnings(switches: list[Switch]) -> list[str]:
             warnings.append(
                 f"Lowering {lowered} from {old_text} to {shards}: jobs already on shards >= {shards} "
                 "keep draining (lanes are never deleted); wait with awa_enqueue_shards_info (wait: drained).")
-    if any(max(switch.old) > 1 or switch.shards > 1 for switch in switches):
+    if any(max(old) > 1 or shards > 1 for old, shards in by_counts):
         warnings.append(
             "ordering_key -> shard mapping changes (hash % enqueue_shards): per-key FIFO does not hold "
             "between jobs enqueued before and after the change while the older ones remain.")
