@@ -13,9 +13,9 @@
 
 The data path, one file per step: ``request`` (validated before connecting),
 ``schema`` (the reads, and the installation's checks), ``naming`` (the
-queue's stripes), ``plan``, ``writes`` (the statements, and their
-verification before the switch) and ``schema.ledger`` (the change's record),
-``lost_commit``. The queues are read once, in one READ ONLY snapshot
+queue's stripes), ``plan``, ``writes`` (the statements, their verification
+before the switch, and each queue's transaction: ``writes.apply_change``) and
+``schema.ledger`` (the change's record), ``lost_commit``. The queues are read once, in one READ ONLY snapshot
 (``_read_and_plan``: the installation, the stored names, the lanes, then each
 queue's plan and statements; no lock is taken, so check mode only reads).
 Then each queue, in the order given, runs in a transaction of its own, with
