@@ -26,7 +26,7 @@ from awa_testbed import processes
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import wait_in_session
@@ -59,7 +59,7 @@ def measure(bench: BenchServer, count: int, log_dir: Path) -> dict:
                                 log_dir=log_dir) for index in range(RUNTIMES)]
     try:
         with environment.connect(db, TimedConnection) as conn:
-            change_many_queues(conn, [validate_request(queue, SHARDS, new_queue=True) for queue in queues])
+            change_queues(conn, [validate_request(queue, SHARDS, new_queue=True) for queue in queues])
             for worker in workers:
                 worker.start()
             wait_for_live_runtimes(db, [worker.pid for worker in workers], READY_TIMEOUT)

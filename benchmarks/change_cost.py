@@ -1,6 +1,6 @@
 """1. The cost of one change: apply transaction, queue_meta row lock, round trips.
 
-Method. ``change_enqueue_shards`` (the code behind the module) runs on a
+Method. ``change_queues`` (the code behind the module) runs on a
 ``TimedConnection`` that records the client-side start and end of every
 statement and of the commit. From those events:
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import physical_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
@@ -105,8 +105,8 @@ def measure_change(conn: TimedConnection, queue: str, shards: int, stripes: int,
     """One run of the change through module_utils, with its phases and wire counts."""
     conn.take_events()
     with protocol_trace(conn) as wire:
-        result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, shards, stripes, new_queue=True),
-                                                       check_mode=check_mode)
+        result: QueueChangeRun = change_queues(conn, validate_request(queue, shards, stripes, new_queue=True),
+                                               check_mode=check_mode)
     events = conn.take_events()
     measured = {"changed": result["changed"], "lanes_created": result["lanes_created"],
                 "run_ms": _ms(result["duration"]), "round_trips": wire.round_trips, "statements": wire.statements}

@@ -63,7 +63,7 @@ def module(db: AwaDatabase, queues: list[str]) -> float:
                 for queue in queues]
     started = time.perf_counter()
     with open_connection(login) as conn:
-        result, dummy = change_and_read(conn, requests, listed=True, diff=False, reconnect=lambda: connect(login),
+        result, dummy = change_and_read(conn, requests, diff=False, reconnect=lambda: connect(login),
                                         check_mode=False, lock_timeout=5.0, ledger_schema="awa_operations",
                                         reason="benchmark")
     assert result["changed"] and len(result["queues"]) == len(queues), result

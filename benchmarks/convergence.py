@@ -19,7 +19,7 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.processes import ManagedProcess
 
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsInfo, ShardsRead
@@ -67,7 +67,7 @@ def measure(db: AwaDatabase, count: int, log_dir: Path) -> dict:
         start_all(workers)
         with environment.connect(db) as conn:
             wait_for_live_runtimes(db, [worker.pid for worker in workers], TIMEOUT_SECONDS)
-            change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS, new_queue=True))
+            change_queues(conn, validate_request(queue, TARGET_SHARDS, new_queue=True))
             committed = time.perf_counter()
             before: ShardsRead = read_shards_info(conn, queue=queue)
             last_ready = restart_all(workers)

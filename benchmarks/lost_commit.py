@@ -1,7 +1,7 @@
 """6. Lost commits: how often a cut COMMIT is resolved, how long it takes, and whether the answer is true.
 
 Method. Each round raises a fresh queue from 1 to 4 shards through
-``change_enqueue_shards`` (the module's code, reconnecting as the module
+``change_queues`` (the module's code, reconnecting as the module
 does) on a connection through the test bed's proxy
 (``awa_testbed.commit_cutter``), which cuts it at the COMMIT:
 
@@ -25,7 +25,7 @@ import time
 from awa_testbed.commit_cutter import CommitCutter
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
@@ -41,8 +41,8 @@ def resolve(queue: str, login: dict) -> dict:
     """One change through the proxy, as the module runs it: its answer and the attempt that gave it."""
     with open_connection(login) as conn:
         try:
-            result: QueueChangeRun = change_enqueue_shards(conn, validate_request(queue, 4, new_queue=True),
-                                                           reconnect=lambda: connect(login))
+            result: QueueChangeRun = change_queues(conn, validate_request(queue, 4, new_queue=True),
+                                                   reconnect=lambda: connect(login))
             return {"answer": "committed", "attempts": result["lost_commit"]["reconnect_attempts"]}
         except CommitNotApplied as exc:
             return {"answer": "not applied", "attempts": exc.details["lost_commit"]["reconnect_attempts"]}

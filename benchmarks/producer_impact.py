@@ -32,7 +32,7 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed import processes
 from awa_testbed.processes import ManagedProcess
 
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
 from . import environment, stats, tables
@@ -86,7 +86,7 @@ def switch(arm: str, conn, queue: str) -> None:
     if arm == "raw upsert":
         conn.execute(RAW_UPSERT_SQL, (queue, TARGET_SHARDS))
     elif arm == "awa_enqueue_shards":
-        change_enqueue_shards(conn, validate_request(queue, TARGET_SHARDS, new_queue=True))
+        change_queues(conn, validate_request(queue, TARGET_SHARDS, new_queue=True))
 
 
 def load_calls(program: ManagedProcess) -> list[tuple[float, float, bool]]:

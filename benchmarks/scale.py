@@ -1,6 +1,6 @@
 """3. Many queues: changing 100 of them, planning them, reading them all.
 
-* Python API: N queues, S 1 -> 8, with ``change_many_queues`` (what the
+* Python API: N queues, S 1 -> 8, with ``change_queues`` (what the
   module's ``queues`` option runs: one connection, a transaction per queue),
   check mode first, then for real, then 8 -> 64 so the database holds N
   queues x 64 shards;
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import ChangesRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
@@ -52,10 +52,10 @@ def timed(action: Callable[[], Result]) -> tuple[Result, float]:
 
 
 def change_all(conn, queues: list[str], shards: int, *, check_mode: bool = False) -> dict:
-    """``change_many_queues`` (the module's queues option): one connection, a transaction per queue."""
+    """``change_queues`` (the module's queues option): one connection, a transaction per queue."""
     requests = [validate_request(queue, shards, new_queue=True) for queue in queues]
     result: ChangesRun  # read by key below, as change/result.py declares it
-    result, seconds = timed(lambda: change_many_queues(conn, requests, check_mode=check_mode))
+    result, seconds = timed(lambda: change_queues(conn, requests, check_mode=check_mode))
     per_queue = [round(view["duration"] * 1000, 2) for view in result["queues"].values()]
     return {"queues": len(queues), "shards": shards, "check_mode": check_mode, "changed": result["changed"],
             "total_s": round(seconds, 3), "per_queue_ms": stats.summary(per_queue)}

@@ -8,7 +8,7 @@ It measures and decides nothing (issue 14, section 1).
   ``copy_batch`` jobs a call, no ordering key) and ``copy_keyed`` (the same
   with an ordering key per job, 97 distinct keys).
 * An episode is one (path, N, repeat): one queue per S, each set to that S
-  with the module's code (``change_enqueue_shards``, which provisions its
+  with the module's code (``change_queues``, which provisions its
   lanes, so a queue has exactly 4 x S lanes for the claims to scan),
   ``worker_runtimes`` worker runtimes serving them all (two, so claims
   compete for claim heads as in any redundant deployment), and N producer
@@ -48,7 +48,7 @@ from awa_testbed.awadb import AwaDatabase
 from awa_testbed.processes import ManagedProcess
 from psycopg import sql
 
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_lane_depths
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
@@ -272,7 +272,7 @@ class Episode:
 
 def set_shards(conn, queue: str, shards: int) -> None:
     """The collection's own change (lanes provisioned, then queue_meta)."""
-    change_enqueue_shards(conn, validate_request(queue, shards, new_queue=True))
+    change_queues(conn, validate_request(queue, shards, new_queue=True))
 
 
 def measure_window(episode: Episode, conn, shards: int, position: int, wal_syncs_sql: str) -> dict:

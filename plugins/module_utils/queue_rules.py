@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import did_you_mean
-from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed, UnknownQueue
+from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest, PreconditionFailed
 
 # awa.queue_meta CHECK (enqueue_shards >= 1 AND enqueue_shards <= 64)
 MIN_SHARDS = 1
@@ -116,17 +116,6 @@ def never_seen(queue: str, known_names: Iterable[str]) -> str:
     known = sorted({logical_queue(name) for name in known_names} - {queue})
     return (f"the database has never seen queue {queue!r} - no awa.queue_meta row, no lanes, no jobs and no runtime "
             f"serving it{did_you_mean(queue, known)}")
-
-
-def unknown_queues(unknown: list[str], known_names: Iterable[str], *, listed: bool) -> UnknownQueue:
-    """The refusal of queues the database has never seen that were not asked for as new, each named with the known
-    queues closest to it (``listed``: asked for in the module's ``queues``)."""
-    where = " on their entries of queues" if len(unknown) > 1 else " on its entry of queues" if listed else ""
-    seen = "; ".join(never_seen(queue, known_names) for queue in unknown)
-    return UnknownQueue(
-        f"{seen[0].upper()}{seen[1:]}. A change is for queues that exist: correct the name, or - to prepare a new "
-        f"queue before its first producer - set new_queue: true{where}." + ("" if listed else " Nothing was changed."),
-        unknown_queues=unknown)
 
 
 def logical_queue(physical: str) -> str:

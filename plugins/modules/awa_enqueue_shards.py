@@ -583,7 +583,7 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
-from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request, validate_requests
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ENTRY_KEYS, validate_requests
 
 # One queue (queue, shards[, stripes]) or a list of them (queues).
 ARGUMENT_RULES = {
@@ -616,25 +616,25 @@ def argument_spec() -> dict[str, Any]:
     return spec
 
 
-def change(module: AnsibleModule) -> tuple[EnqueueShardsResult, list[str]]:
-    """The run: the change of ``queue`` or of ``queues``, then the read of them after it."""
+def run(module: AnsibleModule) -> tuple[EnqueueShardsResult, list[str]]:
+    """The run: the change of ``queue`` (one request) or of ``queues`` (a list of them), then the read of them after
+    it; what was asked says the result's form (operation.change_queues)."""
     params = module.params
-    if params["queues"] is None:
-        requests = [validate_request(params["queue"], params["shards"], params["stripes"], params["runtime_roles"],
-                                     params["ledger"], params["new_queue"])]
-    else:
-        requests = validate_requests(params["queues"], params["runtime_roles"], params["ledger"])
+    # ``queue`` is validated as the one entry of a list, and asked as one request.
+    one = params["queues"] is None
+    requests = validate_requests([{key: params[key] for key in ENTRY_KEYS}] if one else params["queues"],
+                                 params["runtime_roles"], params["ledger"])
     validate_lock_timeout(params["lock_timeout"])
     with open_connection(params, writes=True) as conn:
         return change_and_read(
-            conn, requests, listed=params["queues"] is not None, diff=module._diff,  # pylint: disable=protected-access
+            conn, requests[0] if one else requests, diff=module._diff,  # pylint: disable=protected-access
             reconnect=lambda: connect(params, writes=True), check_mode=module.check_mode,
             lock_timeout=params["lock_timeout"], ledger_schema=params["ledger_schema"], reason=params["reason"],
             detail=params["detail"])
 
 
 def main() -> None:
-    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, change)
+    run_module(AnsibleModule, argument_spec(), ARGUMENT_RULES, run)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from awa_testbed.waiting import wait_until  # the tests' one wait, imported from
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
@@ -50,9 +50,9 @@ def change(db: AwaDatabase, queue: str, shards: object, *, role: str | None = No
     their queues in a fresh database, before any producer: ``new_queue`` (true here, false in the module) lets them."""
     options = login or db.login_args(role)
     with open_connection(options) as conn:
-        return change_enqueue_shards(conn, validate_request(queue, shards, new_queue=new_queue, **request),
-                                     check_mode=check_mode, lock_timeout=lock_timeout,
-                                     reconnect=lambda: connect(options))
+        return change_queues(conn, validate_request(queue, shards, new_queue=new_queue, **request),
+                             check_mode=check_mode, lock_timeout=lock_timeout,
+                             reconnect=lambda: connect(options))
 
 
 def info(db: AwaDatabase, role: str | None = None, wait: str = "none", timeout: float = 0, *,

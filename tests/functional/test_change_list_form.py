@@ -12,7 +12,7 @@ import threading
 import time
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import queue_lock
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect
 
@@ -92,8 +92,8 @@ def test_queue_and_queues_are_exclusive(awa_db):
 
 def _change_in_process(conn, entries: list[dict]) -> dict:
     """The list form in this process, its queues new or not (new_queue)."""
-    return change_many_queues(conn, validate_requests([{**entry, "new_queue": True} for entry in entries]),
-                              lock_timeout=10.0, ledger_schema="awa_operations", reason=None)
+    return change_queues(conn, validate_requests([{**entry, "new_queue": True} for entry in entries]),
+                         lock_timeout=10.0, ledger_schema="awa_operations", reason=None)
 
 
 def test_a_queue_changed_by_another_run_after_the_lists_read_is_planned_again_from_what_that_run_committed(awa_db):

@@ -16,7 +16,7 @@ import datetime
 from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read, change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read, change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ObservedRead
 
@@ -32,10 +32,10 @@ def run(login: dict, entries: list[dict], *, check_mode: bool = False, conn=None
     """The module's run (change, then the read after it), as ``main`` calls it; its queues new or not (new_queue)."""
     requests = validate_requests([{**entry, "new_queue": True} for entry in entries])
     if conn is not None:
-        return change_and_read(conn, requests, listed=True, diff=False, reconnect=None, check_mode=check_mode,
+        return change_and_read(conn, requests, diff=False, reconnect=None, check_mode=check_mode,
                                **OPTIONS)
     with open_connection(login, writes=True) as opened:
-        return change_and_read(opened, requests, listed=True, diff=False,
+        return change_and_read(opened, requests, diff=False,
                                reconnect=lambda: connect(login, writes=True), check_mode=check_mode, **OPTIONS)
 
 
@@ -92,8 +92,8 @@ def test_the_read_after_the_change_costs_the_same_for_one_queue_and_for_a_list(a
             with protocol_trace(conn) as whole:
                 run(awa_db.login_args(), entries, check_mode=True, conn=conn)
             with protocol_trace(conn) as change_alone:
-                change_many_queues(conn, validate_requests([{**entry, "new_queue": True} for entry in entries]),
-                                   check_mode=True, **OPTIONS)
+                change_queues(conn, validate_requests([{**entry, "new_queue": True} for entry in entries]),
+                              check_mode=True, **OPTIONS)
             counted[name] = (whole.statements - change_alone.statements, whole.round_trips - change_alone.round_trips)
     assert counted["one"] == counted["three"], counted
     assert counted["one"][0] > 0

@@ -15,7 +15,7 @@ from awa_testbed.environment import wait_for_live_runtimes
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards, change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ConnectionFailed,
     DatabaseError,
@@ -81,7 +81,7 @@ def test_a_queue_the_database_has_never_seen_is_refused_not_created_naming_the_q
         assert isinstance(error, UnknownQueue) and error.message == single
     before = snapshot(awa_db)
     with open_connection(awa_db.login_args()) as conn, pytest.raises(UnknownQueue) as failure:
-        change_many_queues(conn, validate_requests(entries))
+        change_queues(conn, validate_requests(entries))
     assert failure.value.message == listed
     # Ad hoc, as an operator types it: the single form in check mode, the list form for real.
     for args, flags, message in (({"queue": "ordres", "shards": 4}, ["--check"], single),
@@ -286,7 +286,7 @@ def test_check_mode_behind_ddl_fails_at_lock_timeout_naming_the_holder(awa_db):
 def test_an_error_raised_in_this_process_is_not_reported_as_a_lost_connection(awa_db):
     before = snapshot(awa_db)
     with open_connection(awa_db.login_args()) as conn, pytest.raises(DatabaseError) as failure:
-        change_enqueue_shards(conn, validate_request("orders", 4, new_queue=True), reason="nul\x00byte")
+        change_queues(conn, validate_request("orders", 4, new_queue=True), reason="nul\x00byte")
     assert "connection was lost" not in failure.value.message
     assert "NUL (0x00)" in failure.value.message and "before the statement reached the database" in failure.value.message
     assert snapshot(awa_db) == before

@@ -42,8 +42,9 @@ def test_live_changes_of_one_queue_and_of_a_list_are_the_declared_result(awa_db,
                                       ("queues", [{"queue": "orders", "shards": 2},
                                                   {"queue": "events", "shards": 4, "stripes": 2, "new_queue": True}],
                                        "CHG-2")):
+            requests = validate_requests(entries, [runtime])
             results[form], dummy = change_and_read(
-                conn, validate_requests(entries, [runtime]), listed=form == "queues", diff=True,
+                conn, requests if form == "queues" else requests[0], diff=True,
                 reconnect=lambda: connect(login, writes=True), check_mode=False, lock_timeout=5.0,
                 ledger_schema="awa_operations", reason=reason)
 

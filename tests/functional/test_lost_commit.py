@@ -30,7 +30,7 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared
 from ansible_collections.awa.operations.plugins.module_utils.info import wait as reopening
 from ansible_collections.awa.operations.plugins.module_utils.schema import sessions
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_many_queues
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitNotApplied, CommitOutcomeUnknown
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
@@ -107,7 +107,7 @@ def change_list(login: dict, shards: int) -> dict:
     """The module's list form (``queues``) on three queues, reconnecting as the module does."""
     entries = [{"queue": name, "shards": shards, "new_queue": True} for name in ("first", "second", "third")]
     with open_connection(login) as conn:
-        return change_many_queues(conn, validate_requests(entries), reconnect=lambda: connect(login))
+        return change_queues(conn, validate_requests(entries), reconnect=lambda: connect(login))
 
 
 def test_the_list_form_goes_on_after_a_commit_found_committed_and_stops_at_one_not_applied(awa_db, proxy):

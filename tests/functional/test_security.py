@@ -12,7 +12,7 @@ import pytest
 from psycopg import sql
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, transaction
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
@@ -122,7 +122,7 @@ def test_session_role_ends_with_each_transaction_and_runs_every_statement_of_it(
                 assert conn.execute("SELECT current_user, session_user").fetchone() == (owner, migrator)
             assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "the role ended with it"
             conn.rollback()
-        result = change_enqueue_shards(conn, validate_request("pooled", 2, new_queue=True))
+        result = change_queues(conn, validate_request("pooled", 2, new_queue=True))
         assert result["changed"] and ledger_rows(awa_db)[-1]["changed_by"] == owner
         assert conn.execute("SELECT current_user").fetchone()[0] == migrator, "the committed change ended it too"
     finally:

@@ -28,22 +28,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.change import writes
-from ansible_collections.awa.operations.plugins.module_utils.schema import sessions
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import commit, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, transaction
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import attempts, attempts_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
-    AwaOperationsError,
-    CommitLost,
-    CommitNotApplied,
-    CommitOutcomeUnknown,
-    ConnectionFailed,
-    LockTimeout,
-)
-from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import TransactionIdentity
+    AwaOperationsError, CommitNotApplied, CommitOutcomeUnknown, ConnectionFailed, LockTimeout)
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
+    TransactionIdentity, describe_lock_holders, fetch_transaction_status)
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
     LedgerRow, fetch_recorded_change, lookup_query, recorded_row)
 
@@ -60,37 +53,11 @@ class PendingChange:
     result: QueueChangeRun
     # None: no ledger row (ledger: false).
     ledger_schema: str | None
-    records_change_id: bool
-    # Read before COMMIT when the row carries no change id.
+    # Read before COMMIT when the row carries no change id; None: its ledger row carries the change id.
     transaction: TransactionIdentity | None
     lock_timeout: float
-
-    @property
-    def action(self) -> str:
-        return f"changing enqueue_shards of queue {self.queue!r}"
-
-    @property
-    def ledger(self) -> str:
-        """The ledger schema of a change whose row carries its change id (only a ledger row can)."""
-        if self.ledger_schema is None:
-            raise ValueError(f"{self.action}: a change id is recorded in a ledger, and none was given")
-        return self.ledger_schema
-
-    @property
-    def identity(self) -> TransactionIdentity:
-        """The transaction of a change whose row carries no change id, read before its COMMIT (commit_change)."""
-        if self.transaction is None:
-            raise ValueError(f"{self.action}: its transaction was not read before COMMIT")
-        return self.transaction
-
-
-class Unsettled(Exception):
-    """Raised by ``commit_change`` for ``settle``: the connection was lost during COMMIT."""
-
-    def __init__(self, pending: PendingChange, reason: str) -> None:
-        super().__init__(reason)
-        self.pending = pending
-        self.reason = reason
+    # The queue's lock (writes.queue_lock), granted once the change's transaction has ended.
+    lock: Statement
 
 
 @dataclass(frozen=True)
@@ -100,14 +67,6 @@ class Resolution:
     committed: bool
     resolved_by: str
     ledger: LedgerRow | None = None
-
-
-def commit_change(conn: Connection, pending: PendingChange) -> None:
-    """COMMIT the change; when the connection is lost during it, raise ``Unsettled`` for ``settle``."""
-    try:
-        commit(conn, pending.action)
-    except CommitLost as lost:
-        raise Unsettled(pending, lost.message) from None
 
 
 def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connection] | None, *,
@@ -150,13 +109,13 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
     holders: list[str] = []
 
     def who_holds_it() -> str:
-        holders.append(sessions.describe_lock_holders(conn, ["awa", pending.ledger_schema or "awa"]))
+        holders.append(describe_lock_holders(conn, ["awa", pending.ledger_schema or "awa"]))
         return holders[-1]
 
     try:
         with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
                          lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
-            writes.lock_queue(conn, pending.queue)
+            conn.execute(pending.lock.query, pending.lock.params).fetchall()
             return _resolve(conn, pending, reason)
     except LockTimeout:
         raise _unknown(pending, reason, (
@@ -167,41 +126,40 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
 
 
 def _resolve(conn: Connection, pending: PendingChange, reason: str) -> Resolution:
-    schema = pending.ledger_schema
-    if pending.records_change_id:
-        row = fetch_recorded_change(conn, pending.ledger, "change_id", pending.change_id)
-        ledger = recorded_row(pending.ledger, row, pending.change_id) if row else None
-        return Resolution(row is not None, "change id in the ledger", ledger)
-    status = sessions.fetch_transaction_status(conn, pending.identity)
+    schema, identity = pending.ledger_schema, pending.transaction
+    if identity is None:
+        row = fetch_recorded_change(conn, cast(str, schema), "change_id", pending.change_id)
+        return Resolution(row is not None, "change id in the ledger",
+                          recorded_row(cast(str, schema), row, pending.change_id) if row else None)
+    status = fetch_transaction_status(conn, identity)
     if status == "aborted":
         return Resolution(False, "transaction status")
     if status == "committed":
-        row = fetch_recorded_change(conn, schema, "transaction_id", pending.identity.transaction_id) \
-            if schema else None
+        row = fetch_recorded_change(conn, schema, "transaction_id", identity.transaction_id) if schema else None
         return Resolution(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
-    xid = pending.identity.transaction_id
     without = "the ledger row carries no change id" if schema else "ledger is false"
-    raise _unknown(pending, reason, f"Reconnected, but transaction {xid} is still in progress." if status else (
-        f"Reconnected to a server that cannot tell what became of transaction {xid} ({without}): it runs another "
-        "history than the server the change ran on (a failover, or a standby), or no longer keeps that status."))
+    raise _unknown(pending, reason, f"Reconnected, but transaction {identity.transaction_id} is still in progress."
+                   if status else f"Reconnected to a server that cannot tell what became of transaction "
+                   f"{identity.transaction_id} ({without}): it runs another history than the server the change ran "
+                   "on (a failover, or a standby), or no longer keeps that status.")
 
 
 def _outcome(pending: PendingChange, reason: str, resolution: Resolution, attempt: int) -> QueueChangeRun:
     lost: LostCommit = {"outcome": "committed" if resolution.committed else "not applied",
                         "resolved_by": resolution.resolved_by, "reconnect_attempts": attempt}
     found = f"Reconnected (attempt {attempt}) and looked it up once its transaction had ended: "
+    by_transaction = f"its transaction {pending.transaction.transaction_id}" if pending.transaction else ""
     if not resolution.committed:
-        evidence = (f"no ledger row has its change id {pending.change_id}" if pending.records_change_id
-                    else f"its transaction {pending.identity.transaction_id} rolled back")
+        evidence = by_transaction + " rolled back" if pending.transaction else (
+            f"no ledger row has its change id {pending.change_id}")
         raise CommitNotApplied(f"{reason} {found}{evidence}, so it was not "
                                "applied and nothing was written; re-run to apply it.",
                                change_id=pending.change_id, lost_commit=lost)
     result: QueueChangeRun = {**pending.result, "lost_commit": lost}
     if resolution.ledger is not None:
         result["ledger"] = resolution.ledger
-    evidence = (f"ledger row {resolution.ledger['id']} has its change id {pending.change_id}"
-                if pending.records_change_id and resolution.ledger is not None
-                else f"its transaction {pending.identity.transaction_id} committed")
+    evidence = by_transaction + " committed" if pending.transaction or resolution.ledger is None else (
+        f"ledger row {resolution.ledger['id']} has its change id {pending.change_id}")
     result["warnings"] = [*result["warnings"], (
         f"The connection was lost while committing the change of queue {pending.queue!r}. {found}{evidence}. The "
         "change is applied: nothing to re-run.")]
@@ -209,12 +167,13 @@ def _outcome(pending: PendingChange, reason: str, resolution: Resolution, attemp
 
 
 def _unknown(pending: PendingChange, reason: str, why: str) -> CommitOutcomeUnknown:
-    if pending.records_change_id:
-        how = (f"look it up: {lookup_query(pending.ledger, pending.change_id)}. A row means it was applied "
-               "(nothing to re-run); no row, once the transaction has ended, means nothing was written: re-run.")
+    if pending.transaction is None:
+        how = (f"look it up: {lookup_query(cast(str, pending.ledger_schema), pending.change_id)}. A row means it was "
+               "applied (nothing to re-run); no row, once the transaction has ended, means nothing was written: "
+               "re-run.")
     else:
         how = (f"look it up on the server the change ran on: SELECT pg_xact_status("
-               f"'{pending.identity.transaction_id}'::xid8); 'committed' means it was applied, 'aborted' that "
+               f"'{pending.transaction.transaction_id}'::xid8); 'committed' means it was applied, 'aborted' that "
                "nothing was written: re-run. On another server (after a failover) run the module in check mode: "
                "changed=false means the count is in place.")
     return CommitOutcomeUnknown(

@@ -3,19 +3,19 @@
 """The one path of a change: a list of queues, a single queue being a list of one; usable from Python.
 
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
-    from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_enqueue_shards
+    from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
     from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_request
 
     options = {"login_host": "db1", "login_db": "app", "login_user": "awa_migrator"}
     with open_connection(options) as conn:
-        result = change_enqueue_shards(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]),
-                                       reconnect=lambda: connect(options))
+        result = change_queues(conn, validate_request("orders", 8, runtime_roles=["awa_runtime"]),
+                               reconnect=lambda: connect(options))
 
 The data path, one file per step: ``request`` (validated before connecting),
 ``schema`` (the reads, and the installation's checks), ``queue_rules`` (the
-queue's stripes), ``plan``, ``writes`` (the statements, and their
-verification before the switch) and ``schema.ledger`` (the change's record),
-``lost_commit``. The queues are read once, in one READ ONLY snapshot
+queue's stripes), ``plan``, ``writes`` (the statements, their verification
+before the switch, and each queue's transaction: ``writes.apply_change``) and
+``schema.ledger`` (the change's record), ``lost_commit``. The queues are read once, in one READ ONLY snapshot
 (``_read_and_plan``: the installation, the stored names, the lanes, then each
 queue's plan and statements; no lock is taken, so check mode only reads).
 Then each queue, in the order given, runs in a transaction of its own, with
@@ -31,28 +31,32 @@ for a lock at most ``lock_timeout`` seconds.
 Every real run gets a change id (a UUID) that its ledger row carries. If the
 connection is lost while COMMIT is in flight, ``reconnect`` (a connect with
 the same options) is used to look the change up (``lost_commit``), so the run
-reports it committed or not applied instead of "maybe". The module's run
-(``change_and_read``) then reads the changed queues as awa_enqueue_shards_info
-does and returns that read as ``observed``; ``module_outcome`` makes the
-module's result of either run, a queue's (``queue``) or a list's (``queues``).
+reports it committed or not applied instead of "maybe".
+
+Whether a result is one queue's or a list's is decided once, by what was
+asked (``change_queues``): a request gives its queue's result and errors as
+the module's ``queue`` says them, a list of requests the list's
+(``merge_results``; ``_stopped`` names the queue that failed and those
+changed before it). Below it every step runs a list. The module's run
+(awa_enqueue_shards.run) then reads the changed queues as
+awa_enqueue_shards_info does (``change_and_read``) and returns that read as
+``observed``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.schema import ledger
-from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, writes
+from ansible_collections.awa.operations.plugins.module_utils.change import writes
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import (
-    ChangedSinceRead, Plan, Switch, change_warnings, plan_enqueue_shards)
+    ChangedSinceRead, change_warnings, plan_enqueue_shards)
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
-    ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChange, QueueChangeRun)
+    ChangeOutcome, ChangesRun, EnqueueShardsResult, QueueChangeRun)
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import render, server_address, transaction
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
@@ -62,11 +66,11 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.installation
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_known_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
-    describe_lock_holders, fetch_assigned_transaction_id, fetch_transaction_identity)
+    describe_lock_holders, fetch_assigned_transaction_id)
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
 from ansible_collections.awa.operations.plugins.module_utils.info.views import observed_read, shown
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import ReadSession, reconnect_with_retries
-from ansible_collections.awa.operations.plugins.module_utils.queue_rules import StripeLayout, resolve_stripes, unknown_queues
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import StripeLayout, never_seen, resolve_stripes
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -79,27 +83,27 @@ READS_PER_QUEUE = 3
 _REPORTED_ONCE = ("queries", "diff", "warnings")
 
 
-def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: bool, diff: bool,
+def change_and_read(conn: Connection, asked: ChangeRequest | list[ChangeRequest], *, diff: bool,
                     reconnect: Callable[[], Connection] | None, detail: bool = True,
                     **options: Any) -> tuple[EnqueueShardsResult, list[str]]:
-    """The module's run: change ``requests`` (``listed``: the module's ``queues``), then read those queues; the
-    module's result with the read as ``observed``, and the warnings of both (the module hands them to Ansible).
-    Without ``detail`` (the module's option) the statements and the read's detail are left out (views.shown).
+    """The change of what was ``asked`` (change_queues), then the read of its queues; the module's result with the
+    read as ``observed``, and the warnings of both (the module hands them to Ansible). Without ``detail`` (the
+    module's option) the statements and the read's detail are left out (views.shown).
 
     ``options`` are change_queues' (check_mode, lock_timeout, ledger_schema,
     reason). The read runs on ``conn``, or - when a COMMIT lost it - on a new
     connection from ``reconnect``. A read that fails raises
     ``FailedWithState`` carrying the change's result: the change stands.
     """
-    started = time.monotonic()
-    runs = change_queues(conn, requests, listed=listed, reconnect=reconnect, **options)
-    run = merge_results(runs, time.monotonic() - started) if listed else runs[requests[0].queue]
+    run = change_queues(conn, asked, reconnect=reconnect, **options)
     outcome = module_outcome(run, diff=diff, detail=detail)
+    requests = asked if isinstance(asked, list) else [asked]
     session = ReadSession(conn, (lambda: reconnect_with_retries(reconnect)) if reconnect else None)
     try:
         current = session.current()
-        read = read_shards_info(current, queues=list(runs), runtime_roles=requests[0].runtime_roles,
-                                ledger_schema=options["ledger_schema"], lock_timeout=options["lock_timeout"])
+        read = read_shards_info(current, queues=[request.queue for request in requests],
+                                runtime_roles=requests[0].runtime_roles, ledger_schema=options["ledger_schema"],
+                                lock_timeout=options["lock_timeout"])
         server = server_address(current)
     except AwaOperationsError as exc:
         raise _read_failed(outcome, run["warnings"], exc) from None
@@ -109,251 +113,158 @@ def change_and_read(conn: Connection, requests: list[ChangeRequest], *, listed: 
     return result, list(dict.fromkeys(run["warnings"] + read["warnings"]))
 
 
-def change_enqueue_shards(conn: Connection, request: ChangeRequest, **options: Any) -> QueueChangeRun:
-    """Validate, plan and (unless ``check_mode``) apply a shard-count change of one queue in one transaction.
-
-    ``options`` are change_queues'. Raises an ``AwaOperationsError`` subclass
-    when the change is refused or fails; the transaction is then rolled back
-    and nothing is written. When the connection is lost during COMMIT, the
-    change is looked up on a connection from ``reconnect``: its result is
-    returned if it committed, ``CommitNotApplied`` raised if not,
-    ``CommitOutcomeUnknown`` if that cannot be told (always, without ``reconnect``).
-    """
-    return change_queues(conn, [request], listed=False, **options)[request.queue]
-
-
-def change_many_queues(conn: Connection, requests: list[ChangeRequest], **options: Any) -> ChangesRun:
-    """Change every request on one connection, each queue in its own transaction, in the order given; one result
-    merged over them (``options``: change_queues').
-
-    It stops at the first queue that fails: the queues before it stay changed
-    (each committed on its own), the error names them, and a re-run (changes
-    are idempotent) finishes the list. A queue whose COMMIT lost the
-    connection but was found committed does not stop it: the next queue runs
-    on a new connection from ``reconnect``.
-    """
-    started = time.monotonic()
-    return merge_results(change_queues(conn, requests, **options), time.monotonic() - started)
-
-
-def change_queues(conn: Connection, requests: list[ChangeRequest], *, listed: bool = True,
+def change_queues(conn: Connection, asked: ChangeRequest | list[ChangeRequest], *,
                   reconnect: Callable[[], Connection] | None = None, check_mode: bool = False,
                   lock_timeout: float = DEFAULT_LOCK_TIMEOUT, ledger_schema: str = DEFAULT_SCHEMA,
-                  reason: str | None = None) -> dict[str, QueueChangeRun]:
-    """Each queue's run, in the order given, every queue planned from one read. A queue another run changed since
-    that read (``ChangedSinceRead``) is read and planned again, from what that run committed, at most
-    ``READS_PER_QUEUE`` times. A list's (``listed``) failure names the queues before it, which stay changed (queues
-    the database has never seen name themselves)."""
+                  reason: str | None = None) -> QueueChangeRun | ChangesRun:
+    """Validate, plan and (unless ``check_mode``) apply the shard-count change ``asked``: one request (the
+    module's ``queue``), or a list of them (its ``queues``), each queue in its own transaction, in the order given.
+    The result and the errors are said as the form asked: one queue's, or one merged over the list.
+
+    Every queue is planned from one read. A queue another run changed since
+    that read (``ChangedSinceRead``) is read and planned again, from what that
+    run committed, at most ``READS_PER_QUEUE`` times in all. An error is an
+    ``AwaOperationsError``; a list stops at the first queue that fails: the
+    queues before it stay changed (each committed on its own), the error
+    names them, and a re-run (changes are idempotent) finishes the list. When
+    the connection is lost during COMMIT, the change is looked up on a
+    connection from ``reconnect``: its result stands if it committed (a list
+    goes on, on a new connection), ``CommitNotApplied`` is raised if not,
+    ``CommitOutcomeUnknown`` if that cannot be told (always, without ``reconnect``).
+    """
+    started = time.monotonic()
+    requests = asked if isinstance(asked, list) else [asked]
     runs: dict[str, QueueChangeRun] = {}
     planned: Planned = {}
-    reads = dict.fromkeys((request.queue for request in requests), 0)
-    position = 0
-    with contextlib.ExitStack() as reopened:
-        while position < len(requests):
-            request = requests[position]
-            try:
-                if request.queue not in planned:
-                    unplanned = [later for later in requests[position:] if later.queue not in planned]
-                    planned.update(_read_and_plan_in_snapshot(conn, unplanned, listed=listed, lock_timeout=lock_timeout,
-                                                              ledger_schema=ledger_schema, reason=reason))
-                    reads.update((later.queue, reads[later.queue] + 1) for later in unplanned)
-                prepared = planned[request.queue]
-                if isinstance(prepared, AwaOperationsError):
-                    raise prepared
-                if conn.closed and reconnect is not None:
-                    conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
-                runs[request.queue] = _change_queue(conn, prepared, check_mode=check_mode, lock_timeout=lock_timeout,
-                                                    ledger_schema=ledger_schema, reconnect=reconnect)
-                position += 1
-            except AwaOperationsError as exc:
-                if isinstance(exc, ChangedSinceRead) and reads[request.queue] < READS_PER_QUEUE:
-                    del planned[request.queue]
-                    continue
-                if not listed:
-                    raise
-                changed = [queue for queue, run in runs.items() if run["changed"]]
-                done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
-                        "re-run to finish the list." if changed else " No queue of the list was changed.")
-                subject = "" if isinstance(exc, UnknownQueue) else f"Queue {request.queue!r}: "
-                raise type(exc)(f"{subject}{exc.message}{done}", **{**exc.details, "queues": runs}) from None
-    return runs
+    try:
+        with contextlib.ExitStack() as reopened:
+            for position, request in enumerate(requests):
+                for reads in range(1, READS_PER_QUEUE + 1):
+                    if request.queue not in planned:
+                        unplanned = [later for later in requests[position:] if later.queue not in planned]
+                        planned.update(_read_and_plan(conn, unplanned, lock_timeout=lock_timeout,
+                                                      ledger_schema=ledger_schema, reason=reason))
+                    prepared = planned.pop(request.queue)
+                    if isinstance(prepared, AwaOperationsError):
+                        raise prepared
+                    if conn.closed and reconnect is not None:
+                        conn = reopened.enter_context(contextlib.closing(reconnect_with_retries(reconnect)))
+                    try:
+                        runs[request.queue] = writes.apply_change(
+                            conn, prepared, check_mode=check_mode, lock_timeout=lock_timeout,
+                            ledger_schema=ledger_schema, reconnect=reconnect)
+                        break
+                    except ChangedSinceRead:
+                        if reads == READS_PER_QUEUE:
+                            raise
+    except AwaOperationsError as exc:
+        raise _stopped(exc, requests[len(runs)].queue, runs, listed=isinstance(asked, list)) from None
+    return merge_results(runs, time.monotonic() - started) if isinstance(asked, list) else runs[asked.queue]
 
 
-@dataclass
-class Prepared:
-    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
-
-    request: ChangeRequest
-    schema: str
-    plan: Plan
-    statements: writes.ChangeStatements
-    # The statements as they are sent, values bound (what a check-mode run reports).
-    queries: list[str]
-    warnings: list[str]
-    ledger_schema: str
-    # Whether a ledger row is written (not with ledger: false, nor when nothing changes), and carries the change id.
-    records: bool
-    records_change_id: bool
+def _stopped(exc: AwaOperationsError, queue: str, runs: dict[str, QueueChangeRun], *,
+             listed: bool) -> AwaOperationsError:
+    """``exc``, which stopped the change at ``queue``, as the form asked says it: a list's (``listed``) names that
+    queue and the queues before it, which stay changed (queues the database has never seen name themselves)."""
+    if isinstance(exc, UnknownQueue):
+        unknown = cast("list[str]", exc.details["unknown_queues"])
+        where = (" on their entries of queues" if len(unknown) > 1 else " on its entry of queues") if listed else ""
+        exc = UnknownQueue(
+            f"{exc.message}. A change is for queues that exist: correct the name, or - to prepare a new queue "
+            f"before its first producer - set new_queue: true{where}." + ("" if listed else " Nothing was changed."),
+            **exc.details)
+    if not listed:
+        return exc
+    changed = [name for name, run in runs.items() if run["changed"]]
+    done = (f" Queues {', '.join(map(repr, changed))} before it were changed and committed; "
+            "re-run to finish the list." if changed else " No queue of the list was changed.")
+    subject = "" if isinstance(exc, UnknownQueue) else f"Queue {queue!r}: "
+    return type(exc)(f"{subject}{exc.message}{done}", **{**exc.details, "queues": runs})
 
 
 # Each queue's change as the read plans it, or why it is refused (raised when the run reaches that queue).
 # An alias in quotes, its kind for the type checker only: evaluated, it would need Python 3.9 (3.8 sanity).
-Planned: TypeAlias = "dict[str, Prepared | AwaOperationsError]"
+Planned: TypeAlias = "dict[str, writes.Prepared | AwaOperationsError]"
 
 
-def _read_and_plan_in_snapshot(conn: Connection, requests: list[ChangeRequest], *, listed: bool, lock_timeout: float,
-                               ledger_schema: str, reason: str | None) -> Planned:
-    """The one read of the queues (READ ONLY, one snapshot, no lock taken) and every queue's plan."""
+def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_timeout: float, ledger_schema: str,
+                   reason: str | None) -> Planned:
+    """The one read of the queues (READ ONLY, one snapshot, no lock taken) and every request planned from it; a
+    refusal is kept for its queue (the queues before it still run). Queues the database has never seen are the run's
+    input, refused before any queue runs (``UnknownQueue``, its advice said by ``_stopped``)."""
     action = (f"changing enqueue_shards of queue {requests[0].queue!r}" if len(requests) == 1
               else f"reading {len(requests)} queues to change")
     with transaction(conn, action, lock_timeout=lock_timeout, read_only=True, repeatable_read=True,
                      on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-        planned = _read_and_plan(conn, requests, listed=listed, ledger_schema=ledger_schema, reason=reason)
-        refuse_writes(conn, "the read of the queues to change")
-    return planned
-
-
-def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, listed: bool, ledger_schema: str,
-                   reason: str | None) -> Planned:
-    """Every request planned from one read; a refusal is kept for its queue (the queues before it still run). Queues
-    the database has never seen are the run's input, refused before any queue runs (``UnknownQueue``)."""
-    roles = list(dict.fromkeys(role for request in requests for role in request.runtime_roles))
-    installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
-    try:
-        # The installation's warnings, the same for every queue.
-        warnings = check_installation(installation, tuple(roles))
-        schema = storage_schema(installation)
-    except AwaOperationsError as refused:
-        # Nothing is read of the queues: the first queue is refused as a single queue would be.
-        return {requests[0].queue: refused}
-    names = fetch_queue_names(conn, schema, [request.queue for request in requests])
-    unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
-    if unknown:
-        raise unknown_queues(unknown, fetch_known_queue_names(conn, schema), listed=listed)
-    planned: Planned = {}
-    layouts: dict[str, StripeLayout] = {}
-    for request in requests:
+        roles = list(dict.fromkeys(role for request in requests for role in request.runtime_roles))
+        installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
         try:
-            layouts[request.queue] = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
+            # The installation's warnings, the same for every queue.
+            warnings = check_installation(installation, tuple(roles))
+            schema = storage_schema(installation)
         except AwaOperationsError as refused:
-            planned[request.queue] = refused
-    # The lanes' grants are read for the runtime roles of each request: one read per set of roles (a list has one).
-    states = {}
-    for runtime_roles in {request.runtime_roles for request in requests}:
-        shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
-                  and request.queue in layouts for physical in layouts[request.queue].physical_queues}
-        states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
-    for request in requests:
-        if request.queue not in layouts:
-            continue
-        try:
-            plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
-            use_ledger = request.ledger and plan.changed
-            ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if use_ledger else None
-        except AwaOperationsError as refused:
-            planned[request.queue] = refused
-            continue
-        records_change_id = bool(ledger_plan and ledger_plan.records_change_id)
-        statements = writes.build_change_statements(
-            plan, schema, ledger_schema=ledger_schema if use_ledger else None,
-            create_ledger=bool(ledger_plan and ledger_plan.create), reason=reason,
-            add_change_id=bool(ledger_plan and ledger_plan.add_change_id), record_change_id=records_change_id)
-        planned[request.queue] = Prepared(
-            request, schema, plan, statements, render(conn, statements.all),
-            warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []),
-            ledger_schema, use_ledger, records_change_id)
+            # Nothing is read of the queues: the first queue is refused as a single queue would be.
+            return {requests[0].queue: refused}
+        names = fetch_queue_names(conn, schema, [request.queue for request in requests])
+        unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
+        if unknown:
+            known = fetch_known_queue_names(conn, schema)
+            seen = "; ".join(never_seen(queue, known) for queue in unknown)
+            raise UnknownQueue(f"{seen[0].upper()}{seen[1:]}", unknown_queues=unknown)
+        planned: Planned = {}
+        layouts: dict[str, StripeLayout] = {}
+        for request in requests:
+            try:
+                layouts[request.queue] = resolve_stripes(request.queue, request.stripes, names.stored[request.queue])
+            except AwaOperationsError as refused:
+                planned[request.queue] = refused
+        # The lanes' grants are read for the runtime roles of each request: one read per set of roles (a list has one).
+        states = {}
+        for runtime_roles in {request.runtime_roles for request in requests}:
+            shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
+                      and request.queue in layouts for physical in layouts[request.queue].physical_queues}
+            states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
+        for request in requests:
+            if request.queue not in layouts:
+                continue
+            try:
+                plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
+                ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if (
+                    request.ledger and plan.changed) else None
+            except AwaOperationsError as refused:
+                planned[request.queue] = refused
+                continue
+            statements = writes.build_change_statements(plan, schema, ledger_schema, ledger_plan, reason)
+            planned[request.queue] = writes.Prepared(
+                request, schema, plan, statements, render(conn, statements.all),
+                warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []))
+        # It only reads, in check mode too: a transaction id would mean it wrote.
+        if fetch_assigned_transaction_id(conn) is not None:
+            raise DatabaseError("internal error: the read of the queues to change was assigned a transaction id, so "
+                                "it wrote something; it was rolled back.")
     return planned
-
-
-def _change_queue(conn: Connection, prepared: Prepared, *, check_mode: bool, lock_timeout: float, ledger_schema: str,
-                  reconnect: Callable[[], Connection] | None) -> QueueChangeRun:
-    """One queue: its planned result in check mode or with nothing to change; else its transaction, which sends
-    the lock, the writes, their verification, the ledger row and the switch without waiting on each (pipeline
-    mode, unless the ledger's table is created) and commits, a lost COMMIT settled on a connection from
-    ``reconnect``. Raises ``ChangedSinceRead`` when the queue's counts are no longer those it was planned from."""
-    started = time.monotonic()
-    plan = prepared.plan
-    result = _result(plan, prepared.queries, changed=plan.changed, check_mode=check_mode, warnings=prepared.warnings)
-    if plan.changed and not check_mode:
-        # The id its ledger row will carry (a check-mode run writes none, and returns none).
-        change_id = str(uuid.uuid4())
-        try:
-            with transaction(conn, f"changing enqueue_shards of queue {plan.queue!r}", lock_timeout=lock_timeout,
-                             on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-                with conn.pipeline() if prepared.statements.pipelined else contextlib.nullcontext():
-                    writes.send_queue_lock(conn, plan.queue, change_id)
-                    recorded = writes.apply_change(conn, plan, prepared.statements, schema=prepared.schema,
-                                                   runtime_roles=prepared.request.runtime_roles,
-                                                   ledger_schema=prepared.ledger_schema,
-                                                   change_id=change_id if prepared.records_change_id else None)
-                if recorded is not None:
-                    result["ledger"] = recorded
-                result["change_id"] = change_id
-                # Without a change id in the row, a lost commit is looked up by its transaction.
-                pending = lost_commit.PendingChange(
-                    queue=plan.queue, change_id=change_id, result=result,
-                    ledger_schema=prepared.ledger_schema if prepared.records else None,
-                    records_change_id=prepared.records_change_id,
-                    transaction=None if prepared.records_change_id else fetch_transaction_identity(conn),
-                    lock_timeout=lock_timeout)
-                lost_commit.commit_change(conn, pending)
-        except lost_commit.Unsettled as unsettled:
-            result = lost_commit.settle(unsettled.pending, unsettled.reason, reconnect)
-    result["duration"] = round(time.monotonic() - started, 3)
-    return result
-
-
-def _result(plan: Plan, queries: list[str], *, changed: bool, check_mode: bool,
-            warnings: list[str]) -> QueueChangeRun:
-    """One queue's change as its plan says it (the ledger row, change id and lost commit are added once known)."""
-    return {
-        "changed": changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
-        "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
-        "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
-        "grants_added": plan.grants.pairs, "ordering": plan.ordering, "duration": 0.0, "queries": queries,
-        "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
-
-
-def refuse_writes(conn: Connection, run: str) -> None:
-    """A ``run`` that only reads (the read of the queues to change, in check mode too): a transaction id would
-    mean it wrote."""
-    if fetch_assigned_transaction_id(conn) is not None:
-        raise DatabaseError(f"internal error: {run} was assigned a transaction id, so it wrote something; it was "
-                            "rolled back.")
-
-
-def list_warnings(runs: list[QueueChangeRun]) -> list[str]:
-    """The warnings of a list's queues, each once: the switch warnings each queue gave for itself are given once
-    for all the queues they concern (a hundred queues raised together warn in two lines, not a hundred)."""
-    switches = [Switch.of(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
-    own = {warning for switch in switches if switch for warning in change_warnings([switch])}
-    others = [warning for run in runs for warning in run["warnings"] if warning not in own]
-    return list(dict.fromkeys(others + change_warnings([switch for switch in switches if switch])))
 
 
 def merge_results(results: dict[str, QueueChangeRun], duration: float) -> ChangesRun:
-    """One result for a list of queues: totals and views merged over them, and each queue's own result."""
-    ordered = list(results.values())
-    return {
-        "changed": any(result["changed"] for result in ordered),
-        "check_mode": all(result["check_mode"] for result in ordered),
-        "physical_queues": [name for result in ordered for name in result["physical_queues"]],
-        "previous_shards": {name: count for result in ordered for name, count in result["previous_shards"].items()},
-        "lanes_created": sum(result["lanes_created"] for result in ordered),
-        "lanes_repaired": sum(result["lanes_repaired"] for result in ordered),
-        "grants_added": sum(result["grants_added"] for result in ordered),
-        "queries": [query for result in ordered for query in result["queries"]],
-        "diff": {"before": {name: view for result in ordered for name, view in result["diff"]["before"].items()},
-                 "after": {name: view for result in ordered for name, view in result["diff"]["after"].items()}},
-        "warnings": list_warnings(ordered),
-        "queues": {queue: _entry(result) for queue, result in results.items()},
-        "duration": round(duration, 3),
-    }
-
-
-def _entry(run: QueueChangeRun) -> QueueChange:
-    """A queue's change as an entry of a list's ``queues``: without what the list reports once for all."""
-    return cast(QueueChange, {key: value for key, value in run.items() if key not in _REPORTED_ONCE})
+    """One result for a list of queues: totals and views merged over them, and each queue's own result. The
+    warnings each once: the switch warnings each queue gave for itself are given once for all the queues they
+    concern (a hundred queues raised together warn in two lines, not a hundred)."""
+    runs = [cast("dict[str, Any]", run) for run in results.values()]
+    switches = [(run["queue"], run["previous_shards"], run["shards"]) for run in runs]
+    own = {warning for switch in switches for warning in change_warnings([switch])}
+    warnings = [warning for run in runs for warning in run["warnings"] if warning not in own]
+    return cast(ChangesRun, {
+        "changed": any(run["changed"] for run in runs), "check_mode": all(run["check_mode"] for run in runs),
+        "physical_queues": [name for run in runs for name in run["physical_queues"]],
+        "previous_shards": {name: count for run in runs for name, count in run["previous_shards"].items()},
+        **{key: sum(run[key] for run in runs) for key in ("lanes_created", "lanes_repaired", "grants_added")},
+        "queries": [query for run in runs for query in run["queries"]],
+        "diff": {side: {name: view for run in runs for name, view in run["diff"][side].items()}
+                 for side in ("before", "after")},
+        "warnings": list(dict.fromkeys(warnings + change_warnings(switches))),
+        "queues": {run["queue"]: {key: value for key, value in run.items() if key not in _REPORTED_ONCE}
+                   for run in runs},
+        "duration": round(duration, 3)})
 
 
 def module_outcome(run: QueueChangeRun | ChangesRun, *, diff: bool, detail: bool = True) -> ChangeOutcome:
@@ -364,12 +275,9 @@ def module_outcome(run: QueueChangeRun | ChangesRun, *, diff: bool, detail: bool
 
 
 def _read_failed(outcome: ChangeOutcome, warnings: list[str], error: AwaOperationsError) -> FailedWithState:
-    if outcome["check_mode"]:
-        done = "The check-mode run planned the change (nothing was written)"
-    elif outcome["changed"]:
-        done = "The change was committed (the result says what it did)"
-    else:
-        done = "Nothing needed changing"
+    done = ("The check-mode run planned the change (nothing was written)" if outcome["check_mode"] else
+            "The change was committed (the result says what it did)" if outcome["changed"] else
+            "Nothing needed changing")
     return FailedWithState(
         f"{done}, but reading the state of the queues after it failed: {error.message} The change stands: a re-run "
         "changes nothing more and reads again; or read the state with awa.operations.awa_enqueue_shards_info.",

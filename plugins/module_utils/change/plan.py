@@ -20,8 +20,8 @@ from ansible_collections.awa.operations.plugins.module_utils.wording import name
 from ansible_collections.awa.operations.plugins.module_utils.change.result import PhysicalQueueSide
 from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError, PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import Installation
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LaneState, QueueState
-from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES, StripeLayout, ordering_contract
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import QueueState
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES, StripeLayout
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 
 if TYPE_CHECKING:
@@ -65,25 +65,6 @@ class Plan:
         return bool(self.lanes_to_create or self.lane_rows_to_create or self.enqueue_heads_to_create
                     or self.claim_heads_to_create or self.lanes_to_repair or self.grants.pairs
                     or self.meta_queues_to_update)
-
-    @property
-    def shards_changed(self) -> bool:
-        return bool(self.meta_queues_to_update)
-
-    @property
-    def ordering(self) -> str:
-        return ordering_contract(self.shards)
-
-
-def _needs_sequence_repair(lane: LaneState) -> bool:
-    """An existing head row whose sequence is missing, or whose seq_name is wrong."""
-    return ((lane.has_enqueue_head and not lane.has_enqueue_seq)
-            or (lane.has_claim_head and not lane.has_claim_seq)
-            or not lane.head_names_ok)
-
-
-def _missing_pairs(lane: LaneState) -> set[tuple[str, str]]:
-    return {(role, sequence) for role, dummy, sequence in lane.missing_privileges}
 
 
 def queue_summary(state: QueueState, queue: str, shards: int) -> PhysicalQueueSide:
@@ -141,27 +122,21 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     # sequences); lanes whose heads exist but whose sequences or names do not
     # are repaired with Awa's own ensure_lane_sequences.
     incomplete = sorted(key for key in wanted if not by_key[key].complete)
-    lanes_to_create = [key for key in incomplete if not by_key[key].heads_exist]
-    lanes_to_repair = [key for key in incomplete if _needs_sequence_repair(by_key[key])]
-    lane_rows = sorted({key[:2] for key in incomplete if not by_key[key].has_lane_row})
-    enqueue_heads = [key for key in incomplete if not by_key[key].has_enqueue_head]
-    claim_heads = [key for key in incomplete if not by_key[key].has_claim_head]
+    lanes_to_repair = [key for key in incomplete if (by_key[key].has_enqueue_head and not by_key[key].has_enqueue_seq)
+                       or (by_key[key].has_claim_head and not by_key[key].has_claim_seq)
+                       or not by_key[key].head_names_ok]
 
     # Grants: every lane sequence of the queue, existing ones as observed,
     # new ones for every runtime role that cannot already use our objects.
-    grants = GrantSet()
+    grantees = [role for role in request.runtime_roles if role not in installation.roles_with_creator_privileges]
     pairs: set[tuple[str, str]] = set()
     refused: dict[str, int] = {}
     for lane in state.lanes:
-        lane_pairs = _missing_pairs(lane)
-        if lane.key in wanted and not (lane.has_enqueue_seq and lane.has_claim_seq):
-            creator_privileged = set(installation.roles_with_creator_privileges)
-            for role in request.runtime_roles:
-                if role not in creator_privileged:
-                    if not lane.has_enqueue_seq:
-                        lane_pairs.add((role, lane.enqueue_seq))
-                    if not lane.has_claim_seq:
-                        lane_pairs.add((role, lane.claim_seq))
+        lane_pairs = {(role, sequence) for role, dummy, sequence in lane.missing_privileges}
+        if lane.key in wanted:
+            missing = [sequence for sequence, exists in ((lane.enqueue_seq, lane.has_enqueue_seq),
+                                                         (lane.claim_seq, lane.has_claim_seq)) if not exists]
+            lane_pairs |= {(role, sequence) for role in grantees for sequence in missing}
         if lane_pairs and not lane.grantable:
             for owner in {owner for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner is not None}:
                 refused[owner] = refused.get(owner, 0) + 1
@@ -173,73 +148,50 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
             f"{installation.current_user!r} cannot grant, because other roles own them: {owners}. "
             f"Run the module as a superuser or as a member of those roles (GRANT <owner> TO "
             f"{installation.current_user}), then retry. Nothing was changed.")
-    grants.pairs = len(pairs)
-    grants.sequences = sorted({sequence for dummy, sequence in pairs})
-    grants.roles = sorted({role for role, dummy in pairs})
 
     previous = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
-    meta_updates = [queue for queue in layout.physical_queues if previous[queue] != request.shards]
-
     before = {queue: queue_summary(state, queue, previous[queue]) for queue in layout.physical_queues}
-    created_by_queue = {queue: sum(1 for key in incomplete if key[0] == queue) for queue in layout.physical_queues}
-    after: dict[str, PhysicalQueueSide] = {}
-    for queue in layout.physical_queues:
-        complete_after = before[queue]["lanes"] + created_by_queue[queue]
-        # Only the requested runtime_roles are checked, and all of their gaps are granted.
-        after[queue] = {"enqueue_shards": request.shards, "lanes": complete_after,
-                        "lanes_missing": 0, "missing_grants": 0}
-
-    plan = Plan(
+    # Only the requested runtime_roles are checked, and all of their gaps are granted.
+    after: dict[str, PhysicalQueueSide] = {queue: {
+        "enqueue_shards": request.shards, "lanes": before[queue]["lanes"] + sum(key[0] == queue for key in incomplete),
+        "lanes_missing": 0, "missing_grants": 0} for queue in layout.physical_queues}
+    return Plan(
         queue=request.queue, shards=request.shards, stripes=layout.stripes,
         physical_queues=list(layout.physical_queues), previous_shards=previous,
-        lanes_to_create=lanes_to_create, lane_rows_to_create=lane_rows,
-        enqueue_heads_to_create=enqueue_heads, claim_heads_to_create=claim_heads,
-        lanes_to_repair=lanes_to_repair, grants=grants, meta_queues_to_update=meta_updates,
-        before=before, after=after, warnings=list(layout.warnings),
+        lanes_to_create=[key for key in incomplete if not by_key[key].heads_exist],
+        lane_rows_to_create=sorted({key[:2] for key in incomplete if not by_key[key].has_lane_row}),
+        enqueue_heads_to_create=[key for key in incomplete if not by_key[key].has_enqueue_head],
+        claim_heads_to_create=[key for key in incomplete if not by_key[key].has_claim_head],
+        lanes_to_repair=lanes_to_repair, grants=GrantSet(sorted({sequence for dummy, sequence in pairs}),
+                                                         sorted({role for role, dummy in pairs}), len(pairs)),
+        meta_queues_to_update=[queue for queue in layout.physical_queues if previous[queue] != request.shards],
+        before=before, after=after,
+        warnings=[*layout.warnings, *change_warnings([(request.queue, previous, request.shards)])],
     )
-    switch = Switch.of(plan.queue, previous, plan.shards)
-    plan.warnings.extend(change_warnings([switch]) if switch else [])
-    return plan
 
 
-@dataclass(frozen=True)
-class Switch:
-    """A queue's count switch as its warnings tell it: the counts its physical queues leave, and the new one."""
-
-    queue: str
-    old: tuple[int, ...]
-    shards: int
-
-    @classmethod
-    def of(cls, queue: str, previous_shards: dict[str, int], shards: int) -> Switch | None:
-        """The switch of a change from ``previous_shards`` (per physical queue) to ``shards``; None without one."""
-        old = tuple(sorted({count for count in previous_shards.values() if count != shards}))
-        return cls(queue, old, shards) if old else None
-
-
-def _queues_text(queues: list[str]) -> str:
-    return f"queue {queues[0]!r}" if len(queues) == 1 else named_queues(queues)
-
-
-def change_warnings(switches: list[Switch]) -> list[str]:
-    """What an operator must know about the switches: each warning once, naming every queue it concerns, so that a
-    list of a hundred queues warns in a few lines."""
+def change_warnings(changes: list[tuple[str, dict[str, int], int]]) -> list[str]:
+    """What an operator must know about the count switches of ``changes`` (each a queue, the counts its physical
+    queues had, and the new count; none for a queue already at it): each warning once, naming every queue it
+    concerns, so that a list of a hundred queues warns in a few lines."""
     by_counts: dict[tuple[tuple[int, ...], int], list[str]] = {}
-    for switch in switches:
-        by_counts.setdefault((switch.old, switch.shards), []).append(switch.queue)
+    for queue, previous_shards, shards in changes:
+        old = tuple(sorted({count for count in previous_shards.values() if count != shards}))
+        if old:
+            by_counts.setdefault((old, shards), []).append(queue)
     warnings = []
     for (old, shards), queues in by_counts.items():
         old_text = "/".join(map(str, old))
+        lowered = repr(queues[0]) if len(queues) == 1 else named_queues(queues)
         warnings.append(
             f"Running Awa 0.6 runtimes keep enqueue_shards={old_text} for promotion and re-enqueue of "
-            f"{_queues_text(queues)} until they restart: restart them, then wait with "
+            f"{'queue ' if len(queues) == 1 else ''}{lowered} until they restart: restart them, then wait with "
             "awa.operations.awa_enqueue_shards_info (wait: converged).")
         if max(old) > shards:
-            lowered = repr(queues[0]) if len(queues) == 1 else named_queues(queues)
             warnings.append(
                 f"Lowering {lowered} from {old_text} to {shards}: jobs already on shards >= {shards} "
                 "keep draining (lanes are never deleted); wait with awa_enqueue_shards_info (wait: drained).")
-    if any(max(switch.old) > 1 or switch.shards > 1 for switch in switches):
+    if any(max(old) > 1 or shards > 1 for old, shards in by_counts):
         warnings.append(
             "ordering_key -> shard mapping changes (hash % enqueue_shards): per-key FIFO does not hold "
             "between jobs enqueued before and after the change while the older ones remain.")

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import cast
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
-    validate_queue_name,
-    validate_shards,
-    validate_stripes,
-)
+    validate_queue_name, validate_shards, validate_stripes)
 
 
 # The keys of an entry of a list of changes (the change module's queues, the role's enqueue_shards_queues).
@@ -38,23 +36,17 @@ def validate_request(queue: object, shards: object, stripes: object = None,
     runtime_roles = runtime_roles or ()
     if not isinstance(runtime_roles, Iterable):
         raise InvalidRequest(f"runtime_roles must be a list of role names, got {runtime_roles!r}")
-    roles: tuple[str, ...] = ()
-    for role in runtime_roles:
+    roles = tuple(runtime_roles)
+    for role in roles:
         if not isinstance(role, str) or not role.strip():
             raise InvalidRequest(f"runtime_roles must be non-empty role names, got {role!r}")
-        roles += (role,)
     if len(set(roles)) != len(roles):
         raise InvalidRequest(f"runtime_roles lists a role twice: {list(roles)}")
     if not isinstance(new_queue, bool):
         raise InvalidRequest(f"new_queue must be true or false, got {new_queue!r}")
-    return ChangeRequest(
-        queue=validate_queue_name(queue),
-        shards=validate_shards(shards),
-        stripes=None if stripes is None else validate_stripes(stripes),
-        runtime_roles=roles,
-        ledger=bool(ledger),
-        new_queue=new_queue,
-    )
+    return ChangeRequest(validate_queue_name(queue), validate_shards(shards),
+                         None if stripes is None else validate_stripes(stripes), cast("tuple[str, ...]", roles),
+                         bool(ledger), new_queue)
 
 
 def validate_requests(entries: object, runtime_roles: object = (), ledger: bool = True) -> list[ChangeRequest]:
@@ -66,9 +58,8 @@ def validate_requests(entries: object, runtime_roles: object = (), ledger: bool 
         if not isinstance(entry, dict) or not {"queue", "shards"} <= entry.keys():
             raise InvalidRequest(f"each entry of queues needs queue and shards (stripes and new_queue are optional), "
                                  f"got {entry!r}")
-        new_queue = entry.get("new_queue")
         requests.append(validate_request(entry["queue"], entry["shards"], entry.get("stripes"), runtime_roles, ledger,
-                                         False if new_queue is None else new_queue))
+                                         False if entry.get("new_queue") is None else entry["new_queue"]))
     names = [request.queue for request in requests]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:

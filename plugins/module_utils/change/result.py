@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The result of awa_enqueue_shards, declared once: what ``runner`` builds and every reader imports.
+"""The result of awa_enqueue_shards, declared once: what ``operation`` builds and every reader imports.
 
 The role's filters (plugins/plugin_utils), the info module's ``committed``
 option (wait.validate_committed) and the benchmarks read this result by
@@ -10,8 +10,8 @@ against the module's RETURN documentation, the recorded results the role's
 unit tests use, and results of live changes on PostgreSQL 17 and 18.
 
 Three shapes: a queue's own change (``QueueChange``, also each entry of a
-list run's ``queues``), what the Python API returns (``QueueChangeRun`` for
-one queue, ``ChangesRun`` for a list), and the module's result
+list run's ``queues``), what the Python API returns (operation.change_queues:
+``QueueChangeRun`` for one request, ``ChangesRun`` for a list), and the module's result
 (``EnqueueShardsResult``): either of those without ``warnings`` (handed to
 Ansible's warnings) and with ``diff`` only in diff mode (``ChangeOutcome``),
 and the read after the change (``observed``). As in

@@ -19,8 +19,8 @@ values bound) and run in the caller's transaction, in this order:
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
 
-The caller commits (``lost_commit.commit_change``): a COMMIT whose connection
-is lost is looked up there, by the change id the ledger row carries.
+Then it commits (``apply_change``): a COMMIT whose connection is lost is
+looked up (``lost_commit.settle``), by the change id the ledger row carries.
 
 Scalar values are cast with ``CAST(x AS type)``, not ``x::type``: the rendered
 statements are returned as ``queries`` and shown in the module's RETURN
@@ -30,19 +30,28 @@ directive. The Awa facts relied on are in docs/awa-internals.md.
 
 from __future__ import annotations
 
+import contextlib
+import time
+import uuid
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, one_row, sql
-from ansible_collections.awa.operations.plugins.module_utils.errors import DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
+from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, commit, one_row, sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.errors import CommitLost, DatabaseError
+from ansible_collections.awa.operations.plugins.module_utils.queue_rules import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    CHANGE_ID_SETTING, LedgerRow, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
+    CHANGE_ID_SETTING, LedgerPlan, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
+from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
+    describe_lock_holders, fetch_transaction_identity)
 
 if TYPE_CHECKING:
-    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor
+    from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
 QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
 
@@ -59,44 +68,41 @@ def queue_lock(queue: str, change_id: str | None = None) -> Statement:
                      {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
 
 
-def _columns(keys: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
-    return [list(column) for column in zip(*keys)] if keys else []
+def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
+    """Lane keys as the statements bind them: a column each of queues, priorities (and shards), in lane order."""
+    return dict(zip(("queues", "priorities", "shards"), (list(column) for column in zip(*sorted(keys)))))
 
 
 def lane_locks(schema: str, keys: list[LaneKey]) -> Statement:
     """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
-    queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "
         "FROM (SELECT q, p, s FROM unnest(%(queues)s::text[], %(priorities)s::int[], %(shards)s::int[]) "
         "WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered"),
-        {"schema": schema, "queues": queues, "priorities": priorities, "shards": shards})
+        {"schema": schema, **_columns(keys)})
 
 
 def insert_lane_rows(schema: str, keys: list[tuple[str, int]]) -> Statement:
-    queues, priorities = _columns(sorted(keys))
     return Statement(sql.SQL(
         "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
         "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
-        {"queues": queues, "priorities": priorities})
+        _columns(keys))
 
 
 def insert_heads(schema: str, table: str, keys: list[LaneKey]) -> Statement:
     """Head rows; Awa's BEFORE INSERT trigger creates each lane sequence."""
-    queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "INSERT INTO {} (queue, priority, enqueue_shard) "
         "SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(shards)s::smallint[]) "
         "ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING").format(sql.Identifier(schema, table)),
-        {"queues": queues, "priorities": priorities, "shards": shards})
+        _columns(keys))
 
 
 def repair_lane_sequences(schema: str, keys: list[LaneKey]) -> Statement:
-    queues, priorities, shards = _columns(sorted(keys))
     return Statement(sql.SQL(
         "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
         "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
-        {"queues": queues, "priorities": priorities, "shards": shards})
+        _columns(keys))
 
 
 def grant_lane_sequences(schema: str, sequences: list[str], roles: list[str]) -> Statement:
@@ -122,6 +128,8 @@ class ChangeStatements:
     switch: Statement | None
     # The ledger's DDL is a script of several statements: the extended protocol of pipeline mode takes one.
     pipelined: bool = True
+    # The ledger row carries the change id (else a lost commit is looked up by its transaction).
+    records_change_id: bool = False
 
     @property
     def all(self) -> list[Statement]:
@@ -129,19 +137,16 @@ class ChangeStatements:
 
 
 def _head_statements(schema: str, plan: Plan, keep: Callable[[LaneKey], bool]) -> list[Statement]:
-    enqueue = [key for key in plan.enqueue_heads_to_create if keep(key)]
-    claim = [key for key in plan.claim_heads_to_create if keep(key)]
-    return ([insert_heads(schema, "queue_enqueue_heads", enqueue)] if enqueue else []) + (
-        [insert_heads(schema, "queue_claim_heads", claim)] if claim else [])
+    return [insert_heads(schema, table, kept) for table, keys in (("queue_enqueue_heads", plan.enqueue_heads_to_create),
+                                                                  ("queue_claim_heads", plan.claim_heads_to_create))
+            if (kept := [key for key in keys if keep(key)])]
 
 
-def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | None, create_ledger: bool,
-                            reason: str | None = None, add_change_id: bool = False,
-                            record_change_id: bool = True) -> ChangeStatements:
-    """Every statement a real run executes for ``plan`` (none when nothing changes).
-
-    ``add_change_id``: add the change_id column to an existing ledger (its
-    owner runs this); ``record_change_id``: the ledger row carries the change id.
+def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_plan: LedgerPlan | None,
+                            reason: str | None = None) -> ChangeStatements:
+    """Every statement a real run executes for ``plan`` (none when nothing changes), its ledger's as
+    ``ledger_plan`` says (none without one: ledger false, or nothing changes): create the ledger, add the change_id
+    column to an existing one (its owner runs this), and a row that carries the change id or not.
     """
     if not plan.changed:
         return ChangeStatements([], None, None)
@@ -162,51 +167,91 @@ def build_change_statements(plan: Plan, schema: str, *, ledger_schema: str | Non
     switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
     # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
     # those they can), and its row.
-    ddl = (ledger_ddl(ledger_schema) if create_ledger else ledger_change_id_ddl(ledger_schema)
-           if add_change_id else None) if ledger_schema else None
-    record = ledger_insert(
+    ddl = None if ledger_plan is None else ledger_ddl(ledger_schema) if ledger_plan.create else (
+        ledger_change_id_ddl(ledger_schema) if ledger_plan.add_change_id else None)
+    record = None if ledger_plan is None else ledger_insert(
         ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
         previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
         grants_added=plan.grants.pairs, runtime_roles=plan.grants.roles, reason=reason,
-        with_change_id=record_change_id) if ledger_schema else None
+        with_change_id=ledger_plan.records_change_id)
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
-    return ChangeStatements(provision, record, switch, pipelined=ddl is None)
+    return ChangeStatements(provision, record, switch, pipelined=ddl is None,
+                            records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
 
 
-def lock_queue(conn: Connection, queue: str, change_id: str | None = None) -> None:
-    """Wait (up to the transaction's lock_timeout) until no other run works on ``queue``; name the change."""
-    send_queue_lock(conn, queue, change_id).fetchall()
+@dataclass
+class Prepared:
+    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
+
+    request: ChangeRequest
+    schema: str
+    plan: Plan
+    statements: ChangeStatements
+    # The statements as they are sent, values bound (what a check-mode run reports).
+    queries: list[str]
+    warnings: list[str]
 
 
-def send_queue_lock(conn: Connection, queue: str, change_id: str | None = None) -> Cursor:
-    """``lock_queue``, its result read later (on a connection in pipeline mode, with what is sent after it)."""
-    statement = queue_lock(queue, change_id)
-    return conn.execute(statement.query, statement.params)
+def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings: list[str]) -> QueueChangeRun:
+    """One queue's change as its plan says it (the ledger row, change id and lost commit are added once known)."""
+    return {
+        "changed": plan.changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
+        "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
+        "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
+        "grants_added": plan.grants.pairs, "ordering": ordering_contract(plan.shards), "duration": 0.0,
+        "queries": queries, "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
-def apply_change(conn: Connection, plan: Plan, statements: ChangeStatements, *, schema: str, runtime_roles: tuple[str, ...],
-                 ledger_schema: str, change_id: str | None) -> LedgerRow | None:
-    """Run ``statements``, verify them against ``plan``, record and switch; the caller commits.
+def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock_timeout: float, ledger_schema: str,
+                 reconnect: Callable[[], Connection] | None) -> QueueChangeRun:
+    """One queue's change: its planned result in check mode or with nothing to change; else its transaction, which
+    takes the queue's lock naming a new change id, runs the statements, verifies them against the plan, records and
+    switches, and commits, a lost COMMIT settled on a connection from ``reconnect`` (``lost_commit``).
 
     Every statement is sent before any result is read, so on a connection in
-    pipeline mode the whole change costs one round trip; nothing commits
-    before the results are checked. Returns the ledger row written (None
-    without a ledger); ``change_id`` is the id its row carries (None for a
-    ledger without the column). On any failure the caller's transaction is
+    pipeline mode (unless the ledger's table is created) the whole change
+    costs one round trip; nothing commits before the results are checked.
+    The ledger row written carries the change id unless its ledger has no
+    column for it. Raises ``ChangedSinceRead`` when the queue's counts are no
+    longer those it was planned from; on any failure the transaction is
     rolled back and nothing is written.
     """
-    for statement in statements.provision:
-        conn.execute(statement.query, statement.params)
-    observed = send_queue_state(conn, schema, plan.physical_queues, list(runtime_roles), shards=plan.shards)
-    record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
-                      for statement in (statements.record, statements.switch))
-    verify_provisioned(plan, observed())
-    ledger = None
-    if record is not None:
-        ledger = recorded_row(ledger_schema, one_row(record), change_id)
-    if switch is not None:
-        switched: dict[str, int] = dict(switch.fetchall())
-        if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
-            raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
-                                "the transaction was rolled back and nothing changed.")
-    return ledger
+    started = time.monotonic()
+    plan, statements = prepared.plan, prepared.statements
+    action = f"changing enqueue_shards of queue {plan.queue!r}"
+    result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
+    if plan.changed and not check_mode:
+        # The id its ledger row will carry (a check-mode run writes none, and returns none).
+        change_id = str(uuid.uuid4())
+        lost: str | None = None
+        with transaction(conn, action, lock_timeout=lock_timeout,
+                         on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
+            with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
+                for statement in [queue_lock(plan.queue, change_id), *statements.provision]:
+                    conn.execute(statement.query, statement.params)
+                observed = send_queue_state(conn, prepared.schema, plan.physical_queues,
+                                            list(prepared.request.runtime_roles), shards=plan.shards)
+                record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
+                                  for statement in (statements.record, statements.switch))
+                verify_provisioned(plan, observed())
+                if record is not None:
+                    result["ledger"] = recorded_row(ledger_schema, one_row(record),
+                                                    change_id if statements.records_change_id else None)
+                switched: dict[str, int] = dict(switch.fetchall()) if switch is not None else {}
+                if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
+                    raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
+                                        "the transaction was rolled back and nothing changed.")
+            result["change_id"] = change_id
+            # Without a change id in the row, a lost commit is looked up by its transaction.
+            pending = lost_commit.PendingChange(
+                plan.queue, change_id, result, None if statements.record is None else ledger_schema,
+                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout,
+                queue_lock(plan.queue))
+            try:
+                commit(conn, action)
+            except CommitLost as exc:
+                lost = exc.message  # looked up once out of this transaction, on a new connection
+        if lost is not None:
+            result = lost_commit.settle(pending, lost, reconnect)
+    result["duration"] = round(time.monotonic() - started, 3)
+    return result

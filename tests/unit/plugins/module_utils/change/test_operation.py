@@ -10,18 +10,17 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_args import pa
 
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import merge_results
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import physical_queues
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import Switch, change_warnings
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import change_warnings
 from ansible_collections.awa.operations.plugins.modules import awa_enqueue_shards
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.infinite_ints import infinite_int_refusal
 
 
 def queue_result(queue: str, shards: int, *, changed: bool = True, stripes: int = 1, previous: int = 1,
                  warnings: tuple[str, ...] = ()) -> dict:
-    """What change_enqueue_shards returns for one queue (the keys the merge reads), with the switch warnings
+    """What change_queues returns for one queue (the keys the merge reads), with the switch warnings
     the queue's plan gives (none when unchanged: it already has ``shards``)."""
     physical = physical_queues(queue, stripes)
     previous_shards = dict.fromkeys(physical, previous if changed else shards)
-    switch = Switch.of(queue, previous_shards, shards)
     return {
         "changed": changed, "check_mode": False, "queue": queue, "shards": shards, "stripes": stripes,
         "physical_queues": physical, "previous_shards": previous_shards,
@@ -29,7 +28,7 @@ def queue_result(queue: str, shards: int, *, changed: bool = True, stripes: int 
         "grants_added": 2 if changed else 0, "ordering": "...", "queries": [f"-- {queue}"] if changed else [],
         "diff": {"before": dict.fromkeys(physical, {"enqueue_shards": 1}),
                  "after": dict.fromkeys(physical, {"enqueue_shards": shards})},
-        "warnings": [*warnings, *(change_warnings([switch]) if switch else [])], "duration": 0.05,
+        "warnings": [*warnings, *change_warnings([(queue, previous_shards, shards)])], "duration": 0.05,
     }
 
 

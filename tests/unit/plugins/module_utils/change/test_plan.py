@@ -23,7 +23,7 @@ from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed
 
 def test_raising_creates_every_missing_lane_and_switches_last():
     result = plan_for(shards=8, lanes=grid("orders", 8, 1), current={"orders": 1})
-    assert result.changed and result.shards_changed
+    assert result.changed and result.meta_queues_to_update
     assert len(result.lanes_to_create) == 4 * 7
     assert all(key[2] >= 1 for key in result.lanes_to_create)
     assert result.meta_queues_to_update == ["orders"]
@@ -60,7 +60,7 @@ def test_new_lanes_get_grants_for_every_runtime_role_that_cannot_use_our_objects
 def test_existing_lanes_without_privileges_are_granted_even_without_a_count_change():
     lanes = grid("orders", 2, 2, missing=[RUNTIME])
     result = plan_for(shards=2, lanes=lanes, current={"orders": 2}, roles=[RUNTIME])
-    assert result.changed and not result.shards_changed
+    assert result.changed and not result.meta_queues_to_update
     assert result.grants.pairs == 8 * 2
     assert result.before["orders"]["missing_grants"] == 8 * 2 * 3
     assert result.after["orders"]["missing_grants"] == 0

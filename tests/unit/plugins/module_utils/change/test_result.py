@@ -20,8 +20,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit, operation, operation as listed
-from ansible_collections.awa.operations.plugins.module_utils.change.operation import module_outcome as list_outcome, module_outcome as queue_outcome
+from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
+from ansible_collections.awa.operations.plugins.module_utils.change.operation import (
+    merge_results, module_outcome)
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import planned_result, queue_lock
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangesRun,
@@ -72,12 +74,11 @@ def test_results_of_live_changes_are_results_as_declared(form, major):
 
 
 def _run(queue: str, shards: int, *, stripes: int | None = None) -> QueueChangeRun:
-    """What change_enqueue_shards returns for a real run of ``queue`` 1 -> ``shards`` (its lanes at shard 0 exist)."""
+    """What change_queues returns for a real run of ``queue`` 1 -> ``shards`` (its lanes at shard 0 exist)."""
     known = [f"{queue}#{stripe}" for stripe in range(stripes)] if stripes else [queue]
     lanes = [entry for name in known for entry in grid(name, shards, 1, missing=("awa_runtime",))]
     plan = plan_for(queue, shards, lanes, roles=("awa_runtime",), stripes=stripes, known=known)
-    run = operation._result(plan, ["-- the statements"], changed=plan.changed,  # pylint: disable=protected-access
-                            check_mode=False, warnings=plan.warnings)
+    run = planned_result(plan, ["-- the statements"], check_mode=False, warnings=plan.warnings)
     run.update(ledger=LEDGER_ROW, change_id=LEDGER_ROW["change_id"], duration=0.05)
     return run
 
@@ -86,11 +87,11 @@ def test_a_result_built_now_is_a_result_as_declared_in_each_of_its_shapes():
     one = _run("orders", 8)
     assert one["changed"] and one["grants_added"] and one["diff"]["after"], "no key left empty"
     assert value_problems(one, QueueChangeRun) == []
-    many = listed.merge_results({"orders": one, "events": _run("events", 4, stripes=2)}, 0.1)
+    many = merge_results({"orders": one, "events": _run("events", 4, stripes=2)}, 0.1)
     assert value_problems(many, ChangesRun) == []
     for diff in (True, False):
         for detail in (True, False):
-            for outcome in (queue_outcome(one, diff=diff, detail=detail), list_outcome(many, diff=diff, detail=detail)):
+            for outcome in (module_outcome(one, diff=diff, detail=detail), module_outcome(many, diff=diff, detail=detail)):
                 result = {**outcome, "observed": views.shown(_observed(), detail=detail)}
                 assert value_problems(result, EnqueueShardsResult) == []
                 assert ("diff" in result) is diff and "warnings" not in result
@@ -114,13 +115,13 @@ def test_the_read_after_the_change_is_the_info_modules_read_without_its_own_chan
 
 def test_a_change_found_committed_after_a_lost_commit_is_a_result_as_declared():
     pending = lost_commit.PendingChange(queue="orders", change_id=LEDGER_ROW["change_id"], result=_run("orders", 8),
-                                        ledger_schema="awa_operations", records_change_id=True, transaction=None,
-                                        lock_timeout=5)
+                                        ledger_schema="awa_operations", transaction=None, lock_timeout=5,
+                                        lock=queue_lock("orders"))
     resolution = lost_commit.Resolution(True, "change id in the ledger", LEDGER_ROW)
     found = lost_commit._outcome(pending, "lost", resolution, 2)  # pylint: disable=protected-access
     assert found["lost_commit"]["outcome"] == "committed"
     assert value_problems(found, QueueChangeRun) == []
-    result = {**queue_outcome(found, diff=False), "observed": _observed()}
+    result = {**module_outcome(found, diff=False), "observed": _observed()}
     assert value_problems(result, EnqueueShardsResult) == []
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.change.writes import Statement, build_change_statements, queue_lock
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan
+from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerPlan
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.observed import RUNTIME, grid, plan_for
 
@@ -49,9 +50,14 @@ def kind(statement: Statement, plan: Plan) -> str:
     return name
 
 
-def kinds(plan: Plan, **options) -> list[str]:
-    options = {"ledger_schema": LEDGER_SCHEMA, "create_ledger": True, "reason": "CHG-1", **options}
-    return [kind(statement, plan) for statement in build_change_statements(plan, "awa", **options).all]
+def ledger(create: bool = False, add_change_id: bool = False, records_change_id: bool = True) -> LedgerPlan:
+    """How the change writes its ledger (schema.ledger.check_ledger): a ledger row, and the ledger's DDL if any."""
+    return LedgerPlan(create, add_change_id, records_change_id, [])
+
+
+def kinds(plan: Plan, ledger_plan: LedgerPlan | None = ledger(create=True)) -> list[str]:
+    return [kind(statement, plan) for statement in
+            build_change_statements(plan, "awa", LEDGER_SCHEMA, ledger_plan, reason="CHG-1").all]
 
 
 def raise_with_every_kind_of_work() -> Plan:
@@ -83,7 +89,7 @@ def test_a_change_runs_lane_locks_first_the_count_switch_last_and_everything_els
 
 def test_lane_locks_cover_every_lane_written_in_awas_lane_order():
     plan = raise_with_every_kind_of_work()
-    locks = build_change_statements(plan, "awa", ledger_schema=None, create_ledger=False).provision[0]
+    locks = build_change_statements(plan, "awa", LEDGER_SCHEMA, None).provision[0]
     locked = list(zip(locks.params["queues"], locks.params["priorities"], locks.params["shards"]))
     written = set(plan.enqueue_heads_to_create) | set(plan.claim_heads_to_create) | set(plan.lanes_to_repair)
     assert locked == sorted(written)
@@ -93,47 +99,48 @@ def test_lane_locks_cover_every_lane_written_in_awas_lane_order():
 def test_the_upsert_switches_every_physical_queue_that_changes_to_the_new_count():
     plan = plan_for(queue="ev", shards=2, stripes=2, lanes=grid("ev#0", 2, 2) + grid("ev#1", 2, 2), known=[],
                     current={"ev#0": 4, "ev#1": 4})
-    switch = build_change_statements(plan, "awa", ledger_schema=None, create_ledger=False).all[-1]
+    switch = build_change_statements(plan, "awa", LEDGER_SCHEMA, None).all[-1]
     assert kind(switch, plan) == "queue_meta upsert"
     assert switch.params == {"queues": ["ev#0", "ev#1"], "shards": 2}
 
 
-@pytest.mark.parametrize("options, expected", [
-    ({}, ["ledger row", "queue_meta upsert"]),
-    ({"ledger_schema": None, "create_ledger": False}, ["queue_meta upsert"]),
+@pytest.mark.parametrize("ledger_plan, expected", [
+    (ledger(), ["ledger row", "queue_meta upsert"]),
+    (None, ["queue_meta upsert"]),
 ], ids=["with-ledger", "ledger-false"])
-def test_a_lowering_provisions_nothing_and_only_records_and_switches(options, expected):
+def test_a_lowering_provisions_nothing_and_only_records_and_switches(ledger_plan, expected):
     plan = plan_for(shards=2, lanes=grid("orders", 8, 8), current={"orders": 8})
-    assert kinds(plan, **{"create_ledger": False, **options}) == expected
+    assert kinds(plan, ledger_plan) == expected
 
 
 def test_grants_alone_are_recorded_but_switch_no_count():
     plan = plan_for(shards=2, lanes=grid("orders", 2, 2, missing=[RUNTIME]), current={"orders": 2}, roles=[RUNTIME])
-    assert kinds(plan, create_ledger=False) == ["grants", "ledger row"]
+    assert kinds(plan, ledger()) == ["grants", "ledger row"]
 
 
 def test_an_empty_plan_produces_no_statement():
     plan = plan_for(shards=8, lanes=grid("orders", 8, 8), current={"orders": 8}, roles=[RUNTIME])
     assert not plan.changed
-    assert build_change_statements(plan, "awa", ledger_schema=LEDGER_SCHEMA, create_ledger=True).all == []
+    assert build_change_statements(plan, "awa", LEDGER_SCHEMA, ledger(create=True)).all == []
 
 
-@pytest.mark.parametrize("options, carries_change_id", [
-    ({"create_ledger": True}, True),
-    ({"create_ledger": False}, True),
-    ({"create_ledger": False, "add_change_id": True}, True),
-    ({"create_ledger": False, "record_change_id": False}, False),
+@pytest.mark.parametrize("ledger_plan, carries_change_id", [
+    (ledger(create=True), True),
+    (ledger(), True),
+    (ledger(add_change_id=True), True),
+    (ledger(records_change_id=False), False),
 ], ids=["new-ledger", "current-ledger", "0.1.0-ledger-run-by-its-owner", "0.1.0-ledger-run-by-another-role"])
 def test_the_ledger_row_carries_the_change_id_the_queue_lock_set_unless_the_column_cannot_exist(
-        options, carries_change_id):
+        ledger_plan, carries_change_id):
     plan = plan_for(shards=2, lanes=grid("orders", 8, 8), current={"orders": 8})
-    statements = build_change_statements(plan, "awa", ledger_schema=LEDGER_SCHEMA, **options)
+    statements = build_change_statements(plan, "awa", LEDGER_SCHEMA, ledger_plan)
     row = statements.record.query.as_string()
     assert ("CAST(current_setting('awa_operations.change_id') AS uuid)" in row) is carries_change_id
     assert ('"change_id"' in row) is carries_change_id
     added = [kind(statement, plan) for statement in statements.provision]
-    assert added == (["ledger change_id column"] if options.get("add_change_id") else
-                     ["ledger table"] if options["create_ledger"] else [])
+    assert added == (["ledger change_id column"] if ledger_plan.add_change_id else
+                     ["ledger table"] if ledger_plan.create else [])
+    assert statements.records_change_id is carries_change_id
     assert all("change_id" not in str(statement.params) for statement in statements.all), \
         "the id is not a parameter: check mode and the real run report the same statements"
 
