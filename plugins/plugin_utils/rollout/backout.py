@@ -31,11 +31,12 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import c
 from ansible_collections.awa.operations.plugins.module_utils.masking import MASK, masked
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.environment_file import hidden_values, shown_variables
 
-# ansible-playbook options that say where and as whom a run works, as (CLI argument name, flag).
-REPEATED_OPTIONS = (("inventory", "-i"), ("extra_vars", "-e"), ("vault_ids", "--vault-id"),
-                    ("vault_password_files", "--vault-password-file"))
-VALUE_OPTIONS = (("subset", "--limit"), ("remote_user", "--user"), ("private_key_file", "--private-key"),
-                 ("become_user", "--become-user"))
+# ansible-playbook options that say where and as whom a run works, as (CLI argument name, flag), in the order the
+# command gives them; those of PATHS name files, given with their paths absolute.
+OPTIONS = (("inventory", "-i"), ("extra_vars", "-e"), ("vault_ids", "--vault-id"),
+           ("vault_password_files", "--vault-password-file"), ("subset", "--limit"), ("remote_user", "--user"),
+           ("private_key_file", "--private-key"), ("become_user", "--become-user"))
+PATHS = ("inventory", "vault_ids", "vault_password_files", "private_key_file")
 SWITCHES = (("become", "--become"), ("become_ask_pass", "--ask-become-pass"), ("ask_vault_pass", "--ask-vault-pass"))
 
 
@@ -56,19 +57,21 @@ def previous_counts(queues: list[dict[str, Any]], read: Mapping[str, Any]) -> tu
     return entries, problems
 
 
-def inline_secrets(text: str) -> list[str]:
-    """The secrets an inline extra variable gives (YAML or JSON; a file, ``@FILE``, or ``key=value`` gives no
-    dict): the passwords of enqueue_shards_connection, the values of enqueue_shards_environment the diff hides."""
-    if not text.lstrip().startswith("{"):
-        return []
+def _inline(value: str) -> dict[str, Any]:
+    """The variables an inline extra variable sets, read as ansible-playbook reads it (YAML, JSON among it); none for
+    a file (``@FILE``), ``key=value`` or what is no mapping."""
     try:
-        # As ansible-playbook reads it (YAML, JSON among it).
-        given = from_yaml(text, show_content=False)
+        given = from_yaml(value, show_content=False) if value.lstrip().startswith("{") else None
     except AnsibleParserError:
-        return []
-    connection, environment = (given.get(f"enqueue_shards_{name}") if isinstance(given, dict) else None
-                               for name in ("connection", "environment"))
-    show = given.get("enqueue_shards_env_file_show") if isinstance(given, dict) else None
+        given = None
+    return given if isinstance(given, dict) else {}
+
+
+def inline_secrets(text: str) -> list[str]:
+    """The secrets an inline extra variable gives: the passwords of enqueue_shards_connection, the values of
+    enqueue_shards_environment the diff hides."""
+    connection, environment, show = (_inline(text).get(f"enqueue_shards_{name}")
+                                     for name in ("connection", "environment", "env_file_show"))
     return [*(connection_secrets(connection) if isinstance(connection, dict) else []),
             *(hidden_values(environment, shown_variables(show if isinstance(show, list) else []))
               if isinstance(environment, dict) else [])]
@@ -85,53 +88,40 @@ def _extra(value: str) -> str | None:
     enqueue_shards_queues (the back-out sets those) - none left when that was all it set."""
     if value.startswith("@"):
         return "@" + _absolute(value[1:])
-    if not value.lstrip().startswith("{"):
-        return value
-    try:
-        given = from_yaml(value, show_content=False)
-    except AnsibleParserError:
-        return value
-    if not isinstance(given, dict) or "enqueue_shards_queues" not in given:
+    given = _inline(value)
+    if "enqueue_shards_queues" not in given:
         return value
     rest = {name: setting for name, setting in given.items() if name != "enqueue_shards_queues"}
     return json.dumps(rest) if rest else None
-
-
-def command_line(cli_args: dict[str, Any], extra: dict[str, Any]) -> str:
-    """ansible-playbook with the run's own options and playbooks, each once and its paths absolute, then ``extra``
-    as the last extra variable.
-
-    The secrets of the run's inline extra variables are masked in each (inline_secrets).
-    """
-    words = ["ansible-playbook"]
-    for name, flag in REPEATED_OPTIONS:
-        values = [_extra(str(value)) if name == "extra_vars" else _absolute(str(value))
-                  for value in cli_args.get(name) or ()]
-        for value in dict.fromkeys(value for value in values if value is not None):
-            words += [flag, masked(value, inline_secrets(value)) if name == "extra_vars" else value]
-    for name, flag in VALUE_OPTIONS:
-        if cli_args.get(name):
-            words += [flag, _absolute(str(cli_args[name])) if name == "private_key_file" else str(cli_args[name])]
-    words += [flag for name, flag in SWITCHES if cli_args.get(name)]
-    words += [_absolute(str(playbook)) for playbook in cli_args.get("args") or ()]
-    words += ["-e", json.dumps(extra, separators=(", ", ": "))]
-    return " ".join(shlex.quote(word) for word in words)
 
 
 def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_args: dict[str, Any] | None,
                     changes: bool = True) -> str:
     """What to run to put the previous counts back, as one sentence for a stop message (no secret of the run's
     inline extra variables). Without ``changes`` (the run does not change the count: the role's rollout or wait
-    entry point) no command: the same one again would not change it back."""
+    entry point) no command: the same one again would not change it back.
+
+    The command is ansible-playbook with the run's own options and playbooks,
+    each once and its paths absolute, then the previous counts as the last
+    extra variable; the secrets of the run's inline extra variables masked (inline_secrets).
+    """
     entries, problems = previous_counts(queues, read)
     if not entries:
         return "Nothing to back out: " + "; ".join(problems) + "."
-    extra = {"enqueue_shards_queues": entries}
     notes = (" (" + "; ".join(problems) + ")") if problems else ""
     if not changes or not cli_args or not cli_args.get("args"):
         return (f"To back out, run your change-window playbook again with enqueue_shards_queues: "
                 f"{json.dumps(entries)}{notes}.")
-    command = command_line(cli_args, extra)
+    words = ["ansible-playbook"]
+    for name, flag in OPTIONS:
+        given = cli_args.get(name) or ()
+        again = (_extra(str(value)) if name == "extra_vars" else _absolute(str(value)) if name in PATHS else str(value)
+                 for value in ([given] if isinstance(given, str) else given))
+        words += [word for value in dict.fromkeys(again) if value is not None
+                  for word in (flag, masked(value, inline_secrets(value)))]
+    words += [flag for name, flag in SWITCHES if cli_args.get(name)]
+    words += [_absolute(str(playbook)) for playbook in cli_args["args"]]
+    words += ["-e", json.dumps({"enqueue_shards_queues": entries}, separators=(", ", ": "))]
     if any(inline_secrets(str(value)) for value in cli_args.get("extra_vars") or ()):
         notes += f" ({MASK} is a secret this run was given in an extra variable: give it again)"
-    return f"To back out (the previous counts, the same options): {command}{notes}"
+    return f"To back out (the previous counts, the same options): {' '.join(map(shlex.quote, words))}{notes}"

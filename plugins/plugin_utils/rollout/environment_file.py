@@ -17,17 +17,14 @@ SHOWN = (*BASE_ENVIRONMENT, "HOSTNAME")
 
 
 def _value_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    """A value as the file holds it, before any quotes (a boolean as YAML writes it)."""
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 def quoted(value: object) -> str:
     """The value as systemd reads it back: plain, or in double quotes with \\ and " escaped."""
     text = _value_text(value)
-    if PLAIN_VALUE.match(text):
-        return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return text if PLAIN_VALUE.match(text) else '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def shown_variables(show: list[str] | None) -> list[str]:

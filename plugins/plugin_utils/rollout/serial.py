@@ -19,17 +19,20 @@ ACCEPTED_FORMS = ('a whole number of hosts (2), a percentage of them ("25%"), or
                   '([1, "25%", "100%"], the last entry repeated)')
 
 
-def _entry_problem(entry: object) -> str | None:
+def _size(entry: object, total: int) -> int | str:
+    """How many of ``total`` hosts a batch of ``entry`` holds, or why ``entry`` is no batch size."""
     if isinstance(entry, bool):
         return f"{entry!r} is not a number"
     if isinstance(entry, (int, float)) or (isinstance(entry, str) and entry.strip().isdigit()):
         number = float(entry)
-        return None if number >= 1 and number.is_integer() else f"{entry!r} is not a whole number of at least 1"
+        return int(number) if number >= 1 and number.is_integer() else f"{entry!r} is not a whole number of at least 1"
     match = PERCENT.match(entry) if isinstance(entry, str) else None
-    if match:
-        percent = float(match.group(1))
-        return None if 0 < percent <= 100 else f"{entry!r} is not a percentage above 0 and up to 100"
-    return f"{entry!r} is neither a number nor a percentage"
+    if not match:
+        return f"{entry!r} is neither a number nor a percentage"
+    percent = float(match.group(1))
+    if not 0 < percent <= 100:
+        return f"{entry!r} is not a percentage above 0 and up to 100"
+    return max(1, math.floor(total * percent / 100))
 
 
 def batch_size_problem(spec: object) -> str | None:
@@ -37,33 +40,8 @@ def batch_size_problem(spec: object) -> str | None:
     entries = spec if isinstance(spec, list) else [spec]
     if not entries:
         return f"enqueue_shards_batch_size is an empty list: give {ACCEPTED_FORMS}"
-    problems = [problem for problem in map(_entry_problem, entries) if problem]
-    if problems:
-        return f"enqueue_shards_batch_size: {'; '.join(problems)}. Give {ACCEPTED_FORMS}"
-    return None
-
-
-def _size(entry: int | float | str, total: int) -> int:
-    match = PERCENT.match(entry) if isinstance(entry, str) else None
-    if match:
-        return max(1, math.floor(total * float(match.group(1)) / 100))
-    return int(float(entry))
-
-
-def batch_sizes(spec: object, total: int) -> list[int]:
-    """The size of each batch for ``total`` hosts; raises ValueError for a spec batch_size_problem refuses."""
-    problem = batch_size_problem(spec)
-    if problem:
-        raise ValueError(problem)
-    # batch_size_problem has checked that every entry is a number or a percentage.
-    entries: list[int | float | str] = spec if isinstance(spec, list) else [spec]  # type: ignore[list-item]
-    sizes: list[int] = []
-    placed = 0
-    while placed < total:
-        size = min(_size(entries[min(len(sizes), len(entries) - 1)], total), total - placed)
-        sizes.append(size)
-        placed += size
-    return sizes
+    problems = [problem for problem in (_size(entry, 0) for entry in entries) if isinstance(problem, str)]
+    return f"enqueue_shards_batch_size: {'; '.join(problems)}. Give {ACCEPTED_FORMS}" if problems else None
 
 
 def describe(spec: object, sizes: list[int]) -> str:
@@ -75,9 +53,13 @@ def describe(spec: object, sizes: list[int]) -> str:
 
 
 def split(order: list[Any], spec: object) -> list[list[Any]]:
-    """``order`` (the hosts) cut into batches of ``spec``."""
-    batches, start = [], 0
-    for size in batch_sizes(spec, len(order)):
-        batches.append(order[start:start + size])
-        start += size
+    """``order`` (the hosts) cut into batches of ``spec``; raises ValueError for a spec batch_size_problem refuses."""
+    problem = batch_size_problem(spec)
+    if problem:
+        raise ValueError(problem)
+    entries = spec if isinstance(spec, list) else [spec]
+    batches: list[list[Any]] = []
+    while sum(map(len, batches)) < len(order):
+        start = sum(map(len, batches))
+        batches.append(order[start:start + int(_size(entries[min(len(batches), len(entries) - 1)], len(order)))])
     return batches

@@ -9,15 +9,14 @@ import pytest
 import yaml
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.input_rules import (
+    ROLE_OPTIONS,
+    SPEC,
+    given_values,
     host_settings,
     input_problems,
     input_verdict,
     producer_group_problem,
 )
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.role_spec import known_variables
-
-# The names the rules know, as they read them from the role's meta/argument_specs.yml.
-KNOWN_VARIABLES = known_variables()
 
 ROLE = Path(__file__).resolve().parents[5] / "roles" / "enqueue_shards"
 DEFAULTS = yaml.safe_load((ROLE / "defaults" / "main.yml").read_text(encoding="utf-8"))
@@ -36,9 +35,21 @@ def problems(scope=("queues", "rollout", "wait"), **overrides) -> list[str]:
     return input_problems(settings(**overrides), list(scope))
 
 
-def test_the_known_variables_are_exactly_the_documented_ones():
-    specs = yaml.safe_load((ROLE / "meta" / "argument_specs.yml").read_text(encoding="utf-8"))
-    assert KNOWN_VARIABLES == set(specs["argument_specs"]["main"]["options"])
+def test_the_known_variables_are_exactly_the_documented_ones_read_from_the_roles_own_spec():
+    assert SPEC == ROLE / "meta" / "argument_specs.yml"
+    specs = yaml.safe_load(SPEC.read_text(encoding="utf-8"))
+    assert set(ROLE_OPTIONS) == set(specs["argument_specs"]["main"]["options"])
+
+
+def test_a_variable_left_out_is_judged_at_its_declared_default():
+    """A host without enqueue_shards_batch_size (or any other variable with a default) is judged as Ansible runs it,
+    at the spec's default - the role's defaults/main.yml: no problem, and its restart contract is the default one."""
+    assert given_values({}) == {name.removeprefix("enqueue_shards_"): value for name, value in DEFAULTS.items()}
+    given = {"enqueue_shards_queues": [{"queue": "orders", "shards": 8}], "enqueue_shards_services": ["orders-worker"],
+             "enqueue_shards_connection": CONNECTION}
+    assert input_problems(given, ["queues", "rollout", "wait"]) == []
+    settings = host_settings(given, "web1", ["queues", "rollout", "wait"])
+    assert (settings["restart_method"], settings["restart_command"], settings["status_command"]) == ("auto", "", "")
 
 
 def test_good_input_has_no_problem():
