@@ -1,11 +1,9 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Which shard count a queue should have, from one window of its load and a measured gains table: the decision. Pure.
+"""What the advice decides by: a queue's share of one window of load, the measured gains table, the thresholds. Pure.
 
-What the decision says to an operator (its message, its ordering consequence,
-its findings) is explained.py's; ``explained.advise`` is the two together.
-
-The rule (docs/performance.md, "Choosing the shard count"):
+The rule (docs/performance.md, "Choosing the shard count"), which explained.py
+applies and says in words (``explained.advise``):
 
 1. No enqueue and no lane wait in the window: keep (nothing to judge).
 2. The enqueues went to one shard of several: keep, and a finding; those
@@ -32,7 +30,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
@@ -94,7 +92,7 @@ def queue_load(queue: str, physical_queues: list[str], shards: int, window: Load
                      dict(statements))
 
 
-def _row(table: Mapping[Any, Mapping[Any, Any]], load: int) -> tuple[int, dict[int, float]] | None:
+def measured_row(table: Mapping[Any, Mapping[Any, Any]], load: int) -> tuple[int, dict[int, float]] | None:
     """The table's row for a load: the largest measured N at or below it (the smallest row if below all)."""
     # Keys are strings in the shipped table and may be integers in a table given as YAML (advise_gains).
     rows = {int(n): {int(s): float(gain) for s, gain in row.items()} for n, row in table.items()}
@@ -104,15 +102,14 @@ def _row(table: Mapping[Any, Mapping[Any, Any]], load: int) -> tuple[int, dict[i
     return n, rows[n]
 
 
-def _gain_at(gains: dict[int, float], shards: int) -> tuple[int, float]:
-    """The measured gain of ``shards``: its column, or the column below it."""
-    column = max([s for s in gains if s <= shards] or [min(gains)])
-    return column, gains[column]
+def gain_at(gains: dict[int, float], shards: int) -> float:
+    """The measured gain of ``shards``: its column's, or the column's below it."""
+    return gains[max([s for s in gains if s <= shards] or [min(gains)])]
 
 
 def raise_target(gains: dict[int, float], shards: int) -> int | None:
     """The smallest count within NEAR_BEST of the best measured gain, if that is MIN_GAIN over ``shards``."""
-    dummy, current = _gain_at(gains, shards)
+    current = gain_at(gains, shards)
     higher = {s: gain for s, gain in gains.items() if s > shards}
     if not higher or not current:
         return None
@@ -124,7 +121,7 @@ def raise_target(gains: dict[int, float], shards: int) -> int | None:
 
 def lower_target(gains: dict[int, float], shards: int) -> int | None:
     """The smallest measured count that loses less than MIN_GAIN against ``shards``, if lower than it."""
-    dummy, current = _gain_at(gains, shards)
+    current = gain_at(gains, shards)
     lower = sorted(s for s, gain in gains.items() if s < shards and gain and current / gain < MIN_GAIN)
     return lower[0] if lower else None
 
@@ -152,32 +149,9 @@ def commit_limit(tally: ContentionTally) -> str | None:
     return NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
 
 
-@dataclass(frozen=True)
-class Decision:
-    """What the rule decided for one queue, and the numbers the decision rests on (explained.py says it in words).
-
-    ``reason`` names the branch of the rule that decided (the REASONS below);
-    ``facts`` holds what that branch found (waiters, the measured row, the
-    gain, the busiest shard...), by name.
-    """
-
-    verdict: str  # raise, keep, lower or will_not_help
-    shards: int
-    to: int
-    reason: str
-    limit: str | None = None
-    facts: dict[str, object] = field(default_factory=dict)
-
-
-# The branches of the rule, in its order (module docstring).
-NOTHING_ENQUEUED, ONE_SHARD_PRODUCERS = "nothing enqueued", "one-shard producers"
-UNMEASURED, MEASURED_GAIN, NO_MEASURED_GAIN = "contended, unmeasured path", "measured gain", "no measured gain"
-OTHER_LIMIT, QUIET_LANES, NOTHING_LIMITS = "another limit", "quiet lanes", "nothing limits"
-
-
 def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: int,
              row: tuple[int, dict[int, float]] | None) -> AdviceEvidence:
-    """What the window showed, as the decision used it."""
+    """What the window showed, as the advice used it."""
     total = sum(load.enqueued.values())
     busiest = max(load.enqueued.values(), default=0)
     return {
@@ -186,11 +160,11 @@ def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: in
         "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
         "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
         "busiest_shard_share": round(busiest / total, 3) if total else None,
-        "lag_growth": _lag_growth(load),
+        "lag_growth": None if load.lag_before is None or load.lag_after is None else load.lag_after - load.lag_before,
         "lane_lock_waiters": load.lane_waiters,
         "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
         "wal_waiters": tally.per_sample(tally.wal_waiters),
-        "enqueuers_on_cpu_share": round(_on_cpu(tally), 3),
+        "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
         "concurrent_enqueuers": concurrency,
         "path": path,
         "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
@@ -198,52 +172,5 @@ def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: in
     }
 
 
-def _lag_growth(load: QueueLoad) -> int | None:
-    return load.lag_after - load.lag_before if load.lag_before is not None and load.lag_after is not None else None
-
-
-def _on_cpu(tally: ContentionTally) -> float:
+def on_cpu(tally: ContentionTally) -> float:
     return tally.enqueuers_on_cpu / tally.enqueuers_active if tally.enqueuers_active else 0.0
-
-
-def decide(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any]) -> tuple[Decision, AdviceEvidence]:
-    """The rule (module docstring) for one queue: its decision, and the evidence it used."""
-    total = sum(load.enqueued.values())
-    busiest = max(load.enqueued.values(), default=0)
-    path = enqueue_path(tally, load)
-    concurrency = observed_load(tally, load)
-    row = _row(measured.get("gains", {}).get(path, {}), concurrency)
-    shown = evidence(load, tally, path, concurrency, row)
-    lag_growth = _lag_growth(load)
-
-    def decided(verdict: str, to: int, reason: str, limit: str | None = None, **facts: object) -> tuple[Decision, AdviceEvidence]:
-        return Decision(verdict, load.shards, to, reason, limit,
-                        {"waiters": load.lane_waiters, "path": path, **facts}), shown
-
-    if total == 0 and load.lane_waiters == 0:
-        return decided("keep", load.shards, NOTHING_ENQUEUED)
-    if load.shards > 1 and total >= MIN_JOBS and busiest / total >= ONE_SHARD:
-        return decided("keep", load.shards, ONE_SHARD_PRODUCERS, busiest=busiest, total=total,
-                       shard=max(load.enqueued, key=lambda shard: load.enqueued[shard]))
-    if load.lane_waiters >= CONTENDED:
-        if row is None:
-            return decided("keep", load.shards, UNMEASURED)
-        target = raise_target(row[1], load.shards)
-        if target is not None:
-            dummy, current = _gain_at(row[1], load.shards)
-            return decided("raise", target, MEASURED_GAIN, producers=row[0], gain=row[1][target] / current)
-        limits = {int(n): limit for n, limit in measured.get("limits", {}).get(path, {}).items()}
-        return decided("will_not_help", load.shards, NO_MEASURED_GAIN,
-                       commit_limit(tally) or limits.get(row[0]) or NOTIFY_LIMIT, producers=row[0])
-    limit = commit_limit(tally)
-    if limit is None and tally.enqueuers_active and _on_cpu(tally) >= CPU_BOUND:
-        limit = CPU_LIMIT
-    if limit is None and lag_growth is not None and lag_growth > max(MIN_JOBS, BACKLOG_GROWTH * total):
-        limit = CLAIMERS_LIMIT
-    if limit is not None:
-        return decided("will_not_help", load.shards, OTHER_LIMIT, limit, lag_growth=lag_growth)
-    if load.shards > 1 and load.lane_waiters < QUIET and row is not None:
-        target = lower_target(row[1], load.shards)
-        if target is not None:
-            return decided("lower", target, QUIET_LANES, producers=row[0])
-    return decided("keep", load.shards, NOTHING_LIMITS)
