@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -108,36 +108,29 @@ def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
 
 
 def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str, ...]) -> tuple[Grants, list[str]]:
+    owners = Counter(owner for lane in lanes for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner)
     # role -> (the privileges it lacks, the lane sequences it lacks them on)
-    missing: dict[str, tuple[set[str], set[str]]] = {}
-    owners: dict[str, int] = defaultdict(int)
-    for lane in lanes:
-        for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner):
-            if owner:
-                owners[owner] += 1
-        for role, privilege, sequence in lane.missing_privileges:
-            privileges, sequences = missing.setdefault(role, (set(), set()))
-            privileges.add(privilege)
-            sequences.add(sequence)
-    findings = []
-    for role, (privileges, sequences) in sorted(missing.items()):
-        findings.append(
-            f"{queue}: role {role} lacks {'/'.join(sorted(privileges))} on {len(sequences)} lane "
-            f"sequences (e.g. {', '.join(sorted(sequences)[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
-            f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
-            f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {role}.")
-    # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
-    # granting them needs their owner (or a member). Once granted, the ownership is no longer a finding.
-    for owner, count in sorted(owners.items()) if missing else []:
-        if owner in runtime_roles:
-            findings.append(
-                f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
-                "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
-                f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
+    missing: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+    for role, privilege, sequence in (lacking for lane in lanes for lacking in lane.missing_privileges):
+        missing[role][0].add(privilege)
+        missing[role][1].add(sequence)
     grants: Grants = {"missing": [{"role": role, "privileges": sorted(privileges), "sequences": len(sequences),
                                    "examples": sorted(sequences)[:EXAMPLES_SHOWN]}
                                   for role, (privileges, sequences) in sorted(missing.items())],
                       "sequence_owners": dict(sorted(owners.items()))}
+    findings = [
+        f"{queue}: role {lacking['role']} lacks {'/'.join(lacking['privileges'])} on {lacking['sequences']} lane "
+        f"sequences (e.g. {', '.join(lacking['examples'])}): its runtimes cannot enqueue "
+        f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
+        f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {lacking['role']}."
+        for lacking in grants["missing"]]
+    # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
+    # granting them needs their owner (or a member). Once granted, the ownership is no longer a finding.
+    findings += [
+        f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
+        "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
+        f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser."
+        for owner, count in sorted(owners.items()) if missing and owner in runtime_roles]
     return grants, findings
 
 
@@ -171,14 +164,10 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
         findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
                         "so their depth is unknown. Connect as their owner or a member of it.")
     depth_values = [lane["ready_depth"] for lane in lanes]
-    view["drained"] = convergence.is_drained(verdict, beyond)
-    view["ready_depth"] = None if None in depth_values else sum(value or 0 for value in depth_values)
-    view["depth_beyond_count"] = beyond
-    view["lanes_complete"] = sum(1 for lane in lanes if lane["complete"])
-    view["lanes_missing"] = missing_lanes
-    view["lanes"] = lanes
-    view["shards"] = _shard_views(lanes)
-    view["grants"] = grants
+    view.update({"drained": convergence.is_drained(verdict, beyond), "depth_beyond_count": beyond,
+                 "ready_depth": None if None in depth_values else sum(value or 0 for value in depth_values),
+                 "lanes_complete": sum(1 for lane in lanes if lane["complete"]), "lanes_missing": missing_lanes,
+                 "lanes": lanes, "shards": _shard_views(lanes), "grants": grants})
     return first, findings
 
 
@@ -294,9 +283,8 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
     """
     pending: dict[str, list[str]] = defaultdict(list)
     for logical, queue_view in queues.items():
-        for straggler in queue_view["stragglers"]:
-            if logical not in pending[straggler["instance_id"]]:
-                pending[straggler["instance_id"]].append(logical)
+        for instance_id in dict.fromkeys(straggler["instance_id"] for straggler in queue_view["stragglers"]):
+            pending[instance_id].append(logical)
     runtime_views = [runtime_view(runtime, pending.get(runtime.instance_id, [])) for runtime in runtimes]
     lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
     new = [view for view in runtime_views if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
@@ -326,14 +314,8 @@ def observed_read(read: ShardsRead, server: str) -> ObservedRead:
 
     Its ``changed`` (always false) and ``warnings`` (the change's own) are the change's to report.
     """
-    observed: ObservedRead = {
-        "read_at": read["read_at"], "new_runtimes": read["new_runtimes"],
-        "expected_new_runtimes": read["expected_new_runtimes"], "converged": read["converged"],
-        "queues": read["queues"], "runtimes": read["runtimes"], "findings": read["findings"],
-        "summary": read["summary"], "summary_lines": read["summary_lines"], "server": server}
-    if "drained" in read:
-        observed["drained"] = read["drained"]
-    return observed
+    observed = {key: value for key, value in read.items() if key not in ("changed", "warnings")}
+    return cast(ObservedRead, {**observed, "server": server})
 
 
 # What a module's result says only with ``detail`` (its option): every runtime (stragglers are in their queue's
