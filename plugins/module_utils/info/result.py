@@ -20,7 +20,7 @@ from typing import TypedDict
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
 
 
-class _Runtime(TypedDict):
+class RuntimeIdentity(TypedDict):
     """A runtime as every view of it names it."""
 
     instance_id: str
@@ -32,7 +32,7 @@ class _Runtime(TypedDict):
     seconds_since_seen: float
 
 
-class RuntimeView(_Runtime):
+class RuntimeView(RuntimeIdentity):
     """One ``awa.runtime_instances`` row, judged by the database's clock."""
 
     last_seen_at: str
@@ -48,7 +48,7 @@ class RuntimeView(_Runtime):
     converged: bool
 
 
-class StragglerView(_Runtime):
+class StragglerView(RuntimeIdentity):
     """A live runtime not yet on the current count of one physical queue, and why."""
 
     physical_queue: str

@@ -19,6 +19,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
     LaneView,
     ObservedRead,
     QueueView,
+    RuntimeIdentity,
     RuntimeView,
     ShardsRead,
     ShardView,
@@ -43,26 +44,24 @@ NO_LIVE_RUNTIME = ("no Awa runtime is live on this database, so converged holds 
                    "running, start them and read again.")
 
 
-def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
-    """A runtime, and the logical queues whose current count it does not run with yet."""
-    return {
-        "instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
-        "version": runtime.version, "started_at": runtime.started_at.isoformat(),
-        "last_seen_at": runtime.last_seen_at.isoformat(), "live": runtime.live, "stale": not runtime.live
-        and not runtime.shutting_down, "shutting_down": runtime.shutting_down, "healthy": runtime.healthy,
-        "leader": runtime.leader, "seconds_since_start": round(runtime.seconds_since_start, 1),
-        "seconds_since_seen": round(runtime.seconds_since_seen, 1), "reported_shards": runtime.reported_shards,
-        "pending_queues": pending_queues, "converged": runtime.live and not pending_queues,
-    }
-
-
-def straggler_view(straggler: convergence.Straggler) -> StragglerView:
-    runtime = straggler.runtime
+def _identity(runtime: Runtime) -> RuntimeIdentity:
     return {"instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
             "version": runtime.version, "started_at": runtime.started_at.isoformat(),
             "seconds_since_start": round(runtime.seconds_since_start, 1),
-            "seconds_since_seen": round(runtime.seconds_since_seen, 1),
-            "physical_queue": straggler.physical_queue, "reason": straggler.verdict.reason}
+            "seconds_since_seen": round(runtime.seconds_since_seen, 1)}
+
+
+def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
+    """A runtime, and the logical queues whose current count it does not run with yet."""
+    return {**_identity(runtime), "last_seen_at": runtime.last_seen_at.isoformat(), "live": runtime.live,
+            "stale": not runtime.live and not runtime.shutting_down, "shutting_down": runtime.shutting_down,
+            "healthy": runtime.healthy, "leader": runtime.leader, "reported_shards": runtime.reported_shards,
+            "pending_queues": pending_queues, "converged": runtime.live and not pending_queues}
+
+
+def straggler_view(straggler: convergence.Straggler) -> StragglerView:
+    return {**_identity(straggler.runtime), "physical_queue": straggler.physical_queue,
+            "reason": straggler.verdict.reason}
 
 
 def describe_runtime(view: RuntimeView | StragglerView) -> str:
@@ -152,13 +151,10 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
         for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
     grants, findings = _grant_findings(logical, own_lanes, runtime_roles)
-    first = []
-    if missing_lanes:
-        example = missing_lanes[0]
-        first.append(
-            f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
-            f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
-            "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue.")
+    first = [f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
+             f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
+             "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue."
+             for example in missing_lanes[:1]]
     unreadable = sum(1 for lane in lanes if not lane["readable"])
     if unreadable:
         findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
@@ -184,32 +180,24 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
     verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
     shard_counts = sorted(set(current.values()))
     view: QueueView = {
-        "queue": logical,
-        "stripes": layout.stripes,
-        "physical_queues": list(layout.physical_queues),
-        "enqueue_shards": current,
-        "known": never_seen is None,
+        "queue": logical, "stripes": layout.stripes, "physical_queues": list(layout.physical_queues),
+        "enqueue_shards": current, "known": never_seen is None,
         "paused": any(queue in state.paused for queue in layout.physical_queues),
         "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
         f"mixed: the physical queues have different counts {current}",
-        "converged": verdict.complete,
-        "runtimes_live": verdict.live,
-        "runtimes_converged": verdict.converged,
+        "converged": verdict.complete, "runtimes_live": verdict.live, "runtimes_converged": verdict.converged,
         "stragglers": [straggler_view(s) for s in verdict.stragglers],
         "last_change": {queue: change_view(changes[queue]) for queue in sorted(current) if queue in changes},
-        "findings": [],
-        "summary_lines": [],
+        "findings": [], "summary_lines": [],
     }
     first, after = _add_lane_views(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
     if never_seen is not None:
         first = [f"{logical}: {never_seen}"]
-    findings = first + list(layout.warnings) + after
-    for straggler in verdict.stragglers:
-        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
-            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
-                            "awa.operations.awa_enqueue_shards so the change is recorded.")
-            break
-    view["findings"] = findings
+    # The first count changed outside the module, if any.
+    view["findings"] = first + list(layout.warnings) + after + [
+        f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
+        "awa.operations.awa_enqueue_shards so the change is recorded."
+        for straggler in verdict.stragglers if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE][:1]
     view["summary_lines"] = summary_lines(view)
     return view
 
