@@ -123,24 +123,19 @@ class ContentionTally:
 
     def add(self, backends: list[BackendSample]) -> None:
         self.samples += 1
-        enqueuers = 0
+        self.hidden += sum(backend.wait == HIDDEN for backend in backends)
+        self.notify_waiters += sum(backend.lock == NOTIFY for backend in backends)
+        self.wal_waiters += sum(backend.wait in WAL_WAITS for backend in backends)
         for backend in backends:
-            if backend.wait == HIDDEN:
-                self.hidden += 1
             if backend.lane is not None:
                 self.lane_waiters[backend.lane[0]] += 1
                 self.lane_statements.setdefault(backend.lane[0], Counter())[backend.statement or HIDDEN] += 1
-            if backend.lock == NOTIFY:
-                self.notify_waiters += 1
-            if backend.wait in WAL_WAITS:
-                self.wal_waiters += 1
-            if backend.statement in ENQUEUE_STATEMENTS and backend.wait != "idle":
-                enqueuers += 1
-                self.enqueue_statements[backend.statement] += 1
-                if backend.wait == "CPU":
-                    self.enqueuers_on_cpu += 1
-        self.enqueuers_active += enqueuers
-        self.peak_enqueuers = max(self.peak_enqueuers, enqueuers)
+        enqueuers = [backend for backend in backends
+                     if backend.statement in ENQUEUE_STATEMENTS and backend.wait != "idle"]
+        self.enqueue_statements.update(str(backend.statement) for backend in enqueuers)
+        self.enqueuers_on_cpu += sum(backend.wait == "CPU" for backend in enqueuers)
+        self.enqueuers_active += len(enqueuers)
+        self.peak_enqueuers = max(self.peak_enqueuers, len(enqueuers))
 
     def per_sample(self, count: int) -> float:
         """A count of backend-samples as backends per sample."""

@@ -83,9 +83,7 @@ def queue_load(queue: str, physical_queues: list[str], shards: int, window: Load
         lag_before += enqueue_before - claim_before
         lag_after += enqueue_after - claim_after
     tally = window.tally
-    statements: Counter[str] = Counter()
-    for physical in physical_queues:
-        statements.update(tally.lane_statements.get(physical, {}))
+    statements = sum((tally.lane_statements.get(physical, Counter()) for physical in physical_queues), Counter())
     return QueueLoad(queue, shards, window.seconds, dict(enqueued), claimed, None if unreadable else lag_before,
                      None if unreadable else lag_after,
                      tally.per_sample(sum(tally.lane_waiters[physical] for physical in physical_queues)),
@@ -161,14 +159,10 @@ def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: in
         "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
         "busiest_shard_share": round(busiest / total, 3) if total else None,
         "lag_growth": None if load.lag_before is None or load.lag_after is None else load.lag_after - load.lag_before,
-        "lane_lock_waiters": load.lane_waiters,
-        "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
-        "wal_waiters": tally.per_sample(tally.wal_waiters),
-        "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
-        "concurrent_enqueuers": concurrency,
-        "path": path,
+        "lane_lock_waiters": load.lane_waiters, "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
+        "wal_waiters": tally.per_sample(tally.wal_waiters), "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
+        "concurrent_enqueuers": concurrency, "path": path, "hidden_backend_samples": tally.hidden,
         "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
-        "hidden_backend_samples": tally.hidden,
     }
 
 

@@ -143,9 +143,6 @@ def left_out(window: Sequence[WindowService],
     inventory). Without a window (empty), none."""
     owners_of = _owners(window)
     told_apart = bool(window) and all(service["reports_as"] for service in window)
-    found = set()
-    for instance_id, pid, hostname, started_at in runtimes:
-        owners = owners_of(pid, hostname, started_at)
-        if (not owners and told_apart) or (owners and not any(window[position]["concerned"] for position in owners)):
-            found.add(instance_id)
-    return found
+    return {instance_id for instance_id, pid, hostname, started_at in runtimes
+            if not (owners := owners_of(pid, hostname, started_at)) and told_apart
+            or owners and not any(window[position]["concerned"] for position in owners)}

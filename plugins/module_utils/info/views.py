@@ -229,18 +229,12 @@ def _depth_text(shards: list[ShardView], queue: str) -> str:
 def summary_lines(view: QueueView) -> list[str]:
     """A few lines a playbook can print as is."""
     counts = sorted(set(view["enqueue_shards"].values()))
-    changes = list(view["last_change"].values())
-    was = ""
-    if changes:
-        change = changes[0]
-        was = f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by {change['changed_by']})"
+    was = "".join(f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by "
+                  f"{change['changed_by']})" for change in list(view["last_change"].values())[:1])
     lines = [f"{view['queue']}: enqueue_shards {'/'.join(map(str, counts))}{was}; {view['ordering']}"]
-    waiting = ""
-    if view["stragglers"]:
-        first = view["stragglers"][0]
-        others = len({s["instance_id"] for s in view["stragglers"]}) - 1
-        waiting = (f"; waiting for {describe_runtime(first)}: {first['reason']}"
-                   + (f" (and {others} more)" if others > 0 else ""))
+    others = len({s["instance_id"] for s in view["stragglers"]}) - 1
+    waiting = "".join(f"; waiting for {describe_runtime(first)}: {first['reason']}"
+                      + (f" (and {others} more)" if others > 0 else "") for first in view["stragglers"][:1])
     lines.append(f"  runtimes: {view['runtimes_converged']} of {view['runtimes_live']} live runtimes on the "
                  f"current count{waiting}")
     for queue in view["physical_queues"] if "shards" in view else []:
@@ -277,19 +271,14 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
     lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
     new = [view for view in runtime_views if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     read: ShardsRead = {
-        "changed": False,
-        "read_at": read_at.isoformat(),
+        "changed": False, "read_at": read_at.isoformat(),
         "new_runtimes": service_runtimes.restarted_runtimes(
             restarted_services, new, counted=not restarted_services or expected_new_runtimes > 0),
         "expected_new_runtimes": expected_new_runtimes + sum(service["runtimes"] for service in restarted_services),
-        "converged": all(q["converged"] for q in queues.values()),
-        "queues": queues,
-        "runtimes": runtime_views,
+        "converged": all(q["converged"] for q in queues.values()), "queues": queues, "runtimes": runtime_views,
         "findings": findings + ([] if any(runtime.live for runtime in runtimes) else [NO_LIVE_RUNTIME])
         + [finding for q in queues.values() for finding in q["findings"]],
-        "summary": "\n".join(lines),
-        "summary_lines": lines,
-        "warnings": warnings,
+        "summary": "\n".join(lines), "summary_lines": lines, "warnings": warnings,
     }
     # Drained is known only where the lanes were read.
     if lanes:
