@@ -109,10 +109,8 @@ def raise_target(gains: dict[int, float], shards: int) -> int | None:
     """The smallest count within NEAR_BEST of the best measured gain, if that is MIN_GAIN over ``shards``."""
     current = gain_at(gains, shards)
     higher = {s: gain for s, gain in gains.items() if s > shards}
-    if not higher or not current:
-        return None
-    best = max(higher.values())
-    if best / current < MIN_GAIN:
+    best = max(higher.values(), default=0.0)
+    if not current or best / current < MIN_GAIN:
         return None
     return min(s for s, gain in higher.items() if gain >= NEAR_BEST * best)
 
@@ -135,9 +133,7 @@ def enqueue_path(tally: ContentionTally, load: QueueLoad) -> str:
 
 def observed_load(tally: ContentionTally, load: QueueLoad) -> int:
     """Backends enqueuing at once: the peak seen, or (statements hidden) the waiters plus the one holding the lock."""
-    if tally.peak_enqueuers:
-        return tally.peak_enqueuers
-    return max(1, round(load.lane_waiters) + 1)
+    return tally.peak_enqueuers or max(1, round(load.lane_waiters) + 1)
 
 
 def commit_limit(tally: ContentionTally) -> str | None:

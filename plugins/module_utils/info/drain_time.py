@@ -44,9 +44,7 @@ def seconds_text(seconds: float) -> str:
 def backlog_beyond(view: QueueView, shards: int) -> int | None:
     """Ready jobs on the queue's shards at and above ``shards`` (None when a lane's depth cannot be read)."""
     depths = [lane["ready_depth"] for lane in view.get("lanes", []) if lane["shard"] >= shards]
-    if any(depth is None for depth in depths):
-        return None
-    return sum(depth for depth in depths if depth is not None)
+    return None if None in depths else sum(depth or 0 for depth in depths)
 
 
 def _claim_cursors(view: QueueView) -> dict[tuple[str, int, int], int] | None:

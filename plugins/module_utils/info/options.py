@@ -40,12 +40,10 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float, del
     """The info module's numeric options (wait_timeout, wait_sleep, lock_timeout, delay), checked before anything
     waits or connects."""
     validate_lock_timeout(lock_timeout)
-    if not 0 <= timeout <= 86400:
-        raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
-    if not 0.1 <= sleep <= 3600:
-        raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
-    if not 0 <= delay <= 86400:
-        raise InvalidRequest(f"delay must be between 0 and 86400 seconds, got {delay}")
+    for name, value, low, high in (("wait_timeout", timeout, 0, 86400), ("wait_sleep", sleep, 0.1, 3600),
+                                   ("delay", delay, 0, 86400)):
+        if not low <= value <= high:
+            raise InvalidRequest(f"{name} must be between {low} and {high} seconds, got {value}")
 
 
 def validate_lanes_option(lanes: bool, wait: str) -> None:
