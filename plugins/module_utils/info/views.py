@@ -13,7 +13,6 @@ from ansible_collections.awa.operations.plugins.module_utils.info import service
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
-    ChangeView,
     Grants,
     LaneRef,
     LaneView,
@@ -59,19 +58,9 @@ def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
             "pending_queues": pending_queues, "converged": runtime.live and not pending_queues}
 
 
-def straggler_view(straggler: convergence.Straggler) -> StragglerView:
-    return {**_identity(straggler.runtime), "physical_queue": straggler.physical_queue,
-            "reason": straggler.verdict.reason}
-
-
 def describe_runtime(view: RuntimeView | StragglerView) -> str:
     return (f"pid {view['pid']} on host {view['hostname'] or '(unreported)'} "
             f"(instance {view['instance_id']}, up {view['seconds_since_start']:.0f}s)")
-
-
-def change_view(change: RecordedChange) -> ChangeView:
-    return {"id": change.id, "changed_at": change.changed_at.isoformat(), "from_shards": change.from_shards,
-            "to_shards": change.to_shards, "changed_by": change.changed_by, "reason": change.reason}
 
 
 def _lane_views(depths: list[LaneDepth], lanes: list[LaneState], counts: dict[str, int]) -> list[LaneView]:
@@ -186,8 +175,12 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
         "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
         f"mixed: the physical queues have different counts {current}",
         "converged": verdict.complete, "runtimes_live": verdict.live, "runtimes_converged": verdict.converged,
-        "stragglers": [straggler_view(s) for s in verdict.stragglers],
-        "last_change": {queue: change_view(changes[queue]) for queue in sorted(current) if queue in changes},
+        "stragglers": [{**_identity(straggler.runtime), "physical_queue": straggler.physical_queue,
+                        "reason": straggler.verdict.reason} for straggler in verdict.stragglers],
+        "last_change": {queue: {"id": change.id, "changed_at": change.changed_at.isoformat(),
+                                "from_shards": change.from_shards, "to_shards": change.to_shards,
+                                "changed_by": change.changed_by, "reason": change.reason}
+                        for queue in sorted(current) if (change := changes.get(queue)) is not None},
         "findings": [], "summary_lines": [],
     }
     first, after = _add_lane_views(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
