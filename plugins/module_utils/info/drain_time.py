@@ -105,6 +105,4 @@ class DrainHistory:
         which = f"{name}, the slowest, falls" if len(estimates) > 1 else "falling"
         text = f"about {seconds_text(left)} left ({which} {rate:.1f} jobs/s)"
         remaining = max(timeout - elapsed, 0)
-        if left > remaining:
-            text += f", more than the {seconds_text(remaining)} the timeout leaves"
-        return text
+        return text + (f", more than the {seconds_text(remaining)} the timeout leaves" if left > remaining else "")

@@ -21,11 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_SCHEMA,
-    connection_argument_spec,
-    validate_lock_timeout,
-)
+    DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA, connection_argument_spec, validate_lock_timeout)
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.naming import validate_queue_name

@@ -43,10 +43,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
-    RestartedService,
-    WindowService,
-    left_out,
-)
+    RestartedService, WindowService, left_out)
 from ansible_collections.awa.operations.plugins.module_utils.naming import (
     StripeLayout, logical_queue, never_seen, resolve_stripes)
 

@@ -4,8 +4,8 @@
 
 ``read`` is what awa_enqueue_shards_info and the role's internal read run.
 The advice watches the queues' load for a window and puts the rule's
-verdicts in: the advice package's (the rule is rule.py's, pure, its words
-explained.py's, the window load_window.py's), below this one. The
+verdicts in: the advice package's (the rule and its words are rule.py's,
+pure, the window load_window.py's), below this one. The
 shard_advice event source calls ``advise_queues`` window after window.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.advice import explained, gains, load_window, rule
+from ansible_collections.awa.operations.plugins.module_utils.advice import gains, load_window, rule
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.session import ReadSession
 from ansible_collections.awa.operations.plugins.module_utils.info.wait.failover import validate_committed
@@ -39,7 +39,7 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
                   measured: dict[str, Any] | None = None) -> dict[str, Advice]:
     """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
 
-    Returns queue -> advice (explained.advise); ``measured`` defaults to the shipped gains table.
+    Returns queue -> advice (rule.advise); ``measured`` defaults to the shipped gains table.
     """
     views = info["queues"]
     physical = [name for view in views.values() for name in view["physical_queues"]]
@@ -48,8 +48,8 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
     advised = {}
     for name, view in views.items():
         shards = max(view["enqueue_shards"].values(), default=1)
-        advised[name] = explained.advise(rule.queue_load(name, view["physical_queues"], shards, window),
-                                         window.tally, table)
+        advised[name] = rule.advise(rule.queue_load(name, view["physical_queues"], shards, window),
+                                    window.tally, table)
     return advised
 
 

@@ -9,21 +9,11 @@ from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.info import service_runtimes
-from ansible_collections.awa.operations.plugins.module_utils.info import convergence
+from ansible_collections.awa.operations.plugins.module_utils.info import convergence, service_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.naming import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
-    Grants,
-    LaneRef,
-    LaneView,
-    ObservedRead,
-    QueueView,
-    RuntimeIdentity,
-    RuntimeView,
-    ShardsRead,
-    ShardView,
-    StragglerView,
-)
+    Grants, LaneRef, LaneView, ObservedRead, QueueView, RuntimeIdentity, RuntimeView, ShardsRead, ShardView,
+    StragglerView)
 
 if TYPE_CHECKING:
     # The bound of Shown (below).
@@ -61,20 +51,6 @@ def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
 def describe_runtime(view: RuntimeView | StragglerView) -> str:
     return (f"pid {view['pid']} on host {view['hostname'] or '(unreported)'} "
             f"(instance {view['instance_id']}, up {view['seconds_since_start']:.0f}s)")
-
-
-def _lane_views(depths: list[LaneDepth], lanes: list[LaneState], counts: dict[str, int]) -> list[LaneView]:
-    """One queue's lanes as read (``depths``), with whether each is complete (``lanes``) and beyond its count."""
-    complete = {lane.key: lane.complete for lane in lanes}
-    return [{
-        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
-        "beyond_count": depth.shard >= counts[depth.queue],
-        "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
-        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
-        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
-        else round(depth.oldest_ready_age_seconds, 1),
-        "enqueue_cursor": depth.enqueue_cursor,
-    } for depth in depths]
 
 
 def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
@@ -134,7 +110,17 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
     queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
     current = view["enqueue_shards"]
     own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
-    lanes = _lane_views(depths, own_lanes, current)
+    # The lanes as read (``depths``), with whether each is complete (``own_lanes``) and beyond its count.
+    complete = {lane.key: lane.complete for lane in own_lanes}
+    lanes: list[LaneView] = [{
+        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
+        "beyond_count": depth.shard >= current[depth.queue],
+        "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
+        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
+        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
+        else round(depth.oldest_ready_age_seconds, 1),
+        "enqueue_cursor": depth.enqueue_cursor,
+    } for depth in depths]
     beyond = convergence.depth_beyond_count(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}

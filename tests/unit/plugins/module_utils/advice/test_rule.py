@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.advice import contention, gains, rule
-from ansible_collections.awa.operations.plugins.module_utils.advice.rule import QueueLoad, queue_load
-from ansible_collections.awa.operations.plugins.module_utils.advice.explained import advise
+from ansible_collections.awa.operations.plugins.module_utils.advice.rule import QueueLoad, advise, queue_load
 from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import LoadWindow
 
