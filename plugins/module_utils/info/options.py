@@ -148,5 +148,4 @@ def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
 
 def with_rollout_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` of either module, with the rollout's options at their defaults where it has none."""
-    defaults = {name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}
-    return {**defaults, **params}
+    return {**{name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}, **params}

@@ -131,9 +131,8 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
              "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue."
              for example in missing_lanes[:1]]
     unreadable = sum(1 for lane in lanes if not lane["readable"])
-    if unreadable:
-        findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
-                        "so their depth is unknown. Connect as their owner or a member of it.")
+    findings += [f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), so their "
+                 "depth is unknown. Connect as their owner or a member of it."] if unreadable else []
     depth_values = [lane["ready_depth"] for lane in lanes]
     view.update({"drained": convergence.is_drained(verdict, beyond), "depth_beyond_count": beyond,
                  "ready_depth": None if None in depth_values else sum(value or 0 for value in depth_values),
