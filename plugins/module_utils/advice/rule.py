@@ -121,8 +121,7 @@ def raise_target(gains: dict[int, float], shards: int) -> int | None:
 def lower_target(gains: dict[int, float], shards: int) -> int | None:
     """The smallest measured count that loses less than MIN_GAIN against ``shards``, if lower than it."""
     current = gain_at(gains, shards)
-    lower = sorted(s for s, gain in gains.items() if s < shards and gain and current / gain < MIN_GAIN)
-    return lower[0] if lower else None
+    return min((s for s, gain in gains.items() if s < shards and gain and current / gain < MIN_GAIN), default=None)
 
 
 def enqueue_path(tally: ContentionTally, load: QueueLoad) -> str:
@@ -141,9 +140,7 @@ def observed_load(tally: ContentionTally, load: QueueLoad) -> int:
 
 def commit_limit(tally: ContentionTally) -> str | None:
     notify, wal = tally.per_sample(tally.notify_waiters), tally.per_sample(tally.wal_waiters)
-    if notify + wal < COMMIT_BOUND:
-        return None
-    return NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
+    return None if notify + wal < COMMIT_BOUND else NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
 
 
 def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: int,
@@ -250,15 +247,13 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any])
         return advice("will_not_help", shards, f"{waiters} enqueuers per sample waited on its lane locks, but with "
                       f"{producers} producer(s) on the {path} path no count measured x{MIN_GAIN} over {shards}: "
                       f"{past}.", limit)
-    lag_growth = seen["lag_growth"]
-    other = commit_limit(tally)
-    if other is None and tally.enqueuers_active and on_cpu(tally) >= CPU_BOUND:
-        other = CPU_LIMIT
-    if other is None and lag_growth is not None and lag_growth > max(MIN_JOBS, BACKLOG_GROWTH * total):
-        other = CLAIMERS_LIMIT
+    # Another limit: commits, the enqueuers' CPU, or claimers falling behind (on_cpu is 0 without enqueuers).
+    lag = seen["lag_growth"]
+    other = (commit_limit(tally) or (CPU_LIMIT if on_cpu(tally) >= CPU_BOUND else None)
+             or (CLAIMERS_LIMIT if lag is not None and lag > max(MIN_JOBS, BACKLOG_GROWTH * total) else None))
     if other is not None:
         return advice("will_not_help", shards, f"The lanes were not contended ({waiters} waiters per sample); "
-                      f"{OTHER_LIMITS[other].format(lag_growth=lag_growth)}.", other)
+                      f"{OTHER_LIMITS[other].format(lag_growth=lag)}.", other)
     if shards > 1 and waiters < QUIET and row is not None:
         target = lower_target(row[1], shards)
         if target is not None:

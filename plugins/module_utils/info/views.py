@@ -190,20 +190,6 @@ def ready_by_shard(shards: list[ShardView], queue: str, listed: int | None = Non
     return " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}" for row in within)
 
 
-def _depth_text(shards: list[ShardView], queue: str) -> str:
-    within = ready_by_shard(shards, queue)
-    beyond = [row for row in shards if row["queue"] == queue and row["beyond_count"]]
-    if not beyond:
-        tail = "no lanes beyond the count"
-    elif any(row["ready_depth"] is None for row in beyond):
-        tail = "beyond the count: unknown (unreadable)"
-    else:
-        total = sum(row["ready_depth"] or 0 for row in beyond)
-        first, last = beyond[0]["shard"], beyond[-1]["shard"]
-        tail = f"beyond the count (shards {first}..{last}): {total or 'none'} ready"
-    return f"ready by shard {within or '-'} | {tail}"
-
-
 def summary_lines(view: QueueView) -> list[str]:
     """A few lines a playbook can print as is."""
     counts = sorted(set(view["enqueue_shards"].values()))
@@ -216,8 +202,16 @@ def summary_lines(view: QueueView) -> list[str]:
     lines.append(f"  runtimes: {view['runtimes_converged']} of {view['runtimes_live']} live runtimes on the "
                  f"current count{waiting}")
     for queue in view["physical_queues"] if "shards" in view else []:
+        beyond = [row for row in view["shards"] if row["queue"] == queue and row["beyond_count"]]
+        if not beyond:
+            tail = "no lanes beyond the count"
+        elif any(row["ready_depth"] is None for row in beyond):
+            tail = "beyond the count: unknown (unreadable)"
+        else:
+            total = sum(row["ready_depth"] or 0 for row in beyond)
+            tail = f"beyond the count (shards {beyond[0]['shard']}..{beyond[-1]['shard']}): {total or 'none'} ready"
         prefix = f"  {queue}: " if len(view["physical_queues"]) > 1 else "  "
-        lines.append(prefix + _depth_text(view["shards"], queue))
+        lines.append(f"{prefix}ready by shard {ready_by_shard(view['shards'], queue) or '-'} | {tail}")
     if view["paused"]:
         lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {view['queue']})")
     drained = f"; drained: {'yes' if view['drained'] else 'no'}" if "drained" in view else ""
