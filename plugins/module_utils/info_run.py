@@ -4,7 +4,7 @@
 
 ``run`` is what awa_enqueue_shards_info and the role's internal read run; it
 stands above the two packages it composes, info/ (the read and the wait) and
-advice/ (the rule is rule.py's, pure, its words explained.py's, the window
+advice/ (the rule and its words are rule.py's, pure, the window
 load_window.py's). The action plugins check the options with ``validated``
 before they poll the module; the shard_advice event source calls
 ``advise_queues`` window after window.
@@ -16,7 +16,7 @@ import time
 from contextlib import closing
 from typing import TYPE_CHECKING, Any
 
-from ansible_collections.awa.operations.plugins.module_utils.advice import explained, gains, load_window, rule
+from ansible_collections.awa.operations.plugins.module_utils.advice import gains, load_window, rule
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState
@@ -33,14 +33,14 @@ def advise_queues(conn: Connection, info: ShardsRead, seconds: float, lock_timeo
                   measured: dict[str, Any] | None = None) -> dict[str, Advice]:
     """Watch the load on the queues of ``info`` for ``seconds`` and advise a shard count for each.
 
-    Returns queue -> advice (explained.advise); ``measured`` defaults to the shipped gains table.
+    Returns queue -> advice (rule.advise); ``measured`` defaults to the shipped gains table.
     """
     views = info["queues"]
     window = load_window.watch(conn, [name for view in views.values() for name in view["physical_queues"]], seconds,
                                lock_timeout)
-    return {name: explained.advise(rule.queue_load(name, view["physical_queues"],
-                                                   max(view["enqueue_shards"].values(), default=1), window),
-                                   window.tally, measured or gains.MEASURED) for name, view in views.items()}
+    return {name: rule.advise(rule.queue_load(name, view["physical_queues"],
+                                              max(view["enqueue_shards"].values(), default=1), window),
+                              window.tally, measured or gains.MEASURED) for name, view in views.items()}
 
 
 def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:

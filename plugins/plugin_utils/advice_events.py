@@ -27,123 +27,80 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from contextlib import suppress
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_LOCK_TIMEOUT,
-    MAX_LOCK_TIMEOUT,
-    connection_argument_spec,
-    connection_defaults,
-)
+from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, MAX_LOCK_TIMEOUT
+from ansible_collections.awa.operations.plugins.module_utils.db.options import connection_defaults
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import MAX_SHARDS, validate_queue_name
 from ansible_collections.awa.operations.plugins.module_utils.info.options import DEFAULT_ADVISE_WINDOW, validate_advice_options
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, StateRead
 
-ACTIONABLE = ("raise", "lower")
 EVENT_KEY = "awa_shard_advice"
 ERROR_KEY = "awa_shard_advice_error"
-
-# The source's arguments and their defaults.
-SOURCE_DEFAULTS: dict[str, object] = {
-    "connection": {},
-    "queues": None,  # None: every queue
-    "window": DEFAULT_ADVISE_WINDOW,
-    "interval": 300.0,
-    "stable": 3,
-    "cooldown": 3600.0,
-    "gains": None,
-    "lock_timeout": DEFAULT_LOCK_TIMEOUT,
-    "every_window": False,
-}
 
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """The event source's arguments, checked."""
+    """The event source's arguments, checked; their defaults are the source's (SOURCE_DEFAULTS)."""
 
-    connection: dict[str, Any]
-    queues: list[str] | None
-    window: float
-    interval: float
-    stable: int
-    cooldown: float
-    gains: dict[str, Any] | None
-    lock_timeout: float
-    every_window: bool
-
-
-def _seconds(name: str, value: object, low: float, high: float) -> float:
-    try:
-        seconds = float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        seconds = math.nan
-    if isinstance(value, bool) or not low <= seconds <= high:
-        raise InvalidRequest(f"{name} must be a number of seconds between {low:g} and {high:g}, got {value!r}")
-    return seconds
+    # The modules' connection options by name (as the role's enqueue_shards_connection); what is not given takes the
+    # modules' defaults, libpq's environment first (PGUSER, PGPORT, ...), as in the modules.
+    connection: dict[str, Any] = field(default_factory=dict)
+    queues: list[str] | None = None  # None: every queue
+    window: float = DEFAULT_ADVISE_WINDOW
+    interval: float = 300.0
+    stable: int = 3
+    cooldown: float = 3600.0
+    gains: dict[str, Any] | None = None
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    every_window: bool = False
 
 
-def connection_options(given: object) -> dict[str, Any]:
-    """``connection``: the modules' connection options by name (as the role's enqueue_shards_connection).
+# The source's arguments and their defaults.
+SOURCE_DEFAULTS = asdict(SourceOptions())
 
-    What is not given takes the modules' defaults, libpq's environment first (PGUSER, PGPORT, ...), as in the modules.
-    """
-    spec = connection_argument_spec()
-    if not isinstance(given, Mapping):
-        raise InvalidRequest(f"connection must be a mapping of the modules' connection options (login_host, "
-                             f"login_user, login_password, login_db, ...), got {type(given).__name__}")
-    unknown = sorted(set(given) - set(spec))
-    if unknown:
-        raise InvalidRequest(f"unknown connection option(s) {', '.join(unknown)}; the options are "
-                             f"{', '.join(sorted(spec))}")
-    return {**connection_defaults(), **given}
+
+def _seconds(name: str, value: Any, low: float, high: float) -> float:
+    with suppress(TypeError, ValueError):
+        if not isinstance(value, bool) and low <= float(value) <= high:
+            return float(value)
+    raise InvalidRequest(f"{name} must be a number of seconds between {low:g} and {high:g}, got {value!r}")
 
 
 def source_options(args: Mapping[str, Any]) -> SourceOptions:
     """The rulebook's ``args`` as options, or InvalidRequest naming the unknown ones or the first bad value."""
-    unknown = sorted(set(args) - set(SOURCE_DEFAULTS))
-    if unknown:
-        raise InvalidRequest(f"unknown argument(s) {', '.join(unknown)} of awa.operations.shard_advice; it takes "
-                             f"{', '.join(sorted(SOURCE_DEFAULTS))}")
+    if set(args) - set(SOURCE_DEFAULTS):
+        raise InvalidRequest(f"unknown argument(s) {', '.join(sorted(set(args) - set(SOURCE_DEFAULTS)))} of "
+                             f"awa.operations.shard_advice; it takes {', '.join(sorted(SOURCE_DEFAULTS))}")
     given = {**SOURCE_DEFAULTS, **args}
-    queues = given["queues"]
-    if queues is not None:
-        if isinstance(queues, str) or not isinstance(queues, list) or not queues:
-            raise InvalidRequest(f"queues must be a non-empty list of queue names (or left out for every queue), "
-                                 f"got {queues!r}")
-        for name in queues:
-            validate_queue_name(name)
-    stable = given["stable"]
+    queues, stable, connection, window = given["queues"], given["stable"], given["connection"], given["window"]
+    if queues is not None and (not isinstance(queues, list) or not queues):
+        raise InvalidRequest(f"queues must be a non-empty list of queue names (or left out for every queue), "
+                             f"got {queues!r}")
+    for name in queues or ():
+        validate_queue_name(name)
     if isinstance(stable, bool) or not isinstance(stable, int) or not 1 <= stable <= 1000:
         raise InvalidRequest(f"stable must be a whole number of windows between 1 and 1000, got {stable!r}")
     if not isinstance(given["every_window"], bool):
         raise InvalidRequest(f"every_window must be true or false, got {given['every_window']!r}")
-    window = _seconds("window", given["window"], 1, 600)
-    interval = _seconds("interval", given["interval"], window, 86400)
-    cooldown = _seconds("cooldown", given["cooldown"], 0, 30 * 86400)
-    lock_timeout = _seconds("lock_timeout", given["lock_timeout"], 0, MAX_LOCK_TIMEOUT)
+    window = _seconds("window", window, 1, 600)
     validate_advice_options(True, window, given["gains"], "none")
-    return SourceOptions(connection=connection_options(given["connection"]), queues=queues, window=window,
-                         interval=interval, stable=stable, cooldown=cooldown, gains=given["gains"],
-                         lock_timeout=lock_timeout, every_window=given["every_window"])
-
-
-def one_step(verdict: str, shards: int, advised_to: int) -> int:
-    """The count an event moves to: toward the advised one, at most double (raise) or half (lower) the current."""
-    if verdict == "raise":
-        return min(advised_to, shards * 2, MAX_SHARDS)
-    return max(advised_to, math.ceil(shards / 2), 1)
-
-
-@dataclass(frozen=True)
-class Move:
-    """A change of a queue's count: when (seconds since the epoch, database clock) and which way."""
-
-    at: float
-    verdict: str  # raise or lower
+    if not isinstance(connection, Mapping):
+        raise InvalidRequest(f"connection must be a mapping of the modules' connection options (login_host, "
+                             f"login_user, login_password, login_db, ...), got {type(connection).__name__}")
+    defaults = connection_defaults()
+    if set(connection) - set(defaults):
+        raise InvalidRequest(f"unknown connection option(s) {', '.join(sorted(set(connection) - set(defaults)))}; "
+                             f"the options are {', '.join(sorted(defaults))}")
+    return SourceOptions({**defaults, **connection}, queues, window,
+                         _seconds("interval", given["interval"], window, 86400), stable,
+                         _seconds("cooldown", given["cooldown"], 0, 30 * 86400), given["gains"],
+                         _seconds("lock_timeout", given["lock_timeout"], 0, MAX_LOCK_TIMEOUT), given["every_window"])
 
 
 def database_time(iso: str) -> float:
@@ -151,23 +108,18 @@ def database_time(iso: str) -> float:
     return datetime.fromisoformat(iso).timestamp()
 
 
+# A change of a queue's count: when (seconds since the epoch, database clock) and which way (raise or lower).
+Move = tuple[float, str]
+
+
 def recorded_move(queue_view: QueueView | None) -> Move | None:
     """The latest change of the queue's count in the change ledger (over its physical queues), from the info
     read's ``last_change``; None when none is recorded (or the read has no such queue)."""
-    changes = list(queue_view["last_change"].values()) if queue_view else []
-    if not changes:
-        return None
-    latest = max(changes, key=lambda change: (database_time(change["changed_at"]), change["id"]))
-    # No queue_meta row before the change: Awa's default count, 1.
-    before = latest["from_shards"] if latest["from_shards"] is not None else 1
-    return Move(database_time(latest["changed_at"]), "raise" if latest["to_shards"] > before else "lower")
-
-
-@dataclass
-class _QueueHistory:
-    streak_of: tuple[str, int] | None = None  # (verdict, current count) of the windows in a row
-    streak: int = 0
-    emitted: Move | None = None  # the source's own last event
+    changes = queue_view["last_change"].values() if queue_view else ()
+    latest = max(changes, key=lambda change: (database_time(change["changed_at"]), change["id"]), default=None)
+    # No queue_meta row before the change (from_shards None): Awa's default count, 1.
+    return None if latest is None else (database_time(latest["changed_at"]),
+                                        "raise" if latest["to_shards"] > (latest["from_shards"] or 1) else "lower")
 
 
 @dataclass
@@ -176,43 +128,34 @@ class AdviceGate:
 
     stable: int
     cooldown: float
-    history: dict[str, _QueueHistory] = field(default_factory=dict)
-
-    def hold_until(self, queue: str, verdict: str, recorded: Move | None = None) -> float | None:
-        """When ``verdict`` may next become an event for ``queue``, after its last event and its last ``recorded``
-        change (None: neither, any time)."""
-        past = self.history.get(queue)
-        moves = [move for move in (past.emitted if past else None, recorded) if move is not None]
-        return max((move.at + self.cooldown * (1 if move.verdict == verdict else 2) for move in moves), default=None)
+    # queue -> (verdict, current count, windows in a row) of the actionable windows in a row.
+    streaks: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    # queue -> the source's own last event.
+    emitted: dict[str, Move] = field(default_factory=dict)
 
     def admit(self, queue: str, advice: Advice, now: float, recorded: Move | None = None) -> dict[str, Any] | None:
-        """The event for this window's advice of ``queue``, if it passes; None otherwise."""
-        past = self.history.setdefault(queue, _QueueHistory())
+        """The event for this window's advice of ``queue``, if it passes; None otherwise. A move (its last event,
+        its last ``recorded`` change) holds the same verdict for ``cooldown``, the opposite one for twice that."""
         verdict, shards = advice["verdict"], advice["shards"]
-        if verdict not in ACTIONABLE:
-            past.streak_of, past.streak = None, 0
+        last = self.streaks.pop(queue, None)
+        if verdict not in ("raise", "lower"):  # keep and will_not_help are not actionable
             return None
-        if past.streak_of == (verdict, shards):
-            past.streak += 1
-        else:
-            past.streak_of, past.streak = (verdict, shards), 1
-        hold = self.hold_until(queue, verdict, recorded)
-        if past.streak < self.stable or (hold is not None and now < hold):
+        streak = last[2] + 1 if last and last[:2] == (verdict, shards) else 1
+        moves = [move for move in (self.emitted.get(queue), recorded) if move is not None]
+        if streak < self.stable or any(now < at + self.cooldown * (1 if way == verdict else 2) for at, way in moves):
+            self.streaks[queue] = (verdict, shards, streak)
             return None
-        past.streak_of, past.streak = None, 0
-        past.emitted = Move(now, verdict)
+        self.emitted[queue] = (now, verdict)
         return advice_event(queue, advice, actionable=True, windows=self.stable)
 
 
 def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) -> dict[str, Any]:
-    """The event: the advice, with ``to`` one step toward the rule's own target (``advised_to``)."""
-    verdict, shards = advice["verdict"], advice["shards"]
-    to = one_step(verdict, shards, advice["to"]) if verdict in ACTIONABLE else advice["to"]
-    return {EVENT_KEY: {
-        "queue": queue, "verdict": verdict, "shards": shards, "to": to, "advised_to": advice["to"],
-        "actionable": actionable, "windows": windows, "limit": advice["limit"], "message": advice["message"],
-        "ordering": advice["ordering"], "findings": advice["findings"], "evidence": advice["evidence"],
-    }}
+    """The event: the advice, with ``to`` one step toward the rule's own target (``advised_to``): at most double
+    (raise) or half (lower) the current count."""
+    shards, advised_to = advice["shards"], advice["to"]
+    step = {"raise": min(advised_to, shards * 2, MAX_SHARDS), "lower": max(advised_to, math.ceil(shards / 2), 1)}
+    return {EVENT_KEY: {"queue": queue, **advice, "to": step.get(advice["verdict"], advised_to),
+                        "advised_to": advised_to, "actionable": actionable, "windows": windows}}
 
 
 def events_for_window(gate: AdviceGate, info: StateRead, advised: dict[str, Advice], every_window: bool) -> list[dict[str, Any]]:
@@ -221,15 +164,10 @@ def events_for_window(gate: AdviceGate, info: StateRead, advised: dict[str, Advi
     ``info`` is the window's read (read_shards_info): its ``read_at`` is now, and
     each queue's ``last_change`` its last recorded change.
     """
-    now = database_time(info["read_at"])
-    events = []
-    for queue, advice in advised.items():
-        event = gate.admit(queue, advice, now, recorded_move(info["queues"].get(queue)))
-        if event is None and every_window:
-            event = advice_event(queue, advice, actionable=False, windows=1)
-        if event is not None:
-            events.append(event)
-    return events
+    admitted = {queue: gate.admit(queue, advice, database_time(info["read_at"]),
+                                  recorded_move(info["queues"].get(queue))) for queue, advice in advised.items()}
+    return [event or advice_event(queue, advised[queue], actionable=False, windows=1)
+            for queue, event in admitted.items() if event or every_window]
 
 
 def error_event(message: str, retry_in: float) -> dict[str, Any]:

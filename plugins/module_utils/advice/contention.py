@@ -74,16 +74,12 @@ def wait_label(state: str | None, wait_event_type: str | None, wait_event: str |
         return HIDDEN
     if state == "active":
         return f"{wait_event_type}:{wait_event}" if wait_event_type else "CPU"
-    if state.startswith("idle in transaction"):
-        return "idle in transaction"
-    return "idle"
+    return "idle in transaction" if state.startswith("idle in transaction") else "idle"
 
 
 def lock_kind(locktype: str | None, database: int | None, classid: int | None, objid: int | None,
               lane_keys: LaneKeys) -> tuple[str | None, Lane | None]:
     """The lock a backend waits for, named, and the lane it belongs to (if it is a lane's)."""
-    if locktype is None:
-        return None, None
     if locktype == "advisory":
         found = lane_keys.get((classid, objid)) if classid is not None and objid is not None else None
         return found if found is not None else ("advisory", None)
@@ -92,18 +88,14 @@ def lock_kind(locktype: str | None, database: int | None, classid: int | None, o
     return locktype, None
 
 
-def statement_kind(query: str | None) -> str | None:
-    if query is None or query.startswith("<insufficient privilege>"):
-        return None
-    text = query.lower()
-    return next((kind for fragment, kind in STATEMENT_KINDS if fragment in text), "other")
-
-
 def classify(row: tuple[Any, ...], lane_keys: LaneKeys) -> BackendSample:
     """One sample row: (state, wait type, wait event, locktype, database, classid, objid, query)."""
     state, wait_type, wait_event, locktype, database, classid, objid, query = row[:8]
     lock, lane = lock_kind(locktype, database, classid, objid, lane_keys)
-    return BackendSample(wait_label(state, wait_type, wait_event), lock, lane, statement_kind(query))
+    # No statement (None) where another role's is hidden from this one.
+    text = None if query is None or query.startswith("<insufficient privilege>") else query.lower()
+    statement = None if text is None else next((kind for part, kind in STATEMENT_KINDS if part in text), "other")
+    return BackendSample(wait_label(state, wait_type, wait_event), lock, lane, statement)
 
 
 @dataclass
@@ -123,24 +115,19 @@ class ContentionTally:
 
     def add(self, backends: list[BackendSample]) -> None:
         self.samples += 1
-        enqueuers = 0
+        self.hidden += sum(backend.wait == HIDDEN for backend in backends)
+        self.notify_waiters += sum(backend.lock == NOTIFY for backend in backends)
+        self.wal_waiters += sum(backend.wait in WAL_WAITS for backend in backends)
         for backend in backends:
-            if backend.wait == HIDDEN:
-                self.hidden += 1
             if backend.lane is not None:
                 self.lane_waiters[backend.lane[0]] += 1
                 self.lane_statements.setdefault(backend.lane[0], Counter())[backend.statement or HIDDEN] += 1
-            if backend.lock == NOTIFY:
-                self.notify_waiters += 1
-            if backend.wait in WAL_WAITS:
-                self.wal_waiters += 1
-            if backend.statement in ENQUEUE_STATEMENTS and backend.wait != "idle":
-                enqueuers += 1
-                self.enqueue_statements[backend.statement] += 1
-                if backend.wait == "CPU":
-                    self.enqueuers_on_cpu += 1
-        self.enqueuers_active += enqueuers
-        self.peak_enqueuers = max(self.peak_enqueuers, enqueuers)
+        enqueuers = [backend for backend in backends
+                     if backend.statement in ENQUEUE_STATEMENTS and backend.wait != "idle"]
+        self.enqueue_statements.update(str(backend.statement) for backend in enqueuers)
+        self.enqueuers_on_cpu += sum(backend.wait == "CPU" for backend in enqueuers)
+        self.enqueuers_active += len(enqueuers)
+        self.peak_enqueuers = max(self.peak_enqueuers, len(enqueuers))
 
     def per_sample(self, count: int) -> float:
         """A count of backend-samples as backends per sample."""

@@ -1,6 +1,6 @@
 # Copyright: awa.operations contributors
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The advice as results carry it, declared once: what ``explained`` builds, and the info module's result (its
+"""The advice as results carry it, declared once: what ``rule`` builds, and the info module's result (its
 ``advice``), its action plugin and the shard_advice event source read.
 
 As info/result.py, of which it is a part: TypedDicts (PEP 589), held against

@@ -44,9 +44,7 @@ def seconds_text(seconds: float) -> str:
 def backlog_beyond(view: QueueView, shards: int) -> int | None:
     """Ready jobs on the queue's shards at and above ``shards`` (None when a lane's depth cannot be read)."""
     depths = [lane["ready_depth"] for lane in view.get("lanes", []) if lane["shard"] >= shards]
-    if any(depth is None for depth in depths):
-        return None
-    return sum(depth for depth in depths if depth is not None)
+    return None if None in depths else sum(depth or 0 for depth in depths)
 
 
 def _claim_cursors(view: QueueView) -> dict[tuple[str, int, int], int] | None:
@@ -107,6 +105,4 @@ class DrainHistory:
         which = f"{name}, the slowest, falls" if len(estimates) > 1 else "falling"
         text = f"about {seconds_text(left)} left ({which} {rate:.1f} jobs/s)"
         remaining = max(timeout - elapsed, 0)
-        if left > remaining:
-            text += f", more than the {seconds_text(remaining)} the timeout leaves"
-        return text
+        return text + (f", more than the {seconds_text(remaining)} the timeout leaves" if left > remaining else "")

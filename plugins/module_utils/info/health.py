@@ -25,16 +25,10 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypedDict
+from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql, transaction
-from ansible_collections.awa.operations.plugins.module_utils.info.result import (
-    HealthView,
-    PolledRead,
-    QueueHealth,
-    QueueView,
-    StateRead,
-)
+from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead, QueueHealth, StateRead
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
@@ -61,65 +55,37 @@ WHERE q.since IS NOT NULL
 """
 
 
-class DatabaseHealth(TypedDict):
-    """What fetch_health read: the database's deadlocks, and each physical queue's failed and retried jobs."""
-
-    read_at: str
-    deadlocks: int
-    stats_reset: str | None
-    # physical queue -> (failed jobs, retried jobs) since its ``since``.
-    queues: dict[str, tuple[int, int]]
-
-
-def fetch_health(conn: Connection, since: Mapping[str, datetime.datetime | None]) -> DatabaseHealth:
-    """Deadlocks of the database, and failed and retried jobs of each physical queue since its ``since``.
-
-    Runs in the caller's transaction. Queues whose ``since`` is None (no
-    recorded change) get no job counts.
-    """
-    deadlocks, stats_reset, read_at, schema = one_row(conn.execute(DEADLOCKS_SQL))
-    counts: dict[str, tuple[int, int]] = {}
-    if schema is not None and any(value is not None for value in since.values()):
-        rows = conn.execute(sql.SQL(QUEUE_HEALTH_SQL).format(
-            done=sql.Identifier(schema, "done_entries"), dlq=sql.Identifier(schema, "dlq_entries"),
-            deferred=sql.Identifier(schema, "deferred_jobs"), ready=sql.Identifier(schema, "ready_entries"),
-        ), {"queues": list(since), "since": list(since.values())}).fetchall()
-        counts = {queue: (failed, retried) for queue, failed, retried in rows}
-    return {
-        "read_at": read_at.isoformat(),
-        "deadlocks": deadlocks,
-        "stats_reset": stats_reset.isoformat() if stats_reset else None,
-        "queues": counts,
-    }
-
-
-def _since(view: QueueView) -> dict[str, datetime.datetime | None]:
-    """Physical queue -> when its last recorded change committed (None: never changed by the module)."""
-    changes = view["last_change"]
-    return {physical: datetime.datetime.fromisoformat(changes[physical]["changed_at"]) if physical in changes else None
-            for physical in view["physical_queues"]}
-
-
-def health_view(info: StateRead, read: DatabaseHealth, since: dict[str, datetime.datetime | None]) -> HealthView:
-    """The ``health`` result key: the database's deadlocks and, per logical queue, its failed and retried jobs."""
+def queue_health(info: StateRead, counts: Mapping[str, tuple[int, int]],
+                 since: Mapping[str, datetime.datetime | None]) -> dict[str, QueueHealth]:
+    """Per logical queue of ``info``, its failed and retried jobs (``counts``: failed, retried per physical queue)
+    since the earliest of its physical queues' last recorded changes (``since``; None: never changed)."""
     queues: dict[str, QueueHealth] = {}
     for name, view in info["queues"].items():
-        physical = view["physical_queues"]
-        known = [read["queues"][queue] for queue in physical if queue in read["queues"]]
-        changed = [moment for queue in physical if (moment := since.get(queue)) is not None]
-        queues[name] = {
-            "since": min(changed).isoformat() if changed else None,
-            "failed_jobs": sum(failed for failed, dummy in known) if known else None,
-            "retried_jobs": sum(retried for dummy, retried in known) if known else None,
-        }
-    return {"read_at": read["read_at"], "deadlocks": read["deadlocks"], "stats_reset": read["stats_reset"],
-            "queues": queues}
+        known = [counts[queue] for queue in view["physical_queues"] if queue in counts]
+        changed = [moment for queue in view["physical_queues"] if (moment := since.get(queue)) is not None]
+        queues[name] = {"since": min(changed).isoformat() if changed else None,
+                        "failed_jobs": sum(failed for failed, dummy in known) if known else None,
+                        "retried_jobs": sum(retried for dummy, retried in known) if known else None}
+    return queues
 
 
 def add_health(conn: Connection, info: PolledRead, lock_timeout: float) -> None:
-    """Put ``health`` into a read's result, from a READ ONLY transaction of its own."""
-    since = {physical: moment for view in info["queues"].values() for physical, moment in _since(view).items()}
+    """Put ``health`` into a read's result, from a READ ONLY transaction of its own: the database's deadlocks, and
+    failed and retried jobs of each physical queue since its last recorded change (none for a queue never changed
+    by the module), summed per logical queue."""
+    since = {physical: datetime.datetime.fromisoformat(view["last_change"][physical]["changed_at"])
+             if physical in view["last_change"] else None
+             for view in info["queues"].values() for physical in view["physical_queues"]}
+    counts: dict[str, tuple[int, int]] = {}
     with transaction(conn, "reading what the change shows (deadlocks, failed and retried jobs)",
                      lock_timeout=lock_timeout, read_only=True):
-        read = fetch_health(conn, since)
-    info["health"] = health_view(info, read, since)
+        deadlocks, stats_reset, read_at, schema = one_row(conn.execute(DEADLOCKS_SQL))
+        if schema is not None and any(moment is not None for moment in since.values()):
+            rows = conn.execute(sql.SQL(QUEUE_HEALTH_SQL).format(
+                done=sql.Identifier(schema, "done_entries"), dlq=sql.Identifier(schema, "dlq_entries"),
+                deferred=sql.Identifier(schema, "deferred_jobs"), ready=sql.Identifier(schema, "ready_entries"),
+            ), {"queues": list(since), "since": list(since.values())}).fetchall()
+            counts = {queue: (failed, retried) for queue, failed, retried in rows}
+    info["health"] = {"read_at": read_at.isoformat(), "deadlocks": deadlocks,
+                      "stats_reset": stats_reset.isoformat() if stats_reset else None,
+                      "queues": queue_health(info, counts, since)}

@@ -21,11 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_LOCK_TIMEOUT,
-    DEFAULT_SCHEMA,
-    connection_argument_spec,
-    validate_lock_timeout,
-)
+    DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA, connection_argument_spec, validate_lock_timeout)
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import validate_queue_name
@@ -40,12 +36,10 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float, del
     """The info module's numeric options (wait_timeout, wait_sleep, lock_timeout, delay), checked before anything
     waits or connects."""
     validate_lock_timeout(lock_timeout)
-    if not 0 <= timeout <= 86400:
-        raise InvalidRequest(f"wait_timeout must be between 0 and 86400 seconds, got {timeout}")
-    if not 0.1 <= sleep <= 3600:
-        raise InvalidRequest(f"wait_sleep must be between 0.1 and 3600 seconds, got {sleep}")
-    if not 0 <= delay <= 86400:
-        raise InvalidRequest(f"delay must be between 0 and 86400 seconds, got {delay}")
+    for name, value, low, high in (("wait_timeout", timeout, 0, 86400), ("wait_sleep", sleep, 0.1, 3600),
+                                   ("delay", delay, 0, 86400)):
+        if not low <= value <= high:
+            raise InvalidRequest(f"{name} must be between {low} and {high} seconds, got {value}")
 
 
 def validate_lanes_option(lanes: bool, wait: str) -> None:
@@ -154,5 +148,4 @@ def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
 
 def with_rollout_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
     """``params`` of either module, with the rollout's options at their defaults where it has none."""
-    defaults = {name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}
-    return {**defaults, **params}
+    return {**{name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}, **params}

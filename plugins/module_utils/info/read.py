@@ -34,6 +34,8 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Preco
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
 from ansible_collections.awa.operations.plugins.module_utils.schema import installation, lanes, ledger
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import (
+    QueueState, fetch_queue_counts, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import (
     fetch_all_queue_names, fetch_known_queue_names, fetch_queue_names)
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
@@ -41,10 +43,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardsRead
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import (
-    RestartedService,
-    WindowService,
-    left_out,
-)
+    RestartedService, WindowService, left_out)
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
     StripeLayout, logical_queue, never_seen, resolve_stripes)
 
@@ -85,7 +84,7 @@ def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None,
 DEPTH_LANES_PER_TRANSACTION = 1000
 
 
-def depth_chunks(physical: list[str], state: lanes.QueueState) -> list[list[str]]:
+def depth_chunks(physical: list[str], state: QueueState) -> list[list[str]]:
     """Physical queues grouped so each group has at most DEPTH_LANES_PER_TRANSACTION lanes (unless one alone has more)."""
     counted = Counter(lane.queue for lane in state.lanes)
     chunks: list[list[str]] = []
@@ -104,50 +103,6 @@ def _read_only_transaction(conn: Connection, selected: tuple[str, ...] | None, l
     what = ", ".join(map(repr, selected)) if selected else "the runtimes" if selected == () else "every queue"
     return transaction(conn, f"reading the shard state of {what}", lock_timeout=lock_timeout, read_only=True,
                        repeatable_read=True, on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema]))
-
-
-def _read(conn: Connection, selected: tuple[str, ...] | None, stripes: int | None, runtime_roles: tuple[str, ...], ledger_schema: str,
-          margin_seconds: float, known_runtimes: frozenset[str], expected_new_runtimes: int, lock_timeout: float,
-          read_lanes: bool, restarted_services: Sequence[RestartedService],
-          window_services: Sequence[WindowService]) -> ShardsRead:
-    with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
-        found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
-        read_at = installation.fetch_database_clock(conn)
-        warnings = installation.check_installation(found, runtime_roles)
-        schema = installation.storage_schema(found)
-        layouts, findings, unknown = _layouts(conn, schema, selected, stripes)
-        physical = [name for layout in layouts.values() for name in layout.physical_queues]
-        state = (lanes.fetch_queue_state(conn, schema, physical, list(runtime_roles)) if read_lanes
-                 else lanes.fetch_queue_counts(conn, physical))
-        runtimes = fetch_runtimes(conn)
-        latest = ledger.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
-        chunks = depth_chunks(physical, state) if read_lanes else []
-        observed = lanes.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
-    # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
-    # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
-    for chunk in chunks[1:]:
-        with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
-            observed += lanes.fetch_lane_depths(conn, schema, chunk)
-    if not found.ledger_exists:
-        warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
-                        "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
-    # A runtime of a service the change does not concern keeps the old count by design, and one outside the change
-    # window is another's to restart: convergence does not wait for either.
-    outside = left_out(window_services, [(runtime.instance_id, runtime.pid, runtime.hostname,
-                                          runtime.started_at.timestamp()) for runtime in runtimes])
-    concerned = [runtime for runtime in runtimes if runtime.instance_id not in outside]
-    depths_by_queue: dict[str, list[lanes.LaneDepth]] = {}
-    for depth in observed:
-        depths_by_queue.setdefault(depth.queue, []).append(depth)
-    queues = {logical: views.queue_view(layout, logical, state,
-                                        [depth for queue in layout.physical_queues
-                                         for depth in depths_by_queue.get(queue, [])],
-                                        concerned, latest, runtime_roles, margin_seconds, lanes=read_lanes,
-                                        never_seen=unknown.get(logical))
-              for logical, layout in layouts.items()}
-    return views.shards_read(queues, runtimes, read_at=read_at, findings=findings, warnings=warnings,
-                             known_runtimes=known_runtimes, expected_new_runtimes=expected_new_runtimes,
-                             lanes=read_lanes, restarted_services=restarted_services)
 
 
 def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list[str] | None = None, stripes: int | None = None,
@@ -174,6 +129,42 @@ def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list
     a lock is not granted within ``lock_timeout`` seconds.
     """
     selected = selected_queues(queue, queues, stripes)
-    return _read(conn, selected, stripes, tuple(runtime_roles), ledger_schema, margin_seconds,
-                 frozenset(known_runtimes), expected_new_runtimes, lock_timeout, lanes, restarted_services,
-                 window_services)
+    runtime_roles = tuple(runtime_roles)
+    with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
+        found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
+        read_at = installation.fetch_database_clock(conn)
+        warnings = installation.check_installation(found, runtime_roles)
+        schema = installation.storage_schema(found)
+        layouts, findings, unknown = _layouts(conn, schema, selected, stripes)
+        physical = [name for layout in layouts.values() for name in layout.physical_queues]
+        state = (fetch_queue_state(conn, schema, physical, list(runtime_roles)) if lanes
+                 else fetch_queue_counts(conn, physical))
+        runtimes = fetch_runtimes(conn)
+        latest = ledger.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
+        chunks = depth_chunks(physical, state) if lanes else []
+        observed = lanes.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
+    # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
+    # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
+    for chunk in chunks[1:]:
+        with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
+            observed += lanes.fetch_lane_depths(conn, schema, chunk)
+    if not found.ledger_exists:
+        warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
+                        "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
+    # A runtime of a service the change does not concern keeps the old count by design, and one outside the change
+    # window is another's to restart: convergence does not wait for either.
+    outside = left_out(window_services, [(runtime.instance_id, runtime.pid, runtime.hostname,
+                                          runtime.started_at.timestamp()) for runtime in runtimes])
+    concerned = [runtime for runtime in runtimes if runtime.instance_id not in outside]
+    depths_by_queue: dict[str, list[lanes.LaneDepth]] = {}
+    for depth in observed:
+        depths_by_queue.setdefault(depth.queue, []).append(depth)
+    views_read = {logical: views.queue_view(layout, logical, state,
+                                            [depth for physical in layout.physical_queues
+                                             for depth in depths_by_queue.get(physical, [])],
+                                            concerned, latest, runtime_roles, margin_seconds, lanes=lanes,
+                                            never_seen=unknown.get(logical))
+                  for logical, layout in layouts.items()}
+    return views.shards_read(views_read, runtimes, read_at=read_at, findings=findings, warnings=warnings,
+                             known_runtimes=frozenset(known_runtimes), expected_new_runtimes=expected_new_runtimes,
+                             lanes=lanes, restarted_services=restarted_services)

@@ -20,22 +20,27 @@ from typing import TypedDict
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice
 
 
-class RuntimeView(TypedDict):
-    """One ``awa.runtime_instances`` row, judged by the database's clock."""
+class RuntimeIdentity(TypedDict):
+    """A runtime as every view of it names it."""
 
     instance_id: str
     hostname: str | None
     pid: int
     version: str
     started_at: str
+    seconds_since_start: float
+    seconds_since_seen: float
+
+
+class RuntimeView(RuntimeIdentity):
+    """One ``awa.runtime_instances`` row, judged by the database's clock."""
+
     last_seen_at: str
     live: bool
     stale: bool
     shutting_down: bool
     healthy: bool
     leader: bool
-    seconds_since_start: float
-    seconds_since_seen: float
     # physical queue -> the count its snapshot reports (no released Awa reports one yet).
     reported_shards: dict[str, int]
     # Logical queues whose current count this runtime does not run with yet.
@@ -43,16 +48,9 @@ class RuntimeView(TypedDict):
     converged: bool
 
 
-class StragglerView(TypedDict):
+class StragglerView(RuntimeIdentity):
     """A live runtime not yet on the current count of one physical queue, and why."""
 
-    instance_id: str
-    hostname: str | None
-    pid: int
-    version: str
-    started_at: str
-    seconds_since_start: float
-    seconds_since_seen: float
     physical_queue: str
     reason: str
 
@@ -68,14 +66,6 @@ class ChangeView(TypedDict):
     reason: str | None
 
 
-class LaneRef(TypedDict):
-    """A lane named by its key."""
-
-    queue: str
-    priority: int
-    shard: int
-
-
 class ShardRef(TypedDict):
     """A shard of a physical queue."""
 
@@ -83,27 +73,28 @@ class ShardRef(TypedDict):
     shard: int
 
 
-class LaneView(LaneRef):
+class LaneRef(ShardRef):
+    """A lane named by its key."""
+
+    priority: int
+
+
+class ShardView(ShardRef):
+    """The lanes of one (physical queue, shard), summed over priorities (None where a lane's sequences are
+    unreadable)."""
+
+    beyond_count: bool
+    ready_depth: int | None
+    seq_lag: int | None
+    oldest_ready_age_seconds: float | None
+
+
+class LaneView(LaneRef, ShardView):
     """One lane: whether it is whole, and its exact ready depth (None when its sequences are unreadable)."""
 
-    beyond_count: bool
     complete: bool
     readable: bool
-    ready_depth: int | None
-    seq_lag: int | None
-    oldest_ready_age_seconds: float | None
     enqueue_cursor: int | None
-
-
-class ShardView(TypedDict):
-    """The lanes of one (physical queue, shard), summed over priorities."""
-
-    queue: str
-    shard: int
-    beyond_count: bool
-    ready_depth: int | None
-    seq_lag: int | None
-    oldest_ready_age_seconds: float | None
 
 
 class MissingGrant(TypedDict):
@@ -214,13 +205,9 @@ class ObservedRead(StateRead):
     server: str
 
 
-class _ServerRead(ShardsRead):
-    # host:port of the server read (after a failover, the one the wait reconnected to); added by the wait.
-    server: str
-
-
-class PolledRead(_ServerRead, total=False):
-    """One poll of a wait: a read, the server it read, and (``health: true``) what the change shows, read with it."""
+class PolledRead(ShardsRead, ObservedRead, total=False):
+    """One poll of a wait: a read, the server it read (after a failover, the one the wait reconnected to; added by
+    the wait), and (``health: true``) what the change shows, read with it."""
 
     health: HealthView
 

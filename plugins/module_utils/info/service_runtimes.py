@@ -55,11 +55,6 @@ class WindowService(ServiceProcess):
     concerned: bool
 
 
-def seconds(text: str | None) -> float | None:
-    """An ISO timestamp as unix seconds (None stays None)."""
-    return datetime.datetime.fromisoformat(text).timestamp() if text else None
-
-
 def is_runtime_of(service: ServiceProcess, pid: int, hostname: str | None, started_at: float | None) -> bool:
     """Whether the runtime of ``pid``, ``hostname`` and ``started_at`` (unix seconds) is ``service``'s."""
     started = service["started_at"]
@@ -71,7 +66,7 @@ def is_runtime_of(service: ServiceProcess, pid: int, hostname: str | None, start
 
 def identity(runtime: RuntimeView) -> tuple[int, str | None, float | None]:
     """What the rule reads of a runtime as a read returns it: its pid, host name and start (unix seconds)."""
-    return runtime["pid"], runtime["hostname"], seconds(runtime["started_at"])
+    return runtime["pid"], runtime["hostname"], datetime.datetime.fromisoformat(runtime["started_at"]).timestamp()
 
 
 def is_runtime_view_of(service: ServiceProcess, runtime: RuntimeView) -> bool:
@@ -143,9 +138,6 @@ def left_out(window: Sequence[WindowService],
     inventory). Without a window (empty), none."""
     owners_of = _owners(window)
     told_apart = bool(window) and all(service["reports_as"] for service in window)
-    found = set()
-    for instance_id, pid, hostname, started_at in runtimes:
-        owners = owners_of(pid, hostname, started_at)
-        if (not owners and told_apart) or (owners and not any(window[position]["concerned"] for position in owners)):
-            found.add(instance_id)
-    return found
+    return {instance_id for instance_id, pid, hostname, started_at in runtimes
+            if not (owners := owners_of(pid, hostname, started_at)) and told_apart
+            or owners and not any(window[position]["concerned"] for position in owners)}

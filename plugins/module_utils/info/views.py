@@ -5,25 +5,15 @@
 from __future__ import annotations
 
 import datetime
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.info import service_runtimes
-from ansible_collections.awa.operations.plugins.module_utils.info import convergence
+from ansible_collections.awa.operations.plugins.module_utils.info import convergence, service_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import StripeLayout, ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.info.result import (
-    ChangeView,
-    Grants,
-    LaneRef,
-    LaneView,
-    ObservedRead,
-    QueueView,
-    RuntimeView,
-    ShardsRead,
-    ShardView,
-    StragglerView,
-)
+    Grants, LaneRef, LaneView, ObservedRead, QueueView, RuntimeIdentity, RuntimeView, ShardsRead, ShardView,
+    StragglerView)
 
 if TYPE_CHECKING:
     # The bound of Shown (below).
@@ -42,50 +32,24 @@ NO_LIVE_RUNTIME = ("no Awa runtime is live on this database, so converged holds 
                    "running, start them and read again.")
 
 
-def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
-    """A runtime, and the logical queues whose current count it does not run with yet."""
-    return {
-        "instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
-        "version": runtime.version, "started_at": runtime.started_at.isoformat(),
-        "last_seen_at": runtime.last_seen_at.isoformat(), "live": runtime.live, "stale": not runtime.live
-        and not runtime.shutting_down, "shutting_down": runtime.shutting_down, "healthy": runtime.healthy,
-        "leader": runtime.leader, "seconds_since_start": round(runtime.seconds_since_start, 1),
-        "seconds_since_seen": round(runtime.seconds_since_seen, 1), "reported_shards": runtime.reported_shards,
-        "pending_queues": pending_queues, "converged": runtime.live and not pending_queues,
-    }
-
-
-def straggler_view(straggler: convergence.Straggler) -> StragglerView:
-    runtime = straggler.runtime
+def _identity(runtime: Runtime) -> RuntimeIdentity:
     return {"instance_id": runtime.instance_id, "hostname": runtime.hostname, "pid": runtime.pid,
             "version": runtime.version, "started_at": runtime.started_at.isoformat(),
             "seconds_since_start": round(runtime.seconds_since_start, 1),
-            "seconds_since_seen": round(runtime.seconds_since_seen, 1),
-            "physical_queue": straggler.physical_queue, "reason": straggler.verdict.reason}
+            "seconds_since_seen": round(runtime.seconds_since_seen, 1)}
+
+
+def runtime_view(runtime: Runtime, pending_queues: list[str]) -> RuntimeView:
+    """A runtime, and the logical queues whose current count it does not run with yet."""
+    return {**_identity(runtime), "last_seen_at": runtime.last_seen_at.isoformat(), "live": runtime.live,
+            "stale": not runtime.live and not runtime.shutting_down, "shutting_down": runtime.shutting_down,
+            "healthy": runtime.healthy, "leader": runtime.leader, "reported_shards": runtime.reported_shards,
+            "pending_queues": pending_queues, "converged": runtime.live and not pending_queues}
 
 
 def describe_runtime(view: RuntimeView | StragglerView) -> str:
     return (f"pid {view['pid']} on host {view['hostname'] or '(unreported)'} "
             f"(instance {view['instance_id']}, up {view['seconds_since_start']:.0f}s)")
-
-
-def change_view(change: RecordedChange) -> ChangeView:
-    return {"id": change.id, "changed_at": change.changed_at.isoformat(), "from_shards": change.from_shards,
-            "to_shards": change.to_shards, "changed_by": change.changed_by, "reason": change.reason}
-
-
-def _lane_views(depths: list[LaneDepth], lanes: list[LaneState], counts: dict[str, int]) -> list[LaneView]:
-    """One queue's lanes as read (``depths``), with whether each is complete (``lanes``) and beyond its count."""
-    complete = {lane.key: lane.complete for lane in lanes}
-    return [{
-        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
-        "beyond_count": depth.shard >= counts[depth.queue],
-        "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
-        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
-        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
-        else round(depth.oldest_ready_age_seconds, 1),
-        "enqueue_cursor": depth.enqueue_cursor,
-    } for depth in depths]
 
 
 def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
@@ -107,36 +71,29 @@ def _shard_views(lanes: list[LaneView]) -> list[ShardView]:
 
 
 def _grant_findings(queue: str, lanes: list[LaneState], runtime_roles: tuple[str, ...]) -> tuple[Grants, list[str]]:
+    owners = Counter(owner for lane in lanes for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner)
     # role -> (the privileges it lacks, the lane sequences it lacks them on)
-    missing: dict[str, tuple[set[str], set[str]]] = {}
-    owners: dict[str, int] = defaultdict(int)
-    for lane in lanes:
-        for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner):
-            if owner:
-                owners[owner] += 1
-        for role, privilege, sequence in lane.missing_privileges:
-            privileges, sequences = missing.setdefault(role, (set(), set()))
-            privileges.add(privilege)
-            sequences.add(sequence)
-    findings = []
-    for role, (privileges, sequences) in sorted(missing.items()):
-        findings.append(
-            f"{queue}: role {role} lacks {'/'.join(sorted(privileges))} on {len(sequences)} lane "
-            f"sequences (e.g. {', '.join(sorted(sequences)[:EXAMPLES_SHOWN])}): its runtimes cannot enqueue "
-            f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
-            f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {role}.")
-    # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
-    # granting them needs their owner (or a member). Once granted, the ownership is no longer a finding.
-    for owner, count in sorted(owners.items()) if missing else []:
-        if owner in runtime_roles:
-            findings.append(
-                f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
-                "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
-                f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser.")
+    missing: dict[str, tuple[set[str], set[str]]] = defaultdict(lambda: (set(), set()))
+    for role, privilege, sequence in (lacking for lane in lanes for lacking in lane.missing_privileges):
+        missing[role][0].add(privilege)
+        missing[role][1].add(sequence)
     grants: Grants = {"missing": [{"role": role, "privileges": sorted(privileges), "sequences": len(sequences),
                                    "examples": sorted(sequences)[:EXAMPLES_SHOWN]}
                                   for role, (privileges, sequences) in sorted(missing.items())],
                       "sequence_owners": dict(sorted(owners.items()))}
+    findings = [
+        f"{queue}: role {lacking['role']} lacks {'/'.join(lacking['privileges'])} on {lacking['sequences']} lane "
+        f"sequences (e.g. {', '.join(lacking['examples'])}): its runtimes cannot enqueue "
+        f"or claim there and Awa 0.6.9 workers stop serving the queue without a word. Fix: run "
+        f"awa.operations.awa_enqueue_shards for {queue} with runtime_roles including {lacking['role']}."
+        for lacking in grants["missing"]]
+    # Sequences owned by a runtime role only matter while another role still lacks privileges on them:
+    # granting them needs their owner (or a member). Once granted, the ownership is no longer a finding.
+    findings += [
+        f"{queue}: {count} lane sequences are owned by runtime role {owner} (its runtimes created them "
+        "lazily): other runtime roles cannot use them until granted. Fix: run awa.operations.awa_enqueue_shards "
+        f"with every runtime role in runtime_roles, connected as {owner}, a member of it, or a superuser."
+        for owner, count in sorted(owners.items()) if missing and owner in runtime_roles]
     return grants, findings
 
 
@@ -152,32 +109,34 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
     queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
     current = view["enqueue_shards"]
     own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
-    lanes = _lane_views(depths, own_lanes, current)
+    # The lanes as read (``depths``), with whether each is complete (``own_lanes``) and beyond its count.
+    complete = {lane.key: lane.complete for lane in own_lanes}
+    lanes: list[LaneView] = [{
+        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
+        "beyond_count": depth.shard >= current[depth.queue],
+        "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
+        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
+        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
+        else round(depth.oldest_ready_age_seconds, 1),
+        "enqueue_cursor": depth.enqueue_cursor,
+    } for depth in depths]
     beyond = convergence.depth_beyond_count(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
         for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
     grants, findings = _grant_findings(logical, own_lanes, runtime_roles)
-    first = []
-    if missing_lanes:
-        example = missing_lanes[0]
-        first.append(
-            f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
-            f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
-            "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue.")
+    first = [f"{logical}: {len(missing_lanes)} lanes below the shard count are missing (e.g. {example['queue']} "
+             f"priority {example['priority']} shard {example['shard']}): producers create them on first use and "
+             "concurrent first writes fail. Fix: run awa.operations.awa_enqueue_shards for this queue."
+             for example in missing_lanes[:1]]
     unreadable = sum(1 for lane in lanes if not lane["readable"])
-    if unreadable:
-        findings.append(f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), "
-                        "so their depth is unknown. Connect as their owner or a member of it.")
+    findings += [f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), so their "
+                 "depth is unknown. Connect as their owner or a member of it."] if unreadable else []
     depth_values = [lane["ready_depth"] for lane in lanes]
-    view["drained"] = convergence.is_drained(verdict, beyond)
-    view["ready_depth"] = None if None in depth_values else sum(value or 0 for value in depth_values)
-    view["depth_beyond_count"] = beyond
-    view["lanes_complete"] = sum(1 for lane in lanes if lane["complete"])
-    view["lanes_missing"] = missing_lanes
-    view["lanes"] = lanes
-    view["shards"] = _shard_views(lanes)
-    view["grants"] = grants
+    view.update({"drained": convergence.is_drained(verdict, beyond), "depth_beyond_count": beyond,
+                 "ready_depth": None if None in depth_values else sum(value or 0 for value in depth_values),
+                 "lanes_complete": sum(1 for lane in lanes if lane["complete"]), "lanes_missing": missing_lanes,
+                 "lanes": lanes, "shards": _shard_views(lanes), "grants": grants})
     return first, findings
 
 
@@ -194,32 +153,28 @@ def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: li
     verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
     shard_counts = sorted(set(current.values()))
     view: QueueView = {
-        "queue": logical,
-        "stripes": layout.stripes,
-        "physical_queues": list(layout.physical_queues),
-        "enqueue_shards": current,
-        "known": never_seen is None,
+        "queue": logical, "stripes": layout.stripes, "physical_queues": list(layout.physical_queues),
+        "enqueue_shards": current, "known": never_seen is None,
         "paused": any(queue in state.paused for queue in layout.physical_queues),
         "ordering": ordering_contract(shard_counts[0]) if len(shard_counts) == 1 else
         f"mixed: the physical queues have different counts {current}",
-        "converged": verdict.complete,
-        "runtimes_live": verdict.live,
-        "runtimes_converged": verdict.converged,
-        "stragglers": [straggler_view(s) for s in verdict.stragglers],
-        "last_change": {queue: change_view(changes[queue]) for queue in sorted(current) if queue in changes},
-        "findings": [],
-        "summary_lines": [],
+        "converged": verdict.complete, "runtimes_live": verdict.live, "runtimes_converged": verdict.converged,
+        "stragglers": [{**_identity(straggler.runtime), "physical_queue": straggler.physical_queue,
+                        "reason": straggler.verdict.reason} for straggler in verdict.stragglers],
+        "last_change": {queue: {"id": change.id, "changed_at": change.changed_at.isoformat(),
+                                "from_shards": change.from_shards, "to_shards": change.to_shards,
+                                "changed_by": change.changed_by, "reason": change.reason}
+                        for queue in sorted(current) if (change := changes.get(queue)) is not None},
+        "findings": [], "summary_lines": [],
     }
     first, after = _add_lane_views(view, logical, state, depths, verdict, runtime_roles) if lanes else ([], [])
     if never_seen is not None:
         first = [f"{logical}: {never_seen}"]
-    findings = first + list(layout.warnings) + after
-    for straggler in verdict.stragglers:
-        if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE:
-            findings.append(f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
-                            "awa.operations.awa_enqueue_shards so the change is recorded.")
-            break
-    view["findings"] = findings
+    # The first count changed outside the module, if any.
+    view["findings"] = first + list(layout.warnings) + after + [
+        f"{straggler.physical_queue}: {straggler.verdict.reason}; re-apply the count with "
+        "awa.operations.awa_enqueue_shards so the change is recorded."
+        for straggler in verdict.stragglers if straggler.verdict.code == convergence.CHANGED_OUTSIDE_MODULE][:1]
     view["summary_lines"] = summary_lines(view)
     return view
 
@@ -234,40 +189,28 @@ def ready_by_shard(shards: list[ShardView], queue: str, listed: int | None = Non
     return " ".join(f"{row['shard']}:{'?' if row['ready_depth'] is None else row['ready_depth']}" for row in within)
 
 
-def _depth_text(shards: list[ShardView], queue: str) -> str:
-    within = ready_by_shard(shards, queue)
-    beyond = [row for row in shards if row["queue"] == queue and row["beyond_count"]]
-    if not beyond:
-        tail = "no lanes beyond the count"
-    elif any(row["ready_depth"] is None for row in beyond):
-        tail = "beyond the count: unknown (unreadable)"
-    else:
-        total = sum(row["ready_depth"] or 0 for row in beyond)
-        first, last = beyond[0]["shard"], beyond[-1]["shard"]
-        tail = f"beyond the count (shards {first}..{last}): {total or 'none'} ready"
-    return f"ready by shard {within or '-'} | {tail}"
-
-
 def summary_lines(view: QueueView) -> list[str]:
     """A few lines a playbook can print as is."""
     counts = sorted(set(view["enqueue_shards"].values()))
-    changes = list(view["last_change"].values())
-    was = ""
-    if changes:
-        change = changes[0]
-        was = f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by {change['changed_by']})"
+    was = "".join(f" (was {change['from_shards']}, change #{change['id']} at {change['changed_at']} by "
+                  f"{change['changed_by']})" for change in list(view["last_change"].values())[:1])
     lines = [f"{view['queue']}: enqueue_shards {'/'.join(map(str, counts))}{was}; {view['ordering']}"]
-    waiting = ""
-    if view["stragglers"]:
-        first = view["stragglers"][0]
-        others = len({s["instance_id"] for s in view["stragglers"]}) - 1
-        waiting = (f"; waiting for {describe_runtime(first)}: {first['reason']}"
-                   + (f" (and {others} more)" if others > 0 else ""))
+    others = len({s["instance_id"] for s in view["stragglers"]}) - 1
+    waiting = "".join(f"; waiting for {describe_runtime(first)}: {first['reason']}"
+                      + (f" (and {others} more)" if others > 0 else "") for first in view["stragglers"][:1])
     lines.append(f"  runtimes: {view['runtimes_converged']} of {view['runtimes_live']} live runtimes on the "
                  f"current count{waiting}")
     for queue in view["physical_queues"] if "shards" in view else []:
+        beyond = [row for row in view["shards"] if row["queue"] == queue and row["beyond_count"]]
+        if not beyond:
+            tail = "no lanes beyond the count"
+        elif any(row["ready_depth"] is None for row in beyond):
+            tail = "beyond the count: unknown (unreadable)"
+        else:
+            total = sum(row["ready_depth"] or 0 for row in beyond)
+            tail = f"beyond the count (shards {beyond[0]['shard']}..{beyond[-1]['shard']}): {total or 'none'} ready"
         prefix = f"  {queue}: " if len(view["physical_queues"]) > 1 else "  "
-        lines.append(prefix + _depth_text(view["shards"], queue))
+        lines.append(f"{prefix}ready by shard {ready_by_shard(view['shards'], queue) or '-'} | {tail}")
     if view["paused"]:
         lines.append(f"  paused: its workers claim nothing until it is resumed (awa queue resume {view['queue']})")
     drained = f"; drained: {'yes' if view['drained'] else 'no'}" if "drained" in view else ""
@@ -293,26 +236,20 @@ def shards_read(queues: dict[str, QueueView], runtimes: list[Runtime], *, read_a
     """
     pending: dict[str, list[str]] = defaultdict(list)
     for logical, queue_view in queues.items():
-        for straggler in queue_view["stragglers"]:
-            if logical not in pending[straggler["instance_id"]]:
-                pending[straggler["instance_id"]].append(logical)
+        for instance_id in dict.fromkeys(straggler["instance_id"] for straggler in queue_view["stragglers"]):
+            pending[instance_id].append(logical)
     runtime_views = [runtime_view(runtime, pending.get(runtime.instance_id, [])) for runtime in runtimes]
     lines = [line for queue_view in queues.values() for line in queue_view["summary_lines"]]
     new = [view for view in runtime_views if view["live"] and view["healthy"] and view["instance_id"] not in known_runtimes]
     read: ShardsRead = {
-        "changed": False,
-        "read_at": read_at.isoformat(),
+        "changed": False, "read_at": read_at.isoformat(),
         "new_runtimes": service_runtimes.restarted_runtimes(
             restarted_services, new, counted=not restarted_services or expected_new_runtimes > 0),
         "expected_new_runtimes": expected_new_runtimes + sum(service["runtimes"] for service in restarted_services),
-        "converged": all(q["converged"] for q in queues.values()),
-        "queues": queues,
-        "runtimes": runtime_views,
+        "converged": all(q["converged"] for q in queues.values()), "queues": queues, "runtimes": runtime_views,
         "findings": findings + ([] if any(runtime.live for runtime in runtimes) else [NO_LIVE_RUNTIME])
         + [finding for q in queues.values() for finding in q["findings"]],
-        "summary": "\n".join(lines),
-        "summary_lines": lines,
-        "warnings": warnings,
+        "summary": "\n".join(lines), "summary_lines": lines, "warnings": warnings,
     }
     # Drained is known only where the lanes were read.
     if lanes:
@@ -325,14 +262,8 @@ def observed_read(read: ShardsRead, server: str) -> ObservedRead:
 
     Its ``changed`` (always false) and ``warnings`` (the change's own) are the change's to report.
     """
-    observed: ObservedRead = {
-        "read_at": read["read_at"], "new_runtimes": read["new_runtimes"],
-        "expected_new_runtimes": read["expected_new_runtimes"], "converged": read["converged"],
-        "queues": read["queues"], "runtimes": read["runtimes"], "findings": read["findings"],
-        "summary": read["summary"], "summary_lines": read["summary_lines"], "server": server}
-    if "drained" in read:
-        observed["drained"] = read["drained"]
-    return observed
+    observed = {key: value for key, value in read.items() if key not in ("changed", "warnings")}
+    return cast(ObservedRead, {**observed, "server": server})
 
 
 # What a module's result says only with ``detail`` (its option): every runtime (stragglers are in their queue's

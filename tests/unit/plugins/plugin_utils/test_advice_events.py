@@ -18,11 +18,10 @@ from ansible_collections.awa.operations.plugins.plugin_utils.advice_events impor
     ERROR_KEY,
     EVENT_KEY,
     AdviceGate,
-    Move,
+    advice_event,
     database_time,
     error_event,
     events_for_window,
-    one_step,
     recorded_move,
     source_options,
 )
@@ -120,13 +119,13 @@ def test_keep_and_will_not_help_are_never_actionable_but_every_window_shows_them
 
 
 def test_the_ledgers_last_change_is_the_latest_over_the_physical_queues_and_its_direction():
-    assert recorded_move(CHANGED["queues"]["demo"]) == Move(database_time("2026-11-30T16:55:37.497001+00:00"), "raise")
+    assert recorded_move(CHANGED["queues"]["demo"]) == (database_time("2026-11-30T16:55:37.497001+00:00"), "raise")
     striped = {"last_change": {
         "q#0": {"id": 7, "changed_at": "2026-11-30T10:00:00+00:00", "from_shards": 4, "to_shards": 2},
         "q#1": {"id": 9, "changed_at": "2026-11-30T11:00:00+01:00", "from_shards": None, "to_shards": 1},
     }}
     # 11:00+01:00 is 10:00 UTC as well: the later id decides; no queue_meta row before it is Awa's default, 1.
-    assert recorded_move(striped) == Move(database_time("2026-11-30T10:00:00+00:00"), "lower")
+    assert recorded_move(striped) == (database_time("2026-11-30T10:00:00+00:00"), "lower")
     assert recorded_move({"last_change": {}}) is None and recorded_move({}) is None
 
 
@@ -175,8 +174,9 @@ def test_the_sources_own_event_holds_until_its_change_is_recorded_and_then_the_l
     ("raise", 1, 8, 2), ("raise", 2, 4, 4), ("raise", 4, 6, 6), ("raise", 48, 64, 64),
     ("lower", 8, 1, 4), ("lower", 3, 1, 2), ("lower", 2, 1, 1), ("lower", 8, 6, 6),
 ])
-def test_one_step_is_at_most_double_or_half(verdict, shards, advised_to, step):
-    assert one_step(verdict, shards, advised_to) == step
+def test_an_event_moves_one_step_at_most_double_or_half(verdict, shards, advised_to, step):
+    event = advice_event("busy", dict(RAISE, verdict=verdict, shards=shards, to=advised_to), actionable=True, windows=1)
+    assert (event[EVENT_KEY]["to"], event[EVENT_KEY]["advised_to"]) == (step, advised_to)
 
 
 def test_arguments_get_the_defaults_and_the_connection_options_of_the_modules():
