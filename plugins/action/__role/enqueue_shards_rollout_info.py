@@ -26,7 +26,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.action.awa_enqueue_shards_info import ActionModule as InfoAction
 from ansible_collections.awa.operations.plugins.action.__role.enqueue_shards_report_file import report_path, write_report
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import record, state, window
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import record, state
 
 display = Display()
 
@@ -41,7 +41,7 @@ class ActionModule(InfoAction):
         window = self._task.args.get("batch")
         if window is None:
             return super().run(tmp, task_vars)
-        found = state.window_of(window)
+        found: state.Window = {"rollout": window.get("rollout") or None, "stop": window.get("stop") or None}
         rollout = found["rollout"]
         if rollout is None:
             return {"failed": True, "msg": "batch holds no rollout's state: the plan did not run"}
@@ -78,9 +78,9 @@ class ActionModule(InfoAction):
         the window's end to report."""
         if not asked.get("dir"):
             return
-        made = window.window_record(asked["reads"], rollout=judged["rollout"], queues=asked["queues"], verdict=None,
-                                    stopped=judged["stop"], started_past=False, check_mode=False, written=None,
-                                    cli_args=dict(context.CLIARGS), step=record.BATCH)
+        made = record.record_window({**asked["reads"], "step": record.BATCH}, judged,
+                                    {"queues": asked["queues"], "check_mode": False},  # type: ignore[typeddict-item]
+                                    dict(context.CLIARGS))
         try:
             write_report(made["report"], report_path(os.path.expanduser(asked["dir"]), asked.get("window", "")))
         except OSError:

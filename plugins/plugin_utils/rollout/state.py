@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import StopRecord
 
 
 # The task a batch's stop names (the window's outcome, stopped_at): the batch's step on the database in 5_pickup_batch.yml.
@@ -117,10 +116,18 @@ class RolloutSettings(TypedDict):
     check_mode: bool
 
 
+class StopRecord(TypedDict):
+    """What stopped a window: the task that failed, its message, the hosts it failed on (record.stop)."""
+
+    task: str | None
+    message: str
+    hosts: list[str]
+
+
 class Window(TypedDict):
     """What the plays of a change window share (the fact ``_enqueue_shards_window_state`` on localhost): the
     rollout's state once planned, and what stopped the window - a batch's verdict, or a task that failed after the
-    change (record.StopRecord) - once something did."""
+    change (StopRecord) - once something did."""
 
     rollout: Rollout | None
     stop: StopRecord | None
@@ -141,19 +148,6 @@ class BatchView(TypedDict):
 
 def _seconds(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
-
-
-def window_of(value: Mapping[str, Any]) -> Window:
-    """The window's state, as a task hands it back."""
-    return {"rollout": None if value.get("rollout") is None else rollout_of(value["rollout"]), "stop": value.get("stop")}
-
-
-def rollout_of(value: Mapping[str, Any]) -> Rollout:
-    """The record, as a task hands it back (a plain dict); what is not one is a mistake in the role's tasks."""
-    missing = sorted(set(_Rollout.__annotations__) - set(value))
-    if missing:
-        raise ValueError(f"not the rollout's state (rollout.state.Rollout): it lacks {', '.join(missing)}")
-    return cast(Rollout, dict(value))
 
 
 def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
@@ -214,8 +208,9 @@ def after_batch(window: Window, view: BatchView, reads: Sequence[Mapping[str, An
     if rollout is None:
         raise ValueError("no rollout's state to take a batch into: the plan did not run")
     read = [found for found in reads if found and not found.get("skipped")][-1]
-    judged = rollout_of(batch.after_batch(rollout, index=view["index"], restarts=view["restarts"], read=dict(read),
-                                          gates=dict(rollout["settings"]["gates"]), backout=rollout["backout"]))
+    judged: Rollout = batch.after_batch(rollout, index=view["index"], restarts=view["restarts"],  # type: ignore[assignment]
+                                        read=dict(read), gates=dict(rollout["settings"]["gates"]),
+                                        backout=rollout["backout"])
     verdict = judged["verdicts"][-1]
     previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
     if read.get("read_at") and previous:

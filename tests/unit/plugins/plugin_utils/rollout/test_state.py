@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import datetime
 
-import pytest
-
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import (
     Rollout,
     after_batch,
     batch_view,
     plan,
-    rollout_of,
 )
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
@@ -136,8 +133,3 @@ def test_after_a_batch_the_record_carries_what_it_did_judged_on_its_last_read():
     assert verdict["message"].endswith(rollout["backout"])
     assert stopped["stop"] == {"task": "Batch | wait for the runtimes of the services it restarted, watch it for its "
                                        "pause, and judge it", "message": verdict["message"], "hosts": ["app1"]}
-
-
-def test_what_is_not_the_rollouts_state_is_refused_by_name():
-    with pytest.raises(ValueError, match="not the rollout's state .* it lacks backout, batches"):
-        rollout_of({key: value for key, value in two_hosts().items() if key not in ("batches", "backout")})

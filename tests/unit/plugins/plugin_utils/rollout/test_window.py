@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.window import (
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import (
     after_change,
     inventory,
     last_read,
     last_views,
-    window,
-    window_record,
+    record_window,
+    window_summary,
 )
 # The recorded reads and the window 4 -> 6 that the record's tests use.
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout.test_record import (
@@ -21,6 +21,8 @@ from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout.
 )
 
 SKIPPED = {"skipped": True, "changed": False}
+NO_ROLLOUT = {"rollout": None, "stop": None}
+REAL_RUN = {"queues": DEMO_TO_6, "check_mode": False}
 
 
 def test_the_queues_after_the_change_are_the_changes_else_the_pickups_own_read():
@@ -51,31 +53,28 @@ def test_the_inventory_is_the_rollouts_services_with_the_last_reads_runtimes():
 def test_the_summary_says_the_window_from_its_last_read_and_judges_it_in_a_real_run_only():
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": converged_at_6()}
-    done = window(reads, rollout=None, queues=DEMO_TO_6, check_mode=False,
-                  cli_args={"args": ["play.yml"]})
+    done = window_summary(reads, NO_ROLLOUT, REAL_RUN, {"args": ["play.yml"]})
     assert done["verdict"] == {"ok": True, "message": (
         "Every queue runs the count asked, converged (and drained after a lowering).")}
     assert any(line.startswith("The window: 2026-11-30 16:55:20 -> ") for line in done["lines"]), done["lines"]
     assert done["lines"][-1].startswith("To back out (the previous counts, the same options): ansible-playbook")
     # Resumed past the change: the count in force is not the one asked, and nothing of it is this run's to back out.
-    resumed = window({"converged": CONVERGED}, rollout=None, queues=DEMO_TO_6, check_mode=False, cli_args=None)
+    resumed = window_summary({"converged": CONVERGED}, NO_ROLLOUT, REAL_RUN, None)
     assert not resumed["verdict"]["ok"] and "demo holds enqueue_shards 4, not the 6 asked" in resumed["verdict"]["message"]
     assert not any("To back out" in line for line in resumed["lines"])
-    planned = window({"change": dict(REAL, observed=UNCONVERGED)}, rollout=None, queues=DEMO_TO_6,
-                     check_mode=True, cli_args=None)
+    planned = window_summary({"change": dict(REAL, observed=UNCONVERGED)}, NO_ROLLOUT,
+                             {"queues": DEMO_TO_6, "check_mode": True}, None)
     assert planned["verdict"] is None
 
 
 def test_the_record_reads_where_the_queues_stand_after_a_stop():
-    stopped = {"task": "Wait | until every live runtime runs with the new count", "message": "timed out", "hosts": []}
+    stopped = {"rollout": None, "stop": {"task": "Wait | until every live runtime runs with the new count",
+                                         "message": "timed out", "hosts": []}}
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": dict(UNCONVERGED, failed=True), "at_stop": converged_at_6()}
-    ended = window_record(reads, rollout=None, queues=DEMO_TO_6, verdict=None,
-                          stopped=stopped, started_past=False, check_mode=False, written=None, cli_args=None)
+    ended = record_window(reads, stopped, REAL_RUN, None)
     assert ended["outcome"]["ended"] == CONVERGED["read_at"] and ended["outcome"]["queues"]["demo"]["converged"]
     assert not ended["ok"] and ended["message"].startswith("timed out.")
     # A read after the stop that failed leaves the record with the last read before it.
-    unread = window_record(dict(reads, at_stop={"failed": True, "msg": "no connection"}), rollout=None,
-                           queues=DEMO_TO_6, verdict=None, stopped=stopped, started_past=False,
-                           check_mode=False, written=None, cli_args=None)
+    unread = record_window(dict(reads, at_stop={"failed": True, "msg": "no connection"}), stopped, REAL_RUN, None)
     assert unread["outcome"]["ended"] == UNCONVERGED["read_at"] and not unread["outcome"]["queues"]["demo"]["converged"]
