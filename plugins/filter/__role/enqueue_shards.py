@@ -42,8 +42,9 @@ def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
     settings, probes, services = zip(*hosts) if hosts else ((), (), ())
     return {"rollout": state.plan(list(settings), list(probes), list(services),
                                   read=record.after_change(reads),  # type: ignore[arg-type]
-                                  change=reads.get("change"), before=reads.get("before"), settings=asked,
-                                  cli_args=dict(context.CLIARGS)), "stop": None}
+                                  change=reads.get("change"),  # type: ignore[arg-type]
+                                  before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
+            "stop": None}
 
 
 def batch_services(rollout: state.Rollout) -> dict[str, list[str]]:

@@ -204,9 +204,7 @@ def batch_view(rollout: Rollout, restarts_by_host: Mapping[str, Any] | None = No
 def after_batch(window: Window, view: BatchView, reads: Sequence[Mapping[str, Any] | None]) -> Window:
     """The window's state after the batch, judged on its last read of ``reads`` that ran (its wait, then the watch
     after its pause); a batch whose verdict fails stops the window."""
-    rollout = window["rollout"]
-    if rollout is None:
-        raise ValueError("no rollout's state to take a batch into: the plan did not run")
+    rollout: Rollout = window["rollout"]  # type: ignore[assignment]
     read = [found for found in reads if found and not found.get("skipped")][-1]
     judged: Rollout = batch.after_batch(rollout, index=view["index"], restarts=view["restarts"],  # type: ignore[assignment]
                                         read=dict(read), gates=dict(rollout["settings"]["gates"]),

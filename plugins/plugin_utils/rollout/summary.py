@@ -214,7 +214,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 
 
 def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
-    """Rows past compact.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
+    """Rows past name_lists.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
     their ready jobs summed."""
     groups: dict[tuple[str, ...], list[list[str]]] = {}
     for row in rows:
@@ -236,7 +236,7 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     ``inventory`` (optional) holds the producer hosts' states (``hosts``),
     the last read's ``runtimes``, ``pid_hosts`` and
     the ``queues`` whose change concerns a service (the plan's).
-    Past compact.LISTED queues, queues with the same counts and verdict share
+    Past name_lists.LISTED queues, queues with the same counts and verdict share
     a row; past name_lists.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.
     """
