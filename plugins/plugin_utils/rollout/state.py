@@ -14,7 +14,6 @@ batch restarts and waits for) and ``after_batch``.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -146,10 +145,6 @@ class BatchView(TypedDict):
     pause: int
 
 
-def _seconds(text: str) -> float:
-    return datetime.datetime.fromisoformat(text).timestamp()
-
-
 def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
          change: EnqueueShardsResult | None, before: Mapping[str, Any] | None, settings: RolloutSettings,
          cli_args: dict[str, Any] | None) -> Rollout:
@@ -193,9 +188,7 @@ def batch_view(rollout: Rollout, restarts_by_host: Mapping[str, Any] | None = No
     ran = {host: restarts_by_host[host] for host in members if restarts_by_host and host in restarts_by_host}
     # Before its hosts restarted (the restart task's own vars) there is nothing to wait for yet.
     expected = batch.expectations(rollout, index, ran) if ran else {}
-    settings = rollout["settings"]
-    pause = 0 if wait is None else batch.pause_seconds(rollout, index, dict(wait), dict(settings["gates"]),
-                                                       settings["canary_pause"], settings["batch_pause"])
+    pause = 0 if wait is None else batch.pause_seconds(rollout, index, dict(wait))
     return {"index": index, "services": members, "restarts": ran, "known_runtimes": rollout["known_runtimes"],
             "restarted_services": expected.get("restarted_services", []),
             "expected_new_runtimes": expected.get("expected_new_runtimes", 0), "pause": pause}
@@ -207,13 +200,12 @@ def after_batch(window: Window, view: BatchView, reads: Sequence[Mapping[str, An
     rollout: Rollout = window["rollout"]  # type: ignore[assignment]
     read = [found for found in reads if found and not found.get("skipped")][-1]
     judged: Rollout = batch.after_batch(rollout, index=view["index"], restarts=view["restarts"],  # type: ignore[assignment]
-                                        read=dict(read), gates=dict(rollout["settings"]["gates"]),
-                                        backout=rollout["backout"])
+                                        read=dict(read))
     verdict = judged["verdicts"][-1]
     previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
     if read.get("read_at") and previous:
-        verdict = judged["verdicts"][-1] = judged["verdict"] = {
-            **verdict, "read_at": read["read_at"], "seconds": round(_seconds(read["read_at"]) - _seconds(previous), 3)}
+        seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
+        verdict = judged["verdicts"][-1] = judged["verdict"] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(view["services"])}
     return {"rollout": judged, "stop": window["stop"] or stopped}

@@ -15,11 +15,13 @@ from typing import Any
 from ansible_collections.awa.operations.plugins.module_utils.name_lists import names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import unreachable_message
-from ansible_collections.awa.operations.plugins.module_utils.producer.services import configuration_problems
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
     MISSING,
     RUNNING,
     UNKNOWN,
+    configuration_problems,
+)
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
     failed_before_reading,
     read_error,
     service_problem,
