@@ -35,6 +35,13 @@ def batch_services(rollout: Mapping[str, Any], index: int) -> dict[str, list[str
     return services
 
 
+def next_batch(rollout: Mapping[str, Any], restarts: Mapping[str, Any] | None) -> tuple[int, dict[str, Any]]:
+    """The next batch (the first not judged yet): its index, and its hosts' restarts in ``restarts`` (every play
+    host's result; none yet before they ran)."""
+    index = len(rollout["verdicts"])
+    return index, {host: restarts[host] for host in batch_services(rollout, index) if restarts and host in restarts}
+
+
 def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
     """Each host's restarts in batch ``index``, from its run of awa_producer_services (``restarts``: host ->
     its result).

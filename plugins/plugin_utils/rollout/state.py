@@ -7,9 +7,9 @@ keeps a fact as plain dicts and lists, so the record is a TypedDict): the
 plan, fixed once made (the batches, the hosts judged by pid, the settings a
 batch reads, the back-out); what is done, which each batch carries on (the
 hosts as they last reported, the runtimes seen, the hosts gone, the services
-restarted, each batch's verdict); and, apart, what is only for display. Three
-functions over it make the pickup's steps: ``plan``, ``batch`` (what one
-batch restarts and waits for) and ``after_batch``.
+restarted, each batch's verdict); and, apart, what is only for display. Two
+functions over it make the pickup's steps: ``plan`` and ``after_batch``
+(what one batch restarts and waits for is rollout.batch's).
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
-from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services
 
@@ -132,19 +131,6 @@ class Window(TypedDict):
     stop: StopRecord | None
 
 
-class BatchView(TypedDict):
-    """One batch as it stands: each of its hosts still in the rollout with its services of it, their restarts
-    (host -> its run of awa_producer_services), what the batch's wait waits for, and how long to watch it."""
-
-    index: int
-    services: dict[str, list[str]]
-    restarts: dict[str, Any]
-    known_runtimes: list[str]
-    restarted_services: list[RestartedService]
-    expected_new_runtimes: int
-    pause: int
-
-
 def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
          change: EnqueueShardsResult | None, before: Mapping[str, Any] | None, settings: RolloutSettings,
          cli_args: dict[str, Any] | None) -> Rollout:
@@ -178,34 +164,19 @@ def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[
                       "detail": made["detail"], "refusal": refusal}}
 
 
-def batch_view(rollout: Rollout, restarts_by_host: Mapping[str, Any] | None = None,
-               wait: Mapping[str, Any] | None = None) -> BatchView:
-    """The next batch (the first not judged yet) as it stands: its hosts' restarts (``restarts_by_host``, every play
-    host's result; none yet before they ran), what its wait waits for, and (``wait``: its read) how long to watch it
-    before the next."""
-    index = len(rollout["verdicts"])
-    members = batch.batch_services(rollout, index)
-    ran = {host: restarts_by_host[host] for host in members if restarts_by_host and host in restarts_by_host}
-    # Before its hosts restarted (the restart task's own vars) there is nothing to wait for yet.
-    expected = batch.expectations(rollout, index, ran) if ran else {}
-    pause = 0 if wait is None else batch.pause_seconds(rollout, index, dict(wait))
-    return {"index": index, "services": members, "restarts": ran, "known_runtimes": rollout["known_runtimes"],
-            "restarted_services": expected.get("restarted_services", []),
-            "expected_new_runtimes": expected.get("expected_new_runtimes", 0), "pause": pause}
-
-
-def after_batch(window: Window, view: BatchView, reads: Sequence[Mapping[str, Any] | None]) -> Window:
-    """The window's state after the batch, judged on its last read of ``reads`` that ran (its wait, then the watch
-    after its pause); a batch whose verdict fails stops the window."""
+def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
+    """The window's state after its next batch (batch.next_batch; ``restarts_by_host``: every play host's restart),
+    judged on its last read of ``reads`` that ran (its wait, then the watch after its pause); a batch whose verdict
+    fails stops the window."""
     rollout: Rollout = window["rollout"]  # type: ignore[assignment]
+    index, ran = batch.next_batch(rollout, restarts_by_host)
     read = [found for found in reads if found and not found.get("skipped")][-1]
-    judged: Rollout = batch.after_batch(rollout, index=view["index"], restarts=view["restarts"],  # type: ignore[assignment]
-                                        read=dict(read))
+    judged: Rollout = batch.after_batch(rollout, index=index, restarts=ran, read=dict(read))  # type: ignore[assignment]
     verdict = judged["verdicts"][-1]
     previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
     if read.get("read_at") and previous:
         seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
         verdict = judged["verdicts"][-1] = judged["verdict"] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
-                                                             "hosts": sorted(view["services"])}
+                                                             "hosts": sorted(batch.batch_services(rollout, index))}
     return {"rollout": judged, "stop": window["stop"] or stopped}
