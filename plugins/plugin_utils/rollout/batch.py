@@ -89,17 +89,17 @@ def expectations(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any
 
 
 def gates_of(rollout: Mapping[str, Any], read: dict[str, Any]) -> dict[str, Any]:
-    """The health gates evaluated on a read (the rollout's settings hold the ``baseline``, the ``queues`` and the
+    """The health gates evaluated on a read (the rollout's ``gates`` hold the ``baseline``, the ``queues`` and the
     ``limits``)."""
-    gates = rollout["settings"]["gates"]
+    gates = rollout["gates"]
     return health_gates.evaluate(read.get("health"), baseline=gates["baseline"], queues=gates["queues"],
                                  limits=gates["limits"])
 
 
 def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) -> int:
-    """How long to watch the batch before the next one (the rollout's settings: the canary's pause, then each
-    batch's): 0 when it is the last, did not come back or crossed a gate."""
-    canary_pause, batch_pause = rollout["settings"]["canary_pause"], rollout["settings"]["batch_pause"]
+    """How long to watch the batch before the next one (the rollout's canary's pause, then each batch's): 0 when it
+    is the last, did not come back or crossed a gate."""
+    canary_pause, batch_pause = rollout["canary_pause"], rollout["batch_pause"]
     seconds = float(canary_pause if index == 0 and canary_pause is not None else batch_pause or 0)
     came_back = "new_runtimes" in read and len(read["new_runtimes"]) >= read.get("expected_new_runtimes", 0)
     if seconds <= 0 or index + 1 >= len(rollout["batches"]) or not came_back or gates_of(rollout, read)["crossed"]:

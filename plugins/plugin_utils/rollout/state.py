@@ -47,14 +47,6 @@ class Gates(TypedDict):
     limits: dict[str, Any]
 
 
-class BatchSettings(TypedDict):
-    """What each batch reads of the role's variables: how long to watch it, and its gates."""
-
-    canary_pause: float | None
-    batch_pause: float | None
-    gates: Gates
-
-
 class Shown(TypedDict):
     """What the plan prints (its task's message), says when it refuses, and what the window's report keeps."""
 
@@ -67,7 +59,7 @@ class Shown(TypedDict):
 class _Rollout(TypedDict):
     # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
     # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
-    # concerns and the services it leaves untouched, and what every batch reads.
+    # concerns and the services it leaves untouched, and what every batch reads: how long to watch it, and its gates.
     batches: list[list[list[str]]]
     batch_hosts: list[list[str]]
     problems: list[str]
@@ -76,7 +68,9 @@ class _Rollout(TypedDict):
     concerned_queues: list[str]
     untouched: list[str]
     max_fail_percentage: float
-    settings: BatchSettings
+    canary_pause: float | None
+    batch_pause: float | None
+    gates: Gates
     # When the plan's read (the queues right after the change) was taken, by the database's clock.
     read: str
     backout: str
@@ -101,6 +95,7 @@ class RolloutSettings(TypedDict):
     """What the rollout is asked: the role's variables the plan and the batches read (5_pickup.yml)."""
 
     queues: list[dict[str, Any]]
+    pickup: str
     batch_size: object
     max_fail_percentage: float
     # The window's timing, for its estimate (rollout.estimate): pauses above, timeouts, the report directory.
@@ -155,9 +150,8 @@ def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[
             "problems": made["problems"], "skipped": made["skipped"],
             "pid_hosts": made["pid_hosts"], "concerned_queues": made["concerned_queues"],
             "untouched": made["untouched"],
-            "max_fail_percentage": settings["max_fail_percentage"],
-            "settings": {"canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"],
-                         "gates": gates},
+            "max_fail_percentage": settings["max_fail_percentage"], "canary_pause": settings["canary_pause"],
+            "batch_pause": settings["batch_pause"], "gates": gates,
             "backout": back_out, "hosts": made["hosts"], "known_runtimes": made["known_runtimes"],
             "gone": made["gone"], "restarted": [], "verdicts": [],
             "shown": {"headline": made["headline"], "lines": [made["headline"], *timing, *made["lines"]],

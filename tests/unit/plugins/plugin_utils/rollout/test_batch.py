@@ -28,7 +28,7 @@ def rollout(**overrides) -> dict:
     state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
              "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"],
              "max_fail_percentage": 0, "verdicts": [], "backout": "To back out: ...",
-             "settings": {"canary_pause": None, "batch_pause": 0, "gates": NO_GATES}}
+             "canary_pause": None, "batch_pause": 0, "gates": NO_GATES}
     return {**state, **overrides}
 
 
@@ -99,7 +99,7 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
 
 def watched(canary_pause: float | None, batch_pause: float, gates: dict = NO_GATES) -> dict:
     """The rollout, with its pauses and gates."""
-    return rollout(settings={"canary_pause": canary_pause, "batch_pause": batch_pause, "gates": gates})
+    return rollout(canary_pause=canary_pause, batch_pause=batch_pause, gates=gates)
 
 
 def test_a_batch_is_watched_only_when_it_came_back_within_its_gates_and_another_follows():

@@ -50,8 +50,8 @@ def test_the_plan_is_the_rollouts_first_state_with_its_settings_and_its_back_out
     assert rollout["batches"] == [[["app1", "a"]], [["app2", "a"]]]
     assert (rollout["restarted"], rollout["verdicts"], rollout["gone"], rollout["problems"]) == ([], [], [], [])
     assert rollout["known_runtimes"] == [entry["instance_id"] for entry in UNCONVERGED["runtimes"]]
-    assert rollout["settings"] == {"canary_pause": 30, "batch_pause": 0,
-                                   "gates": {"baseline": HEALTH, "queues": ["demo"], "limits": {"deadlocks": 0}}}
+    assert (rollout["canary_pause"], rollout["batch_pause"], rollout["gates"]) == (
+        30, 0, {"baseline": HEALTH, "queues": ["demo"], "limits": {"deadlocks": 0}})
     assert rollout["backout"].startswith("To back out (the previous counts, the same options): ansible-playbook -i "
                                          "inventory play.yml -e ")
     shown = rollout["shown"]
@@ -82,7 +82,7 @@ def test_a_plan_that_cannot_restart_says_so_with_the_back_out_except_in_check_mo
     for check_mode in (False, True):
         rollout = plan(hosts, [{}], reads, read=UNCONVERGED, change=None, before=None,
                        settings={**ASKED, "check_mode": check_mode}, cli_args=None)
-        assert rollout["problems"] and rollout["settings"]["gates"]["baseline"] is None
+        assert rollout["problems"] and rollout["gates"]["baseline"] is None
         refusal = rollout["shown"]["refusal"]
         assert refusal.startswith(f"Nothing was restarted: {rollout['problems'][0]}. ")
         assert refusal.endswith("" if check_mode else rollout["backout"])
