@@ -173,9 +173,7 @@ def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, ma
     if view is None:
         return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}
     result = queue_changes(change).get(entry["queue"])
-    earlier = summary.set_by(result, view)
-    before = ({earlier["from_shards"]} if earlier is not None else set(result["previous_shards"].values())
-              if result is not None else {recorded["from_shards"] for recorded in view["last_change"].values()})
+    earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
     done = summary.queue_done(view, matched)
     drained = view.get("drained")
     return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),

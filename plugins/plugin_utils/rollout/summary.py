@@ -171,17 +171,20 @@ def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsRes
         else:
             row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
         return row
-    earlier = set_by(result, view)
-    if earlier is not None:
-        # The window's whole move: an earlier run of it (cut short) made the change this one found already so.
-        before = str(earlier["from_shards"])
-    elif result is not None:
-        before = _counts_text(result["previous_shards"])
-    else:
-        before = _counts_text([change["from_shards"] for change in view["last_change"].values()]) or "?"
-    row[1] = f"{before} -> {now}"
+    row[1] = f"{_counts_text(counts_before(result, view)) or '?'} -> {now}"
     row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
     return row
+
+
+def counts_before(result: QueueChange | None, view: QueueView) -> list[int]:
+    """The counts a queue had before the window: the window's whole move, where an earlier run of it (cut short) made
+    the change this one found already so (set_by); else the change's; else those before its last recorded change."""
+    earlier = set_by(result, view)
+    if earlier is not None:
+        return [earlier["from_shards"]]
+    if result is not None:
+        return list(result["previous_shards"].values())
+    return [change["from_shards"] for change in view["last_change"].values()]
 
 
 def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
