@@ -32,7 +32,6 @@ for the queues and check mode.
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
@@ -195,19 +194,15 @@ def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] 
             "left": [name for name in planned if name not in done]}
 
 
-def _clock(text: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc)
-
-
 def times_text(started: str | None, ended: str | None) -> str:
     """``The window: 2026-12-05 10:15:02 -> 10:21:40 UTC (7 min, the database's clock).``"""
     if not ended:
         return "The window's end was not read."
-    last = _clock(ended)
+    last = summary.utc(ended)
     if not started:
         return (f"The window ended {last:%Y-%m-%d %H:%M:%S} UTC (the database's clock); its start was not read: "
                 "this run did not read the queues before the change.")
-    first = _clock(started)
+    first = summary.utc(started)
     end = f"{last:%H:%M:%S}" if last.date() == first.date() else f"{last:%Y-%m-%d %H:%M:%S}"
     return (f"The window: {first:%Y-%m-%d %H:%M:%S} -> {end} UTC "
             f"({seconds_text((last - first).total_seconds())}, the database's clock).")
@@ -410,7 +405,7 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
 
 
 def _elapsed(started: str | None, ended: str | None) -> float | None:
-    return round((_clock(ended) - _clock(started)).total_seconds(), 3) if started and ended else None
+    return round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended else None
 
 
 def _step_text(step: str, rollout: Mapping[str, Any] | None) -> str:

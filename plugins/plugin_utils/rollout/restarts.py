@@ -57,8 +57,7 @@ def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_
     changed = queue_changes(change)
     for name, view in read["queues"].items():
         result = changed.get(name)
-        would_switch = check_mode and result is not None and any(
-            previous != result["shards"] for previous in result["previous_shards"].values())
+        would_switch = check_mode and result is not None and summary.switches(result)
         changes = [db_time(entry["changed_at"]) for entry in view["last_change"].values()]
         if would_switch:
             deadlines[name] = math.inf

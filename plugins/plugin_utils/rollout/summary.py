@@ -60,7 +60,7 @@ def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | Non
     if not result["changed"]:
         earlier = set_by(result, view)
         return "already so, nothing written" + (
-            f" - change #{earlier['id']} set it from {earlier['from_shards']} at {_time_text(earlier['changed_at'])}"
+            f" - change #{earlier['id']} set it from {earlier['from_shards']} at {utc(earlier['changed_at']):%Y-%m-%d %H:%M:%S} UTC"
             if earlier else "")
     if check_mode:
         return (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants "
@@ -100,8 +100,9 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
 
 
-def _time_text(text: str) -> str:
-    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def utc(text: str) -> datetime.datetime:
+    """An ISO 8601 time (the database's clock, in its zone) in UTC."""
+    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc)
 
 
 def lowered(view: QueueView) -> bool:
