@@ -97,9 +97,9 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     assert batch_services(state, 1) == {"app1": ["b"], "app3": ["a"]}
 
 
-def watched(canary_pause: float | None, batch_pause: float, gates: dict = NO_GATES) -> dict:
-    """The rollout, with its pauses and gates."""
-    return rollout(canary_pause=canary_pause, batch_pause=batch_pause, gates=gates)
+def watched(canary_pause: float | None, batch_pause: float, gates: dict | None = None) -> dict:
+    """The rollout, with its pauses and gates (none crossed by default)."""
+    return rollout(canary_pause=canary_pause, batch_pause=batch_pause, gates=gates or NO_GATES)
 
 
 def test_a_batch_is_watched_only_when_it_came_back_within_its_gates_and_another_follows():
