@@ -8,7 +8,7 @@ waited out here, and async, with the rollout's options (info/options.py).
 Given a window's state (``batch``) and the restarts of its next batch
 (``restarts``: each host's result), it is the batch's whole step on the
 database controller: it waits for the runtimes of the services that batch
-restarted (rollout.state.batch_view), watches the batch for its pause when
+restarted (rollout.batch.expectations), watches the batch for its pause when
 it came back within its health gates, judges it on its last read
 (rollout.state.after_batch) - returned as ``window_state``, said in one line -
 and writes the window's record with its verdict (``record``: the window's
@@ -26,7 +26,7 @@ from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.action.awa_enqueue_shards_info import ActionModule as InfoAction
 from ansible_collections.awa.operations.plugins.action.__role.enqueue_shards_report_file import report_path, write_report
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import record, state, window
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import batch, record, state
 
 display = Display()
 
@@ -41,33 +41,31 @@ class ActionModule(InfoAction):
         window = self._task.args.get("batch")
         if window is None:
             return super().run(tmp, task_vars)
-        found = state.window_of(window)
+        found: state.Window = {"rollout": window.get("rollout") or None, "stop": window.get("stop") or None}
         rollout = found["rollout"]
         if rollout is None:
             return {"failed": True, "msg": "batch holds no rollout's state: the plan did not run"}
-        restarts = self._task.args.get("restarts") or {}
+        index, ran = batch.next_batch(rollout, self._task.args.get("restarts"))
         # The verdict's line says the batch is back.
         self.say_done = False
         asked = dict(self._task.args)
-        view = state.batch_view(rollout, restarts)
-        # The verdict reads the whole read: every runtime, the new ones.
-        self._task.args = {**asked, "detail": True, "wait": "restarted", "known_runtimes": view["known_runtimes"],
-                           "restarted_services": view["restarted_services"],
-                           "expected_new_runtimes": view["expected_new_runtimes"]}
+        # The verdict reads the whole read: every runtime, the new ones. It waits for the runtimes of what restarted.
+        self._task.args = {**asked, "detail": True, "wait": "restarted", "known_runtimes": rollout["known_runtimes"],
+                           **batch.expectations(rollout, index, ran)}
         reads = [super().run(tmp, task_vars)]
         # A batch that did not come back, or crossed a gate, is judged at once; the last is not watched either.
-        view = state.batch_view(rollout, restarts, reads[0])
-        if view["pause"]:
-            self._task.args = {**self._task.args, "wait": "none", "delay": view["pause"]}
+        pause = batch.pause_seconds(rollout, index, reads[0])
+        if pause:
+            self._task.args = {**self._task.args, "wait": "none", "delay": pause}
             reads.append(super().run(tmp, task_vars))
         self._task.args = asked
-        judged = state.after_batch(found, view, reads)
+        judged = state.after_batch(found, ran, reads)
         verdict = judged["rollout"]["verdicts"][-1]  # type: ignore[index]
         # A stop is said once, by the window's end (with what is done and left); here what came back of the batch.
         back = (f" ({len(reads[0]['new_runtimes'])}/{reads[0]['expected_new_runtimes']} restarted runtimes live and "
                 "healthy)" if "expected_new_runtimes" in reads[0] else "")
         said = verdict["message"] if verdict["ok"] else (
-            f"Batch {view['index'] + 1} of {len(rollout['batches'])} stopped the window{back}: its end says why")
+            f"Batch {index + 1} of {len(rollout['batches'])} stopped the window{back}: its end says why")
         display.display(f"[{(task_vars or {}).get('inventory_hostname', 'localhost')}] {said}")
         self.write_record(asked.get("record") or {}, judged)
         return {"changed": False, "window_state": judged}
@@ -78,9 +76,9 @@ class ActionModule(InfoAction):
         the window's end to report."""
         if not asked.get("dir"):
             return
-        made = window.window_record(asked["reads"], rollout=judged["rollout"], queues=asked["queues"], verdict=None,
-                                    stopped=judged["stop"], started_past=False, check_mode=False, written=None,
-                                    cli_args=dict(context.CLIARGS), step=record.BATCH)
+        made = record.record_window({**asked["reads"], "step": record.BATCH}, judged,
+                                    {"queues": asked["queues"], "check_mode": False},  # type: ignore[typeddict-item]
+                                    dict(context.CLIARGS))
         try:
             write_report(made["report"], report_path(os.path.expanduser(asked["dir"]), asked.get("window", "")))
         except OSError:

@@ -21,6 +21,7 @@ from typing import Any
 from ansible import context
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
+    batch,
     environment_file,
     estimate,
     input_rules,
@@ -30,55 +31,35 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
     state,
     summary,
     verdicts,
-    window,
 )
 
 
-def rollout_plan(hosts: list[dict[str, Any]], reads: dict[str, Any], settings: state.RolloutSettings) -> state.Window:
-    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from each play host's
-    settings and what was read so far - each host when it was reached (``reach``) and after its environment file was
-    written (``services``), one entry per play host, in order, and the queues (window.WindowReads: ``before``,
-    ``change``, ``now``) - and no stop."""
-    queues: window.WindowReads = {"before": reads.get("before"), "change": reads.get("change"), "now": reads.get("now")}
-    return {"rollout": state.plan(hosts, reads["reach"], reads["services"],
-                                  read=window.after_change(queues),  # type: ignore[arg-type]
-                                  change=reads.get("change"), before=reads.get("before"), settings=settings,
-                                  cli_args=dict(context.CLIARGS)), "stop": None}
+def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
+                 asked: state.RolloutSettings) -> state.Window:
+    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
+    the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
+    settings, its reach and its read after its environment file was written) - and no stop."""
+    settings, probes, services = zip(*hosts) if hosts else ((), (), ())
+    return {"rollout": state.plan(list(settings), list(probes), list(services),
+                                  read=record.after_change(reads),  # type: ignore[arg-type]
+                                  change=reads.get("change"),  # type: ignore[arg-type]
+                                  before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
+            "stop": None}
 
 
-def batch(rollout: dict[str, Any], restarts_by_host: dict[str, Any] | None = None,
-          wait: dict[str, Any] | None = None) -> state.BatchView:
-    """The next batch as it stands (rollout.state.batch_view)."""
-    return state.batch_view(state.rollout_of(rollout), restarts_by_host, wait)
+def batch_services(rollout: state.Rollout) -> dict[str, list[str]]:
+    """Each host of the next batch (the first not judged yet) with its services of it (rollout.batch)."""
+    return batch.batch_services(rollout, len(rollout["verdicts"]))
 
 
-def _planned(rollout: dict[str, Any] | None) -> state.Rollout | None:
-    """The rollout's state, or None before its plan (ansible-core before 2.19 passes that None as '')."""
-    return state.rollout_of(rollout) if rollout else None
+def window_summary(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> Any:
+    """The summary's lines and verdict from the window's reads (rollout.record.window_summary)."""
+    return record.window_summary(reads, window, asked, dict(context.CLIARGS))
 
 
-def window_services(rollout: dict[str, Any] | None) -> Any:
-    """The change window's producer services for its waits (restarts.window_services)."""
-    return restarts.window_services(_planned(rollout))
-
-
-def window_summary(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
-                   check_mode: bool) -> window.WindowSummary:
-    """The summary's lines and verdict from the window's reads (rollout.window.window)."""
-    return window.window(reads, rollout=_planned(rollout), queues=queues,
-                         check_mode=check_mode,
-                         cli_args=dict(context.CLIARGS))
-
-
-def window_record(reads: window.WindowReads, queues: list[dict[str, Any]], *, rollout: dict[str, Any] | None,
-                  verdict: dict[str, Any] | None, stopped: record.StopRecord | None,
-                  started_past: bool, check_mode: bool, written: dict[str, Any] | None,
-                  step: str = record.END) -> dict[str, Any]:
-    """The window's record from its reads (rollout.window.window_record), written after ``step``."""
-    return window.window_record(reads, rollout=_planned(rollout), queues=queues,
-                                verdict=verdict, stopped=stopped or None,
-                                started_past=started_past, check_mode=check_mode, written=written,
-                                cli_args=dict(context.CLIARGS), step=step)
+def window_record(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> dict[str, Any]:
+    """The window's record from its reads (rollout.record.record_window)."""
+    return record.record_window(reads, window, asked, dict(context.CLIARGS))
 
 
 def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
@@ -103,10 +84,9 @@ def window_estimate(hosts: list[dict[str, Any]], asked: state.RolloutSettings, b
     return line
 
 
-def stop(window_state: dict[str, Any] | None, hosts: list[str], hostvars: Any) -> state.Window:
+def stop(window: state.Window, hosts: list[str], hostvars: Any) -> state.Window:
     """The window's state with what stopped it, the first stop only (record.stop)."""
-    found = state.window_of(window_state or {"rollout": None, "stop": None})
-    return found if found["stop"] else {**found, "stop": record.stop(hosts, hostvars)}
+    return window if window["stop"] else {"rollout": window["rollout"] or None, "stop": record.stop(hosts, hostvars)}
 
 
 class FilterModule:
@@ -124,10 +104,10 @@ class FilterModule:
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_rollout_plan": rollout_plan,
-            "enqueue_shards_batch": batch,
+            "enqueue_shards_batch_services": batch_services,
             "enqueue_shards_restart_plays": restart_plays,
             "enqueue_shards_estimate": window_estimate,
-            "enqueue_shards_window_services": window_services,
+            "enqueue_shards_window_services": restarts.window_services,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
             "enqueue_shards_summary": window_summary,
             "enqueue_shards_stop": stop,

@@ -35,6 +35,13 @@ def batch_services(rollout: Mapping[str, Any], index: int) -> dict[str, list[str
     return services
 
 
+def next_batch(rollout: Mapping[str, Any], restarts: Mapping[str, Any] | None) -> tuple[int, dict[str, Any]]:
+    """The next batch (the first not judged yet): its index, and its hosts' restarts in ``restarts`` (every play
+    host's result; none yet before they ran)."""
+    index = len(rollout["verdicts"])
+    return index, {host: restarts[host] for host in batch_services(rollout, index) if restarts and host in restarts}
+
+
 def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
     """Each host's restarts in batch ``index``, from its run of awa_producer_services (``restarts``: host ->
     its result).
@@ -81,18 +88,21 @@ def expectations(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any
     return {"restarted_services": services, "expected_new_runtimes": counted}
 
 
-def gates_of(read: dict[str, Any], gates: dict[str, Any]) -> dict[str, Any]:
-    """The health gates evaluated on a read; ``gates`` holds the ``baseline``, the ``queues`` and the ``limits``."""
+def gates_of(rollout: Mapping[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    """The health gates evaluated on a read (the rollout's ``gates`` hold the ``baseline``, the ``queues`` and the
+    ``limits``)."""
+    gates = rollout["gates"]
     return health_gates.evaluate(read.get("health"), baseline=gates["baseline"], queues=gates["queues"],
                                  limits=gates["limits"])
 
 
-def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any], gates: dict[str, Any], canary_pause: float | None,
-                  batch_pause: float | None) -> int:
-    """How long to watch the batch before the next one: 0 when it is the last, did not come back or crossed a gate."""
+def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) -> int:
+    """How long to watch the batch before the next one (the rollout's canary's pause, then each batch's): 0 when it
+    is the last, did not come back or crossed a gate."""
+    canary_pause, batch_pause = rollout["canary_pause"], rollout["batch_pause"]
     seconds = float(canary_pause if index == 0 and canary_pause is not None else batch_pause or 0)
     came_back = "new_runtimes" in read and len(read["new_runtimes"]) >= read.get("expected_new_runtimes", 0)
-    if seconds <= 0 or index + 1 >= len(rollout["batches"]) or not came_back or gates_of(read, gates)["crossed"]:
+    if seconds <= 0 or index + 1 >= len(rollout["batches"]) or not came_back or gates_of(rollout, read)["crossed"]:
         return 0
     return int(-(-seconds // 1))
 
@@ -125,18 +135,18 @@ def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list
     return [by_host[state["host"]] for state in rollout["hosts"]]
 
 
-def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any], gates: dict[str, Any],
-                backout: str) -> dict[str, Any]:
+def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
     """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
-    with the batch's verdict (``verdict``: ``ok`` and ``message``)."""
+    with the batch's verdict (``verdict``: ``ok`` and ``message``), judged by the gates and with the back-out of the
+    rollout's own."""
     outcomes = restart_outcomes(rollout, index, restarts)
     hosts = _updated_hosts(rollout, restarts)
     gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
     verdict = batch_verdict(
         rollout["batches"][index], index=index, count=len(rollout["batches"]), outcomes=outcomes, states=hosts,
-        read=read, gates=gates_of(read, gates),
+        read=read, gates=gates_of(rollout, read),
         pid_hosts=rollout["pid_hosts"], later=rollout["batches"][index + 1:], gone=gone,
-        hosts_total=len(hosts), max_fail_percentage=rollout["max_fail_percentage"], backout=backout)
+        hosts_total=len(hosts), max_fail_percentage=rollout["max_fail_percentage"], backout=rollout["backout"])
     known = list(dict.fromkeys(rollout["known_runtimes"]
                                + [runtime["instance_id"] for runtime in read.get("runtimes", [])]))
     # The services restarted so far (host/service): the window's record says them, and those left.

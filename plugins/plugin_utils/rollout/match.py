@@ -43,7 +43,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.service_runtim
     left_out,
 )
 from ansible_collections.awa.operations.plugins.module_utils.info.views import describe_runtime
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
     FAILED,
     RUNNING,
     STOPPED,

@@ -18,11 +18,20 @@ start and end, in two shapes declared here once (style item 16):
 
 The window's times are the database's clock: ``started`` when preflight read
 the queues before the change, ``ended`` at the last read.
+
+Both are made from what the phases read (``WindowReads``, vars/main.yml's
+``_enqueue_shards_window_reads``): the queues before the change, the
+change's result (the queues right after it), the pickup's read when no change
+ran before it, the waits' last reads, and the read after a stop. The last
+read of each queue is the newest of them that ran; the summary
+(``window_summary``) and the record (``window_record``) are made from it,
+with the window's state (rollout.state.Window) for the inventory's services
+and what stopped it, and what the rollout is asked (rollout.state.RolloutSettings)
+for the queues and check mode.
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
@@ -30,8 +39,9 @@ from ansible_collections.awa.operations.plugins.module_utils.wording import name
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import previous_counts
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary, verdicts
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import backout_command, previous_counts
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import Rollout, RolloutSettings, StopRecord, Verdict, Window
 
 # The task whose verdict ends a window that is not done (tasks/phases/7_summary.yml).
 SUMMARY_TASK = "Summary | stop unless every queue runs the count asked, converged, and every service of the inventory is done"
@@ -102,14 +112,6 @@ class WindowOutcome(TypedDict):
     total_seconds: float | None
 
 
-class StopRecord(TypedDict):
-    """What stopped a window: the task that failed, its message, the hosts it failed on."""
-
-    task: str | None
-    message: str
-    hosts: list[str]
-
-
 class QueueRecord(TypedDict):
     """One queue in the report: its entry, its summary row, its change, its last read, its inventory match."""
 
@@ -170,9 +172,7 @@ def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, ma
     if view is None:
         return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}
     result = queue_changes(change).get(entry["queue"])
-    earlier = summary.set_by(result, view)
-    before = ({earlier["from_shards"]} if earlier is not None else set(result["previous_shards"].values())
-              if result is not None else {recorded["from_shards"] for recorded in view["last_change"].values()})
+    earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
     done = summary.queue_done(view, matched)
     drained = view.get("drained")
     return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
@@ -194,19 +194,15 @@ def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] 
             "left": [name for name in planned if name not in done]}
 
 
-def _clock(text: str) -> datetime.datetime:
-    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc)
-
-
 def times_text(started: str | None, ended: str | None) -> str:
     """``The window: 2026-12-05 10:15:02 -> 10:21:40 UTC (7 min, the database's clock).``"""
     if not ended:
         return "The window's end was not read."
-    last = _clock(ended)
+    last = summary.utc(ended)
     if not started:
         return (f"The window ended {last:%Y-%m-%d %H:%M:%S} UTC (the database's clock); its start was not read: "
                 "this run did not read the queues before the change.")
-    first = _clock(started)
+    first = summary.utc(started)
     end = f"{last:%H:%M:%S}" if last.date() == first.date() else f"{last:%Y-%m-%d %H:%M:%S}"
     return (f"The window: {first:%Y-%m-%d %H:%M:%S} -> {end} UTC "
             f"({seconds_text((last - first).total_seconds())}, the database's clock).")
@@ -241,6 +237,104 @@ def stop_message(stopped: StopRecord, *, started_past: bool, counts_differ: bool
     parts = [message if message.endswith(".") else message + ".", _services_text(services), report,
              "" if counts_differ else backout]
     return " ".join(part for part in parts if part)
+
+
+class WindowReads(TypedDict, total=False):
+    """What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's
+    read (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when
+    no change ran (``now``), the waits' (``converged``, ``drained``); for the record, the read after a stop
+    (``at_stop``), the summary's verdict (``verdict``), the report task's result once it ran (``written``), the
+    step after which it is written (``step``: CHANGE, BATCH - the last one judged - or END) and whether Validate's
+    facts are there (``validated``: false when the run started past it, --start-at-task)."""
+
+    before: dict[str, Any] | None
+    change: dict[str, Any] | None
+    now: dict[str, Any] | None
+    converged: dict[str, Any] | None
+    drained: dict[str, Any] | None
+    at_stop: dict[str, Any] | None
+    verdict: dict[str, Any] | None
+    written: dict[str, Any] | None
+    step: str
+    validated: bool
+
+
+class WindowSummary(TypedDict):
+    """The summary's lines, and its verdict (None in check mode: nothing was waited for)."""
+
+    lines: list[str]
+    verdict: Verdict | None
+
+
+def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
+    value = reads.get(name)
+    return value if isinstance(value, Mapping) else {}
+
+
+def after_change(reads: WindowReads) -> dict[str, Any]:
+    """The queues right after the change: the change's result carries them; the pickup's read stands in when no
+    change ran before it (the rollout entry point); {} when neither ran."""
+    if reads.get("change") is not None:
+        return dict(_read(reads, "change").get("observed") or {})
+    return dict(_read(reads, "now"))
+
+
+def last_read(reads: WindowReads) -> dict[str, Any]:
+    """The last read of the queues: the drain wait's, else the convergence wait's, else (check mode, or an entry
+    point without the waits) the read with the change; {} when none ran (a run started past them)."""
+    for candidate in (_read(reads, "drained"), _read(reads, "converged"), after_change(reads)):
+        if "queues" in candidate:
+            return dict(candidate)
+    return {}
+
+
+def last_views(reads: WindowReads) -> dict[str, QueueView]:
+    """Each queue as last read: the read with the change, updated by each wait's read after it."""
+    return {**after_change(reads).get("queues", {}), **_read(reads, "converged").get("queues", {}),
+            **_read(reads, "drained").get("queues", {})}
+
+
+def inventory(rollout: Rollout | None, read: Mapping[str, Any]) -> dict[str, Any]:
+    """The producer hosts' services as the rollout last saw them (none without a rollout), with the read's
+    runtimes: the summary's "N of M" and the window's record (summary.queue_inventory)."""
+    return {"hosts": rollout["hosts"] if rollout else [], "runtimes": read.get("runtimes") or [],
+            "pid_hosts": rollout["pid_hosts"] if rollout else [],
+            "queues": rollout["concerned_queues"] if rollout else None}
+
+
+def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings,
+                   cli_args: dict[str, Any] | None) -> WindowSummary:
+    """The summary of the window from its last reads: the table with the window's times and back-out, and (a real
+    run) whether it is done - every queue on the count asked, converged, every service of the inventory done."""
+    queues, rollout = asked["queues"], window["rollout"] or None
+    read, views = last_read(reads), last_views(reads)
+    services = inventory(rollout, read)
+    back_out = backout_command(queues, read, cli_args, changes=reads.get("change") is not None)
+    lines = summary.summary(queues, views=views, change=reads.get("change"),  # type: ignore[arg-type]
+                            check_mode=asked["check_mode"], inventory=services,
+                            window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")),
+                            backout=back_out)
+    if asked["check_mode"]:
+        return {"lines": lines, "verdict": None}
+    inventory_verdict = None if not any(host["services"] for host in services["hosts"]) else verdicts.inventory_verdict(
+        services["hosts"], read=read, pid_hosts=services["pid_hosts"], queues=services["queues"], backout=back_out)
+    verdict = summary.window_verdict(queues, views=views, inventory_verdict=inventory_verdict)
+    return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
+
+
+def record_window(reads: WindowReads, window: Window, asked: RolloutSettings,
+                  cli_args: dict[str, Any] | None) -> dict[str, Any]:
+    """The window's record (``window_record``) where its queues stand now: the read after a stop when it ran, else
+    the summary's last read; with the window's state (its rollout, and what stopped it) and what it was asked."""
+    at_stop = _read(reads, "at_stop")
+    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
+    rollout = window["rollout"] or None
+    return window_record(
+        asked["queues"], views={**last_views(reads), **at_stop.get("queues", {})}, read=read, change=reads.get("change"),
+        rollout=rollout, preflight=reads.get("before"), inventory=inventory(rollout, read), verdict=reads.get("verdict"),
+        stopped=window["stop"] or None, started_past=reads.get("validated") is False, check_mode=asked["check_mode"],
+        backout=backout_command(asked["queues"], read, cli_args, changes=reads.get("change") is not None),
+        written=reads.get("written"), step=reads.get("step") or END)
 
 
 def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], read: dict[str, Any],
@@ -311,7 +405,7 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
 
 
 def _elapsed(started: str | None, ended: str | None) -> float | None:
-    return round((_clock(ended) - _clock(started)).total_seconds(), 3) if started and ended else None
+    return round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended else None
 
 
 def _step_text(step: str, rollout: Mapping[str, Any] | None) -> str:

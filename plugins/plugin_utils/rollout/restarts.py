@@ -32,19 +32,15 @@ from ansible_collections.awa.operations.plugins.module_utils.change.result impor
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead, StragglerView
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import CLOCK_RESOLUTION, WindowService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, serial, summary
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
-    FAILED,
-    STARTING,
-    STOPPED,
-    UNKNOWN,
-    service_problem,
-)
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import FAILED, STARTING, STOPPED, UNKNOWN
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import service_problem
 
 # A pid in a plan line: services whose lines differ only in it have the same reason.
 PID = re.compile(r" \(pid \d+\)")
 
 
-def _db_time(text: str) -> float:
+def db_time(text: str) -> float:
+    """An ISO 8601 time of the database's clock, in unix seconds."""
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
@@ -61,9 +57,8 @@ def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_
     changed = queue_changes(change)
     for name, view in read["queues"].items():
         result = changed.get(name)
-        would_switch = check_mode and result is not None and any(
-            previous != result["shards"] for previous in result["previous_shards"].values())
-        changes = [_db_time(entry["changed_at"]) for entry in view["last_change"].values()]
+        would_switch = check_mode and result is not None and summary.switches(result)
+        changes = [db_time(entry["changed_at"]) for entry in view["last_change"].values()]
         if would_switch:
             deadlines[name] = math.inf
         elif not view["converged"] or (not pending and changes):
@@ -133,18 +128,6 @@ def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, An
     return reasons + ([short] if status == match.SHORT_BY_COUNT else [])
 
 
-def _stragglers(read: StateRead, deadlines: dict[str, float]) -> dict[str, StragglerView]:
-    return {straggler["instance_id"]: straggler for name in deadlines
-            for straggler in read["queues"][name]["stragglers"]}
-
-
-def _unreachable_problem(hosts: list[dict[str, Any]], max_fail_percentage: float) -> str | None:
-    gone = [host for host in hosts if not host["reachable"]]
-    if not gone or len(gone) * 100 <= max_fail_percentage * len(hosts):
-        return None
-    return unreachable_message(gone, len(hosts), max_fail_percentage)
-
-
 def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percentage: float) -> str:
     """Which hosts could not be reached and which of their services were not checked or restarted."""
     listed = "; ".join(f"{host['host']} ({host['services'][0]['detail'] if host['services'] else 'unreachable'}): "
@@ -172,7 +155,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     runtimes known so far and the hosts gone.
     """
     deadlines = pickup_deadlines(read, change, check_mode)
-    read_at = _db_time(read["read_at"])
+    read_at = db_time(read["read_at"])
     # The change concerns the services that enqueue into a queue it changes, or declare no queues. A lowering
     # concerns every service: one that still enqueues with the old count would refill the old shards, and a
     # declaration cannot be checked.
@@ -225,14 +208,15 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
                              "file sets: it does not load the file (a systemd unit needs EnvironmentFile=), so its "
                              "runtimes report no host name of their own")
         members.append(chosen)
-    unreachable = _unreachable_problem(hosts, max_fail_percentage)
-    if unreachable:
-        problems.append(unreachable)
+    gone = [host for host in hosts if not host["reachable"]]
+    if gone and len(gone) * 100 > max_fail_percentage * len(hosts):
+        problems.append(unreachable_message(gone, len(hosts), max_fail_percentage))
     # Batches of hosts, as Ansible's serial cuts a play: each host restarts all of its services in its batch.
     batches = [[member for host in batch for member in host]
                for batch in serial.split([chosen for chosen in members if chosen], batch_size)]
     order = [member for batch in batches for member in batch]
-    stragglers = _stragglers(read, deadlines) if not check_mode else {}
+    stragglers: dict[str, StragglerView] = {} if check_mode else {
+        straggler["instance_id"]: straggler for name in deadlines for straggler in read["queues"][name]["stragglers"]}
     runtimes_of = {(service["host"], service["service"]): service.get("runtimes", 1) for host in hosts
                    for service in host["services"]}
     outside = len(stragglers) - sum(runtimes_of[member] for member in order)
@@ -257,7 +241,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
             "pid_hosts": matched["pid_hosts"],
             "headline": _headline(batches, batch_size, check_mode), "hosts": hosts,
             "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
-            "gone": sorted(host["host"] for host in hosts if not host["reachable"]),
+            "gone": sorted(host["host"] for host in gone),
             "max_fail_percentage": max_fail_percentage,
             "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"], "lowered": bool(lowered)}
 

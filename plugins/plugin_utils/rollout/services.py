@@ -13,18 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
-    FAILED,
-    MISSING,
-    RUNNING,
-    STARTING,
-    STOPPED,
-    UNKNOWN,
-    UNREACHABLE,
-)
-
-__all__ = ["FAILED", "MISSING", "RUNNING", "STARTING", "STOPPED", "UNKNOWN", "UNREACHABLE", "failed_before_reading",
-           "host_state", "read_error", "service_problem", "unreachable_state"]
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import MISSING, UNREACHABLE
 
 # The keys of a service in a host report (the module's own, plus its host).
 SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem", "reports_as")

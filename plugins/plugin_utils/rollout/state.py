@@ -7,22 +7,19 @@ keeps a fact as plain dicts and lists, so the record is a TypedDict): the
 plan, fixed once made (the batches, the hosts judged by pid, the settings a
 batch reads, the back-out); what is done, which each batch carries on (the
 hosts as they last reported, the runtimes seen, the hosts gone, the services
-restarted, each batch's verdict); and, apart, what is only for display. Three
-functions over it make the pickup's steps: ``plan``, ``batch`` (what one
-batch restarts and waits for) and ``after_batch``.
+restarted, each batch's verdict); and, apart, what is only for display. Two
+functions over it make the pickup's steps: ``plan`` and ``after_batch``
+(what one batch restarts and waits for is rollout.batch's).
 """
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Mapping, Sequence
-from typing import Any, TypedDict, cast
+from typing import Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
-from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import StopRecord
 
 
 # The task a batch's stop names (the window's outcome, stopped_at): the batch's step on the database in 5_pickup_batch.yml.
@@ -50,14 +47,6 @@ class Gates(TypedDict):
     limits: dict[str, Any]
 
 
-class BatchSettings(TypedDict):
-    """What each batch reads of the role's variables: how long to watch it, and its gates."""
-
-    canary_pause: float | None
-    batch_pause: float | None
-    gates: Gates
-
-
 class Shown(TypedDict):
     """What the plan prints (its task's message), says when it refuses, and what the window's report keeps."""
 
@@ -70,7 +59,7 @@ class Shown(TypedDict):
 class _Rollout(TypedDict):
     # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
     # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
-    # concerns and the services it leaves untouched, and what every batch reads.
+    # concerns and the services it leaves untouched, and what every batch reads: how long to watch it, and its gates.
     batches: list[list[list[str]]]
     batch_hosts: list[list[str]]
     problems: list[str]
@@ -79,7 +68,9 @@ class _Rollout(TypedDict):
     concerned_queues: list[str]
     untouched: list[str]
     max_fail_percentage: float
-    settings: BatchSettings
+    canary_pause: float | None
+    batch_pause: float | None
+    gates: Gates
     # When the plan's read (the queues right after the change) was taken, by the database's clock.
     read: str
     backout: str
@@ -104,6 +95,7 @@ class RolloutSettings(TypedDict):
     """What the rollout is asked: the role's variables the plan and the batches read (5_pickup.yml)."""
 
     queues: list[dict[str, Any]]
+    pickup: str
     batch_size: object
     max_fail_percentage: float
     # The window's timing, for its estimate (rollout.estimate): pauses above, timeouts, the report directory.
@@ -117,43 +109,21 @@ class RolloutSettings(TypedDict):
     check_mode: bool
 
 
+class StopRecord(TypedDict):
+    """What stopped a window: the task that failed, its message, the hosts it failed on (record.stop)."""
+
+    task: str | None
+    message: str
+    hosts: list[str]
+
+
 class Window(TypedDict):
     """What the plays of a change window share (the fact ``_enqueue_shards_window_state`` on localhost): the
     rollout's state once planned, and what stopped the window - a batch's verdict, or a task that failed after the
-    change (record.StopRecord) - once something did."""
+    change (StopRecord) - once something did."""
 
     rollout: Rollout | None
     stop: StopRecord | None
-
-
-class BatchView(TypedDict):
-    """One batch as it stands: each of its hosts still in the rollout with its services of it, their restarts
-    (host -> its run of awa_producer_services), what the batch's wait waits for, and how long to watch it."""
-
-    index: int
-    services: dict[str, list[str]]
-    restarts: dict[str, Any]
-    known_runtimes: list[str]
-    restarted_services: list[RestartedService]
-    expected_new_runtimes: int
-    pause: int
-
-
-def _seconds(text: str) -> float:
-    return datetime.datetime.fromisoformat(text).timestamp()
-
-
-def window_of(value: Mapping[str, Any]) -> Window:
-    """The window's state, as a task hands it back."""
-    return {"rollout": None if value.get("rollout") is None else rollout_of(value["rollout"]), "stop": value.get("stop")}
-
-
-def rollout_of(value: Mapping[str, Any]) -> Rollout:
-    """The record, as a task hands it back (a plain dict); what is not one is a mistake in the role's tasks."""
-    missing = sorted(set(_Rollout.__annotations__) - set(value))
-    if missing:
-        raise ValueError(f"not the rollout's state (rollout.state.Rollout): it lacks {', '.join(missing)}")
-    return cast(Rollout, dict(value))
 
 
 def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
@@ -180,47 +150,27 @@ def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[
             "problems": made["problems"], "skipped": made["skipped"],
             "pid_hosts": made["pid_hosts"], "concerned_queues": made["concerned_queues"],
             "untouched": made["untouched"],
-            "max_fail_percentage": settings["max_fail_percentage"],
-            "settings": {"canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"],
-                         "gates": gates},
+            "max_fail_percentage": settings["max_fail_percentage"], "canary_pause": settings["canary_pause"],
+            "batch_pause": settings["batch_pause"], "gates": gates,
             "backout": back_out, "hosts": made["hosts"], "known_runtimes": made["known_runtimes"],
             "gone": made["gone"], "restarted": [], "verdicts": [],
             "shown": {"headline": made["headline"], "lines": [made["headline"], *timing, *made["lines"]],
                       "detail": made["detail"], "refusal": refusal}}
 
 
-def batch_view(rollout: Rollout, restarts_by_host: Mapping[str, Any] | None = None,
-               wait: Mapping[str, Any] | None = None) -> BatchView:
-    """The next batch (the first not judged yet) as it stands: its hosts' restarts (``restarts_by_host``, every play
-    host's result; none yet before they ran), what its wait waits for, and (``wait``: its read) how long to watch it
-    before the next."""
-    index = len(rollout["verdicts"])
-    members = batch.batch_services(rollout, index)
-    ran = {host: restarts_by_host[host] for host in members if restarts_by_host and host in restarts_by_host}
-    # Before its hosts restarted (the restart task's own vars) there is nothing to wait for yet.
-    expected = batch.expectations(rollout, index, ran) if ran else {}
-    settings = rollout["settings"]
-    pause = 0 if wait is None else batch.pause_seconds(rollout, index, dict(wait), dict(settings["gates"]),
-                                                       settings["canary_pause"], settings["batch_pause"])
-    return {"index": index, "services": members, "restarts": ran, "known_runtimes": rollout["known_runtimes"],
-            "restarted_services": expected.get("restarted_services", []),
-            "expected_new_runtimes": expected.get("expected_new_runtimes", 0), "pause": pause}
-
-
-def after_batch(window: Window, view: BatchView, reads: Sequence[Mapping[str, Any] | None]) -> Window:
-    """The window's state after the batch, judged on its last read of ``reads`` that ran (its wait, then the watch
-    after its pause); a batch whose verdict fails stops the window."""
-    rollout = window["rollout"]
-    if rollout is None:
-        raise ValueError("no rollout's state to take a batch into: the plan did not run")
+def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
+    """The window's state after its next batch (batch.next_batch; ``restarts_by_host``: every play host's restart),
+    judged on its last read of ``reads`` that ran (its wait, then the watch after its pause); a batch whose verdict
+    fails stops the window."""
+    rollout: Rollout = window["rollout"]  # type: ignore[assignment]
+    index, ran = batch.next_batch(rollout, restarts_by_host)
     read = [found for found in reads if found and not found.get("skipped")][-1]
-    judged = rollout_of(batch.after_batch(rollout, index=view["index"], restarts=view["restarts"], read=dict(read),
-                                          gates=dict(rollout["settings"]["gates"]), backout=rollout["backout"]))
+    judged: Rollout = batch.after_batch(rollout, index=index, restarts=ran, read=dict(read))  # type: ignore[assignment]
     verdict = judged["verdicts"][-1]
     previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
     if read.get("read_at") and previous:
-        verdict = judged["verdicts"][-1] = judged["verdict"] = {
-            **verdict, "read_at": read["read_at"], "seconds": round(_seconds(read["read_at"]) - _seconds(previous), 3)}
+        seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
+        verdict = judged["verdicts"][-1] = judged["verdict"] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
-                                                             "hosts": sorted(view["services"])}
+                                                             "hosts": sorted(batch.batch_services(rollout, index))}
     return {"rollout": judged, "stop": window["stop"] or stopped}

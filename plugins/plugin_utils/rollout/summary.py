@@ -60,7 +60,7 @@ def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | Non
     if not result["changed"]:
         earlier = set_by(result, view)
         return "already so, nothing written" + (
-            f" - change #{earlier['id']} set it from {earlier['from_shards']} at {_time_text(earlier['changed_at'])}"
+            f" - change #{earlier['id']} set it from {earlier['from_shards']} at {utc(earlier['changed_at']):%Y-%m-%d %H:%M:%S} UTC"
             if earlier else "")
     if check_mode:
         return (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants "
@@ -100,8 +100,9 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
 
 
-def _time_text(text: str) -> str:
-    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+def utc(text: str) -> datetime.datetime:
+    """An ISO 8601 time (the database's clock, in its zone) in UTC."""
+    return datetime.datetime.fromisoformat(text).astimezone(datetime.timezone.utc)
 
 
 def lowered(view: QueueView) -> bool:
@@ -171,17 +172,20 @@ def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsRes
         else:
             row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
         return row
-    earlier = set_by(result, view)
-    if earlier is not None:
-        # The window's whole move: an earlier run of it (cut short) made the change this one found already so.
-        before = str(earlier["from_shards"])
-    elif result is not None:
-        before = _counts_text(result["previous_shards"])
-    else:
-        before = _counts_text([change["from_shards"] for change in view["last_change"].values()]) or "?"
-    row[1] = f"{before} -> {now}"
+    row[1] = f"{_counts_text(counts_before(result, view)) or '?'} -> {now}"
     row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
     return row
+
+
+def counts_before(result: QueueChange | None, view: QueueView) -> list[int]:
+    """The counts a queue had before the window: the window's whole move, where an earlier run of it (cut short) made
+    the change this one found already so (set_by); else the change's; else those before its last recorded change."""
+    earlier = set_by(result, view)
+    if earlier is not None:
+        return [earlier["from_shards"]]
+    if result is not None:
+        return list(result["previous_shards"].values())
+    return [change["from_shards"] for change in view["last_change"].values()]
 
 
 def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
@@ -214,7 +218,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 
 
 def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
-    """Rows past compact.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
+    """Rows past name_lists.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
     their ready jobs summed."""
     groups: dict[tuple[str, ...], list[list[str]]] = {}
     for row in rows:
@@ -236,7 +240,7 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     ``inventory`` (optional) holds the producer hosts' states (``hosts``),
     the last read's ``runtimes``, ``pid_hosts`` and
     the ``queues`` whose change concerns a service (the plan's).
-    Past compact.LISTED queues, queues with the same counts and verdict share
+    Past wording.LISTED queues, queues with the same counts and verdict share
     a row; past wording.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.
     """

@@ -9,16 +9,19 @@ change is committed, ends with the command that backs it out.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import names_text
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import unreachable_message
-from ansible_collections.awa.operations.plugins.module_utils.producer.services import configuration_problems
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
+from ansible_collections.awa.operations.plugins.module_utils.producer.services import (
     MISSING,
     RUNNING,
     UNKNOWN,
+    configuration_problems,
+)
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import (
     failed_before_reading,
     read_error,
     service_problem,
@@ -83,17 +86,19 @@ def _checked(hosts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> str:
     return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
 
 
-def reachability(hosts: list[dict[str, Any]], *, probes: list[dict[str, Any]], max_fail_percentage: object, restarts: bool) -> dict[str, Any]:
+def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], asked: Mapping[str, Any]) -> dict[str, Any]:
     """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
     can every host that answered restart its services as configured, and could its environment file be written?
 
     ``hosts`` are the hosts' settings (input_rules.host_settings), ``probes``
     their awa_producer_services results, in the same order: a check-mode run
-    asked to restart every service when ``restarts`` (pickup restart), which
+    asked to restart every service when ``asked``'s pickup is restart, which
     looks up the programs of the restart and status commands and reads every
-    service with them.
+    service with them; ``asked``'s max_fail_percentage lets it go on without
+    hosts that do not answer (rollout.state.RolloutSettings).
     """
-    share = max_fail_percentage_problem(max_fail_percentage)
+    restarts = asked["pickup"] == "restart"
+    share = max_fail_percentage_problem(asked["max_fail_percentage"])
     if isinstance(share, str):
         return {"ok": False, "message": f"Invalid input, nothing was changed: {share}"}
     max_fail_percentage = share

@@ -48,7 +48,7 @@ def test_a_rollout_not_planned_yet_reads_alike_on_every_core():
     filters = FilterModule().filters()
     assert filters["enqueue_shards_window_services"]("") == filters["enqueue_shards_window_services"](None)
     reads = {"before": None, "change": None, "now": None, "converged": None, "drained": None}
-    recorded = [filters["enqueue_shards_record"](reads, [{"queue": "demo", "shards": 2}], rollout=rollout, verdict=None,
-                                                 stopped=stopped, started_past=False, check_mode=True, written=None)
+    asked = {"queues": [{"queue": "demo", "shards": 2}], "check_mode": True}
+    recorded = [filters["enqueue_shards_record"](reads, {"rollout": rollout, "stop": stopped}, asked)
                 for rollout, stopped in (("", ""), (None, None))]
     assert recorded[0] == recorded[1]

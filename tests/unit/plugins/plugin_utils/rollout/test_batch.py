@@ -27,7 +27,8 @@ def rollout(**overrides) -> dict:
              systemd_host("app2", {"a": unit("a", pid=3)}, T), systemd_host("app3", {"a": unit("a", pid=4)}, T)]
     state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
              "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"],
-             "max_fail_percentage": 0, "verdicts": []}
+             "max_fail_percentage": 0, "verdicts": [], "backout": "To back out: ...",
+             "canary_pause": None, "batch_pause": 0, "gates": NO_GATES}
     return {**state, **overrides}
 
 
@@ -85,8 +86,7 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
                 "app2": {"unreachable": True, "msg": "no route"}}
     read = {"runtimes": [runtime(11, T + 4.5)], "new_runtimes": [runtime(11, T + 4.5)], "expected_new_runtimes": 1}
-    state = after_batch(rollout(max_fail_percentage=50), index=0, restarts=restarts, read=read, gates=NO_GATES,
-                        backout="To back out: ...")
+    state = after_batch(rollout(max_fail_percentage=50), index=0, restarts=restarts, read=read)
     app1 = {service["service"]: service for service in state["hosts"][0]["services"]}
     assert (app1["a"]["main_pid"], app1["a"]["started_at"], app1["b"]["main_pid"]) == (11, T + 4, 2)
     assert not state["hosts"][1]["reachable"] and state["gone"] == ["app2"]
@@ -97,11 +97,16 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     assert batch_services(state, 1) == {"app1": ["b"], "app3": ["a"]}
 
 
+def watched(canary_pause: float | None, batch_pause: float, gates: dict | None = None) -> dict:
+    """The rollout, with its pauses and gates (none crossed by default)."""
+    return rollout(canary_pause=canary_pause, batch_pause=batch_pause, gates=gates or NO_GATES)
+
+
 def test_a_batch_is_watched_only_when_it_came_back_within_its_gates_and_another_follows():
     back = {"new_runtimes": [runtime(11, T)], "expected_new_runtimes": 1, "health": {"deadlocks": 3}}
-    assert pause_seconds(rollout(), 0, back, NO_GATES, 2.5, 60) == 3, "the canary's own pause, rounded up"
-    assert pause_seconds(rollout(), 0, back, NO_GATES, None, 60) == 60
-    assert pause_seconds(rollout(), 1, back, NO_GATES, None, 60) == 0, "no watch after the last batch"
-    assert pause_seconds(rollout(), 0, dict(back, new_runtimes=[]), NO_GATES, 5, 5) == 0
+    assert pause_seconds(watched(2.5, 60), 0, back) == 3, "the canary's own pause, rounded up"
+    assert pause_seconds(watched(None, 60), 0, back) == 60
+    assert pause_seconds(watched(None, 60), 1, back) == 0, "no watch after the last batch"
+    assert pause_seconds(watched(5, 5), 0, dict(back, new_runtimes=[])) == 0
     crossed = {"baseline": {"deadlocks": 0, "stats_reset": None}, "queues": ["demo"], "limits": {"deadlocks": 0}}
-    assert pause_seconds(rollout(), 0, dict(back, health={"deadlocks": 3, "stats_reset": None}), crossed, 5, 5) == 0
+    assert pause_seconds(watched(5, 5, crossed), 0, dict(back, health={"deadlocks": 3, "stats_reset": None})) == 0

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 import datetime
 
-import pytest
-
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import (
     Rollout,
     after_batch,
-    batch_view,
     plan,
-    rollout_of,
+)
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.batch import (
+    batch_services,
+    expectations,
+    next_batch,
+    pause_seconds,
 )
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
@@ -48,8 +50,8 @@ def test_the_plan_is_the_rollouts_first_state_with_its_settings_and_its_back_out
     assert rollout["batches"] == [[["app1", "a"]], [["app2", "a"]]]
     assert (rollout["restarted"], rollout["verdicts"], rollout["gone"], rollout["problems"]) == ([], [], [], [])
     assert rollout["known_runtimes"] == [entry["instance_id"] for entry in UNCONVERGED["runtimes"]]
-    assert rollout["settings"] == {"canary_pause": 30, "batch_pause": 0,
-                                   "gates": {"baseline": HEALTH, "queues": ["demo"], "limits": {"deadlocks": 0}}}
+    assert (rollout["canary_pause"], rollout["batch_pause"], rollout["gates"]) == (
+        30, 0, {"baseline": HEALTH, "queues": ["demo"], "limits": {"deadlocks": 0}})
     assert rollout["backout"].startswith("To back out (the previous counts, the same options): ansible-playbook -i "
                                          "inventory play.yml -e ")
     shown = rollout["shown"]
@@ -80,7 +82,7 @@ def test_a_plan_that_cannot_restart_says_so_with_the_back_out_except_in_check_mo
     for check_mode in (False, True):
         rollout = plan(hosts, [{}], reads, read=UNCONVERGED, change=None, before=None,
                        settings={**ASKED, "check_mode": check_mode}, cli_args=None)
-        assert rollout["problems"] and rollout["settings"]["gates"]["baseline"] is None
+        assert rollout["problems"] and rollout["gates"]["baseline"] is None
         refusal = rollout["shown"]["refusal"]
         assert refusal.startswith(f"Nothing was restarted: {rollout['problems'][0]}. ")
         assert refusal.endswith("" if check_mode else rollout["backout"])
@@ -96,48 +98,42 @@ def test_a_host_left_out_since_the_reach_keeps_why():
     assert rollout["hosts"][0]["services"][0]["detail"] == "ssh: no route to host"
 
 
-def test_a_batch_tells_each_host_its_services_then_what_its_wait_waits_for_and_how_long_to_watch_it():
+def test_a_planned_batch_tells_each_host_its_services_then_what_its_wait_waits_for_and_how_long_to_watch_it():
     rollout = two_hosts()
-    assert batch_view(rollout)["services"] == {"app1": ["a"]}
-    assert batch_view(rollout)["restarted_services"] == [], "nothing to wait for before its hosts restarted"
+    assert batch_services(rollout, 0) == {"app1": ["a"]}
+    assert expectations(rollout, 0, {})["restarted_services"] == [], "nothing to wait for before its hosts restarted"
     # Every play host's restart comes in; only the batch's own count.
     restarts = {"app1": systemd_result({"a": unit("a", pid=21, started=READ_AT + 5)}, READ_AT + 6, restart=("a",)),
                 "app2": {"skipped": True}}
-    view = batch_view(rollout, restarts)
-    assert view["restarts"] == {"app1": restarts["app1"]} and view["index"] == 0
+    index, ran = next_batch(rollout, restarts)
+    assert (index, ran) == (0, {"app1": restarts["app1"]})
     # No live runtime has a pid of these hosts' services: their runtimes are counted, not told apart by pid.
     assert rollout["pid_hosts"] == []
-    assert (view["restarted_services"], view["expected_new_runtimes"], view["pause"]) == ([], 1, 0)
+    assert expectations(rollout, index, ran) == {"restarted_services": [], "expected_new_runtimes": 1}
     back = {"new_runtimes": [runtime(21, READ_AT + 5.5)], "expected_new_runtimes": 1, "health": HEALTH}
-    assert batch_view(rollout, restarts, back)["pause"] == 30, "the canary's own pause"
+    assert pause_seconds(rollout, index, back) == 30, "the canary's own pause, from the plan's settings"
     crossed = dict(back, health={"deadlocks": 2, "stats_reset": None})
-    assert batch_view(rollout, restarts, crossed)["pause"] == 0, "a batch over a gate is not watched"
+    assert pause_seconds(rollout, index, crossed) == 0, "a batch over a gate is not watched"
 
 
 def test_after_a_batch_the_record_carries_what_it_did_judged_on_its_last_read():
     rollout = two_hosts()
     restarts = {"app1": systemd_result({"a": unit("a", pid=21, started=READ_AT + 5)}, READ_AT + 6, restart=("a",)),
                 "app2": {"skipped": True}}
-    view = batch_view(rollout, restarts)
     wait = {"runtimes": [runtime(21, READ_AT + 5.5)], "new_runtimes": [runtime(21, READ_AT + 5.5)],
             "expected_new_runtimes": 1, "health": HEALTH}
-    window = after_batch({"rollout": rollout, "stop": None}, view, [wait, {"skipped": True}])
+    window = after_batch({"rollout": rollout, "stop": None}, restarts, [wait, {"skipped": True}])
     after = window["rollout"]
     assert after["restarted"] == ["app1/a"] and after["verdicts"] == [after["verdict"]] and after["verdict"]["ok"]
     assert after["batches"] == rollout["batches"] and after["shown"] == rollout["shown"]
     assert window["stop"] is None
-    assert batch_view(after)["index"] == 1, "the next batch is the first one not judged yet"
+    assert next_batch(after, restarts) == (1, {"app2": restarts["app2"]}), "the next batch: the first not judged yet"
     # The watch after the pause is the batch's last read when it ran: there a gate crossed stops the rollout, and
     # the window.
     watched = dict(wait, health={"deadlocks": 5, "stats_reset": None})
-    stopped = after_batch({"rollout": rollout, "stop": None}, view, [wait, watched])
+    stopped = after_batch({"rollout": rollout, "stop": None}, restarts, [wait, watched])
     verdict = stopped["rollout"]["verdict"]
     assert not verdict["ok"] and "health gate deadlocks: 5" in verdict["message"]
     assert verdict["message"].endswith(rollout["backout"])
     assert stopped["stop"] == {"task": "Batch | wait for the runtimes of the services it restarted, watch it for its "
                                        "pause, and judge it", "message": verdict["message"], "hosts": ["app1"]}
-
-
-def test_what_is_not_the_rollouts_state_is_refused_by_name():
-    with pytest.raises(ValueError, match="not the rollout's state .* it lacks backout, batches"):
-        rollout_of({key: value for key, value in two_hosts().items() if key not in ("batches", "backout")})

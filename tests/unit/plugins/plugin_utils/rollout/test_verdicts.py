@@ -102,28 +102,27 @@ def test_a_host_that_vanishes_stops_the_rollout_naming_what_was_not_checked_or_r
 def test_the_first_contact_stops_before_any_change_unless_allowed():
     hosts = [settings("app1", ["a"]), settings("app2", ["b", "c"])]
     probes = [systemd_result({"a": unit("a")}), {"unreachable": True, "msg": "Failed to connect to the host via ssh"}]
-    stopped = reachability(hosts, probes=probes, max_fail_percentage=0, restarts=True)
+    stopped = reachability(hosts, probes, {"max_fail_percentage": 0, "pickup": "restart"})
     assert not stopped["ok"]
     assert stopped["message"].startswith("Nothing was changed: 1 of 2 producer host(s) unreachable (50%, over "
                                          "enqueue_shards_max_fail_percentage 0): app2 (Failed to connect to the host "
                                          "via ssh): b, c not checked or restarted.")
-    allowed = reachability(hosts, probes=probes, max_fail_percentage=50, restarts=True)
+    allowed = reachability(hosts, probes, {"max_fail_percentage": 50, "pickup": "restart"})
     assert allowed["ok"] and allowed["message"].startswith("Going on without 1 of 2 producer host(s)")
-    assert reachability(hosts[:1], probes=probes[:1], max_fail_percentage="lots", restarts=True)["message"].startswith(
+    assert reachability(hosts[:1], probes[:1], {"max_fail_percentage": "lots", "pickup": "restart"})["message"].startswith(
         "Invalid input, nothing was changed: enqueue_shards_max_fail_percentage must be a percentage")
 
 
 def test_a_host_that_cannot_restart_its_services_as_configured_stops_before_any_change():
     without_systemd = dict(systemd_result({"a": unit("a")}), service_manager="sysvinit")
     missing = systemd_result({"a": unit("a"), "b": unit("b", state="inactive", sub="dead", load_state="not-found")})
-    found = reachability([settings("app1", ["a"]), settings("app2", ["a", "b"])], probes=[without_systemd, missing],
-                         max_fail_percentage=0, restarts=True)
+    found = reachability([settings("app1", ["a"]), settings("app2", ["a", "b"])], [without_systemd, missing], {"max_fail_percentage": 0, "pickup": "restart"})
     assert found == {"ok": False, "message": (
         "Invalid input for app1, nothing was changed: this host does not run systemd (service manager: sysvinit) and "
         "enqueue_shards_restart_command is empty: give the command that restarts one service, e.g. \"supervisorctl "
         "restart {service}\" || Invalid input for app2, nothing was changed: app2/b: systemd does not know this unit "
         "(LoadState=not-found); correct enqueue_shards_services for this host, or install the unit there")}
-    refresh = reachability([settings("app1", ["a"])], probes=[without_systemd], max_fail_percentage=0, restarts=False)
+    refresh = reachability([settings("app1", ["a"])], [without_systemd], {"max_fail_percentage": 0, "pickup": "refresh"})
     assert refresh["ok"], "pickup refresh restarts nothing, so a host needs no way to restart"
 
 
@@ -132,7 +131,7 @@ def test_an_environment_file_the_host_could_not_take_stops_before_any_change():
     # The reach checks the file in check mode; the module fails before it reads the services.
     probe = {"failed": True, "msg": f"The environment file {error}. Nothing was restarted.",
              "env_file": {"path": "/etc/awa/producer.env", "changed": False, "error": error}}
-    found = reachability([settings("app1", ["a"])], probes=[probe], max_fail_percentage=100, restarts=True)
+    found = reachability([settings("app1", ["a"])], [probe], {"max_fail_percentage": 100, "pickup": "restart"})
     assert found == {"ok": False, "message": (
         f"Invalid input for app1, nothing was changed: its environment file {error}; correct enqueue_shards_env_file, "
         "enqueue_shards_env_file_owner or enqueue_shards_env_file_group for this host, or prepare the host")}
@@ -191,7 +190,7 @@ def test_a_host_whose_restart_or_status_command_cannot_run_is_refused_naming_hos
     hosts = [settings("app1", ["a", "b"], **contract)]
     probe = reach_of({"a": (127, "", "sh: 1: supervisorctl: not found\n"), "b": (0, "RUNNING", "")},
                      "supervisorctl restart {service}")
-    found = reachability(hosts, probes=[probe], max_fail_percentage=100, restarts=True)
+    found = reachability(hosts, [probe], {"max_fail_percentage": 100, "pickup": "restart"})
     assert found == {"ok": False, "message": (
         "app1 cannot restart its producer services as configured, nothing was changed: app1 (a, b): the restart "
         "command supervisorctl restart {service} cannot run here: supervisorctl is not on the PATH of user awa "
@@ -202,13 +201,13 @@ def test_a_host_whose_restart_or_status_command_cannot_run_is_refused_naming_hos
         "sh started.sh b printed 'RUNNING', not its contract: it must exit 0 and print START or START PID (the start in unix "
         "seconds, then optionally the pid), then optionally a line HOSTNAME or HOSTNAME PID for each runtime that runs "
         "elsewhere (a replica); correct enqueue_shards_status_command for this host, or install what it runs there")}
-    refresh = reachability(hosts, probes=[probe], max_fail_percentage=0, restarts=False)
+    refresh = reachability(hosts, [probe], {"max_fail_percentage": 0, "pickup": "refresh"})
     assert refresh == {"ok": True, "message": "All 1 producer host(s) answered."}, "pickup refresh restarts nothing"
 
 
 def test_a_host_that_answered_is_never_called_unreachable():
     no_python = {"failed": True, "msg": "/usr/bin/python3: not found", "rc": 127}
-    found = reachability([settings("app1", ["a"])], probes=[no_python], max_fail_percentage=100, restarts=True)
+    found = reachability([settings("app1", ["a"])], [no_python], {"max_fail_percentage": 100, "pickup": "restart"})
     assert found == {"ok": False, "message": (
         "app1 answered, but awa.operations.awa_producer_services failed there before it read its services, nothing "
         "was changed: /usr/bin/python3: not found. Make the module run there (the message says what is missing), then "
@@ -219,9 +218,9 @@ def test_the_reach_says_what_it_proved_on_each_host():
     command = settings("app2", ["c"], restart_command="true {service}", status_command=STATUS)
     probes = [systemd_result({"a": unit("a"), "b": unit("b")}, restart=("a", "b")),
               reach_of({"c": (0, "1764520916 42", "")}, "true {service}")]
-    found = reachability([settings("app1", ["a", "b"]), command], probes=probes, max_fail_percentage=0, restarts=True)
+    found = reachability([settings("app1", ["a", "b"]), command], probes, {"max_fail_percentage": 0, "pickup": "restart"})
     assert found == {"ok": True, "message": (
         "All 2 producer host(s) answered and can restart their services: systemd knows every unit on app1; the "
         "restart command's program is found and the status command reads every service on app2.")}
-    idle = reachability([settings("app3", [])], probes=[systemd_result({})], max_fail_percentage=0, restarts=True)
+    idle = reachability([settings("app3", [])], [systemd_result({})], {"max_fail_percentage": 0, "pickup": "restart"})
     assert idle == {"ok": True, "message": "All 1 producer host(s) answered."}, "nothing to restart, nothing proved"
