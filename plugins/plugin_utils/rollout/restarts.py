@@ -158,16 +158,13 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
             if reasons:
                 chosen.append((service["host"], service["service"]))
                 lines.append(f"{name}: restart - {'; '.join(reasons)}")
-            elif service["state"] == STOPPED:
-                lines.append(f"{name}: left alone - it is stopped ({service['detail']}) and starts with the "
-                             "current count whenever it is started")
-            elif status == match.HAS_RUNTIMES:
-                lines.append(f"{name}: left alone - its runtime (pid {service['main_pid']}) runs the count")
-            elif deadlines or status == match.ENQUEUE_ONLY:
-                lines.append(f"{name}: left alone - it started after the change, so it runs the count")
             else:
-                lines.append(f"{name}: left alone - the live runtimes on the count cover the inventory (judged "
-                             "by count)")
+                lines.append(f"{name}: left alone - " + (
+                    f"it is stopped ({service['detail']}) and starts with the current count whenever it is started"
+                    if service["state"] == STOPPED else f"its runtime (pid {service['main_pid']}) runs the count"
+                    if status == match.HAS_RUNTIMES else "it started after the change, so it runs the count"
+                    if deadlines or status == match.ENQUEUE_ONLY
+                    else "the live runtimes on the count cover the inventory (judged by count)"))
             if _ignores_environment(host, service):
                 lines.append(f"{name}: its processes do not show HOSTNAME={host['hostname']}, which its environment "
                              "file sets: it does not load the file (a systemd unit needs EnvironmentFile=), so its "
@@ -182,9 +179,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     order = [member for batch in batches for member in batch]
     stragglers: dict[str, StragglerView] = {} if check_mode else {
         straggler["instance_id"]: straggler for name in deadlines for straggler in read["queues"][name]["stragglers"]}
-    runtimes_of = {(service["host"], service["service"]): service.get("runtimes", 1) for host in hosts
-                   for service in host["services"]}
-    outside = len(stragglers) - sum(runtimes_of[member] for member in order)
+    outside = len(stragglers) - sum(service.get("runtimes", 1) for host in hosts for service in host["services"]
+                                    if (service["host"], service["service"]) in order)
     if matched["outside_runtimes"]:
         lines.append(match.outside_text(matched, read.get("runtimes", [])))
     elif stragglers and outside > 0:

@@ -84,10 +84,9 @@ def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], aske
     hosts that do not answer (rollout.state.RolloutSettings).
     """
     restarts = asked["pickup"] == "restart"
-    share = max_fail_percentage_problem(asked["max_fail_percentage"])
-    if isinstance(share, str):
-        return {"ok": False, "message": f"Invalid input, nothing was changed: {share}"}
-    max_fail_percentage = share
+    max_fail_percentage = max_fail_percentage_problem(asked["max_fail_percentage"])
+    if isinstance(max_fail_percentage, str):
+        return {"ok": False, "message": f"Invalid input, nothing was changed: {max_fail_percentage}"}
     gone, invalid = [], []
     for settings, probe in zip(hosts, probes):
         unwritable = ((probe or {}).get("env_file") or {}).get("error")
@@ -208,12 +207,12 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     if not problems:
         return {"ok": True, "message": f"Batch {index + 1} of {count} is back: {healthy} of {expected} restarted "
                                        f"runtimes live and healthy; {readings}."}
-    members = ", ".join(f"{host}/{service}" for host, service in batch)
     advice = ("Fix the services named (systemctl status and journalctl -u on their hosts, or your service "
               "manager's logs), or bring the hosts back, then " + RE_RUN)
     if gates["crossed"]:
         advice = ("The database shows what the change may be doing: look at the producers' logs and the failed "
                   f"jobs, then back out, or once it is understood {RE_RUN}")
+    members = ", ".join(f"{host}/{service}" for host, service in batch)
     message = (f"Rollout stopped at batch {index + 1} of {count} ({members}): " + "; ".join(problems) + ". "
                f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {backout}")
     return {"ok": False, "message": message}
