@@ -71,11 +71,12 @@ def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, An
     if state in (FAILED, STARTING) or (state == UNKNOWN and deadlines):
         return reasons + [f"{stuck[state]} ({service['detail']})"]
     # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
-    matched = {match.HAS_RUNTIMES: [], match.NO_RUNTIME: [
-        f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime registers, or it is in "
-        "a restart loop"],
-               match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
-                                      else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
+    matched = {
+        match.HAS_RUNTIMES: [],
+        match.NO_RUNTIME: [f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime "
+                           "registers, or it is in a restart loop"],
+        match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
+                               else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
     if status in matched and not any(math.isinf(deadline) for deadline in deadlines.values()):
         return reasons + matched[status]
     # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the
