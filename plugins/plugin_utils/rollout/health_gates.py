@@ -23,41 +23,33 @@ GATES = (
 )
 
 
-def _deadlocks(health: dict[str, Any], baseline: dict[str, Any] | None) -> tuple[int | None, str]:
-    if not baseline or "deadlocks" not in baseline:
-        return None, "no reading before the change"
-    if health.get("stats_reset") != baseline.get("stats_reset"):
-        return health["deadlocks"], "counted from the statistics reset at " + str(health.get("stats_reset"))
-    return max(0, health["deadlocks"] - baseline["deadlocks"]), ""
-
-
-def _jobs(health: dict[str, Any], queues: list[str], key: str) -> tuple[int | None, str]:
-    values = [health.get("queues", {}).get(queue, {}).get(key) for queue in queues]
+def _reading(gate: str, health: dict[str, Any] | None, baseline: dict[str, Any] | None,
+             queues: list[str]) -> tuple[int | None, str]:
+    """A gate's reading and its note; the reading is None when it cannot be told."""
+    if not health:
+        return None, "not read"
+    if gate == "deadlocks":
+        if not baseline or "deadlocks" not in baseline:
+            return None, "no reading before the change"
+        if health.get("stats_reset") != baseline.get("stats_reset"):
+            return health["deadlocks"], "counted from the statistics reset at " + str(health.get("stats_reset"))
+        return max(0, health["deadlocks"] - baseline["deadlocks"]), ""
+    values = [health.get("queues", {}).get(queue, {}).get(gate) for queue in queues]
     if any(value is None for value in values):
         return None, "no recorded change to count from"
     return sum(values), ""
 
 
-def readings(health: dict[str, Any] | None, baseline: dict[str, Any] | None, queues: list[str]) -> dict[str, tuple[int | None, str]]:
-    """gate -> (reading, note); a reading is None when it cannot be told."""
-    if not health:
-        return {gate: (None, "not read") for gate, dummy, dummy in GATES}
-    return {"deadlocks": _deadlocks(health, baseline),
-            "failed_jobs": _jobs(health, queues, "failed_jobs"),
-            "retried_jobs": _jobs(health, queues, "retried_jobs")}
-
-
 def evaluate(health: dict[str, Any] | None, *, baseline: dict[str, Any] | None, queues: list[str], limits: dict[str, Any]) -> dict[str, Any]:
     """The gates' ``readings`` as one line of ``text`` and the gates ``crossed`` (each a whole sentence)."""
-    measured = readings(health, baseline, queues)
-    parts, crossed = [], []
+    parts, crossed, readings = [], [], {}
     for gate, label, variable in GATES:
-        value, note = measured[gate]
+        value, note = readings[gate] = _reading(gate, health, baseline, queues)
         limit = limits.get(gate)
         shown = "unknown" if value is None else str(value)
         parts.append(f"{gate.replace('_', ' ')} {shown}" + (f" (limit {limit})" if limit is not None else "")
                      + (f" ({note})" if note else ""))
         if value is not None and limit is not None and value > limit:
             crossed.append(f"health gate {gate}: {value} {label}, over the limit of {limit} ({variable})")
-    return {"readings": {gate: value for gate, (value, dummy) in measured.items()},
+    return {"readings": {gate: value for gate, (value, dummy) in readings.items()},
             "text": "; ".join(parts), "crossed": crossed}

@@ -63,33 +63,10 @@ def process(service: dict[str, Any]) -> ServiceProcess:
     return {"reports_as": list(service.get("reports_as") or []), "started_at": service["started_at"]}
 
 
-def concerns(service: dict[str, Any], queues: Collection[str] | None) -> bool:
-    """Whether a change of ``queues`` concerns the service: it declares no queues (enqueue_shards_service_queues),
-    or one of them; None: every service."""
-    declared = service.get("queues")
-    return declared is None or queues is None or bool(set(declared) & set(queues))
-
-
 def _running(hosts: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
     """(host, service) of each service that runs on a host that was read and runs Awa runtimes."""
     return [(host["host"], service) for host in hosts if host["reachable"] for service in host["services"]
             if service["state"] == RUNNING and service.get("runtimes", 1) > 0]
-
-
-def _claims(hosts: list[dict[str, Any]], live: list[RuntimeView]) -> tuple[dict[tuple[str, str], list[RuntimeView]], set[tuple[str, str]]]:
-    """(host, service) -> the live runtimes that are its alone; and the services whose runtime another service could
-    claim too."""
-    running = [((host, service["service"]), process(service)) for host, service in _running(hosts)
-               if service.get("reports_as")]
-    claimed: dict[tuple[str, str], list[RuntimeView]] = {}
-    shared: set[tuple[str, str]] = set()
-    for runtime in live:
-        owners = [owner for owner, reported in running if is_runtime_view_of(reported, runtime)]
-        if len(owners) > 1:
-            shared.update(owners)
-        elif owners:
-            claimed.setdefault(owners[0], []).append(runtime)
-    return claimed, shared
 
 
 def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: Collection[str] = ()) -> list[WindowService]:
@@ -97,15 +74,11 @@ def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: C
     processes report where its runtimes are told apart (a running service of a host in ``pid_hosts``), else
     nothing; and whether the change concerns it (``untouched``: host/service names it does not). Stopped and failed
     services, and those that only enqueue, run no runtime: left out."""
-    services: list[WindowService] = []
-    for host in hosts:
-        for service in host["services"]:
-            if service["state"] in (STOPPED, FAILED) or service.get("runtimes", 1) == 0:
-                continue
-            told_apart = host["reachable"] and host["host"] in pid_hosts and service["state"] == RUNNING
-            services.append({**process(service), "reports_as": process(service)["reports_as"] if told_apart else [],
-                             "concerned": f"{host['host']}/{service['service']}" not in untouched})
-    return services
+    return [{"reports_as": process(service)["reports_as"] if host["reachable"] and host["host"] in pid_hosts
+             and service["state"] == RUNNING else [], "started_at": service["started_at"],
+             "concerned": f"{host['host']}/{service['service']}" not in untouched}
+            for host in hosts for service in host["services"]
+            if service["state"] not in (STOPPED, FAILED) and service.get("runtimes", 1) != 0]
 
 
 def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_hosts: Collection[str] = (),
@@ -122,10 +95,22 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
     live: list[RuntimeView] = [
         {**runtime, "converged": queue not in runtime.get("pending_queues", []) if queue else runtime["converged"]}
         for runtime in runtimes if runtime["live"]]
-    claimed, shared = _claims(hosts, live)
+    # (host, service) -> the live runtimes that are its alone; and the services whose runtime another could claim.
+    running = [((host, service["service"]), process(service)) for host, service in _running(hosts)
+               if service.get("reports_as")]
+    claimed: dict[tuple[str, str], list[RuntimeView]] = {}
+    shared: set[tuple[str, str]] = set()
+    for runtime in live:
+        owners = [owner for owner, reported in running if is_runtime_view_of(reported, runtime)]
+        if len(owners) > 1:
+            shared.update(owners)
+        elif owners:
+            claimed.setdefault(owners[0], []).append(runtime)
+    # A service the change does not concern declares queues (enqueue_shards_service_queues) none of which it changes.
     asked = [queue] if queue else queues
     untouched = sorted(f"{host['host']}/{service['service']}" for host in hosts for service in host["services"]
-                       if not concerns(service, asked))
+                       if service.get("queues") is not None and asked is not None
+                       and not set(service["queues"]) & set(asked))
     theirs = {runtime["instance_id"] for owner, owned in claimed.items() if "/".join(owner) in untouched
               for runtime in owned}
     live = [runtime for runtime in live if runtime["instance_id"] not in theirs]

@@ -44,88 +44,52 @@ def db_time(text: str) -> float:
     return datetime.datetime.fromisoformat(text).timestamp()
 
 
-def pickup_deadlines(read: StateRead, change: EnqueueShardsResult | None, check_mode: bool, *,
-                     pending: bool = True) -> dict[str, float]:
-    """Queue -> the database time a service must have started after to run its count.
-
-    With ``pending``, only queues some live runtime does not yet run the count
-    of need one; without, every queue whose count a change set (for services
-    with no runtime to say so). In check mode a queue whose count would switch
-    needs ``inf``: every service.
-    """
-    deadlines = {}
-    changed = queue_changes(change)
+def pickup_deadlines(read: StateRead, changed: Mapping[str, Any], check_mode: bool) -> tuple[dict[str, float], dict[str, float]]:
+    """Queue -> the database time a service must have started after to run its count: for the queues some live
+    runtime does not yet run the count of, then for every queue whose count a change set (for services with no
+    runtime to say so). In check mode a queue whose count would switch needs ``inf``: every service."""
+    pending, started = {}, {}
     for name, view in read["queues"].items():
-        result = changed.get(name)
-        would_switch = check_mode and result is not None and summary.switches(result)
+        would_switch = check_mode and name in changed and summary.switches(changed[name])
         changes = [db_time(entry["changed_at"]) for entry in view["last_change"].values()]
-        if would_switch:
-            deadlines[name] = math.inf
-        elif not view["converged"] or (not pending and changes):
-            deadlines[name] = max(changes) if changes else math.inf
-    return deadlines
-
-
-def lowered_queues(read: StateRead, change: EnqueueShardsResult | None, queues: list[str]) -> list[str]:
-    """Those of ``queues`` that the change lowers (in check mode: would lower), or whose last change lowered."""
-    recorded = set(summary.lowered_queues(read))
-    changed = queue_changes(change)
-    return [name for name in queues if name in recorded or name in changed and any(
-        previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
-
-
-def started_after(service: dict[str, Any], clock: float | None, read_at: float, deadline: float) -> bool:
-    """Whether the service's current process certainly started after ``deadline`` (database clock).
-
-    The host's clock was read after the database's (``read_at``), so
-    host - read_at bounds the skew from above; the bound errs towards a restart.
-    """
-    if service["started_at"] is None or clock is None or math.isinf(deadline):
-        return False
-    skew_bound = clock + CLOCK_RESOLUTION - read_at
-    started_at: float = service["started_at"]
-    return started_at - skew_bound > deadline
-
-
-def _matched_reason(status: str, service: dict[str, Any]) -> str | None:
-    """Why a service matched to its runtimes by pid must restart, if it must."""
-    pid, runtimes = service["main_pid"], service.get("runtimes", 1)
-    if status == match.NO_RUNTIME:
-        return (f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime registers, "
-                "or it is in a restart loop")
-    if status == match.STALE_RUNTIMES:
-        if runtimes == 1:
-            return f"its runtime (pid {pid}) runs an older count"
-        return f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"
-    return None
+        deadline = math.inf if would_switch or not changes else max(changes)
+        if would_switch or not view["converged"]:
+            pending[name] = deadline
+        if would_switch or not view["converged"] or changes:
+            started[name] = deadline
+    return pending, started
 
 
 def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, Any], deadlines: dict[str, float], read_at: float,
                         counted: dict[str, Any]) -> list[str]:
     """Why this service must restart (nothing when it runs the count and its environment is unchanged)."""
-    state = service["state"]
+    state, pid, runtimes = service["state"], service["main_pid"], service.get("runtimes", 1)
     if state == STOPPED:
         return []
     reasons = ["its environment file changed"] if host["environment_changed"] else []
-    short = (f"the inventory runs {counted['on_count']} of {counted['expected']} runtimes on the count and its "
-             "runtimes cannot be told apart from the others by pid")
-    if state == FAILED:
-        return reasons + [f"it is not running ({service['detail']})"]
-    if state == STARTING:
-        return reasons + [f"it is stuck in start ({service['detail']})"]
-    if state == UNKNOWN:
-        if deadlines:
-            return reasons + [f"its start time is unknown ({service['detail']})"]
-        return reasons + ([short] if status == match.SHORT_BY_COUNT else [])
-    switching = any(math.isinf(deadline) for deadline in deadlines.values())
-    matched = None if switching else _matched_reason(status, service)
-    if matched or (status == match.HAS_RUNTIMES and not switching):
-        return reasons + ([matched] if matched else [])
+    stuck = {FAILED: "it is not running", STARTING: "it is stuck in start", UNKNOWN: "its start time is unknown"}
+    if state in (FAILED, STARTING) or (state == UNKNOWN and deadlines):
+        return reasons + [f"{stuck[state]} ({service['detail']})"]
+    # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
+    matched = {
+        match.HAS_RUNTIMES: [],
+        match.NO_RUNTIME: [f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime "
+                           "registers, or it is in a restart loop"],
+        match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
+                               else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
+    if status in matched and not any(math.isinf(deadline) for deadline in deadlines.values()):
+        return reasons + matched[status]
+    # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the
+    # bound errs towards a restart. A service certainly started after a deadline runs its count.
+    started_at, clock = service["started_at"], host["clock"]
     late = [queue for queue, deadline in deadlines.items()
-            if not started_after(service, host["clock"], read_at, deadline)]
+            if started_at is None or clock is None or started_at - (clock + CLOCK_RESOLUTION - read_at) <= deadline]
     if late:
         return reasons + [f"it started before the change of {names_text(sorted(late), 3)}"]
-    return reasons + ([short] if status == match.SHORT_BY_COUNT else [])
+    if status == match.SHORT_BY_COUNT:
+        reasons.append(f"the inventory runs {counted['on_count']} of {counted['expected']} runtimes on the count and "
+                       "its runtimes cannot be told apart from the others by pid")
+    return reasons
 
 
 def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percentage: float) -> str:
@@ -154,17 +118,18 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     rollout's state starts from it (rollout.state.plan): the host states, the
     runtimes known so far and the hosts gone.
     """
-    deadlines = pickup_deadlines(read, change, check_mode)
+    changed = queue_changes(change)
+    deadlines, started = pickup_deadlines(read, changed, check_mode)
     read_at = db_time(read["read_at"])
     # The change concerns the services that enqueue into a queue it changes, or declare no queues. A lowering
     # concerns every service: one that still enqueues with the old count would refill the old shards, and a
     # declaration cannot be checked.
     concerned = sorted(deadlines)
-    lowered = lowered_queues(read, change, concerned)
+    recorded = set(summary.lowered_queues(read))
+    lowered = [name for name in concerned if name in recorded or name in changed and any(
+        previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
     matched = match.match(hosts, read.get("runtimes", []), queues=None if lowered else concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
-    # A service that only enqueues has no runtime to say it runs the count: its start does, after each change.
-    started = pickup_deadlines(read, change, check_mode, pending=False)
     problems, lines, members, skipped = [], [], [], []
     for host in hosts:
         chosen = []
@@ -187,22 +152,20 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
                 problems.append(problem)
                 continue
             status = status_of[(service["host"], service["service"])]
+            # A service that only enqueues has no runtime to say it runs the count: its start does, after each change.
             own = {queue: deadline for queue, deadline in (started if status == match.ENQUEUE_ONLY else deadlines).items()
                    if lowered or service.get("queues") is None or queue in service["queues"]}
             reasons = _reasons_to_restart(service, status, host, own, read_at, matched)
             if reasons:
                 chosen.append((service["host"], service["service"]))
                 lines.append(f"{name}: restart - {'; '.join(reasons)}")
-            elif service["state"] == STOPPED:
-                lines.append(f"{name}: left alone - it is stopped ({service['detail']}) and starts with the "
-                             "current count whenever it is started")
-            elif status == match.HAS_RUNTIMES:
-                lines.append(f"{name}: left alone - its runtime (pid {service['main_pid']}) runs the count")
-            elif deadlines or status == match.ENQUEUE_ONLY:
-                lines.append(f"{name}: left alone - it started after the change, so it runs the count")
             else:
-                lines.append(f"{name}: left alone - the live runtimes on the count cover the inventory (judged "
-                             "by count)")
+                lines.append(f"{name}: left alone - " + (
+                    f"it is stopped ({service['detail']}) and starts with the current count whenever it is started"
+                    if service["state"] == STOPPED else f"its runtime (pid {service['main_pid']}) runs the count"
+                    if status == match.HAS_RUNTIMES else "it started after the change, so it runs the count"
+                    if deadlines or status == match.ENQUEUE_ONLY
+                    else "the live runtimes on the count cover the inventory (judged by count)"))
             if _ignores_environment(host, service):
                 lines.append(f"{name}: its processes do not show HOSTNAME={host['hostname']}, which its environment "
                              "file sets: it does not load the file (a systemd unit needs EnvironmentFile=), so its "
@@ -217,9 +180,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     order = [member for batch in batches for member in batch]
     stragglers: dict[str, StragglerView] = {} if check_mode else {
         straggler["instance_id"]: straggler for name in deadlines for straggler in read["queues"][name]["stragglers"]}
-    runtimes_of = {(service["host"], service["service"]): service.get("runtimes", 1) for host in hosts
-                   for service in host["services"]}
-    outside = len(stragglers) - sum(runtimes_of[member] for member in order)
+    outside = len(stragglers) - sum(service.get("runtimes", 1) for host in hosts for service in host["services"]
+                                    if (service["host"], service["service"]) in order)
     if matched["outside_runtimes"]:
         lines.append(match.outside_text(matched, read.get("runtimes", [])))
     elif stragglers and outside > 0:
@@ -235,11 +197,11 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
                      "shards).")
     if matched["by_count_hosts"]:
         lines.append("How the runtimes were counted: " + match.how_judged(matched) + ".")
+    headline, batch_lines = _headline(batches, batch_size, check_mode)
     return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,
-            "lines": _batch_lines(batches) + _services_by_reason(lines, sum(len(host["services"]) for host in hosts)),
+            "lines": batch_lines + _services_by_reason(lines, sum(len(host["services"]) for host in hosts)),
             "problems": problems, "restarts": len(order), "skipped": skipped,
-            "pid_hosts": matched["pid_hosts"],
-            "headline": _headline(batches, batch_size, check_mode), "hosts": hosts,
+            "pid_hosts": matched["pid_hosts"], "headline": headline, "hosts": hosts,
             "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
             "gone": sorted(host["host"] for host in gone),
             "max_fail_percentage": max_fail_percentage,
@@ -258,17 +220,6 @@ def window_services(rollout: Mapping[str, Any] | None) -> list[WindowService]:
     """The producer services of the change window as the rollout last read them, for its waits (match.window).
     Without a rollout (the wait entry point), none: every runtime is waited for."""
     return match.window(rollout["hosts"], rollout["pid_hosts"], rollout["untouched"]) if rollout else []
-
-
-def _members_text(batch: list[tuple[str, str]]) -> str:
-    return names_text(f"{host}/{service}" for host, service in batch)
-
-
-def _batch_lines(batches: list[list[tuple[str, str]]]) -> list[str]:
-    """A line per batch, when the headline cannot name them all."""
-    if sum(len(batch) for batch in batches) <= LISTED:
-        return []
-    return [f"  batch {index + 1}: {_members_text(batch)}" for index, batch in enumerate(batches)]
 
 
 def _services_by_reason(lines: list[str], services: int) -> list[str]:
@@ -291,14 +242,15 @@ def batch_hosts(batches: list[list[list[str]]]) -> list[list[str]]:
     return [list(dict.fromkeys(host for host, dummy in batch)) for batch in batches]
 
 
-def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> str:
+def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> tuple[str, list[str]]:
+    """The plan's headline, and a line per batch when the headline cannot name them all."""
     if not batches:
-        return "No producer service to restart."
-    listed = ("one line each below" if sum(len(batch) for batch in batches) > LISTED
-              else " then ".join(f"[{_members_text(batch)}]" for batch in batches))
+        return "No producer service to restart.", []
     count = sum(len(batch) for batch in batches)
+    members = [names_text(f"{host}/{service}" for host, service in batch) for batch in batches]
+    listed = "one line each below" if count > LISTED else " then ".join(f"[{text}]" for text in members)
     hosts = [len(batch) for batch in batch_hosts(batches)]  # type: ignore[arg-type]
     verb = "Check mode: would restart" if check_mode else "Restarting"
     return (f"{verb} {count} producer service(s) on {sum(hosts)} host(s) in {len(batches)} batch(es) "
-            f"{serial.describe(batch_size, hosts)}: {listed}"
-            + (". Nothing is restarted in check mode." if check_mode else ""))
+            f"{serial.describe(batch_size, hosts)}: {listed}" + (". Nothing is restarted in check mode." if check_mode else ""),
+            [f"  batch {index + 1}: {text}" for index, text in enumerate(members)] if count > LISTED else [])

@@ -48,9 +48,7 @@ def read_error(result: dict[str, Any] | None) -> str | None:
 def failed_before_reading(result: dict[str, Any] | None) -> bool:
     """The host answered, but the module failed there before it read its services (no Python, an environment file
     it could not write): not unreachable."""
-    if not result:
-        return False
-    return not result.get("unreachable") and "services" not in result and bool(result.get("failed"))
+    return bool(result and not result.get("unreachable") and "services" not in result and result.get("failed"))
 
 
 def _declared(settings: dict[str, Any], service: str) -> dict[str, Any]:
@@ -75,21 +73,16 @@ def host_state(settings: dict[str, Any], result: dict[str, Any] | None) -> dict[
     """One host's state from its settings (validation) and its awa_producer_services result."""
     error = read_error(result)
     if error is not None or result is None:
-        return unreachable_state(settings, error or "not read",
-                                 answered=failed_before_reading(result))
-    services = [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
-                 **_declared(settings, service["service"])} for service in result["services"]]
-    written = result.get("env_file") or {}
+        return unreachable_state(settings, error or "not read", answered=failed_before_reading(result))
     return {"host": settings["host"], "method": result["method"], "clock": result["clock"],
-            "environment_changed": bool(written.get("changed")), "reachable": True,
+            "environment_changed": bool((result.get("env_file") or {}).get("changed")), "reachable": True,
             "hostname": settings.get("runtime_hostname") or None,
-            "services": services}
+            "services": [{"host": settings["host"], **{key: service.get(key) for key in SERVICE_KEYS},
+                          **_declared(settings, service["service"])} for service in result["services"]]}
 
 
 def service_problem(host: str, service: dict[str, Any], method: str | None) -> str | None:
     """Why a service of ``host`` cannot be restarted as configured - its state cannot be read (the module's
     ``problem``) - with what to fix; None when it can. ``method`` is how the host restarts (systemd, command)."""
-    if not service.get("problem"):
-        return None
     fix = (MISSING_FIXES if service["state"] == MISSING else FIXES)[method or "command"]
-    return f"{host}/{service['service']}: {service['problem']}; {fix}"
+    return f"{host}/{service['service']}: {service['problem']}; {fix}" if service.get("problem") else None

@@ -44,8 +44,9 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
     host, method = settings["host"], probe.get("method")
     configured = configuration_problems(settings["restart_method"], probe.get("service_manager") or "unknown",
                                         settings["restart_command"], restarts and bool(settings["services"]))
-    unknown_units = [text for service in probe.get("services", []) if service["state"] == MISSING
-                     for text in [service_problem(host, service, method)] if text]
+    problems = [(service["state"] == MISSING, text) for service in probe.get("services", [])
+                for text in [service_problem(host, service, method)] if text]
+    unknown_units = [text for missing, text in problems if missing]
     refusals = ([f"Invalid input for {host}, nothing was changed: {' | '.join(configured + unknown_units)}"]
                 if configured or unknown_units else [])
     if not restarts or configured:
@@ -53,36 +54,21 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
     # The programs the module looked up before the restart it was asked to check, then each service it could not read.
     cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
                   for problem in probe.get("problems", []) if problem not in configured]
-    unreadable = [text for service in probe.get("services", []) if service["state"] != MISSING
-                  for text in [service_problem(host, service, method)] if text]
+    unreadable = [text for missing, text in problems if not missing]
     if cannot_run or unreadable:
         refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
                         + " | ".join(cannot_run + unreadable))
     return refusals
 
 
-def _module_failure(settings: dict[str, Any], probe: dict[str, Any]) -> str | None:
-    """The refusal of a host that answered, but whose module failed before it read anything (no Python, say)."""
-    if not failed_before_reading(probe):
-        return None
-    return (f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before it read its "
-            f"services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. Make the module run "
-            "there (the message says what is missing), then run the playbook again")
-
-
 def _checked(hosts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> str:
     """What the reach proved on the hosts that answered: how each restarts and reads its services."""
     by_way: dict[str, list[str]] = {}
     for settings, probe in zip(hosts, probes):
-        if read_error(probe) is not None or not settings["services"]:
-            continue
-        if probe["method"] == "systemd":
-            way = "systemd knows every unit"
-        elif settings["status_command"].strip():
-            way = "the restart command's program is found and the status command reads every service"
-        else:
-            way = "the restart command's program is found"
-        by_way.setdefault(way, []).append(settings["host"])
+        if read_error(probe) is None and settings["services"]:
+            way = ("systemd knows every unit" if probe["method"] == "systemd" else "the restart command's program is "
+                   "found" + (" and the status command reads every service" if settings["status_command"].strip() else ""))
+            by_way.setdefault(way, []).append(settings["host"])
     return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
 
 
@@ -98,10 +84,9 @@ def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], aske
     hosts that do not answer (rollout.state.RolloutSettings).
     """
     restarts = asked["pickup"] == "restart"
-    share = max_fail_percentage_problem(asked["max_fail_percentage"])
-    if isinstance(share, str):
-        return {"ok": False, "message": f"Invalid input, nothing was changed: {share}"}
-    max_fail_percentage = share
+    max_fail_percentage = max_fail_percentage_problem(asked["max_fail_percentage"])
+    if isinstance(max_fail_percentage, str):
+        return {"ok": False, "message": f"Invalid input, nothing was changed: {max_fail_percentage}"}
     gone, invalid = [], []
     for settings, probe in zip(hosts, probes):
         unwritable = ((probe or {}).get("env_file") or {}).get("error")
@@ -111,9 +96,11 @@ def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], aske
                            f"{unwritable}; correct enqueue_shards_env_file, enqueue_shards_env_file_owner or "
                            "enqueue_shards_env_file_group for this host, or prepare the host")
             continue
-        failed = _module_failure(settings, probe)
-        if failed:
-            invalid.append(failed)
+        if failed_before_reading(probe):
+            # The host answered, but its module failed before it read anything (no Python, say).
+            invalid.append(f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before "
+                           f"it read its services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. "
+                           "Make the module run there (the message says what is missing), then run the playbook again")
             continue
         error = read_error(probe)
         if error is not None:
@@ -169,19 +156,6 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
     return None
 
 
-def _wait_problem(read: dict[str, Any] | None, expected: int) -> tuple[str | None, int]:
-    """The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each."""
-    if read is None:
-        return None, 0
-    new = read.get("new_runtimes")
-    if new is None:
-        return f"the wait for the new runtimes failed: {read.get('msg', 'no result')}", 0
-    if len(new) < expected:
-        return (f"{len(new)} of {expected} restarted runtimes are live and healthy in Awa within "
-                "enqueue_shards_restart_timeout (and any batch pause)"), len(new)
-    return None, len(new)
-
-
 def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict[str, Any]], states: list[dict[str, Any]],
                   read: dict[str, Any] | None, gates: dict[str, Any], pid_hosts: list[str],
                   later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
@@ -204,7 +178,14 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
                  if entry["judged_by"] == match.BY_PID}
     runtimes = {(service["host"], service["service"]): service.get("runtimes", 1) for service in state_of.values()}
     expected = sum(runtimes.get((host["host"], service), 1) for host in outcomes for service in host["restarted"])
-    wait_problem, healthy = _wait_problem(read, expected)
+    # The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each.
+    new = (read or {}).get("new_runtimes")
+    healthy, wait_problem = len(new or []), None
+    if read is not None and new is None:
+        wait_problem = f"the wait for the new runtimes failed: {read.get('msg', 'no result')}"
+    elif read is not None and healthy < expected:
+        wait_problem = (f"{healthy} of {expected} restarted runtimes are live and healthy in Awa within "
+                        "enqueue_shards_restart_timeout (and any batch pause)")
     problems = [problem for host, service in batch if host not in gone
                 for problem in [_service_problem(f"{host}/{service}", failures.get((host, service)),
                                                  state_of.get((host, service)), status_of.get((host, service)),
@@ -226,12 +207,12 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     if not problems:
         return {"ok": True, "message": f"Batch {index + 1} of {count} is back: {healthy} of {expected} restarted "
                                        f"runtimes live and healthy; {readings}."}
-    members = ", ".join(f"{host}/{service}" for host, service in batch)
     advice = ("Fix the services named (systemctl status and journalctl -u on their hosts, or your service "
               "manager's logs), or bring the hosts back, then " + RE_RUN)
     if gates["crossed"]:
         advice = ("The database shows what the change may be doing: look at the producers' logs and the failed "
                   f"jobs, then back out, or once it is understood {RE_RUN}")
+    members = ", ".join(f"{host}/{service}" for host, service in batch)
     message = (f"Rollout stopped at batch {index + 1} of {count} ({members}): " + "; ".join(problems) + ". "
                f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {backout}")
     return {"ok": False, "message": message}
@@ -241,11 +222,15 @@ def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], pid_
                       backout: str, queues: list[str] | None = None) -> dict[str, Any]:
     """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
     runtimes live on the count?"""
-    matched = match.match(hosts, read.get("runtimes", []), pid_hosts=pid_hosts,
-                          queues=queues)
-    missing = [f"{entry['host']}/{entry['service']} ({_missing_text(entry)})" for entry in matched["services"]
-               if entry["status"] not in match.DONE
-               and entry["state"] != "stopped"]
+    matched = match.match(hosts, read.get("runtimes", []), pid_hosts=pid_hosts, queues=queues)
+    missing = []
+    for entry in matched["services"]:
+        if entry["status"] not in match.DONE and entry["state"] != "stopped":
+            why = {match.NOT_READ: "its host is unreachable", match.NOT_RUNNING: f"it is {entry['state']}",
+                   match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
+                   match.STALE_RUNTIMES: "its runtime does not run the count",
+                   match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
+            missing.append(f"{entry['host']}/{entry['service']} ({why.get(entry['status'], entry['status'])})")
     text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:
         return {"ok": True, "matched": matched, "message": f"Every service of the inventory is done: {text}; "
@@ -253,13 +238,3 @@ def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], pid_
     return {"ok": False, "matched": matched, "message": (
         f"The change window is not done for the inventory: {text}; not done: {', '.join(missing) or 'unknown'}; "
         f"{match.how_judged(matched)}. Bring back the hosts and services named, then {RE_RUN}. {backout}")}
-
-
-def _missing_text(entry: dict[str, Any]) -> str:
-    text: str = {match.NOT_READ: "its host is unreachable",
-                 match.NOT_RUNNING: f"it is {entry['state']}",
-                 match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
-                 match.STALE_RUNTIMES: "its runtime does not run the count",
-                 match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it",
-                 }.get(entry["status"], entry["status"])
-    return text
