@@ -58,8 +58,8 @@ def window_summary(reads: record.WindowReads, window: state.Window, asked: state
 
 
 def window_record(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> dict[str, Any]:
-    """The window's record from its reads (rollout.record.record_window)."""
-    return record.record_window(reads, window, asked, dict(context.CLIARGS))
+    """The window's record from its reads (rollout.record.window_record)."""
+    return record.window_record(reads, window, asked, dict(context.CLIARGS))
 
 
 def restart_plays(hostvars: Any) -> dict[str, list[Any]]:

@@ -224,21 +224,6 @@ def report_text(written: dict[str, Any] | None) -> str:
     return f"The window's report: {written['path']}."
 
 
-def stop_message(stopped: StopRecord, *, started_past: bool, counts_differ: bool, services: ServicesOutcome,
-                 backout: str, report: str) -> str:
-    """The window's last word after a stop: the stop's own message, what was done and what is left, the report,
-    and (unless a queue is not on the count asked) the back-out, last, as the command to copy."""
-    message = stopped["message"].replace(backout, "").strip()
-    if started_past and not counts_differ:
-        message = (f"This run started past the window's first phases (--start-at-task), so "
-                   f"'{stopped['task']}' lacked what they hand on ({message.rstrip('.')}). Nothing more was done. "
-                   f"{RESUME.replace('again', 'again without --start-at-task', 1)}.")
-    # A count this run did not set is not its to back out.
-    parts = [message if message.endswith(".") else message + ".", _services_text(services), report,
-             "" if counts_differ else backout]
-    return " ".join(part for part in parts if part)
-
-
 class WindowReads(TypedDict, total=False):
     """What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's
     read (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when
@@ -322,38 +307,27 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings,
     return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
 
 
-def record_window(reads: WindowReads, window: Window, asked: RolloutSettings,
+def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
                   cli_args: dict[str, Any] | None) -> dict[str, Any]:
-    """The window's record (``window_record``) where its queues stand now: the read after a stop when it ran, else
-    the summary's last read; with the window's state (its rollout, and what stopped it) and what it was asked."""
-    at_stop = _read(reads, "at_stop")
-    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
-    rollout = window["rollout"] or None
-    return window_record(
-        asked["queues"], views={**last_views(reads), **at_stop.get("queues", {})}, read=read, change=reads.get("change"),
-        rollout=rollout, preflight=reads.get("before"), inventory=inventory(rollout, read), verdict=reads.get("verdict"),
-        stopped=window["stop"] or None, started_past=reads.get("validated") is False, check_mode=asked["check_mode"],
-        backout=backout_command(asked["queues"], read, cli_args, changes=reads.get("change") is not None),
-        written=reads.get("written"), step=reads.get("step") or END)
-
-
-def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], read: dict[str, Any],
-                  change: Any, rollout: Mapping[str, Any] | None, preflight: dict[str, Any] | None,
-                  inventory: dict[str, Any] | None, verdict: dict[str, Any] | None, stopped: StopRecord | None,
-                  started_past: bool, check_mode: bool, backout: str,
-                  written: dict[str, Any] | None = None, step: str = END) -> dict[str, Any]:
     """The window's ``report`` (WindowReport), its ``outcome`` (WindowOutcome) and its last word: ``ok`` - it
     neither stopped nor failed to write its report - and ``message``: after a stop, what stopped it, what is done
     and left, the report and the back-out; otherwise where its report is.
 
-    ``views`` and ``read`` are the last read (the summary's, or the read after a stop); ``verdict`` the summary's
-    (``ok``, ``message``; one that fails ends the window as a stop does); ``stopped`` what stopped it (a batch's
-    verdict, or a failure after the change); ``started_past``: Validate's facts are missing, the run
-    started past it (--start-at-task); ``written``, the report task's result once it ran; ``step`` the step after
-    which it is written (``"the change"``, ``"a batch"``: the last one judged; END, the window's end).
+    The queues stand where the read after a stop (``at_stop``) left them when it ran, else at the summary's last
+    read; the summary's ``verdict`` (one that fails ends the window as a stop does), the window's state (its
+    rollout, and what stopped it: a batch's verdict, or a failure after the change) and what it was asked (its
+    queues, check mode) say the rest; ``validated`` false: the run started past Validate (--start-at-task).
     """
-    matched = {entry["queue"]: summary.queue_inventory(entry["queue"], inventory) for entry in queues}
-    services = services_outcome(rollout, summary.queue_inventory(None, inventory))
+    at_stop = _read(reads, "at_stop")
+    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
+    views: dict[str, QueueView] = {**last_views(reads), **at_stop.get("queues", {})}
+    queues, check_mode, change, preflight = asked["queues"], asked["check_mode"], reads.get("change"), reads.get("before")
+    rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
+    step = reads.get("step") or END
+    backout = backout_command(queues, read, cli_args, changes=change is not None)
+    served = inventory(rollout, read)
+    matched = {entry["queue"]: summary.queue_inventory(entry["queue"], served) for entry in queues}
+    services = services_outcome(rollout, summary.queue_inventory(None, served))
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
@@ -392,12 +366,21 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
             **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": summary.queue_inventory(None, inventory),
+        "inventory": summary.queue_inventory(None, served),
     }
+    written = reads.get("written")
     where = report_text(written)
     if stopped:
-        last = stop_message(stopped, started_past=started_past, counts_differ=counts_differ, services=services,
-                            backout=backout, report=where)
+        # After a stop: its own message, what was done and what is left, the report, and (unless a queue is not on
+        # the count asked: a count this run did not set is not its to back out) the back-out, last, to copy.
+        said = stopped["message"].replace(backout, "").strip()
+        if reads.get("validated") is False and not counts_differ:
+            said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
+                    f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
+                    f"{RESUME.replace('again', 'again without --start-at-task', 1)}.")
+        parts = [said if said.endswith(".") else said + ".", _services_text(services), where,
+                 "" if counts_differ else backout]
+        last = " ".join(part for part in parts if part)
     else:
         last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."
     unwritten = written is not None and not written.get("skipped") and "path" not in written
