@@ -166,18 +166,22 @@ def _single(values: set[int]) -> int | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
-def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, matched: dict[str, Any] | None) -> QueueOutcome:
-    """A queue at the window's end, as the summary table says it (summary.queue_done)."""
-    asked = int(entry["shards"])
+def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
+           matched: dict[str, Any] | None) -> tuple[QueueOutcome, QueueRecord]:
+    """A queue at the window's end, as the summary table says it (summary.queue_done), and as the report keeps it:
+    its entry, its summary row, its change, its last read and its inventory match."""
+    asked, result = int(entry["shards"]), queue_changes(change).get(entry["queue"])
+    kept: QueueRecord = {"requested": entry, "summary": None, "change": result, "read": view, "inventory": matched}
     if view is None:
-        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}
-    result = queue_changes(change).get(entry["queue"])
+        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}, kept
+    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
+    kept["summary"] = dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
     earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
     done = summary.queue_done(view, matched)
     drained = view.get("drained")
     return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
             "converged": done, "drained": None if drained is None else drained and done,
-            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
+            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}, kept
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
@@ -213,15 +217,6 @@ def _services_text(services: ServicesOutcome) -> str:
         ("restarted", services["restarted"]), ("not done", services["left"]),
         ("skipped, not checked or restarted", services["skipped"])) if names]
     return ("So far " + "; ".join(parts) + ".") if parts else ""
-
-
-def report_text(written: dict[str, Any] | None) -> str:
-    """Where the report is, from its task's result (None: no report was asked for)."""
-    if not written or written.get("skipped"):
-        return "No report was written (enqueue_shards_report_dir is empty)."
-    if "path" not in written:
-        return f"The window's report could not be written: {str(written.get('msg') or 'no message').rstrip('.')}."
-    return f"The window's report: {written['path']}."
 
 
 class WindowReads(TypedDict, total=False):
@@ -324,9 +319,12 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
     queues, check_mode, change, preflight = asked["queues"], asked["check_mode"], reads.get("change"), reads.get("before")
     rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
     step = reads.get("step") or END
+    # A step as the record names it: a batch by its number among the batches.
+    last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
     backout = backout_command(queues, read, cli_args, changes=change is not None)
     served = inventory(rollout, read)
-    matched = {entry["queue"]: summary.queue_inventory(entry["queue"], served) for entry in queues}
+    made = {entry["queue"]: _queue(entry, views.get(entry["queue"]), change, check_mode,
+                                   summary.queue_inventory(entry["queue"], served)) for entry in queues}
     services = services_outcome(rollout, summary.queue_inventory(None, served))
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
@@ -339,26 +337,26 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
     elif verdict:
         done, message = True, verdict["message"]
     elif step != END:
-        done, message = False, (f"The window had run up to {_step_text(step, rollout)} when this record was written: "
+        done, message = False, (f"The window had run up to {last_step} when this record was written: "
                                 f"if it ends here, the window was interrupted. {RESUME}.")
     else:
         done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
                                 "wait entry point (or the playbook's summary) to say.")
     backout_entries, dummy = previous_counts(queues, read)
+    started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
         "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
-        "last_step": _step_text(step, rollout), "message": message,
-        "queues": {entry["queue"]: queue_outcome(entry, views.get(entry["queue"]), change, matched[entry["queue"]])
-                   for entry in queues},
+        "last_step": last_step, "message": message,
+        "queues": {name: outcome for name, (outcome, dummy_kept) in made.items()},
         "services": services, "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.
         "backout_queues": [cast(BackoutQueue, entry) for entry in backout_entries],
-        "started": (preflight or {}).get("read_at"), "ended": read.get("read_at"),
-        "total_seconds": _elapsed((preflight or {}).get("read_at"), read.get("read_at"))}
+        "started": started, "ended": ended,
+        "total_seconds": round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended
+        else None}
     report: WindowReport = {
         "check_mode": check_mode, "outcome": outcome, "stopped": stopped,
-        "queues": {entry["queue"]: _queue_record(entry, views.get(entry["queue"]), change, check_mode,
-                                                 matched[entry["queue"]]) for entry in queues},
+        "queues": {name: kept for name, (dummy_outcome, kept) in made.items()},
         "preflight": None if preflight is None else {key: preflight.get(key) for key in (
             "summary_lines", "findings", "health", "msg") if key in preflight},
         "plan": None if rollout is None else {
@@ -368,8 +366,12 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
         "batches": None if rollout is None else rollout.get("verdicts"),
         "inventory": summary.queue_inventory(None, served),
     }
-    written = reads.get("written")
-    where = report_text(written)
+    # Where the report is, from its task's result (None, or skipped: no report was asked for).
+    written = reads.get("written") or {}
+    unwritten = bool(written) and not written.get("skipped") and "path" not in written
+    where = ("No report was written (enqueue_shards_report_dir is empty)." if not written or written.get("skipped")
+             else f"The window's report could not be written: {str(written.get('msg') or 'no message').rstrip('.')}."
+             if unwritten else f"The window's report: {written['path']}.")
     if stopped:
         # After a stop: its own message, what was done and what is left, the report, and (unless a queue is not on
         # the count asked: a count this run did not set is not its to back out) the back-out, last, to copy.
@@ -383,24 +385,4 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
         last = " ".join(part for part in parts if part)
     else:
         last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."
-    unwritten = written is not None and not written.get("skipped") and "path" not in written
     return {"report": report, "outcome": outcome, "ok": not stopped and not unwritten, "message": last}
-
-
-def _elapsed(started: str | None, ended: str | None) -> float | None:
-    return round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended else None
-
-
-def _step_text(step: str, rollout: Mapping[str, Any] | None) -> str:
-    """A step as the record names it: a batch by its number among the batches."""
-    if step == BATCH and rollout:
-        return f"batch {len(rollout.get('verdicts', []))} of {len(rollout.get('batches', []))}"
-    return step
-
-
-def _queue_record(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
-                  matched: dict[str, Any] | None) -> QueueRecord:
-    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
-    row = None if view is None else dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
-    return {"requested": entry, "summary": row, "change": queue_changes(change).get(entry["queue"]),
-            "read": view, "inventory": matched}
