@@ -47,11 +47,6 @@ def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
             "stop": None}
 
 
-def batch_services(rollout: state.Rollout) -> dict[str, list[str]]:
-    """Each host of the next batch (the first not judged yet) with its services of it (rollout.batch)."""
-    return batch.batch_services(rollout, len(rollout["verdicts"]))
-
-
 def window_summary(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> Any:
     """The summary's lines and verdict from the window's reads (rollout.record.window_summary)."""
     return record.window_summary(reads, window, asked, dict(context.CLIARGS))
@@ -104,7 +99,7 @@ class FilterModule:
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_rollout_plan": rollout_plan,
-            "enqueue_shards_batch_services": batch_services,
+            "enqueue_shards_batch_services": batch.batch_services,
             "enqueue_shards_restart_plays": restart_plays,
             "enqueue_shards_estimate": window_estimate,
             "enqueue_shards_window_services": restarts.window_services,

@@ -173,7 +173,8 @@ def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mod
     asked, result = int(entry["shards"]), queue_changes(change).get(entry["queue"])
     kept: QueueRecord = {"requested": entry, "summary": None, "change": result, "read": view, "inventory": matched}
     if view is None:
-        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}, kept
+        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None,
+                "set_by": None}, kept
     header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
     kept["summary"] = dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
     earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
@@ -316,9 +317,9 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
     at_stop = _read(reads, "at_stop")
     read = dict(at_stop) if "queues" in at_stop else last_read(reads)
     views: dict[str, QueueView] = {**last_views(reads), **at_stop.get("queues", {})}
-    queues, check_mode, change, preflight = asked["queues"], asked["check_mode"], reads.get("change"), reads.get("before")
+    queues, check_mode, change = asked["queues"], asked["check_mode"], reads.get("change")
     rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
-    step = reads.get("step") or END
+    step, preflight = reads.get("step") or END, reads.get("before")
     # A step as the record names it: a batch by its number among the batches.
     last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
     backout = backout_command(queues, read, cli_args, changes=change is not None)
