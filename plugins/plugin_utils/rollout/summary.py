@@ -75,8 +75,7 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     name_lists.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
         lines = []
-        observed = change.get("observed")
-        views = observed["queues"] if observed else {}
+        views = (change.get("observed") or {}).get("queues", {})
         for entry in queues:
             result = change["queues"][entry["queue"]]
             lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
@@ -119,15 +118,10 @@ def _ready_cell(view: QueueView) -> str:
     """The table's "ready jobs by shard": each physical queue's (``#n`` before each stripe's)."""
     if "shards" not in view:
         return "not read"
-    parts = []
-    for physical in view["physical_queues"]:
-        text = ready_by_shard(view["shards"], physical, SHARDS_LISTED)
-        parts.append(text if len(view["physical_queues"]) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}")
-    return " | ".join(parts) or "-"
-
-
-def _yes_no(value: bool) -> str:
-    return "yes" if value else "no"
+    physical_queues = view["physical_queues"]
+    return " | ".join(text if len(physical_queues) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}"
+                      for physical in physical_queues
+                      for text in [ready_by_shard(view["shards"], physical, SHARDS_LISTED)]) or "-"
 
 
 def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -138,43 +132,30 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
                        pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
 
 
-def _runtimes_text(view: QueueView, matched: dict[str, Any] | None) -> str:
-    if matched is None:
-        return f"{view['runtimes_converged']} of {view['runtimes_live']}"
-    return match.inventory_text(matched)
-
-
 def queue_done(view: QueueView, matched: dict[str, Any] | None) -> bool:
     """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
     return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
                                                       and not matched["unreachable_hosts"]))
 
 
-def _verdict_cell(view: QueueView, matched: dict[str, Any] | None) -> str:
-    """The table's "converged / drained" (a read without the lanes does not know drained)."""
-    done = queue_done(view, matched)
-    return f"{_yes_no(done)} / {_yes_no(bool(view.get('drained')) and done)}"
-
-
 def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
                 matched: dict[str, Any] | None = None) -> list[str]:
+    """A queue's row of the table; in check mode, a count the change would switch is "not yet" restarted."""
     result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view.get("depth_beyond_count")
-    row = [entry["queue"], "", "", _ready_cell(view), "unknown" if beyond is None else str(beyond), ""]
-    if check_mode:
-        planned_switch = result is not None and switches(result)
-        row[1] = f"{now} -> {entry['shards']}"
-        if planned_switch:
-            expected = view["runtimes_live"] if matched is None else matched["expected"]
-            row[2] = f"0 of {expected} (they restart)" if expected else "0 of 0"
-            row[5] = "not yet (check mode)"
-        else:
-            row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
-        return row
-    row[1] = f"{_counts_text(counts_before(result, view)) or '?'} -> {now}"
-    row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
-    return row
+    if check_mode and result is not None and switches(result):
+        expected = view["runtimes_live"] if matched is None else matched["expected"]
+        runtimes, verdict = f"0 of {expected} (they restart)" if expected else "0 of 0", "not yet (check mode)"
+    else:
+        # The "converged / drained" a read without the lanes does not know drained.
+        done = queue_done(view, matched)
+        runtimes = (f"{view['runtimes_converged']} of {view['runtimes_live']}" if matched is None
+                    else match.inventory_text(matched))
+        verdict = f"{'yes' if done else 'no'} / {'yes' if view.get('drained') and done else 'no'}"
+    counts = (f"{now} -> {entry['shards']}" if check_mode
+              else f"{_counts_text(counts_before(result, view)) or '?'} -> {now}")
+    return [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
 
 
 def counts_before(result: QueueChange | None, view: QueueView) -> list[int]:
@@ -200,8 +181,7 @@ def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> lis
                    if entry["status"] == match.NOT_READ]
         lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(skipped)}")
     missing = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-               if entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES,
-                                      match.SHORT_BY_COUNT)
+               if entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
                or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped")]
     if missing:
         lines.append(f"  without a live runtime on the count: {', '.join(missing)}")
