@@ -39,9 +39,7 @@ def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
     """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
     the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
     settings, its reach and its read after its environment file was written) - and no stop."""
-    settings, probes, services = zip(*hosts) if hosts else ((), (), ())
-    return {"rollout": state.plan(list(settings), list(probes), list(services),
-                                  read=record.after_change(reads),  # type: ignore[arg-type]
+    return {"rollout": state.plan(hosts, read=record.after_change(reads),  # type: ignore[arg-type]
                                   change=reads.get("change"),  # type: ignore[arg-type]
                                   before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
             "stop": None}

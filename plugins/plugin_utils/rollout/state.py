@@ -126,14 +126,13 @@ class Window(TypedDict):
     stop: StopRecord | None
 
 
-def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
-         change: EnqueueShardsResult | None, before: Mapping[str, Any] | None, settings: RolloutSettings,
-         cli_args: dict[str, Any] | None) -> Rollout:
+def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: EnqueueShardsResult | None,
+         before: Mapping[str, Any] | None, settings: RolloutSettings, cli_args: dict[str, Any] | None) -> Rollout:
     """The rollout's state before its first batch, from each play host's settings (validation), its probe (the
-    reach) and its read after its environment file was written (a host left out since the reach keeps its probe's
-    why); ``read`` is the queues right after the change, ``before`` preflight's read (the gates' baseline)."""
-    states = [services.host_state(host, probe if read.get("skipped") else read)
-              for host, probe, read in zip(hosts, probes, reads)]
+    reach) and its read after its environment file was written (``hosts``: the three of each, in play order; a host
+    left out since the reach keeps its probe's why); ``read`` is the queues right after the change, ``before``
+    preflight's read (the gates' baseline)."""
+    states = [services.host_state(host, probe if found.get("skipped") else found) for host, probe, found in hosts]
     made = restarts.restart_plan(states, read=read, change=change, batch_size=settings["batch_size"],
                                  check_mode=settings["check_mode"],
                                  max_fail_percentage=settings["max_fail_percentage"])
@@ -143,7 +142,7 @@ def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[
     refusal = f"Nothing was restarted: {' | '.join(made['problems'])}. {'' if settings['check_mode'] else back_out}"
     # Said again only when the plan restarts fewer batches than the estimate before the change counted (a re-run).
     timing = [estimate.estimate(len(made["batches"]), settings, made["lowered"])["line"]] if made["batches"] and len(
-        made["batches"]) != estimate.every_host_batches(hosts, settings["batch_size"]) else []
+        made["batches"]) != estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"]) else []
     # The hosts of the plays of the batches: none in check mode, which restarts nothing.
     batch_hosts = [] if settings["check_mode"] else restarts.batch_hosts(made["batches"])
     return {"batches": made["batches"], "batch_hosts": batch_hosts, "read": read["read_at"],
