@@ -50,9 +50,6 @@ CHANGE, BATCH, END = "the change", "a batch", "the end"
 # The set_stats key: outside the role's enqueue_shards_* names, so a workflow's next run of the role, which receives
 # it as an extra variable, does not take it for a variable of its own.
 OUTCOME_KEY = "awa_enqueue_shards_outcome"
-RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
-          "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
-          "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point)")
 
 
 class QueueOutcome(TypedDict):
@@ -339,7 +336,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
         done, message = True, verdict["message"]
     elif step != END:
         done, message = False, (f"The window had run up to {last_step} when this record was written: "
-                                f"if it ends here, the window was interrupted. {RESUME}.")
+                                f"if it ends here, the window was interrupted. {summary.RESUME}.")
     else:
         done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
                                 "wait entry point (or the playbook's summary) to say.")
@@ -380,7 +377,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
         if reads.get("validated") is False and not counts_differ:
             said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
                     f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
-                    f"{RESUME.replace('again', 'again without --start-at-task', 1)}.")
+                    f"{summary.RESUME.replace('again', 'again without --start-at-task', 1)}.")
         parts = [said if said.endswith(".") else said + ".", _services_text(services), where,
                  "" if counts_differ else backout]
         last = " ".join(part for part in parts if part)

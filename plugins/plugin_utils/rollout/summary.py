@@ -35,6 +35,9 @@ CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "read
                      "converged / drained")
 CHECK_MODE_NOTE = "Check mode: nothing was changed, restarted or waited for."
 NOT_DONE = "The change window is not done"
+RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
+          "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
+          "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point)")
 
 
 def _counts_text(counts: dict[str, Any] | list[Any]) -> str:
@@ -266,10 +269,7 @@ def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
         return {"ok": False, "message": (
             f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
             "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
-            "To resume, run the same command again without --start-at-task (or those --tags): it changes nothing "
-            "already done and restarts only the services that do not run the count yet; or, once the count asked is "
-            "set, only the wait (--tags "
-            "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point).")}
+            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}.")}
     # The inventory's verdict names the services and hosts: it speaks first.
     if inventory_verdict is not None and not inventory_verdict["ok"]:
         return inventory_verdict

@@ -10,7 +10,6 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import (
     OUTCOME_KEY,
-    RESUME,
     WindowOutcome,
     WindowReport,
     after_change,
@@ -23,7 +22,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record impo
     window_record,
     window_summary,
 )
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import CHECK_MODE_NOTE
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import CHECK_MODE_NOTE, RESUME
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
