@@ -131,8 +131,8 @@ def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list
 
 def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
     """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
-    with the batch's verdict (``verdict``: ``ok`` and ``message``), judged by the gates and with the back-out of the
-    rollout's own."""
+    with the batch's verdict last of its ``verdicts`` (``ok`` and ``message``), judged by the gates and with the
+    back-out of the rollout's own."""
     outcomes = restart_outcomes(rollout, index, restarts)
     hosts = _updated_hosts(rollout, restarts)
     gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
@@ -146,5 +146,5 @@ def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, A
     # The services restarted so far (host/service): the window's record says them, and those left.
     restarted = rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
                                                 for service in outcome["restarted"]]
-    return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known, verdict=verdict,
+    return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known,
                 verdicts=rollout["verdicts"] + [verdict], restarted=restarted)

@@ -56,7 +56,9 @@ class Shown(TypedDict):
     refusal: str
 
 
-class _Rollout(TypedDict):
+class Rollout(TypedDict):
+    """The rollout's state (the module's docstring)."""
+
     # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
     # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
     # concerns and the services it leaves untouched, and what every batch reads: how long to watch it, and its gates.
@@ -83,12 +85,6 @@ class _Rollout(TypedDict):
     verdicts: list[Verdict]
     # Only for display.
     shown: Shown
-
-
-class Rollout(_Rollout, total=False):
-    """The rollout's state (the module's docstring); ``verdict`` is the last batch's, once one ran."""
-
-    verdict: Verdict
 
 
 class RolloutSettings(TypedDict):
@@ -169,7 +165,7 @@ def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequ
     previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
     if read.get("read_at") and previous:
         seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
-        verdict = judged["verdicts"][-1] = judged["verdict"] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
+        verdict = judged["verdicts"][-1] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(batch.batch_services(rollout, index))}
     return {"rollout": judged, "stop": window["stop"] or stopped}
