@@ -77,15 +77,12 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     name_lists.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
-        lines = []
         views = (change.get("observed") or {}).get("queues", {})
-        for entry in queues:
-            result = change["queues"][entry["queue"]]
-            lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
-                         f"{entry['shards']} on {', '.join(result['physical_queues'])} - "
-                         f"{_change_outcome(result, check_mode, views.get(entry['queue']))}")
-            lines.append(f"  ordering: {result['ordering']}")
-        return lines
+        return [line for entry in queues for result in [change["queues"][entry["queue"]]] for line in (
+            f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> {entry['shards']} on "
+            f"{', '.join(result['physical_queues'])} - "
+            f"{_change_outcome(result, check_mode, views.get(entry['queue']))}",
+            f"  ordering: {result['ordering']}")]
     kinds: dict[tuple[str, int, str], list[str]] = {}
     orderings: dict[str, list[str]] = {}
     for entry in queues:
@@ -247,15 +244,11 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
 
 def count_problems(queues: list[dict[str, Any]], views: dict[str, QueueView]) -> list[str]:
     """Each queue whose count in force is not the one asked (a run that started past the change did not set it)."""
-    problems = []
-    for entry in queues:
-        view = views.get(entry["queue"])
-        if view is None:
-            problems.append(f"{entry['queue']} was not read")
-        elif set(view["enqueue_shards"].values()) != {int(entry["shards"])}:
-            problems.append(f"{entry['queue']} holds enqueue_shards {_counts_text(view['enqueue_shards'])}, not the "
-                            f"{entry['shards']} asked")
-    return problems
+    return [f"{entry['queue']} was not read" if view is None else
+            f"{entry['queue']} holds enqueue_shards {_counts_text(view['enqueue_shards'])}, not the "
+            f"{entry['shards']} asked"
+            for entry in queues for view in [views.get(entry["queue"])]
+            if view is None or set(view["enqueue_shards"].values()) != {int(entry["shards"])}]
 
 
 def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
