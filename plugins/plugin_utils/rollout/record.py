@@ -129,7 +129,7 @@ class WindowReport(TypedDict):
     preflight: dict[str, Any] | None
     plan: dict[str, Any] | None
     services: list[dict[str, Any]] | None
-    batches: list[dict[str, Any]] | None
+    batches: list[Verdict] | None
     inventory: dict[str, Any] | None
 
 

@@ -77,7 +77,7 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     name_lists.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
-        views = (change.get("observed") or {}).get("queues", {})
+        views = observed["queues"] if (observed := change.get("observed")) else {}
         return [line for entry in queues for result in [change["queues"][entry["queue"]]] for line in (
             f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> {entry['shards']} on "
             f"{', '.join(result['physical_queues'])} - "
