@@ -47,9 +47,11 @@ def converged_at_6() -> dict:
     return read
 
 
-def record(last_read: dict, *, rollout: dict | None = ROLLOUT, stopped: dict | None = None, check_mode: bool = False,
-           started_past: bool = False, **given) -> dict:
-    """The record of a window whose queues were last read as ``last_read``; ``given``: the window's other reads."""
+def record(last_read: dict, *, stopped: dict | None = None, check_mode: bool = False, started_past: bool = False,
+           **given) -> dict:
+    """The record of a window whose queues were last read as ``last_read``; ``given``: its ``rollout`` (ROLLOUT by
+    default) and the window's other reads."""
+    rollout = given.pop("rollout", ROLLOUT)
     reads = {"at_stop": last_read, "change": REAL, "before": {"read_at": "2026-11-30T16:55:20.000000+00:00"},
              "written": {"changed": False, "path": "/srv/windows/enqueue_shards-20261130T165600Z.json"},
              "validated": not started_past, **given}
