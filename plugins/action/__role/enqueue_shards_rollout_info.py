@@ -76,7 +76,7 @@ class ActionModule(InfoAction):
         the window's end to report."""
         if not asked.get("dir"):
             return
-        made = record.record_window({**asked["reads"], "step": record.BATCH}, judged,
+        made = record.window_record({**asked["reads"], "step": record.BATCH}, judged,
                                     {"queues": asked["queues"], "check_mode": False},  # type: ignore[typeddict-item]
                                     dict(context.CLIARGS))
         try:

@@ -39,17 +39,10 @@ def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
     """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
     the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
     settings, its reach and its read after its environment file was written) - and no stop."""
-    settings, probes, services = zip(*hosts) if hosts else ((), (), ())
-    return {"rollout": state.plan(list(settings), list(probes), list(services),
-                                  read=record.after_change(reads),  # type: ignore[arg-type]
+    return {"rollout": state.plan(hosts, read=record.after_change(reads),  # type: ignore[arg-type]
                                   change=reads.get("change"),  # type: ignore[arg-type]
                                   before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
             "stop": None}
-
-
-def batch_services(rollout: state.Rollout) -> dict[str, list[str]]:
-    """Each host of the next batch (the first not judged yet) with its services of it (rollout.batch)."""
-    return batch.batch_services(rollout, len(rollout["verdicts"]))
 
 
 def window_summary(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> Any:
@@ -58,8 +51,8 @@ def window_summary(reads: record.WindowReads, window: state.Window, asked: state
 
 
 def window_record(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> dict[str, Any]:
-    """The window's record from its reads (rollout.record.record_window)."""
-    return record.record_window(reads, window, asked, dict(context.CLIARGS))
+    """The window's record from its reads (rollout.record.window_record)."""
+    return record.window_record(reads, window, asked, dict(context.CLIARGS))
 
 
 def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
@@ -104,7 +97,7 @@ class FilterModule:
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
             "enqueue_shards_rollout_plan": rollout_plan,
-            "enqueue_shards_batch_services": batch_services,
+            "enqueue_shards_batch_services": batch.batch_services,
             "enqueue_shards_restart_plays": restart_plays,
             "enqueue_shards_estimate": window_estimate,
             "enqueue_shards_window_services": restarts.window_services,

@@ -25,11 +25,11 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
-def batch_services(rollout: Mapping[str, Any], index: int) -> dict[str, list[str]]:
-    """Each host of batch ``index`` still in the rollout, with its services of the batch (a host not named
-    restarts nothing in it)."""
+def batch_services(rollout: Mapping[str, Any], index: int | None = None) -> dict[str, list[str]]:
+    """Each host of batch ``index`` (by default the next: the first not judged yet) still in the rollout, with its
+    services of the batch (a host not named restarts nothing in it)."""
     services: dict[str, list[str]] = {}
-    for host, service in rollout["batches"][index]:
+    for host, service in rollout["batches"][len(rollout["verdicts"]) if index is None else index]:
         if host not in rollout["gone"]:
             services.setdefault(host, []).append(service)
     return services
@@ -38,8 +38,8 @@ def batch_services(rollout: Mapping[str, Any], index: int) -> dict[str, list[str
 def next_batch(rollout: Mapping[str, Any], restarts: Mapping[str, Any] | None) -> tuple[int, dict[str, Any]]:
     """The next batch (the first not judged yet): its index, and its hosts' restarts in ``restarts`` (every play
     host's result; none yet before they ran)."""
-    index = len(rollout["verdicts"])
-    return index, {host: restarts[host] for host in batch_services(rollout, index) if restarts and host in restarts}
+    return len(rollout["verdicts"]), {host: restarts[host] for host in batch_services(rollout)
+                                      if restarts and host in restarts}
 
 
 def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -53,17 +53,14 @@ def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str,
     outcomes = []
     for host, result in restarts.items():
         error = read_error(result)
-        if error is not None:
-            outcomes.append({"host": host, "restarted": [],
-                             "failed": [] if result.get("unreachable") else [
-                                 {"service": service, "message": error} for service in members[host]],
-                             "unreachable": error if result.get("unreachable") else None})
-            continue
-        outcomes.append({"host": host, "restarted": list(result["restarted"]),
-                         "failed": [dict(failure) for failure in result["restart_failures"]]
-                         + [{"service": service, "message": problem} for problem in result["problems"]
-                            for service in members[host]],
-                         "unreachable": None})
+        gone = error is not None and result.get("unreachable")
+        # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
+        problems = [] if gone else result["problems"] if error is None else [error]
+        failures = [] if error is not None else [dict(failure) for failure in result["restart_failures"]]
+        outcomes.append({"host": host, "restarted": [] if error is not None else list(result["restarted"]),
+                         "failed": failures + [{"service": service, "message": problem} for problem in problems
+                                               for service in members[host]],
+                         "unreachable": error if gone else None})
     return outcomes
 
 
@@ -109,16 +106,13 @@ def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) 
 
 def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each host of the batch's state as its restart reported it (unreachable: every service unread)."""
-    by_host = {state["host"]: state for state in rollout["hosts"]}
-    fresh = {}
-    for host, result in restarts.items():
-        state = by_host[host]
-        settings = {"host": host, "services": [service["service"] for service in state["services"]],
-                    "service_queues": {service["service"]: service["queues"] for service in state["services"]
-                                       if service.get("queues") is not None},
-                    "service_runtimes": {service["service"]: service["runtimes"] for service in state["services"]}}
-        fresh[host] = host_state(settings, result)
-    return fresh
+    services = {state["host"]: state["services"] for state in rollout["hosts"]}
+    return {host: host_state({"host": host, "services": [service["service"] for service in services[host]],
+                              "service_queues": {service["service"]: service["queues"] for service in services[host]
+                                                 if service.get("queues") is not None},
+                              "service_runtimes": {service["service"]: service["runtimes"]
+                                                   for service in services[host]}}, result)
+            for host, result in restarts.items()}
 
 
 def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -137,8 +131,8 @@ def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list
 
 def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
     """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
-    with the batch's verdict (``verdict``: ``ok`` and ``message``), judged by the gates and with the back-out of the
-    rollout's own."""
+    with the batch's verdict last of its ``verdicts`` (``ok`` and ``message``), judged by the gates and with the
+    back-out of the rollout's own."""
     outcomes = restart_outcomes(rollout, index, restarts)
     hosts = _updated_hosts(rollout, restarts)
     gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
@@ -152,5 +146,5 @@ def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, A
     # The services restarted so far (host/service): the window's record says them, and those left.
     restarted = rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
                                                 for service in outcome["restarted"]]
-    return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known, verdict=verdict,
+    return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known,
                 verdicts=rollout["verdicts"] + [verdict], restarted=restarted)

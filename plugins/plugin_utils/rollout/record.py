@@ -50,9 +50,6 @@ CHANGE, BATCH, END = "the change", "a batch", "the end"
 # The set_stats key: outside the role's enqueue_shards_* names, so a workflow's next run of the role, which receives
 # it as an extra variable, does not take it for a variable of its own.
 OUTCOME_KEY = "awa_enqueue_shards_outcome"
-RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
-          "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
-          "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point)")
 
 
 class QueueOutcome(TypedDict):
@@ -132,7 +129,7 @@ class WindowReport(TypedDict):
     preflight: dict[str, Any] | None
     plan: dict[str, Any] | None
     services: list[dict[str, Any]] | None
-    batches: list[dict[str, Any]] | None
+    batches: list[Verdict] | None
     inventory: dict[str, Any] | None
 
 
@@ -166,18 +163,23 @@ def _single(values: set[int]) -> int | None:
     return next(iter(values)) if len(values) == 1 else None
 
 
-def queue_outcome(entry: dict[str, Any], view: QueueView | None, change: Any, matched: dict[str, Any] | None) -> QueueOutcome:
-    """A queue at the window's end, as the summary table says it (summary.queue_done)."""
-    asked = int(entry["shards"])
+def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
+           matched: dict[str, Any] | None) -> tuple[QueueOutcome, QueueRecord]:
+    """A queue at the window's end, as the summary table says it (summary.queue_done), and as the report keeps it:
+    its entry, its summary row, its change, its last read and its inventory match."""
+    asked, result = int(entry["shards"]), queue_changes(change).get(entry["queue"])
+    kept: QueueRecord = {"requested": entry, "summary": None, "change": result, "read": view, "inventory": matched}
     if view is None:
-        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None, "set_by": None}
-    result = queue_changes(change).get(entry["queue"])
+        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None,
+                "set_by": None}, kept
+    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
+    kept["summary"] = dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
     earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
     done = summary.queue_done(view, matched)
     drained = view.get("drained")
     return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
             "converged": done, "drained": None if drained is None else drained and done,
-            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
+            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}, kept
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
@@ -213,30 +215,6 @@ def _services_text(services: ServicesOutcome) -> str:
         ("restarted", services["restarted"]), ("not done", services["left"]),
         ("skipped, not checked or restarted", services["skipped"])) if names]
     return ("So far " + "; ".join(parts) + ".") if parts else ""
-
-
-def report_text(written: dict[str, Any] | None) -> str:
-    """Where the report is, from its task's result (None: no report was asked for)."""
-    if not written or written.get("skipped"):
-        return "No report was written (enqueue_shards_report_dir is empty)."
-    if "path" not in written:
-        return f"The window's report could not be written: {str(written.get('msg') or 'no message').rstrip('.')}."
-    return f"The window's report: {written['path']}."
-
-
-def stop_message(stopped: StopRecord, *, started_past: bool, counts_differ: bool, services: ServicesOutcome,
-                 backout: str, report: str) -> str:
-    """The window's last word after a stop: the stop's own message, what was done and what is left, the report,
-    and (unless a queue is not on the count asked) the back-out, last, as the command to copy."""
-    message = stopped["message"].replace(backout, "").strip()
-    if started_past and not counts_differ:
-        message = (f"This run started past the window's first phases (--start-at-task), so "
-                   f"'{stopped['task']}' lacked what they hand on ({message.rstrip('.')}). Nothing more was done. "
-                   f"{RESUME.replace('again', 'again without --start-at-task', 1)}.")
-    # A count this run did not set is not its to back out.
-    parts = [message if message.endswith(".") else message + ".", _services_text(services), report,
-             "" if counts_differ else backout]
-    return " ".join(part for part in parts if part)
 
 
 class WindowReads(TypedDict, total=False):
@@ -322,38 +300,30 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings,
     return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
 
 
-def record_window(reads: WindowReads, window: Window, asked: RolloutSettings,
+def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
                   cli_args: dict[str, Any] | None) -> dict[str, Any]:
-    """The window's record (``window_record``) where its queues stand now: the read after a stop when it ran, else
-    the summary's last read; with the window's state (its rollout, and what stopped it) and what it was asked."""
-    at_stop = _read(reads, "at_stop")
-    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
-    rollout = window["rollout"] or None
-    return window_record(
-        asked["queues"], views={**last_views(reads), **at_stop.get("queues", {})}, read=read, change=reads.get("change"),
-        rollout=rollout, preflight=reads.get("before"), inventory=inventory(rollout, read), verdict=reads.get("verdict"),
-        stopped=window["stop"] or None, started_past=reads.get("validated") is False, check_mode=asked["check_mode"],
-        backout=backout_command(asked["queues"], read, cli_args, changes=reads.get("change") is not None),
-        written=reads.get("written"), step=reads.get("step") or END)
-
-
-def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], read: dict[str, Any],
-                  change: Any, rollout: Mapping[str, Any] | None, preflight: dict[str, Any] | None,
-                  inventory: dict[str, Any] | None, verdict: dict[str, Any] | None, stopped: StopRecord | None,
-                  started_past: bool, check_mode: bool, backout: str,
-                  written: dict[str, Any] | None = None, step: str = END) -> dict[str, Any]:
     """The window's ``report`` (WindowReport), its ``outcome`` (WindowOutcome) and its last word: ``ok`` - it
     neither stopped nor failed to write its report - and ``message``: after a stop, what stopped it, what is done
     and left, the report and the back-out; otherwise where its report is.
 
-    ``views`` and ``read`` are the last read (the summary's, or the read after a stop); ``verdict`` the summary's
-    (``ok``, ``message``; one that fails ends the window as a stop does); ``stopped`` what stopped it (a batch's
-    verdict, or a failure after the change); ``started_past``: Validate's facts are missing, the run
-    started past it (--start-at-task); ``written``, the report task's result once it ran; ``step`` the step after
-    which it is written (``"the change"``, ``"a batch"``: the last one judged; END, the window's end).
+    The queues stand where the read after a stop (``at_stop``) left them when it ran, else at the summary's last
+    read; the summary's ``verdict`` (one that fails ends the window as a stop does), the window's state (its
+    rollout, and what stopped it: a batch's verdict, or a failure after the change) and what it was asked (its
+    queues, check mode) say the rest; ``validated`` false: the run started past Validate (--start-at-task).
     """
-    matched = {entry["queue"]: summary.queue_inventory(entry["queue"], inventory) for entry in queues}
-    services = services_outcome(rollout, summary.queue_inventory(None, inventory))
+    at_stop = _read(reads, "at_stop")
+    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
+    views: dict[str, QueueView] = {**last_views(reads), **at_stop.get("queues", {})}
+    queues, check_mode, change = asked["queues"], asked["check_mode"], reads.get("change")
+    rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
+    step, preflight = reads.get("step") or END, reads.get("before")
+    # A step as the record names it: a batch by its number among the batches.
+    last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
+    backout = backout_command(queues, read, cli_args, changes=change is not None)
+    served = inventory(rollout, read)
+    made = {entry["queue"]: _queue(entry, views.get(entry["queue"]), change, check_mode,
+                                   summary.queue_inventory(entry["queue"], served)) for entry in queues}
+    services = services_outcome(rollout, summary.queue_inventory(None, served))
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
@@ -365,26 +335,26 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
     elif verdict:
         done, message = True, verdict["message"]
     elif step != END:
-        done, message = False, (f"The window had run up to {_step_text(step, rollout)} when this record was written: "
-                                f"if it ends here, the window was interrupted. {RESUME}.")
+        done, message = False, (f"The window had run up to {last_step} when this record was written: "
+                                f"if it ends here, the window was interrupted. {summary.RESUME}.")
     else:
         done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
                                 "wait entry point (or the playbook's summary) to say.")
     backout_entries, dummy = previous_counts(queues, read)
+    started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
         "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
-        "last_step": _step_text(step, rollout), "message": message,
-        "queues": {entry["queue"]: queue_outcome(entry, views.get(entry["queue"]), change, matched[entry["queue"]])
-                   for entry in queues},
+        "last_step": last_step, "message": message,
+        "queues": {name: outcome for name, (outcome, dummy_kept) in made.items()},
         "services": services, "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.
         "backout_queues": [cast(BackoutQueue, entry) for entry in backout_entries],
-        "started": (preflight or {}).get("read_at"), "ended": read.get("read_at"),
-        "total_seconds": _elapsed((preflight or {}).get("read_at"), read.get("read_at"))}
+        "started": started, "ended": ended,
+        "total_seconds": round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended
+        else None}
     report: WindowReport = {
         "check_mode": check_mode, "outcome": outcome, "stopped": stopped,
-        "queues": {entry["queue"]: _queue_record(entry, views.get(entry["queue"]), change, check_mode,
-                                                 matched[entry["queue"]]) for entry in queues},
+        "queues": {name: kept for name, (dummy_outcome, kept) in made.items()},
         "preflight": None if preflight is None else {key: preflight.get(key) for key in (
             "summary_lines", "findings", "health", "msg") if key in preflight},
         "plan": None if rollout is None else {
@@ -392,32 +362,25 @@ def window_record(queues: list[dict[str, Any]], *, views: dict[str, QueueView], 
             **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": summary.queue_inventory(None, inventory),
+        "inventory": summary.queue_inventory(None, served),
     }
-    where = report_text(written)
+    # Where the report is, from its task's result (None, or skipped: no report was asked for).
+    written = reads.get("written") or {}
+    unwritten = bool(written) and not written.get("skipped") and "path" not in written
+    where = ("No report was written (enqueue_shards_report_dir is empty)." if not written or written.get("skipped")
+             else f"The window's report could not be written: {str(written.get('msg') or 'no message').rstrip('.')}."
+             if unwritten else f"The window's report: {written['path']}.")
     if stopped:
-        last = stop_message(stopped, started_past=started_past, counts_differ=counts_differ, services=services,
-                            backout=backout, report=where)
+        # After a stop: its own message, what was done and what is left, the report, and (unless a queue is not on
+        # the count asked: a count this run did not set is not its to back out) the back-out, last, to copy.
+        said = stopped["message"].replace(backout, "").strip()
+        if reads.get("validated") is False and not counts_differ:
+            said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
+                    f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
+                    f"{summary.RESUME.replace('again', 'again without --start-at-task', 1)}.")
+        parts = [said if said.endswith(".") else said + ".", _services_text(services), where,
+                 "" if counts_differ else backout]
+        last = " ".join(part for part in parts if part)
     else:
         last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."
-    unwritten = written is not None and not written.get("skipped") and "path" not in written
     return {"report": report, "outcome": outcome, "ok": not stopped and not unwritten, "message": last}
-
-
-def _elapsed(started: str | None, ended: str | None) -> float | None:
-    return round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended else None
-
-
-def _step_text(step: str, rollout: Mapping[str, Any] | None) -> str:
-    """A step as the record names it: a batch by its number among the batches."""
-    if step == BATCH and rollout:
-        return f"batch {len(rollout.get('verdicts', []))} of {len(rollout.get('batches', []))}"
-    return step
-
-
-def _queue_record(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
-                  matched: dict[str, Any] | None) -> QueueRecord:
-    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
-    row = None if view is None else dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
-    return {"requested": entry, "summary": row, "change": queue_changes(change).get(entry["queue"]),
-            "read": view, "inventory": matched}

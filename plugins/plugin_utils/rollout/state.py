@@ -56,7 +56,9 @@ class Shown(TypedDict):
     refusal: str
 
 
-class _Rollout(TypedDict):
+class Rollout(TypedDict):
+    """The rollout's state (the module's docstring)."""
+
     # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
     # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
     # concerns and the services it leaves untouched, and what every batch reads: how long to watch it, and its gates.
@@ -83,12 +85,6 @@ class _Rollout(TypedDict):
     verdicts: list[Verdict]
     # Only for display.
     shown: Shown
-
-
-class Rollout(_Rollout, total=False):
-    """The rollout's state (the module's docstring); ``verdict`` is the last batch's, once one ran."""
-
-    verdict: Verdict
 
 
 class RolloutSettings(TypedDict):
@@ -126,14 +122,13 @@ class Window(TypedDict):
     stop: StopRecord | None
 
 
-def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[dict[str, Any]], *, read: StateRead,
-         change: EnqueueShardsResult | None, before: Mapping[str, Any] | None, settings: RolloutSettings,
-         cli_args: dict[str, Any] | None) -> Rollout:
+def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: EnqueueShardsResult | None,
+         before: Mapping[str, Any] | None, settings: RolloutSettings, cli_args: dict[str, Any] | None) -> Rollout:
     """The rollout's state before its first batch, from each play host's settings (validation), its probe (the
-    reach) and its read after its environment file was written (a host left out since the reach keeps its probe's
-    why); ``read`` is the queues right after the change, ``before`` preflight's read (the gates' baseline)."""
-    states = [services.host_state(host, probe if read.get("skipped") else read)
-              for host, probe, read in zip(hosts, probes, reads)]
+    reach) and its read after its environment file was written (``hosts``: the three of each, in play order; a host
+    left out since the reach keeps its probe's why); ``read`` is the queues right after the change, ``before``
+    preflight's read (the gates' baseline)."""
+    states = [services.host_state(host, probe if found.get("skipped") else found) for host, probe, found in hosts]
     made = restarts.restart_plan(states, read=read, change=change, batch_size=settings["batch_size"],
                                  check_mode=settings["check_mode"],
                                  max_fail_percentage=settings["max_fail_percentage"])
@@ -143,7 +138,7 @@ def plan(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], reads: list[
     refusal = f"Nothing was restarted: {' | '.join(made['problems'])}. {'' if settings['check_mode'] else back_out}"
     # Said again only when the plan restarts fewer batches than the estimate before the change counted (a re-run).
     timing = [estimate.estimate(len(made["batches"]), settings, made["lowered"])["line"]] if made["batches"] and len(
-        made["batches"]) != estimate.every_host_batches(hosts, settings["batch_size"]) else []
+        made["batches"]) != estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"]) else []
     # The hosts of the plays of the batches: none in check mode, which restarts nothing.
     batch_hosts = [] if settings["check_mode"] else restarts.batch_hosts(made["batches"])
     return {"batches": made["batches"], "batch_hosts": batch_hosts, "read": read["read_at"],
@@ -170,7 +165,7 @@ def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequ
     previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
     if read.get("read_at") and previous:
         seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
-        verdict = judged["verdicts"][-1] = judged["verdict"] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
+        verdict = judged["verdicts"][-1] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(batch.batch_services(rollout, index))}
     return {"rollout": judged, "stop": window["stop"] or stopped}

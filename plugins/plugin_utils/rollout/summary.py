@@ -35,6 +35,9 @@ CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "read
                      "converged / drained")
 CHECK_MODE_NOTE = "Check mode: nothing was changed, restarted or waited for."
 NOT_DONE = "The change window is not done"
+RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
+          "that do not run the count yet; or, once the count asked is set, only the wait (--tags "
+          "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point)")
 
 
 def _counts_text(counts: dict[str, Any] | list[Any]) -> str:
@@ -74,16 +77,12 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     wording.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
     if len(queues) <= DETAILED_QUEUES:
-        lines = []
-        observed = change.get("observed")
-        views = observed["queues"] if observed else {}
-        for entry in queues:
-            result = change["queues"][entry["queue"]]
-            lines.append(f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> "
-                         f"{entry['shards']} on {', '.join(result['physical_queues'])} - "
-                         f"{_change_outcome(result, check_mode, views.get(entry['queue']))}")
-            lines.append(f"  ordering: {result['ordering']}")
-        return lines
+        views = observed["queues"] if (observed := change.get("observed")) else {}
+        return [line for entry in queues for result in [change["queues"][entry["queue"]]] for line in (
+            f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> {entry['shards']} on "
+            f"{', '.join(result['physical_queues'])} - "
+            f"{_change_outcome(result, check_mode, views.get(entry['queue']))}",
+            f"  ordering: {result['ordering']}")]
     kinds: dict[tuple[str, int, str], list[str]] = {}
     orderings: dict[str, list[str]] = {}
     for entry in queues:
@@ -119,15 +118,10 @@ def _ready_cell(view: QueueView) -> str:
     """The table's "ready jobs by shard": each physical queue's (``#n`` before each stripe's)."""
     if "shards" not in view:
         return "not read"
-    parts = []
-    for physical in view["physical_queues"]:
-        text = ready_by_shard(view["shards"], physical, SHARDS_LISTED)
-        parts.append(text if len(view["physical_queues"]) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}")
-    return " | ".join(parts) or "-"
-
-
-def _yes_no(value: bool) -> str:
-    return "yes" if value else "no"
+    physical_queues = view["physical_queues"]
+    return " | ".join(text if len(physical_queues) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}"
+                      for physical in physical_queues
+                      for text in [ready_by_shard(view["shards"], physical, SHARDS_LISTED)]) or "-"
 
 
 def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -138,43 +132,30 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
                        pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
 
 
-def _runtimes_text(view: QueueView, matched: dict[str, Any] | None) -> str:
-    if matched is None:
-        return f"{view['runtimes_converged']} of {view['runtimes_live']}"
-    return match.inventory_text(matched)
-
-
 def queue_done(view: QueueView, matched: dict[str, Any] | None) -> bool:
     """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
     return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
                                                       and not matched["unreachable_hosts"]))
 
 
-def _verdict_cell(view: QueueView, matched: dict[str, Any] | None) -> str:
-    """The table's "converged / drained" (a read without the lanes does not know drained)."""
-    done = queue_done(view, matched)
-    return f"{_yes_no(done)} / {_yes_no(bool(view.get('drained')) and done)}"
-
-
 def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
                 matched: dict[str, Any] | None = None) -> list[str]:
+    """A queue's row of the table; in check mode, a count the change would switch is "not yet" restarted."""
     result = queue_changes(change).get(entry["queue"])
     now = _counts_text(view["enqueue_shards"])
     beyond = view.get("depth_beyond_count")
-    row = [entry["queue"], "", "", _ready_cell(view), "unknown" if beyond is None else str(beyond), ""]
-    if check_mode:
-        planned_switch = result is not None and switches(result)
-        row[1] = f"{now} -> {entry['shards']}"
-        if planned_switch:
-            expected = view["runtimes_live"] if matched is None else matched["expected"]
-            row[2] = f"0 of {expected} (they restart)" if expected else "0 of 0"
-            row[5] = "not yet (check mode)"
-        else:
-            row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
-        return row
-    row[1] = f"{_counts_text(counts_before(result, view)) or '?'} -> {now}"
-    row[2], row[5] = _runtimes_text(view, matched), _verdict_cell(view, matched)
-    return row
+    if check_mode and result is not None and switches(result):
+        expected = view["runtimes_live"] if matched is None else matched["expected"]
+        runtimes, verdict = f"0 of {expected} (they restart)" if expected else "0 of 0", "not yet (check mode)"
+    else:
+        # The "converged / drained" a read without the lanes does not know drained.
+        done = queue_done(view, matched)
+        runtimes = (f"{view['runtimes_converged']} of {view['runtimes_live']}" if matched is None
+                    else match.inventory_text(matched))
+        verdict = f"{'yes' if done else 'no'} / {'yes' if view.get('drained') and done else 'no'}"
+    counts = (f"{now} -> {entry['shards']}" if check_mode
+              else f"{_counts_text(counts_before(result, view)) or '?'} -> {now}")
+    return [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
 
 
 def counts_before(result: QueueChange | None, view: QueueView) -> list[int]:
@@ -200,8 +181,7 @@ def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> lis
                    if entry["status"] == match.NOT_READ]
         lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(skipped)}")
     missing = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-               if entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES,
-                                      match.SHORT_BY_COUNT)
+               if entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
                or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped")]
     if missing:
         lines.append(f"  without a live runtime on the count: {', '.join(missing)}")
@@ -264,15 +244,11 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
 
 def count_problems(queues: list[dict[str, Any]], views: dict[str, QueueView]) -> list[str]:
     """Each queue whose count in force is not the one asked (a run that started past the change did not set it)."""
-    problems = []
-    for entry in queues:
-        view = views.get(entry["queue"])
-        if view is None:
-            problems.append(f"{entry['queue']} was not read")
-        elif set(view["enqueue_shards"].values()) != {int(entry["shards"])}:
-            problems.append(f"{entry['queue']} holds enqueue_shards {_counts_text(view['enqueue_shards'])}, not the "
-                            f"{entry['shards']} asked")
-    return problems
+    return [f"{entry['queue']} was not read" if view is None else
+            f"{entry['queue']} holds enqueue_shards {_counts_text(view['enqueue_shards'])}, not the "
+            f"{entry['shards']} asked"
+            for entry in queues for view in [views.get(entry["queue"])]
+            if view is None or set(view["enqueue_shards"].values()) != {int(entry["shards"])}]
 
 
 def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
@@ -286,10 +262,7 @@ def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
         return {"ok": False, "message": (
             f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
             "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
-            "To resume, run the same command again without --start-at-task (or those --tags): it changes nothing "
-            "already done and restarts only the services that do not run the count yet; or, once the count asked is "
-            "set, only the wait (--tags "
-            "enqueue_shards_wait,enqueue_shards_summary, or the role's wait entry point).")}
+            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}.")}
     # The inventory's verdict names the services and hosts: it speaks first.
     if inventory_verdict is not None and not inventory_verdict["ok"]:
         return inventory_verdict

@@ -348,7 +348,7 @@ def test_given_a_window_s_state_the_role_s_read_waits_for_its_next_batch_watches
         assert harness.lines[0].startswith("[db1]     0s of 60s waiting until restarted: ")
         assert harness.lines[-1].startswith(said) and not any(" done: " in line for line in harness.lines)
         assert judged["rollout"]["restarted"] == ["app1/a"] and len(judged["rollout"]["verdicts"]) == 1
-        assert (judged["stop"] is None) is judged["rollout"]["verdict"]["ok"]
+        assert (judged["stop"] is None) is judged["rollout"]["verdicts"][-1]["ok"]
         # The window's record after the batch holds its verdict.
         [written] = tmp_path.glob("enqueue_shards-*.json")
         report = json.loads(written.read_text(encoding="utf-8"))

@@ -92,8 +92,8 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     assert not state["hosts"][1]["reachable"] and state["gone"] == ["app2"]
     assert state["known_runtimes"] == ["old-1", runtime(11, T + 4.5)["instance_id"]]
     assert state["restarted"] == ["app1/a"], "what the window's record says was restarted"
-    assert state["verdict"]["ok"], state["verdict"]["message"]
-    assert "going on without them (1 of 3 producer host(s) unreachable (app2)" in state["verdict"]["message"]
+    assert state["verdicts"][-1]["ok"], state["verdicts"][-1]["message"]
+    assert "going on without them (1 of 3 producer host(s) unreachable (app2)" in state["verdicts"][-1]["message"]
     assert batch_services(state, 1) == {"app1": ["b"], "app3": ["a"]}
 
 

@@ -10,21 +10,19 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import (
     OUTCOME_KEY,
-    RESUME,
     WindowOutcome,
     WindowReport,
     after_change,
     inventory,
     last_read,
     last_views,
-    record_window,
     services_outcome,
     stop,
     times_text,
     window_record,
     window_summary,
 )
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import CHECK_MODE_NOTE
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import CHECK_MODE_NOTE, RESUME
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
@@ -38,7 +36,8 @@ STOPPED = ("Rollout stopped at batch 2 of 2 (app2/worker): app2/worker did not c
 # The window 4 -> 6 on two hosts, one service each, in two batches; the first batch restarted app1/worker.
 ROLLOUT = {"batches": [[["app1", "worker"]], [["app2", "worker"]]], "skipped": [], "restarted": ["app1/worker"],
            "hosts": [], "verdicts": [], "shown": {"headline": "Restarting 2 producer service(s) in 2 batch(es)", "detail": []},
-           "problems": [], "pid_hosts": []}
+           "problems": [], "pid_hosts": [], "concerned_queues": ["demo"]}
+CLI = {"args": ("play.yml",), "inventory": ("inventory",)}
 
 
 def converged_at_6() -> dict:
@@ -48,12 +47,16 @@ def converged_at_6() -> dict:
     return read
 
 
-def record(last_read: dict, **given) -> dict:
-    arguments = {"views": last_read["queues"], "read": last_read, "change": REAL, "rollout": ROLLOUT,
-                 "preflight": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "inventory": None, "verdict": None,
-                 "stopped": None, "started_past": False, "check_mode": False, "backout": BACKOUT,
-                 "written": {"changed": False, "path": "/srv/windows/enqueue_shards-20261130T165600Z.json"}}
-    return window_record(DEMO_TO_6, **{**arguments, **given})
+def record(last_read: dict, *, stopped: dict | None = None, check_mode: bool = False, started_past: bool = False,
+           **given) -> dict:
+    """The record of a window whose queues were last read as ``last_read``; ``given``: its ``rollout`` (ROLLOUT by
+    default) and the window's other reads."""
+    rollout = given.pop("rollout", ROLLOUT)
+    reads = {"at_stop": last_read, "change": REAL, "before": {"read_at": "2026-11-30T16:55:20.000000+00:00"},
+             "written": {"changed": False, "path": "/srv/windows/enqueue_shards-20261130T165600Z.json"},
+             "validated": not started_past, **given}
+    return window_record(reads, {"rollout": rollout, "stop": stopped}, {"queues": DEMO_TO_6, "check_mode": check_mode},
+                         CLI)
 
 
 def test_what_stopped_the_window_is_the_failed_task_its_message_and_the_hosts_it_failed_on():
@@ -149,12 +152,13 @@ def test_a_summary_that_says_not_done_ends_the_window_as_a_stop_does():
 def test_a_run_started_past_its_first_phases_says_how_to_resume():
     stopped = {"task": "Pickup | plan the restarts over every host",
                "message": "Task failed: '_enqueue_shards_host' is undefined", "hosts": ["app1"]}
-    ended = record(converged_at_6(), stopped=stopped, started_past=True, rollout=None, change=None, preflight=None)
+    ended = record(converged_at_6(), stopped=stopped, started_past=True, rollout=None, change=None, before=None)
     assert ended["message"] == (
         "This run started past the window's first phases (--start-at-task), so 'Pickup | plan the restarts over every "
         "host' lacked what they hand on (Task failed: '_enqueue_shards_host' is undefined). Nothing more was done. "
         f"{RESUME.replace('again', 'again without --start-at-task', 1)}. The window's report: "
-        f"/srv/windows/enqueue_shards-20261130T165600Z.json. {BACKOUT}")
+        "/srv/windows/enqueue_shards-20261130T165600Z.json. To back out, run your change-window playbook again with "
+        'enqueue_shards_queues: [{"queue": "demo", "shards": 4}].')
     assert ended["outcome"]["started"] is None and ended["outcome"]["services"] == {
         "restarted": [], "skipped": [], "left": []}
     # The summary's own refusal of a count it did not set says all of that already, and backs nothing out.
@@ -168,7 +172,7 @@ def test_a_run_started_past_its_first_phases_says_how_to_resume():
                                                     "drained": True, "set_by": None}
 
 
-@pytest.mark.parametrize("given", [{"check_mode": True}, {"views": {}, "read": {}}])
+@pytest.mark.parametrize("given", [{"check_mode": True}, {"at_stop": {}}])
 def test_a_dry_run_or_a_window_with_nothing_read_is_never_done(given):
     outcome = record(converged_at_6(), **given)["outcome"]
     assert not outcome["done"]
@@ -257,9 +261,9 @@ def test_the_record_reads_where_the_queues_stand_after_a_stop():
                                          "message": "timed out", "hosts": []}}
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": dict(UNCONVERGED, failed=True), "at_stop": converged_at_6()}
-    ended = record_window(reads, stopped, REAL_RUN, None)
+    ended = window_record(reads, stopped, REAL_RUN, None)
     assert ended["outcome"]["ended"] == CONVERGED["read_at"] and ended["outcome"]["queues"]["demo"]["converged"]
     assert not ended["ok"] and ended["message"].startswith("timed out.")
     # A read after the stop that failed leaves the record with the last read before it.
-    unread = record_window(dict(reads, at_stop={"failed": True, "msg": "no connection"}), stopped, REAL_RUN, None)
+    unread = window_record(dict(reads, at_stop={"failed": True, "msg": "no connection"}), stopped, REAL_RUN, None)
     assert unread["outcome"]["ended"] == UNCONVERGED["read_at"] and not unread["outcome"]["queues"]["demo"]["converged"]

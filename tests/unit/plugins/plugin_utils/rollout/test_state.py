@@ -41,7 +41,8 @@ def two_hosts(change: dict | None = None, **asked) -> Rollout:
     each, app1's first."""
     hosts = [settings("app1", ["a"]), settings("app2", ["a"])]
     reads = [systemd_result({"a": unit("a", started=BEFORE, pid=pid)}, READ_AT + 2) for pid in (11, 12)]
-    return plan(hosts, [{}, {}], reads, read=UNCONVERGED, change={"queues": {}} if change is None else change,
+    return plan(list(zip(hosts, [{}, {}], reads)), read=UNCONVERGED,
+                change={"queues": {}} if change is None else change,
                 before={"health": HEALTH}, settings={**ASKED, **asked}, cli_args=CLI)
 
 
@@ -66,8 +67,8 @@ def test_a_plan_that_restarts_fewer_batches_than_the_estimate_counted_says_its_o
     # app3's service is stopped: it is left alone, two batches of the three the estimate before the change counted.
     reads = [systemd_result({"a": unit("a", started=BEFORE, pid=pid)}, READ_AT + 2) for pid in (11, 12)] + [
         systemd_result({"a": unit("a", state="inactive", sub="dead")}, READ_AT + 2)]
-    rollout = plan(hosts, [{}, {}, {}], reads, read=UNCONVERGED, change={"queues": {}}, before={"health": HEALTH},
-                   settings=ASKED, cli_args=CLI)
+    rollout = plan(list(zip(hosts, [{}, {}, {}], reads)), read=UNCONVERGED, change={"queues": {}},
+                   before={"health": HEALTH}, settings=ASKED, cli_args=CLI)
     assert rollout["batches"] == [[["app1", "a"]], [["app2", "a"]]]
     # The canary's pause between the two: 30 s + 15 s a batch + 30 s for the rest, as no window was measured.
     assert rollout["shown"]["lines"][1] == (
@@ -80,7 +81,7 @@ def test_a_plan_that_cannot_restart_says_so_with_the_back_out_except_in_check_mo
     hosts = [settings("app1", ["gone"])]
     reads = [systemd_result({"gone": unit("gone", state="inactive", sub="dead", load_state="not-found")}, READ_AT)]
     for check_mode in (False, True):
-        rollout = plan(hosts, [{}], reads, read=UNCONVERGED, change=None, before=None,
+        rollout = plan(list(zip(hosts, [{}], reads)), read=UNCONVERGED, change=None, before=None,
                        settings={**ASKED, "check_mode": check_mode}, cli_args=None)
         assert rollout["problems"] and rollout["gates"]["baseline"] is None
         refusal = rollout["shown"]["refusal"]
@@ -91,7 +92,7 @@ def test_a_plan_that_cannot_restart_says_so_with_the_back_out_except_in_check_mo
 
 def test_a_host_left_out_since_the_reach_keeps_why():
     hosts = [settings("app1", ["a"])]
-    rollout = plan(hosts, [{"unreachable": True, "msg": "ssh: no route to host"}], [{"skipped": True}],
+    rollout = plan(list(zip(hosts, [{"unreachable": True, "msg": "ssh: no route to host"}], [{"skipped": True}])),
                    read=UNCONVERGED, change=None, before=None, settings={**ASKED, "max_fail_percentage": 100.0},
                    cli_args=None)
     assert rollout["gone"] == ["app1"] and rollout["skipped"] == ["app1/a"]
@@ -124,7 +125,7 @@ def test_after_a_batch_the_record_carries_what_it_did_judged_on_its_last_read():
             "expected_new_runtimes": 1, "health": HEALTH}
     window = after_batch({"rollout": rollout, "stop": None}, restarts, [wait, {"skipped": True}])
     after = window["rollout"]
-    assert after["restarted"] == ["app1/a"] and after["verdicts"] == [after["verdict"]] and after["verdict"]["ok"]
+    assert after["restarted"] == ["app1/a"] and len(after["verdicts"]) == 1 and after["verdicts"][-1]["ok"]
     assert after["batches"] == rollout["batches"] and after["shown"] == rollout["shown"]
     assert window["stop"] is None
     assert next_batch(after, restarts) == (1, {"app2": restarts["app2"]}), "the next batch: the first not judged yet"
@@ -132,7 +133,7 @@ def test_after_a_batch_the_record_carries_what_it_did_judged_on_its_last_read():
     # the window.
     watched = dict(wait, health={"deadlocks": 5, "stats_reset": None})
     stopped = after_batch({"rollout": rollout, "stop": None}, restarts, [wait, watched])
-    verdict = stopped["rollout"]["verdict"]
+    verdict = stopped["rollout"]["verdicts"][-1]
     assert not verdict["ok"] and "health gate deadlocks: 5" in verdict["message"]
     assert verdict["message"].endswith(rollout["backout"])
     assert stopped["stop"] == {"task": "Batch | wait for the runtimes of the services it restarted, watch it for its "
