@@ -198,7 +198,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 
 
 def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
-    """Rows past name_lists.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
+    """Rows past wording.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
     their ready jobs summed."""
     groups: dict[tuple[str, ...], list[list[str]]] = {}
     for row in rows:
