@@ -33,9 +33,9 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import D
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import DEFAULT_MARGIN_SECONDS
-from ansible_collections.awa.operations.plugins.module_utils.schema import installation, lanes, ledger
+from ansible_collections.awa.operations.plugins.module_utils.schema import installation, ledger
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import (
-    QueueState, fetch_queue_counts, fetch_queue_state)
+    LaneDepth, QueueState, fetch_lane_depths, fetch_queue_counts, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import (
     fetch_all_queue_names, fetch_known_queue_names, fetch_queue_names)
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
@@ -142,12 +142,12 @@ def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list
         runtimes = fetch_runtimes(conn)
         latest = ledger.fetch_latest_changes(conn, ledger_schema, physical) if found.ledger_exists else {}
         chunks = depth_chunks(physical, state) if lanes else []
-        observed = lanes.fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
+        observed = fetch_lane_depths(conn, schema, chunks[0]) if chunks else []
     # Reading a lane's cursors locks its two sequences until the transaction ends (docs/awa-internals.md §9):
     # a transaction per chunk, so thousands of lanes cannot exhaust the lock table.
     for chunk in chunks[1:]:
         with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
-            observed += lanes.fetch_lane_depths(conn, schema, chunk)
+            observed += fetch_lane_depths(conn, schema, chunk)
     if not found.ledger_exists:
         warnings.append(f"No change ledger {ledger_schema}.{ledger.TABLE}: no change was recorded, so runtimes "
                         "are judged converged. Change counts with awa.operations.awa_enqueue_shards to record them.")
@@ -156,7 +156,7 @@ def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list
     outside = left_out(window_services, [(runtime.instance_id, runtime.pid, runtime.hostname,
                                           runtime.started_at.timestamp()) for runtime in runtimes])
     concerned = [runtime for runtime in runtimes if runtime.instance_id not in outside]
-    depths_by_queue: dict[str, list[lanes.LaneDepth]] = {}
+    depths_by_queue: dict[str, list[LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
     views_read = {logical: views.queue_view(layout, logical, state,
