@@ -51,14 +51,6 @@ def validate_count(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def validate_shards(shards: object) -> int:
-    return validate_count("shards", shards, MIN_SHARDS, MAX_SHARDS)
-
-
-def validate_stripes(stripes: object) -> int:
-    return validate_count("stripes", stripes, 1, MAX_STRIPES)
-
-
 def physical_queues(queue: str, stripes: int) -> list[str]:
     """The queue names runtimes with ``stripes`` stripes read and write."""
     return [queue] if stripes == 1 else [f"{queue}{STRIPE_DELIMITER}{stripe}" for stripe in range(stripes)]
