@@ -31,11 +31,8 @@ try:
     # psycopg (``X as X``: exported, for the type checker).
     from psycopg import ClientCursor as ClientCursor, sql as sql  # pylint: disable=unused-import,useless-import-alias
 except ImportError:  # the modules stop at HAS_PSYCOPG and say how to install it (module_main)
-    # Never used then: nothing connects without psycopg.
-    psycopg = None  # type: ignore[assignment]  # stands for the missing module
-    pg_errors = None  # type: ignore[assignment]  # stands for the missing module
-    sql = None  # type: ignore[assignment]  # stands for the missing module
-    ClientCursor = None  # type: ignore[assignment,misc]  # stands for the missing class
+    # Never used then: nothing connects without psycopg. They stand for the missing module and class.
+    psycopg = pg_errors = sql = ClientCursor = None  # type: ignore[assignment,misc]
     HAS_PSYCOPG = False
 else:
     HAS_PSYCOPG = True
@@ -230,12 +227,11 @@ def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only
             raise ConnectionLost(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
                                  "did not commit, so nothing was changed; re-run to apply.",
                                  sqlstate=exc.sqlstate) from None
-        if exc.sqlstate is None:
-            raise DatabaseError(f"{action}: {_first_line(exc)} (raised by psycopg in this process, before the "
-                                f"statement reached the database: {type(exc).__name__}). The transaction was rolled "
-                                "back, so nothing was changed.") from None
-        raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
-                            "changed.", sqlstate=exc.sqlstate) from None
+        # No SQLSTATE: psycopg raised it in this process (no sqlstate key in the result then).
+        local = "" if exc.sqlstate else (" (raised by psycopg in this process, before the statement reached the "
+                                         f"database: {type(exc).__name__})")
+        raise DatabaseError(f"{action}: {_first_line(exc)}{local}. The transaction was rolled back, so nothing was "
+                            "changed.", **({"sqlstate": exc.sqlstate} if exc.sqlstate else {})) from None
     finally:
         _end_transaction(conn)
 
@@ -360,6 +356,4 @@ def connection_lost(exc: BaseException, closed: bool) -> bool:
     still open, such as a client-side error adapting a value, is not a lost connection.
     """
     sqlstate = getattr(exc, "sqlstate", None)
-    if sqlstate is not None:
-        return sqlstate.startswith("08") or sqlstate in SESSION_ENDED_SQLSTATES
-    return closed
+    return closed if sqlstate is None else sqlstate.startswith("08") or sqlstate in SESSION_ENDED_SQLSTATES
