@@ -63,7 +63,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
     check_installation, fetch_installation, storage_schema)
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id)
@@ -223,7 +223,7 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
         for runtime_roles in {request.runtime_roles for request in requests}:
             shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
                       and request.queue in layouts for physical in layouts[request.queue].physical_queues}
-            states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
+            states[runtime_roles] = send_queue_state(conn, schema, list(shards), list(runtime_roles), shards)()
         for request in requests:
             if request.queue not in layouts:
                 continue
