@@ -209,12 +209,10 @@ def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only
         # Who held the lock, read in a transaction of its own that the end below rolls back (best effort).
         holder = ""
         if on_lock_timeout is not None and not conn.closed:
-            try:
+            with contextlib.suppress(psycopg.Error):
                 conn.rollback()
                 _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
                 holder = on_lock_timeout()
-            except psycopg.Error:
-                pass
         raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({lock_timeout:g}s: "
                           f"{_first_line(exc)}). Nothing was changed.{(' ' + holder) if holder else ''} "
                           "Retry when that transaction has finished, or raise lock_timeout.") from None
