@@ -272,11 +272,10 @@ def commit(conn: Connection, action: str) -> None:
 def _attempt(pgconn: Any) -> Attempt | None:
     """What libpq tried, from its connection (psycopg's ``Error.pgconn``, from psycopg 3.1); None without one (a host
     name that did not resolve fails before libpq starts) or when its libpq cannot tell (hostaddr needs libpq 12)."""
-    if pgconn is None:
-        return None
 
     def text(value: bytes | None) -> str:
         return (value or b"").decode(errors="replace")
+    # No pgconn (None) raises AttributeError too.
     try:
         passfile = next((text(item.val) for item in pgconn.info if item.keyword == b"passfile"), "")
         return Attempt(host=text(pgconn.host), hostaddr=text(pgconn.hostaddr), port=text(pgconn.port),

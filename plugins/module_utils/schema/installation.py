@@ -153,11 +153,9 @@ def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ())
         raise PreconditionFailed(
             f"runtime_roles do not exist in {where}'s cluster: {', '.join(missing)}. "
             "Create them (CREATE ROLE ... LOGIN) or correct the names.")
-    warnings = []
-    if found.schema_version not in TESTED_SCHEMA_VERSIONS:
-        warnings.append(
-            f"Awa schema version {found.schema_version} is untested with this collection "
-            f"(tested: {', '.join(map(str, TESTED_SCHEMA_VERSIONS))}, i.e. awa 0.6.x).")
-    if found.server_version_num < MIN_SERVER_VERSION_NUM:
-        warnings.append(f"PostgreSQL {found.server_version_num // 10000} is untested; supported: 17 and 18.")
-    return warnings
+    untested = {f"Awa schema version {found.schema_version} is untested with this collection (tested: "
+                f"{', '.join(map(str, TESTED_SCHEMA_VERSIONS))}, i.e. awa 0.6.x).":
+                    found.schema_version not in TESTED_SCHEMA_VERSIONS,
+                f"PostgreSQL {found.server_version_num // 10000} is untested; supported: 17 and 18.":
+                    found.server_version_num < MIN_SERVER_VERSION_NUM}
+    return [warning for warning, applies in untested.items() if applies]
