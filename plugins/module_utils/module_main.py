@@ -159,11 +159,9 @@ def run_module(module_class: Callable[..., Module], argument_spec: dict[str, Any
     # masked like it in the whole result (the invocation ansible-core 2.19 prints at -vvv, messages, warnings).
     module.no_log_values.update(connection_secrets(module.params))
     python = this_interpreter()
-    too_old = older_python_message(python)
-    if too_old:
-        module.fail_json(msg=too_old)
-    if not HAS_PSYCOPG:
-        module.fail_json(msg=missing_psycopg_message(python))
+    refusal = older_python_message(python) or (None if HAS_PSYCOPG else missing_psycopg_message(python))
+    if refusal:
+        module.fail_json(msg=refusal)
     try:
         result, warnings = run(module)
     except FailedWithState as exc:

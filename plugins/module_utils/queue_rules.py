@@ -51,14 +51,6 @@ def validate_count(name: str, value: object, low: int, high: int) -> int:
     return value
 
 
-def validate_shards(shards: object) -> int:
-    return validate_count("shards", shards, MIN_SHARDS, MAX_SHARDS)
-
-
-def validate_stripes(stripes: object) -> int:
-    return validate_count("stripes", stripes, 1, MAX_STRIPES)
-
-
 def physical_queues(queue: str, stripes: int) -> list[str]:
     """The queue names runtimes with ``stripes`` stripes read and write."""
     return [queue] if stripes == 1 else [f"{queue}{STRIPE_DELIMITER}{stripe}" for stripe in range(stripes)]
@@ -85,8 +77,6 @@ def resolve_stripes(queue: str, requested: int | None, known_names: list[str]) -
     A stored layout that disagrees with the request is an error, not a guess.
     """
     stored = sorted({index for index in (stripe_index(queue, name) for name in known_names) if index is not None})
-    plain_exists = queue in known_names
-    warnings = []
     if stored and stored != list(range(stored[-1] + 1)):
         found = ", ".join(f"{queue}#{index}" for index in stored)
         raise PreconditionFailed(
@@ -102,10 +92,9 @@ def resolve_stripes(queue: str, requested: int | None, known_names: list[str]) -
             f"({detected} if they are unchanged).")
     else:
         stripes = requested
-    if stripes > 1 and plain_exists:
-        warnings.append(
-            f"queue {queue!r} also has unstriped lanes or a queue_meta row: runtimes with {stripes} stripes "
-            f"never claim jobs from {queue!r} itself (only from {queue}#0..{queue}#{stripes - 1}).")
+    warnings = [f"queue {queue!r} also has unstriped lanes or a queue_meta row: runtimes with {stripes} stripes "
+                f"never claim jobs from {queue!r} itself (only from {queue}#0..{queue}#{stripes - 1})."
+                ] if stripes > 1 and queue in known_names else []
     return StripeLayout(stripes, physical_queues(queue, stripes), warnings)
 
 
@@ -121,9 +110,7 @@ def never_seen(queue: str, known_names: Iterable[str]) -> str:
 def logical_queue(physical: str) -> str:
     """The logical name of a physical queue (``q#3`` -> ``q``; ``q`` -> ``q``)."""
     prefix, separator, suffix = physical.rpartition(STRIPE_DELIMITER)
-    if separator and prefix and suffix.isdecimal() and suffix.isascii():
-        return prefix
-    return physical
+    return prefix if separator and prefix and suffix.isdecimal() and suffix.isascii() else physical
 
 
 def ordering_contract(shards: int) -> str:

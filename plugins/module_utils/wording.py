@@ -74,8 +74,7 @@ def did_you_mean(name: str, known: Iterable[str], *, compared: Callable[[str], s
     """`` (did you mean orders?)``: the known names closest to a name that is not one of them (a typo's likely
     intent), the closest first; empty when none is close. ``compared`` is what of each name is compared (for role
     variables, the name without the role's prefix, which every one of them shares)."""
-    by_compared: dict[str, str] = {}
-    for candidate in known:
-        by_compared.setdefault(compared(candidate), candidate)
+    # Of the names compared alike, the first.
+    by_compared = {compared(candidate): candidate for candidate in reversed(list(known))}
     close = difflib.get_close_matches(compared(name), list(by_compared), n=limit, cutoff=0.6)
     return f" (did you mean {' or '.join(by_compared[match] for match in close)}?)" if close else ""

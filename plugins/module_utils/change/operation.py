@@ -63,8 +63,8 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
     check_installation, fetch_installation, storage_schema)
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
-from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_known_queue_names, fetch_queue_names
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id)
 from ansible_collections.awa.operations.plugins.module_utils.info.read import read_shards_info
@@ -208,7 +208,7 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
         names = fetch_queue_names(conn, schema, [request.queue for request in requests])
         unknown = [request.queue for request in requests if not request.new_queue and not names.known(request.queue)]
         if unknown:
-            known = fetch_known_queue_names(conn, schema)
+            known = fetch_all_queue_names(conn, schema, used=True)
             seen = "; ".join(never_seen(queue, known) for queue in unknown)
             raise UnknownQueue(f"{seen[0].upper()}{seen[1:]}", unknown_queues=unknown)
         planned: Planned = {}
@@ -223,7 +223,7 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
         for runtime_roles in {request.runtime_roles for request in requests}:
             shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
                       and request.queue in layouts for physical in layouts[request.queue].physical_queues}
-            states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), list(runtime_roles), shards=shards)
+            states[runtime_roles] = send_queue_state(conn, schema, list(shards), list(runtime_roles), shards)()
         for request in requests:
             if request.queue not in layouts:
                 continue

@@ -10,7 +10,7 @@ from typing import cast
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import (
-    validate_queue_name, validate_shards, validate_stripes)
+    MAX_SHARDS, MAX_STRIPES, MIN_SHARDS, validate_count, validate_queue_name)
 
 
 # The keys of an entry of a list of changes (the change module's queues, the role's enqueue_shards_queues).
@@ -44,9 +44,9 @@ def validate_request(queue: object, shards: object, stripes: object = None,
         raise InvalidRequest(f"runtime_roles lists a role twice: {list(roles)}")
     if not isinstance(new_queue, bool):
         raise InvalidRequest(f"new_queue must be true or false, got {new_queue!r}")
-    return ChangeRequest(validate_queue_name(queue), validate_shards(shards),
-                         None if stripes is None else validate_stripes(stripes), cast("tuple[str, ...]", roles),
-                         bool(ledger), new_queue)
+    return ChangeRequest(validate_queue_name(queue), validate_count("shards", shards, MIN_SHARDS, MAX_SHARDS),
+                         None if stripes is None else validate_count("stripes", stripes, 1, MAX_STRIPES),
+                         cast("tuple[str, ...]", roles), bool(ledger), new_queue)
 
 
 def validate_requests(entries: object, runtime_roles: object = (), ledger: bool = True) -> list[ChangeRequest]:

@@ -46,7 +46,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Commi
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    CHANGE_ID_SETTING, LedgerPlan, ledger_change_id_ddl, ledger_ddl, ledger_insert, recorded_row)
+    CHANGE_ID_SETTING, LedgerPlan, ledger_ddl, ledger_insert, recorded_row)
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_transaction_identity)
 
@@ -167,8 +167,7 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
     switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
     # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
     # those they can), and its row.
-    ddl = None if ledger_plan is None else ledger_ddl(ledger_schema) if ledger_plan.create else (
-        ledger_change_id_ddl(ledger_schema) if ledger_plan.add_change_id else None)
+    ddl = ledger_ddl(ledger_schema, ledger_plan)
     record = None if ledger_plan is None else ledger_insert(
         ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
         previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),

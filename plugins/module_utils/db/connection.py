@@ -31,11 +31,8 @@ try:
     # psycopg (``X as X``: exported, for the type checker).
     from psycopg import ClientCursor as ClientCursor, sql as sql  # pylint: disable=unused-import,useless-import-alias
 except ImportError:  # the modules stop at HAS_PSYCOPG and say how to install it (module_main)
-    # Never used then: nothing connects without psycopg.
-    psycopg = None  # type: ignore[assignment]  # stands for the missing module
-    pg_errors = None  # type: ignore[assignment]  # stands for the missing module
-    sql = None  # type: ignore[assignment]  # stands for the missing module
-    ClientCursor = None  # type: ignore[assignment,misc]  # stands for the missing class
+    # Never used then: nothing connects without psycopg. They stand for the missing module and class.
+    psycopg = pg_errors = sql = ClientCursor = None  # type: ignore[assignment,misc]
     HAS_PSYCOPG = False
 else:
     HAS_PSYCOPG = True
@@ -212,12 +209,10 @@ def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only
         # Who held the lock, read in a transaction of its own that the end below rolls back (best effort).
         holder = ""
         if on_lock_timeout is not None and not conn.closed:
-            try:
+            with contextlib.suppress(psycopg.Error):
                 conn.rollback()
                 _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
                 holder = on_lock_timeout()
-            except psycopg.Error:
-                pass
         raise LockTimeout(f"{action}: a lock was not granted within lock_timeout ({lock_timeout:g}s: "
                           f"{_first_line(exc)}). Nothing was changed.{(' ' + holder) if holder else ''} "
                           "Retry when that transaction has finished, or raise lock_timeout.") from None
@@ -230,12 +225,11 @@ def transaction(conn: Connection, action: str, *, lock_timeout: float, read_only
             raise ConnectionLost(f"{action}: the database connection was lost ({_first_line(exc)}). The transaction "
                                  "did not commit, so nothing was changed; re-run to apply.",
                                  sqlstate=exc.sqlstate) from None
-        if exc.sqlstate is None:
-            raise DatabaseError(f"{action}: {_first_line(exc)} (raised by psycopg in this process, before the "
-                                f"statement reached the database: {type(exc).__name__}). The transaction was rolled "
-                                "back, so nothing was changed.") from None
-        raise DatabaseError(f"{action}: {_first_line(exc)}. The transaction was rolled back, so nothing was "
-                            "changed.", sqlstate=exc.sqlstate) from None
+        # No SQLSTATE: psycopg raised it in this process (no sqlstate key in the result then).
+        local = "" if exc.sqlstate else (" (raised by psycopg in this process, before the statement reached the "
+                                         f"database: {type(exc).__name__})")
+        raise DatabaseError(f"{action}: {_first_line(exc)}{local}. The transaction was rolled back, so nothing was "
+                            "changed.", **({"sqlstate": exc.sqlstate} if exc.sqlstate else {})) from None
     finally:
         _end_transaction(conn)
 
@@ -278,11 +272,10 @@ def commit(conn: Connection, action: str) -> None:
 def _attempt(pgconn: Any) -> Attempt | None:
     """What libpq tried, from its connection (psycopg's ``Error.pgconn``, from psycopg 3.1); None without one (a host
     name that did not resolve fails before libpq starts) or when its libpq cannot tell (hostaddr needs libpq 12)."""
-    if pgconn is None:
-        return None
 
     def text(value: bytes | None) -> str:
         return (value or b"").decode(errors="replace")
+    # No pgconn (None) raises AttributeError too.
     try:
         passfile = next((text(item.val) for item in pgconn.info if item.keyword == b"passfile"), "")
         return Attempt(host=text(pgconn.host), hostaddr=text(pgconn.hostaddr), port=text(pgconn.port),
@@ -360,6 +353,4 @@ def connection_lost(exc: BaseException, closed: bool) -> bool:
     still open, such as a client-side error adapting a value, is not a lost connection.
     """
     sqlstate = getattr(exc, "sqlstate", None)
-    if sqlstate is not None:
-        return sqlstate.startswith("08") or sqlstate in SESSION_ENDED_SQLSTATES
-    return closed
+    return closed if sqlstate is None else sqlstate.startswith("08") or sqlstate in SESSION_ENDED_SQLSTATES

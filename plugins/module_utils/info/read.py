@@ -37,7 +37,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema import insta
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import (
     LaneDepth, QueueState, fetch_lane_depths, fetch_queue_counts, fetch_queue_state)
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import (
-    fetch_all_queue_names, fetch_known_queue_names, fetch_queue_names)
+    fetch_all_queue_names, fetch_queue_names)
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import fetch_runtimes
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import describe_lock_holders
 from ansible_collections.awa.operations.plugins.module_utils.info.options import selected_queues
@@ -64,7 +64,7 @@ def _layouts(conn: Connection, schema: str, selected: tuple[str, ...] | None,
     if selected is not None:
         names = fetch_queue_names(conn, schema, list(selected))
         unknown = [logical for logical in selected if not names.known(logical)]
-        known = fetch_known_queue_names(conn, schema) if unknown else []
+        known = fetch_all_queue_names(conn, schema, used=True) if unknown else []
         return ({logical: resolve_stripes(logical, stripes, names.stored[logical]) for logical in selected}, [],
                 {logical: never_seen(logical, known) for logical in unknown})
     grouped: dict[str, list[str]] = defaultdict(list)

@@ -96,17 +96,14 @@ def fetch_database_clock(conn: Connection) -> datetime.datetime:
 def fetch_installation(conn: Connection, roles: list[str], ledger_schema: str, ledger_table: str) -> Installation:
     """At most three statements: what exists, then (when Awa is there) its version and engine."""
     *fields, has_version_table, has_storage_functions = one_row(conn.execute(sql.SQL(INSTALLATION_SQL), {
-        "roles": list(roles),
-        "ledger_table_name": ledger_table,
-        "ledger_schema": sql.Identifier(ledger_schema).as_string(conn),
-    }))
+        "roles": list(roles), "ledger_table_name": ledger_table,
+        "ledger_schema": sql.Identifier(ledger_schema).as_string(conn)}))
     found = Installation(*fields)
     if has_version_table:
         found.schema_version = one_row(conn.execute(SCHEMA_VERSION_SQL))[0]
     if has_storage_functions:
-        details = one_row(conn.execute(sql.SQL(AWA_DETAILS_SQL)))
-        found.storage_state, found.storage_engine, found.queue_storage_schema = details[:3]
-        found.has_queue_storage_tables = details[3]
+        (found.storage_state, found.storage_engine, found.queue_storage_schema,
+         found.has_queue_storage_tables) = one_row(conn.execute(sql.SQL(AWA_DETAILS_SQL)))
     return found
 
 
@@ -156,11 +153,9 @@ def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ())
         raise PreconditionFailed(
             f"runtime_roles do not exist in {where}'s cluster: {', '.join(missing)}. "
             "Create them (CREATE ROLE ... LOGIN) or correct the names.")
-    warnings = []
-    if found.schema_version not in TESTED_SCHEMA_VERSIONS:
-        warnings.append(
-            f"Awa schema version {found.schema_version} is untested with this collection "
-            f"(tested: {', '.join(map(str, TESTED_SCHEMA_VERSIONS))}, i.e. awa 0.6.x).")
-    if found.server_version_num < MIN_SERVER_VERSION_NUM:
-        warnings.append(f"PostgreSQL {found.server_version_num // 10000} is untested; supported: 17 and 18.")
-    return warnings
+    untested = {f"Awa schema version {found.schema_version} is untested with this collection (tested: "
+                f"{', '.join(map(str, TESTED_SCHEMA_VERSIONS))}, i.e. awa 0.6.x).":
+                    found.schema_version not in TESTED_SCHEMA_VERSIONS,
+                f"PostgreSQL {found.server_version_num // 10000} is untested; supported: 17 and 18.":
+                    found.server_version_num < MIN_SERVER_VERSION_NUM}
+    return [warning for warning, applies in untested.items() if applies]

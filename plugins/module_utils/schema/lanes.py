@@ -156,23 +156,18 @@ def fetch_queue_counts(conn: Connection, queues: list[str]) -> QueueState:
     return _queue_counts(conn.execute(META_SQL, {"queues": queues}).fetchall())
 
 
-def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str],
-                      shards: int | Mapping[str, int] | None = None) -> QueueState:
-    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane.
-
-    S is ``shards`` when given (a planned count, or one per queue), else each
-    queue's current count. Two statements, whatever the number of queues and lanes.
-    """
-    if shards is not None:
-        return send_queue_state(conn, schema, queues, roles, shards)()
+def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str]) -> QueueState:
+    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane, S each queue's current
+    count. Two statements, whatever the number of queues and lanes (``send_queue_state`` for counts given)."""
     counts = fetch_queue_counts(conn, queues)
     return _with_lanes(counts, _send_lanes(conn, schema, queues, roles, counts.enqueue_shards))
 
 
 def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str],
                      shards: int | Mapping[str, int]) -> Callable[[], QueueState]:
-    """``fetch_queue_state`` with the counts S given: both statements are sent now, their rows read when the
-    returned function is called (on a connection in pipeline mode, in the same round trip as what was sent before)."""
+    """``fetch_queue_state`` with the counts S given (a planned count, or one per queue): both statements are sent
+    now, their rows read when the returned function is called (on a connection in pipeline mode, in the same round
+    trip as what was sent before)."""
     meta = conn.execute(META_SQL, {"queues": list(queues)})
     lanes = _send_lanes(conn, schema, queues, roles,
                         shards if isinstance(shards, Mapping) else dict.fromkeys(queues, shards))

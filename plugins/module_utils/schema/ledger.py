@@ -167,19 +167,15 @@ CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
 """
 
 
-def _ledger_names(schema: str) -> dict[str, sql.Composable]:
-    return {"lock_key": sql.Literal(LEDGER_CREATE_LOCK_KEY), "table": sql.Identifier(schema, TABLE),
-            "change_id_index": sql.Identifier(CHANGE_ID_INDEX)}
-
-
-def ledger_ddl(schema: str) -> Statement:
-    return Statement(sql.SQL(LEDGER_DDL).format(
-        **_ledger_names(schema), schema_name=sql.Literal(schema),
+def ledger_ddl(schema: str, plan: LedgerPlan | None) -> Statement | None:
+    """What ``plan`` runs before the ledger row: the ledger (LEDGER_DDL), its change_id column alone
+    (LEDGER_CHANGE_ID_DDL, which takes the names it holds of the others), or nothing."""
+    if plan is None or not (plan.create or plan.add_change_id):
+        return None
+    return Statement(sql.SQL(LEDGER_DDL if plan.create else LEDGER_CHANGE_ID_DDL).format(
+        lock_key=sql.Literal(LEDGER_CREATE_LOCK_KEY), table=sql.Identifier(schema, TABLE),
+        change_id_index=sql.Identifier(CHANGE_ID_INDEX), schema_name=sql.Literal(schema),
         index=sql.Identifier(f"{TABLE}_physical_queues_idx")))
-
-
-def ledger_change_id_ddl(schema: str) -> Statement:
-    return Statement(sql.SQL(LEDGER_CHANGE_ID_DDL).format(**_ledger_names(schema)))
 
 
 LEDGER_INSERT_SQL = """

@@ -73,38 +73,28 @@ def fetch_queue_names(conn: Connection, schema: str, logicals: list[str]) -> Que
     return QueueNames(stored, frozenset(name for name, is_stored in rows if not is_stored))
 
 
-ALL_QUEUE_NAMES_SQL = """
+# Every stored name (lanes or a queue_meta row), and with ``used`` (USED_QUEUE_NAMES_SQL) every name QueueNames.known
+# accepts: those jobs name (in a lane's head rows, or waiting outside any lane) and those runtimes serve (their
+# snapshots, kept a day after they were last seen) - a queue whose count was never changed has no queue_meta row, and
+# before its first job no lane. The used names are read only to refuse a queue the database has never seen, so the
+# scans of the job tables (deferred_jobs has no index on its queue) are paid only then.
+QUEUE_NAME_LIST_SQL = """
 SELECT DISTINCT queue FROM (
-    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
-) AS known ORDER BY queue
+    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta{used}
+) AS known WHERE queue IS NOT NULL ORDER BY queue
 """
-
-
-def fetch_all_queue_names(conn: Connection, schema: str) -> list[str]:
-    """Every queue name with lanes or a queue_meta row (physical names, q#n included): every queue a read of all
-    queues shows."""
-    rows = conn.execute(sql.SQL(ALL_QUEUE_NAMES_SQL).format(heads=sql.Identifier(schema, "queue_enqueue_heads")))
-    return [row[0] for row in rows.fetchall()]
-
-
-# Every name QueueNames.known accepts: the stored ones, those jobs name (in a lane's head rows, or waiting outside any
-# lane) and those runtimes serve (their snapshots, kept a day after they were last seen) - a queue whose count was
-# never changed has no queue_meta row, and before its first job no lane. Read only to refuse a queue the database has
-# never seen, so the scans of the job tables (deferred_jobs has no index on its queue) are paid only then.
-KNOWN_QUEUE_NAMES_SQL = """
-SELECT DISTINCT queue FROM (
-    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+USED_QUEUE_NAMES_SQL = """
     UNION ALL SELECT queue FROM {deferred} UNION ALL SELECT queue FROM awa.jobs_hot
     UNION ALL SELECT queue FROM awa.scheduled_jobs
     UNION ALL SELECT entry ->> 'queue' FROM awa.runtime_instances AS r,
-        jsonb_array_elements(CASE jsonb_typeof(r.queues) WHEN 'array' THEN r.queues ELSE '[]' END) AS entry
-) AS known WHERE queue IS NOT NULL ORDER BY queue
-"""
+        jsonb_array_elements(CASE jsonb_typeof(r.queues) WHEN 'array' THEN r.queues ELSE '[]' END) AS entry"""
 
 
-def fetch_known_queue_names(conn: Connection, schema: str) -> list[str]:
-    """Every queue name the database knows (KNOWN_QUEUE_NAMES_SQL; physical names, q#n included): the names a queue
-    it has never seen is compared with (queue_rules.never_seen). One statement."""
-    rows = conn.execute(sql.SQL(KNOWN_QUEUE_NAMES_SQL).format(
-        heads=sql.Identifier(schema, "queue_enqueue_heads"), deferred=sql.Identifier(schema, "deferred_jobs")))
+def fetch_all_queue_names(conn: Connection, schema: str, *, used: bool = False) -> list[str]:
+    """Every stored queue name (physical names, q#n included): every queue a read of all queues shows; with
+    ``used``, every name the database knows, which a queue it has never seen is compared with
+    (queue_rules.never_seen). One statement."""
+    more = sql.SQL(USED_QUEUE_NAMES_SQL).format(deferred=sql.Identifier(schema, "deferred_jobs"))
+    rows = conn.execute(sql.SQL(QUEUE_NAME_LIST_SQL).format(
+        heads=sql.Identifier(schema, "queue_enqueue_heads"), used=more if used else sql.SQL("")))
     return [row[0] for row in rows.fetchall()]

@@ -56,15 +56,12 @@ def reported_shard_counts(queues_snapshot: object) -> dict[str, int]:
     Awa 0.6.9 snapshots carry none. A later version may add ``enqueue_shards``
     to a queue entry or to its ``config``; either is read.
     """
-    reported = {}
-    for entry in queues_snapshot if isinstance(queues_snapshot, list) else []:
-        if not isinstance(entry, dict) or not isinstance(entry.get("queue"), str):
-            continue
-        config = entry.get("config")
-        value = entry.get("enqueue_shards", config.get("enqueue_shards") if isinstance(config, dict) else None)
-        if isinstance(value, int) and not isinstance(value, bool):
-            reported[entry["queue"]] = value
-    return reported
+    entries = [entry for entry in (queues_snapshot if isinstance(queues_snapshot, list) else [])
+               if isinstance(entry, dict) and isinstance(entry.get("queue"), str)]
+    # In the snapshot's order: a later entry of a queue with a count wins.
+    values = [(entry["queue"], entry.get("enqueue_shards", entry["config"].get("enqueue_shards")
+                                         if isinstance(entry.get("config"), dict) else None)) for entry in entries]
+    return {queue: value for queue, value in values if isinstance(value, int) and not isinstance(value, bool)}
 
 
 def fetch_runtimes(conn: Connection) -> list[Runtime]:

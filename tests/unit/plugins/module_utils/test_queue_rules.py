@@ -11,8 +11,10 @@ from ansible_collections.awa.operations.plugins.module_utils.queue_rules import 
     physical_queues,
     resolve_stripes,
     stripe_index,
+    MAX_SHARDS,
+    MIN_SHARDS,
+    validate_count,
     validate_queue_name,
-    validate_shards,
 )
 
 
@@ -39,13 +41,13 @@ def test_bad_queue_names_are_refused_with_what_to_do(name, fragment):
 
 @pytest.mark.parametrize("value", [1, 2, 63, 64])
 def test_shards_in_range(value):
-    assert validate_shards(value) == value
+    assert validate_count("shards", value, MIN_SHARDS, MAX_SHARDS) == value
 
 
 @pytest.mark.parametrize("value", [0, -1, 65, 1000, True, False, 2.5, "8", None])
 def test_shards_outside_range_or_not_integers_are_refused(value):
     with pytest.raises(InvalidRequest, match="shards must be"):
-        validate_shards(value)
+        validate_count("shards", value, MIN_SHARDS, MAX_SHARDS)
 
 
 def test_physical_queues_follow_awa_stripe_names():
