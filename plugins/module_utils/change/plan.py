@@ -5,7 +5,7 @@
 No I/O, no clock, no module object: ``plan_enqueue_shards`` is tested with
 plain tables. An empty plan means "nothing to write". ``queue_summary`` is
 the one view of a physical queue used for the plan's ``before`` and, by
-``verify_provisioned``, for what the database holds after provisioning.
+``writes.apply_change``, for what the database holds after provisioning.
 ``check_ledger`` plans the ledger's part: create it, add the change_id column
 a ledger of 0.1.0 lacks, or write a row without it (refused when the row
 could not be written at all).
@@ -87,21 +87,6 @@ class ChangedSinceRead(DatabaseError):
 
     Only a plan made before its transaction (a list's one read) can meet it; that caller plans the queue again.
     """
-
-
-def verify_provisioned(plan: Plan, state: QueueState) -> None:
-    """After provisioning, before the switch: the state re-read inside the change's transaction must hold every
-    planned lane and grant, and the counts the plan was made from."""
-    if state.enqueue_shards != plan.previous_shards:
-        raise ChangedSinceRead(
-            f"queue {plan.queue!r} was changed while this run planned it (counts {plan.previous_shards} when read, "
-            f"{state.enqueue_shards} now); the transaction was rolled back and nothing changed. Re-run to change it.")
-    # The same summary the plan's before was made with, at the planned count.
-    observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
-    if observed != plan.after:
-        raise DatabaseError(
-            f"After provisioning queue {plan.queue!r} the database does not match the plan "
-            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
 
 
 def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: QueueState,
