@@ -131,10 +131,10 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
         "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
         _columns(plan.lane_rows_to_create))] if plan.lane_rows_to_create else []
     after_ledger += heads(lambda key: not hidden(key))
-    if plan.grants.pairs:
+    if plan.grants_added:
         after_ledger.append(Statement(sql.SQL("GRANT USAGE, SELECT, UPDATE ON SEQUENCE {} TO {}").format(
-            sql.SQL(", ").join(sql.Identifier(schema, name) for name in plan.grants.sequences),
-            sql.SQL(", ").join(sql.Identifier(role) for role in plan.grants.roles))))
+            sql.SQL(", ").join(sql.Identifier(schema, name) for name in plan.grant_sequences),
+            sql.SQL(", ").join(sql.Identifier(role) for role in plan.grant_roles))))
     switch = Statement(sql.SQL(
         "INSERT INTO awa.queue_meta (queue, enqueue_shards) "
         "SELECT q, CAST(%(shards)s AS smallint) FROM unnest(%(queues)s::text[]) AS q "
@@ -148,7 +148,7 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
     record = None if ledger_plan is None else ledger_insert(
         ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
         previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
-        grants_added=plan.grants.pairs, runtime_roles=plan.grants.roles, reason=reason,
+        grants_added=plan.grants_added, runtime_roles=plan.grant_roles, reason=reason,
         with_change_id=ledger_plan.records_change_id)
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
     return ChangeStatements(provision, record, switch, pipelined=ddl is None,
@@ -174,7 +174,7 @@ def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings
         "changed": plan.changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
         "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
         "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
-        "grants_added": plan.grants.pairs, "ordering": ordering_contract(plan.shards), "duration": 0.0,
+        "grants_added": plan.grants_added, "ordering": ordering_contract(plan.shards), "duration": 0.0,
         "queries": queries, "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
