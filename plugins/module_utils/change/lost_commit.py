@@ -60,17 +60,8 @@ class PendingChange:
     lock: Statement
 
 
-@dataclass(frozen=True)
-class Resolution:
-    """What looking a lost commit up found: whether it committed, how that was told, and its ledger row."""
-
-    committed: bool
-    resolved_by: str
-    ledger: LedgerRow | None = None
-
-
 def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connection] | None, *,
-           delays: tuple[float, ...] | None = None, sleep: Callable[[float], None] = time.sleep) -> QueueChangeRun:
+           sleep: Callable[[float], None] = time.sleep) -> QueueChangeRun:
     """The result of a change whose COMMIT lost its connection, looked up on a new connection.
 
     Returns the change's result when it committed (``lost_commit`` and a
@@ -82,14 +73,14 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connecti
         raise _unknown(pending, reason, "No way to reconnect was given (the Python API without reconnect=), so it "
                                         "was not looked up.")
     failures = []
-    for attempt in attempts(delays, sleep):
+    for attempt in attempts(None, sleep):
         try:
             conn = reconnect()
         except ConnectionFailed as exc:
             failures.append(exc.message)
             continue
         try:
-            resolution = _look_up(conn, pending, reason)
+            committed, resolved_by, row = _look_up(conn, pending, reason)
         except CommitOutcomeUnknown:
             raise
         except AwaOperationsError as exc:
@@ -99,13 +90,15 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connecti
             continue
         finally:
             conn.close()
-        return _outcome(pending, reason, resolution, attempt)
-    raise _unknown(pending, reason, f"The database could not be reached again ({attempts_text(failures, delays)}; "
+        return _outcome(pending, reason, attempt, committed, resolved_by, row)
+    raise _unknown(pending, reason, f"The database could not be reached again ({attempts_text(failures, None)}; "
                                     f"last: {failures[-1]}).")
 
 
-def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolution:
-    """Wait (the change's lock_timeout) until the old transaction has ended, then find out what it did."""
+def _look_up(conn: Connection, pending: PendingChange, reason: str) -> tuple[bool, str, LedgerRow | None]:
+    """Wait (the change's lock_timeout) until the old transaction has ended, then find out what it did: whether it
+    committed, how that was told, and its ledger row."""
+    schema, identity = pending.ledger_schema, pending.transaction
     holders: list[str] = []
 
     def who_holds_it() -> str:
@@ -116,7 +109,21 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
         with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
                          lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
             conn.execute(pending.lock.query, pending.lock.params).fetchall()
-            return _resolve(conn, pending, reason)
+            if identity is None:
+                row = fetch_recorded_change(conn, cast(str, schema), "change_id", pending.change_id)
+                return row is not None, "change id in the ledger", (
+                    recorded_row(cast(str, schema), row, pending.change_id) if row else None)
+            status = fetch_transaction_status(conn, identity)
+            if status in ("aborted", "committed"):
+                row = fetch_recorded_change(conn, schema, "transaction_id", identity.transaction_id) if (
+                    schema and status == "committed") else None
+                return status == "committed", "transaction status", (
+                    recorded_row(cast(str, schema), row, None) if row else None)
+            without = "the ledger row carries no change id" if schema else "ledger is false"
+            raise _unknown(pending, reason, f"Reconnected, but transaction {identity.transaction_id} is still in "
+                           "progress." if status else "Reconnected to a server that cannot tell what became of "
+                           f"transaction {identity.transaction_id} ({without}): it runs another history than the "
+                           "server the change ran on (a failover, or a standby), or no longer keeps that status.")
     except LockTimeout:
         raise _unknown(pending, reason, (
             f"Reconnected, but the transaction that held queue {pending.queue!r} was still open after lock_timeout "
@@ -125,41 +132,23 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> Resolutio
             "pg_terminate_backend(pid)).")) from None
 
 
-def _resolve(conn: Connection, pending: PendingChange, reason: str) -> Resolution:
-    schema, identity = pending.ledger_schema, pending.transaction
-    if identity is None:
-        row = fetch_recorded_change(conn, cast(str, schema), "change_id", pending.change_id)
-        return Resolution(row is not None, "change id in the ledger",
-                          recorded_row(cast(str, schema), row, pending.change_id) if row else None)
-    status = fetch_transaction_status(conn, identity)
-    if status == "aborted":
-        return Resolution(False, "transaction status")
-    if status == "committed":
-        row = fetch_recorded_change(conn, schema, "transaction_id", identity.transaction_id) if schema else None
-        return Resolution(True, "transaction status", recorded_row(schema, row, None) if schema and row else None)
-    without = "the ledger row carries no change id" if schema else "ledger is false"
-    raise _unknown(pending, reason, f"Reconnected, but transaction {identity.transaction_id} is still in progress."
-                   if status else f"Reconnected to a server that cannot tell what became of transaction "
-                   f"{identity.transaction_id} ({without}): it runs another history than the server the change ran "
-                   "on (a failover, or a standby), or no longer keeps that status.")
-
-
-def _outcome(pending: PendingChange, reason: str, resolution: Resolution, attempt: int) -> QueueChangeRun:
-    lost: LostCommit = {"outcome": "committed" if resolution.committed else "not applied",
-                        "resolved_by": resolution.resolved_by, "reconnect_attempts": attempt}
+def _outcome(pending: PendingChange, reason: str, attempt: int, committed: bool, resolved_by: str,
+             ledger: LedgerRow | None) -> QueueChangeRun:
+    lost: LostCommit = {"outcome": "committed" if committed else "not applied", "resolved_by": resolved_by,
+                        "reconnect_attempts": attempt}
     found = f"Reconnected (attempt {attempt}) and looked it up once its transaction had ended: "
     by_transaction = f"its transaction {pending.transaction.transaction_id}" if pending.transaction else ""
-    if not resolution.committed:
+    if not committed:
         evidence = by_transaction + " rolled back" if pending.transaction else (
             f"no ledger row has its change id {pending.change_id}")
         raise CommitNotApplied(f"{reason} {found}{evidence}, so it was not "
                                "applied and nothing was written; re-run to apply it.",
                                change_id=pending.change_id, lost_commit=lost)
     result: QueueChangeRun = {**pending.result, "lost_commit": lost}
-    if resolution.ledger is not None:
-        result["ledger"] = resolution.ledger
-    evidence = by_transaction + " committed" if pending.transaction or resolution.ledger is None else (
-        f"ledger row {resolution.ledger['id']} has its change id {pending.change_id}")
+    if ledger is not None:
+        result["ledger"] = ledger
+    evidence = by_transaction + " committed" if pending.transaction or ledger is None else (
+        f"ledger row {ledger['id']} has its change id {pending.change_id}")
     result["warnings"] = [*result["warnings"], (
         f"The connection was lost while committing the change of queue {pending.queue!r}. {found}{evidence}. The "
         "change is applied: nothing to re-run.")]

@@ -106,7 +106,13 @@ def change_and_read(conn: Connection, asked: ChangeRequest | list[ChangeRequest]
                                 lock_timeout=options["lock_timeout"])
         server = server_address(current)
     except AwaOperationsError as exc:
-        raise _read_failed(outcome, run["warnings"], exc) from None
+        done = ("The check-mode run planned the change (nothing was written)" if outcome["check_mode"] else
+                "The change was committed (the result says what it did)" if outcome["changed"] else
+                "Nothing needed changing")
+        raise FailedWithState(
+            f"{done}, but reading the state of the queues after it failed: {exc.message} The change stands: a re-run "
+            "changes nothing more and reads again; or read the state with awa.operations.awa_enqueue_shards_info.",
+            {**outcome, "warnings": run["warnings"]}) from None
     finally:
         session.close()
     result: EnqueueShardsResult = {**outcome, "observed": shown(observed_read(read, server), detail=detail)}
@@ -272,13 +278,3 @@ def module_outcome(run: QueueChangeRun | ChangesRun, *, diff: bool, detail: bool
     diff only in diff mode, the statements only with ``detail``."""
     return cast(ChangeOutcome, {key: value for key, value in run.items()
                                 if key != "warnings" and (diff or key != "diff") and (detail or key != "queries")})
-
-
-def _read_failed(outcome: ChangeOutcome, warnings: list[str], error: AwaOperationsError) -> FailedWithState:
-    done = ("The check-mode run planned the change (nothing was written)" if outcome["check_mode"] else
-            "The change was committed (the result says what it did)" if outcome["changed"] else
-            "Nothing needed changing")
-    return FailedWithState(
-        f"{done}, but reading the state of the queues after it failed: {error.message} The change stands: a re-run "
-        "changes nothing more and reads again; or read the state with awa.operations.awa_enqueue_shards_info.",
-        {**outcome, "warnings": warnings})

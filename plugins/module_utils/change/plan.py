@@ -5,7 +5,7 @@
 No I/O, no clock, no module object: ``plan_enqueue_shards`` is tested with
 plain tables. An empty plan means "nothing to write". ``queue_summary`` is
 the one view of a physical queue used for the plan's ``before`` and, by
-``verify_provisioned``, for what the database holds after provisioning.
+``writes.apply_change``, for what the database holds after provisioning.
 ``check_ledger`` plans the ledger's part: create it, add the change_id column
 a ledger of 0.1.0 lacks, or write a row without it (refused when the row
 could not be written at all).
@@ -13,7 +13,7 @@ could not be written at all).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import named_queues
@@ -32,15 +32,6 @@ LaneKey: TypeAlias = "tuple[str, int, int]"  # (queue, priority, shard)
 
 
 @dataclass
-class GrantSet:
-    """Sequences that need USAGE, SELECT, UPDATE for some runtime roles."""
-
-    sequences: list[str] = field(default_factory=list)
-    roles: list[str] = field(default_factory=list)
-    pairs: int = 0  # (role, sequence) pairs that lacked at least one privilege
-
-
-@dataclass
 class Plan:
     """Everything a run would write, and the before/after it implies."""
 
@@ -54,7 +45,11 @@ class Plan:
     enqueue_heads_to_create: list[LaneKey]
     claim_heads_to_create: list[LaneKey]
     lanes_to_repair: list[LaneKey]
-    grants: GrantSet
+    # Sequences that need USAGE, SELECT, UPDATE for some runtime roles, and the (role, sequence) pairs that lacked
+    # at least one privilege.
+    grant_sequences: list[str]
+    grant_roles: list[str]
+    grants_added: int
     meta_queues_to_update: list[str]
     before: dict[str, PhysicalQueueSide]
     after: dict[str, PhysicalQueueSide]
@@ -63,7 +58,7 @@ class Plan:
     @property
     def changed(self) -> bool:
         return bool(self.lanes_to_create or self.lane_rows_to_create or self.enqueue_heads_to_create
-                    or self.claim_heads_to_create or self.lanes_to_repair or self.grants.pairs
+                    or self.claim_heads_to_create or self.lanes_to_repair or self.grants_added
                     or self.meta_queues_to_update)
 
 
@@ -87,21 +82,6 @@ class ChangedSinceRead(DatabaseError):
 
     Only a plan made before its transaction (a list's one read) can meet it; that caller plans the queue again.
     """
-
-
-def verify_provisioned(plan: Plan, state: QueueState) -> None:
-    """After provisioning, before the switch: the state re-read inside the change's transaction must hold every
-    planned lane and grant, and the counts the plan was made from."""
-    if state.enqueue_shards != plan.previous_shards:
-        raise ChangedSinceRead(
-            f"queue {plan.queue!r} was changed while this run planned it (counts {plan.previous_shards} when read, "
-            f"{state.enqueue_shards} now); the transaction was rolled back and nothing changed. Re-run to change it.")
-    # The same summary the plan's before was made with, at the planned count.
-    observed = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
-    if observed != plan.after:
-        raise DatabaseError(
-            f"After provisioning queue {plan.queue!r} the database does not match the plan "
-            f"(expected {plan.after}, found {observed}); the transaction was rolled back and nothing changed.")
 
 
 def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: QueueState,
@@ -162,8 +142,8 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
         lane_rows_to_create=sorted({key[:2] for key in incomplete if not by_key[key].has_lane_row}),
         enqueue_heads_to_create=[key for key in incomplete if not by_key[key].has_enqueue_head],
         claim_heads_to_create=[key for key in incomplete if not by_key[key].has_claim_head],
-        lanes_to_repair=lanes_to_repair, grants=GrantSet(sorted({sequence for dummy, sequence in pairs}),
-                                                         sorted({role for role, dummy in pairs}), len(pairs)),
+        lanes_to_repair=lanes_to_repair, grant_sequences=sorted({sequence for dummy, sequence in pairs}),
+        grant_roles=sorted({role for role, dummy in pairs}), grants_added=len(pairs),
         meta_queues_to_update=[queue for queue in layout.physical_queues if previous[queue] != request.shards],
         before=before, after=after,
         warnings=[*layout.warnings, *change_warnings([(request.queue, previous, request.shards)])],

@@ -71,6 +71,14 @@ class ChangeTotals(TypedDict):
     duration: float
 
 
+class _Applied(TypedDict, total=False):
+    # A change applied (not in check mode, not when nothing changed): its ledger row (with the ledger) and id.
+    ledger: LedgerRow
+    change_id: str
+    # The connection was lost while COMMIT was in flight, and the change was found committed.
+    lost_commit: LostCommit
+
+
 class _QueueChangeAlways(ChangeTotals):
     queue: str
     shards: int
@@ -78,14 +86,8 @@ class _QueueChangeAlways(ChangeTotals):
     ordering: str
 
 
-class QueueChange(_QueueChangeAlways, total=False):
+class QueueChange(_QueueChangeAlways, _Applied):
     """One queue's change, as each entry of a list run's ``queues`` holds it."""
-
-    # A change applied (not in check mode, not when nothing changed): its ledger row (with the ledger) and id.
-    ledger: LedgerRow
-    change_id: str
-    # The connection was lost while COMMIT was in flight, and the change was found committed.
-    lost_commit: LostCommit
 
 
 class _Statements(TypedDict):
@@ -107,7 +109,7 @@ class ChangesRun(ChangeTotals, _Statements):
     queues: dict[str, QueueChange]
 
 
-class ChangeOutcome(ChangeTotals, total=False):
+class ChangeOutcome(ChangeTotals, _Applied, total=False):
     """What the module says of its change: one queue's (``queue``) or a list's (``queues``)."""
 
     # Only with detail (the module's option).
@@ -116,9 +118,6 @@ class ChangeOutcome(ChangeTotals, total=False):
     shards: int
     stripes: int
     ordering: str
-    ledger: LedgerRow
-    change_id: str
-    lost_commit: LostCommit
     queues: dict[str, QueueChange]
     # Only in diff mode.
     diff: ChangeDiff

@@ -15,7 +15,7 @@ values bound) and run in the caller's transaction, in this order:
    last, so the window in which a producer's own first write into the same
    lane could collide with ours is short;
 6. grants on every lane sequence the runtime roles lack;
-7. the re-read that verifies them (``plan.verify_provisioned``);
+7. the re-read that verifies them (in ``apply_change``);
 8. the ledger row, then the ``awa.queue_meta`` upsert, just before commit,
    so the row lock on queue_meta is held only for the commit.
 
@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.change.plan import LaneKey, Plan, verify_provisioned
+from ansible_collections.awa.operations.plugins.module_utils.change.plan import ChangedSinceRead, LaneKey, Plan, queue_summary
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, commit, one_row, sql, transaction
@@ -73,52 +73,6 @@ def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
     return dict(zip(("queues", "priorities", "shards"), (list(column) for column in zip(*sorted(keys)))))
 
 
-def lane_locks(schema: str, keys: list[LaneKey]) -> Statement:
-    """Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3)."""
-    return Statement(sql.SQL(
-        "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "
-        "FROM (SELECT q, p, s FROM unnest(%(queues)s::text[], %(priorities)s::int[], %(shards)s::int[]) "
-        "WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered"),
-        {"schema": schema, **_columns(keys)})
-
-
-def insert_lane_rows(schema: str, keys: list[tuple[str, int]]) -> Statement:
-    return Statement(sql.SQL(
-        "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
-        "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
-        _columns(keys))
-
-
-def insert_heads(schema: str, table: str, keys: list[LaneKey]) -> Statement:
-    """Head rows; Awa's BEFORE INSERT trigger creates each lane sequence."""
-    return Statement(sql.SQL(
-        "INSERT INTO {} (queue, priority, enqueue_shard) "
-        "SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(shards)s::smallint[]) "
-        "ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING").format(sql.Identifier(schema, table)),
-        _columns(keys))
-
-
-def repair_lane_sequences(schema: str, keys: list[LaneKey]) -> Statement:
-    return Statement(sql.SQL(
-        "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
-        "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
-        _columns(keys))
-
-
-def grant_lane_sequences(schema: str, sequences: list[str], roles: list[str]) -> Statement:
-    return Statement(sql.SQL("GRANT USAGE, SELECT, UPDATE ON SEQUENCE {} TO {}").format(
-        sql.SQL(", ").join(sql.Identifier(schema, name) for name in sequences),
-        sql.SQL(", ").join(sql.Identifier(role) for role in roles)))
-
-
-def upsert_queue_meta(queues: list[str], shards: int) -> Statement:
-    return Statement(sql.SQL(
-        "INSERT INTO awa.queue_meta (queue, enqueue_shards) "
-        "SELECT q, CAST(%(shards)s AS smallint) FROM unnest(%(queues)s::text[]) AS q "
-        "ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards "
-        "RETURNING queue, enqueue_shards"), {"queues": list(queues), "shards": shards})
-
-
 @dataclass
 class ChangeStatements:
     """The write statements of a plan, split where the caller verifies."""
@@ -136,12 +90,6 @@ class ChangeStatements:
         return [*self.provision, *(s for s in (self.record, self.switch) if s is not None)]
 
 
-def _head_statements(schema: str, plan: Plan, keep: Callable[[LaneKey], bool]) -> list[Statement]:
-    return [insert_heads(schema, table, kept) for table, keys in (("queue_enqueue_heads", plan.enqueue_heads_to_create),
-                                                                  ("queue_claim_heads", plan.claim_heads_to_create))
-            if (kept := [key for key in keys if keep(key)])]
-
-
 def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_plan: LedgerPlan | None,
                             reason: str | None = None) -> ChangeStatements:
     """Every statement a real run executes for ``plan`` (none when nothing changes), its ledger's as
@@ -155,23 +103,51 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
         # Producers route to [0, current count) only: lanes beyond stay invisible until commit.
         return key[2] >= plan.previous_shards[key[0]]
 
+    def heads(keep: Callable[[LaneKey], bool]) -> list[Statement]:
+        # Head rows; Awa's BEFORE INSERT trigger creates each lane sequence.
+        return [Statement(sql.SQL(
+            "INSERT INTO {} (queue, priority, enqueue_shard) "
+            "SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], %(shards)s::smallint[]) "
+            "ON CONFLICT (queue, priority, enqueue_shard) DO NOTHING").format(sql.Identifier(schema, table)),
+            _columns(kept)) for table, keys in (("queue_enqueue_heads", plan.enqueue_heads_to_create),
+                                                ("queue_claim_heads", plan.claim_heads_to_create))
+            if (kept := [key for key in keys if keep(key)])]
+
     locked = sorted(set(plan.enqueue_heads_to_create) | set(plan.claim_heads_to_create) | set(plan.lanes_to_repair))
-    before_ledger = [lane_locks(schema, locked)] if locked else []
-    before_ledger += _head_statements(schema, plan, hidden)
+    # Awa's lane-insert locks: hashtextextended('{schema}:{queue}:{priority}:{shard}', 0) (docs/awa-internals.md §3).
+    before_ledger = [Statement(sql.SQL(
+        "SELECT count(pg_advisory_xact_lock(hashtextextended(concat_ws(':', %(schema)s::text, q, p, s), 0))) "
+        "FROM (SELECT q, p, s FROM unnest(%(queues)s::text[], %(priorities)s::int[], %(shards)s::int[]) "
+        "WITH ORDINALITY AS lane(q, p, s, n) ORDER BY n) AS ordered"), {"schema": schema, **_columns(locked)})] if (
+        locked) else []
+    before_ledger += heads(hidden)
     if plan.lanes_to_repair:
-        before_ledger.append(repair_lane_sequences(schema, plan.lanes_to_repair))
-    after_ledger = [insert_lane_rows(schema, plan.lane_rows_to_create)] if plan.lane_rows_to_create else []
-    after_ledger += _head_statements(schema, plan, lambda key: not hidden(key))
-    if plan.grants.pairs:
-        after_ledger.append(grant_lane_sequences(schema, plan.grants.sequences, plan.grants.roles))
-    switch = upsert_queue_meta(plan.meta_queues_to_update, plan.shards) if plan.meta_queues_to_update else None
+        before_ledger.append(Statement(sql.SQL(
+            "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
+            "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
+            _columns(plan.lanes_to_repair)))
+    after_ledger = [Statement(sql.SQL(
+        "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
+        "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
+        _columns(plan.lane_rows_to_create))] if plan.lane_rows_to_create else []
+    after_ledger += heads(lambda key: not hidden(key))
+    if plan.grants_added:
+        after_ledger.append(Statement(sql.SQL("GRANT USAGE, SELECT, UPDATE ON SEQUENCE {} TO {}").format(
+            sql.SQL(", ").join(sql.Identifier(schema, name) for name in plan.grant_sequences),
+            sql.SQL(", ").join(sql.Identifier(role) for role in plan.grant_roles))))
+    switch = Statement(sql.SQL(
+        "INSERT INTO awa.queue_meta (queue, enqueue_shards) "
+        "SELECT q, CAST(%(shards)s AS smallint) FROM unnest(%(queues)s::text[]) AS q "
+        "ON CONFLICT (queue) DO UPDATE SET enqueue_shards = EXCLUDED.enqueue_shards "
+        "RETURNING queue, enqueue_shards"), {"queues": list(plan.meta_queues_to_update), "shards": plan.shards}) if (
+        plan.meta_queues_to_update) else None
     # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
     # those they can), and its row.
     ddl = ledger_ddl(ledger_schema, ledger_plan)
     record = None if ledger_plan is None else ledger_insert(
         ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
         previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
-        grants_added=plan.grants.pairs, runtime_roles=plan.grants.roles, reason=reason,
+        grants_added=plan.grants_added, runtime_roles=plan.grant_roles, reason=reason,
         with_change_id=ledger_plan.records_change_id)
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
     return ChangeStatements(provision, record, switch, pipelined=ddl is None,
@@ -197,7 +173,7 @@ def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings
         "changed": plan.changed, "check_mode": check_mode, "queue": plan.queue, "shards": plan.shards,
         "stripes": plan.stripes, "physical_queues": plan.physical_queues, "previous_shards": plan.previous_shards,
         "lanes_created": len(plan.lanes_to_create), "lanes_repaired": len(plan.lanes_to_repair),
-        "grants_added": plan.grants.pairs, "ordering": ordering_contract(plan.shards), "duration": 0.0,
+        "grants_added": plan.grants_added, "ordering": ordering_contract(plan.shards), "duration": 0.0,
         "queries": queries, "diff": {"before": plan.before, "after": plan.after}, "warnings": warnings}
 
 
@@ -232,7 +208,19 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
                                             list(prepared.request.runtime_roles), shards=plan.shards)
                 record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
                                   for statement in (statements.record, statements.switch))
-                verify_provisioned(plan, observed())
+                # After provisioning, before the switch: the state re-read in this transaction must hold every
+                # planned lane and grant (the summary the plan's before was made with), and the counts it was made from.
+                state = observed()
+                if state.enqueue_shards != plan.previous_shards:
+                    raise ChangedSinceRead(
+                        f"queue {plan.queue!r} was changed while this run planned it (counts {plan.previous_shards} "
+                        f"when read, {state.enqueue_shards} now); the transaction was rolled back and nothing "
+                        "changed. Re-run to change it.")
+                provisioned = {queue: queue_summary(state, queue, plan.shards) for queue in plan.physical_queues}
+                if provisioned != plan.after:
+                    raise DatabaseError(
+                        f"After provisioning queue {plan.queue!r} the database does not match the plan (expected "
+                        f"{plan.after}, found {provisioned}); the transaction was rolled back and nothing changed.")
                 if record is not None:
                     result["ledger"] = recorded_row(ledger_schema, one_row(record),
                                                     change_id if statements.records_change_id else None)

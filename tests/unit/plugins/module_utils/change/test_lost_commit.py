@@ -63,8 +63,7 @@ def test_a_schema_name_that_needs_quotes_is_quoted_in_the_lookup_it_gives():
 
 def test_a_change_found_committed_is_the_changes_result_with_how_it_was_found():
     row = {"schema": "awa_operations", "table": "enqueue_shards_changes", "id": 7, "change_id": CHANGE_ID}
-    resolution = lost_commit.Resolution(True, "change id in the ledger", row)
-    result = lost_commit._outcome(pending(), REASON, resolution, 2)  # pylint: disable=protected-access
+    result = lost_commit._outcome(pending(), REASON, 2, True, "change id in the ledger", row)  # pylint: disable=protected-access
     assert result["changed"] and result["ledger"] == row
     assert result["lost_commit"] == {"outcome": "committed", "resolved_by": "change id in the ledger",
                                      "reconnect_attempts": 2}
@@ -79,9 +78,9 @@ def test_a_change_found_committed_is_the_changes_result_with_how_it_was_found():
     (False, "its transaction 1234 rolled back"),
 ])
 def test_a_change_found_not_applied_fails_saying_nothing_was_written_and_to_re_run(records_change_id, evidence):
-    resolution = lost_commit.Resolution(False, "transaction status")
     with pytest.raises(CommitNotApplied) as failure:
-        lost_commit._outcome(pending(records_change_id=records_change_id), REASON, resolution, 1)  # pylint: disable=protected-access
+        lost_commit._outcome(pending(records_change_id=records_change_id), REASON, 1, False,  # pylint: disable=protected-access
+                             "transaction status", None)
     assert failure.value.message == (
         f"{REASON} Reconnected (attempt 1) and looked it up once its transaction had ended: {evidence}, so it was "
         "not applied and nothing was written; re-run to apply it.")

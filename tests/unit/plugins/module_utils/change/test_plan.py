@@ -43,7 +43,7 @@ def test_rerun_with_everything_in_place_plans_nothing():
 def test_lowering_provisions_nothing_and_warns_about_drain():
     lanes = grid("orders", 8, 8)  # shards 2..7 exist and stay
     result = plan_for(shards=2, lanes=lanes, current={"orders": 8})
-    assert result.lanes_to_create == [] and result.grants.pairs == 0
+    assert result.lanes_to_create == [] and result.grants_added == 0
     assert result.meta_queues_to_update == ["orders"]
     assert result.after["orders"]["lanes"] == 32
     assert any("keep draining" in warning for warning in result.warnings)
@@ -53,15 +53,15 @@ def test_new_lanes_get_grants_for_every_runtime_role_that_cannot_use_our_objects
     result = plan_for(shards=2, lanes=grid("orders", 2, 1), roles=[RUNTIME, "member_of_us"],
                       found=installation(roles_with_creator_privileges=["member_of_us"]))
     new_sequences = 4 * 2  # 4 new lanes x (enqueue, claim)
-    assert result.grants.pairs == new_sequences
-    assert result.grants.roles == [RUNTIME]
+    assert result.grants_added == new_sequences
+    assert result.grant_roles == [RUNTIME]
 
 
 def test_existing_lanes_without_privileges_are_granted_even_without_a_count_change():
     lanes = grid("orders", 2, 2, missing=[RUNTIME])
     result = plan_for(shards=2, lanes=lanes, current={"orders": 2}, roles=[RUNTIME])
     assert result.changed and not result.meta_queues_to_update
-    assert result.grants.pairs == 8 * 2
+    assert result.grants_added == 8 * 2
     assert result.before["orders"]["missing_grants"] == 8 * 2 * 3
     assert result.after["orders"]["missing_grants"] == 0
 
@@ -75,7 +75,7 @@ def test_grants_on_sequences_we_cannot_grant_on_are_refused_naming_the_owner():
 def test_lanes_beyond_the_count_are_granted_too():
     lanes = grid("orders", 2, 2) + [lane("orders", 2, 5, missing=[RUNTIME])]  # left over from a lowering
     result = plan_for(shards=2, lanes=lanes, current={"orders": 2}, roles=[RUNTIME])
-    assert set(result.grants.sequences) == {"e_orders:2:5", "c_orders:2:5"}
+    assert set(result.grant_sequences) == {"e_orders:2:5", "c_orders:2:5"}
 
 
 def test_a_lane_with_heads_but_no_sequence_is_repaired_not_recreated():

@@ -117,8 +117,7 @@ def test_a_change_found_committed_after_a_lost_commit_is_a_result_as_declared():
     pending = lost_commit.PendingChange(queue="orders", change_id=LEDGER_ROW["change_id"], result=_run("orders", 8),
                                         ledger_schema="awa_operations", transaction=None, lock_timeout=5,
                                         lock=queue_lock("orders"))
-    resolution = lost_commit.Resolution(True, "change id in the ledger", LEDGER_ROW)
-    found = lost_commit._outcome(pending, "lost", resolution, 2)  # pylint: disable=protected-access
+    found = lost_commit._outcome(pending, "lost", 2, True, "change id in the ledger", LEDGER_ROW)  # pylint: disable=protected-access
     assert found["lost_commit"]["outcome"] == "committed"
     assert value_problems(found, QueueChangeRun) == []
     result = {**module_outcome(found, diff=False), "observed": _observed()}
