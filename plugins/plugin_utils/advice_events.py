@@ -74,8 +74,8 @@ def _seconds(name: str, value: Any, low: float, high: float) -> float:
 
 def source_options(args: Mapping[str, Any]) -> SourceOptions:
     """The rulebook's ``args`` as options, or InvalidRequest naming the unknown ones or the first bad value."""
-    if set(args) - set(SOURCE_DEFAULTS):
-        raise InvalidRequest(f"unknown argument(s) {', '.join(sorted(set(args) - set(SOURCE_DEFAULTS)))} of "
+    if unknown := sorted(set(args) - set(SOURCE_DEFAULTS)):
+        raise InvalidRequest(f"unknown argument(s) {', '.join(unknown)} of "
                              f"awa.operations.shard_advice; it takes {', '.join(sorted(SOURCE_DEFAULTS))}")
     given = {**SOURCE_DEFAULTS, **args}
     queues, stable, connection, window = given["queues"], given["stable"], given["connection"], given["window"]
@@ -94,8 +94,8 @@ def source_options(args: Mapping[str, Any]) -> SourceOptions:
         raise InvalidRequest(f"connection must be a mapping of the modules' connection options (login_host, "
                              f"login_user, login_password, login_db, ...), got {type(connection).__name__}")
     defaults = connection_defaults()
-    if set(connection) - set(defaults):
-        raise InvalidRequest(f"unknown connection option(s) {', '.join(sorted(set(connection) - set(defaults)))}; "
+    if unknown := sorted(set(connection) - set(defaults)):
+        raise InvalidRequest(f"unknown connection option(s) {', '.join(unknown)}; "
                              f"the options are {', '.join(sorted(defaults))}")
     return SourceOptions({**defaults, **connection}, queues, window,
                          _seconds("interval", given["interval"], window, 86400), stable,
