@@ -74,11 +74,11 @@ def _seconds(name: str, value: Any, low: float, high: float) -> float:
 
 def source_options(args: Mapping[str, Any]) -> SourceOptions:
     """The rulebook's ``args`` as options, or InvalidRequest naming the unknown ones or the first bad value."""
-    if set(args) - set(SOURCE_DEFAULTS):
-        raise InvalidRequest(f"unknown argument(s) {', '.join(sorted(set(args) - set(SOURCE_DEFAULTS)))} of "
+    if unknown := sorted(set(args) - set(SOURCE_DEFAULTS)):
+        raise InvalidRequest(f"unknown argument(s) {', '.join(unknown)} of "
                              f"awa.operations.shard_advice; it takes {', '.join(sorted(SOURCE_DEFAULTS))}")
     given = {**SOURCE_DEFAULTS, **args}
-    queues, stable, connection, window = given["queues"], given["stable"], given["connection"], given["window"]
+    queues, stable, connection = given["queues"], given["stable"], given["connection"]
     if queues is not None and (not isinstance(queues, list) or not queues):
         raise InvalidRequest(f"queues must be a non-empty list of queue names (or left out for every queue), "
                              f"got {queues!r}")
@@ -88,19 +88,18 @@ def source_options(args: Mapping[str, Any]) -> SourceOptions:
         raise InvalidRequest(f"stable must be a whole number of windows between 1 and 1000, got {stable!r}")
     if not isinstance(given["every_window"], bool):
         raise InvalidRequest(f"every_window must be true or false, got {given['every_window']!r}")
-    window = _seconds("window", window, 1, 600)
+    window = _seconds("window", given["window"], 1, 600)
     validate_advice_options(True, window, given["gains"], "none")
     if not isinstance(connection, Mapping):
         raise InvalidRequest(f"connection must be a mapping of the modules' connection options (login_host, "
                              f"login_user, login_password, login_db, ...), got {type(connection).__name__}")
     defaults = connection_defaults()
-    if set(connection) - set(defaults):
-        raise InvalidRequest(f"unknown connection option(s) {', '.join(sorted(set(connection) - set(defaults)))}; "
+    if unknown := sorted(set(connection) - set(defaults)):
+        raise InvalidRequest(f"unknown connection option(s) {', '.join(unknown)}; "
                              f"the options are {', '.join(sorted(defaults))}")
-    return SourceOptions({**defaults, **connection}, queues, window,
-                         _seconds("interval", given["interval"], window, 86400), stable,
-                         _seconds("cooldown", given["cooldown"], 0, 30 * 86400), given["gains"],
-                         _seconds("lock_timeout", given["lock_timeout"], 0, MAX_LOCK_TIMEOUT), given["every_window"])
+    bounds = {"interval": (window, 86400), "cooldown": (0, 30 * 86400), "lock_timeout": (0, MAX_LOCK_TIMEOUT)}
+    return SourceOptions(**{**given, "connection": {**defaults, **connection}, "window": window,
+                            **{name: _seconds(name, given[name], *bound) for name, bound in bounds.items()}})
 
 
 def database_time(iso: str) -> float:

@@ -89,10 +89,8 @@ def _extra(value: str) -> str | None:
     if value.startswith("@"):
         return "@" + _absolute(value[1:])
     given = _inline(value)
-    if "enqueue_shards_queues" not in given:
-        return value
     rest = {name: setting for name, setting in given.items() if name != "enqueue_shards_queues"}
-    return json.dumps(rest) if rest else None
+    return value if rest == given else json.dumps(rest) if rest else None
 
 
 def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_args: dict[str, Any] | None,

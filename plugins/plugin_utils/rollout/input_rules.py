@@ -138,13 +138,6 @@ def bound_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
     return problems
 
 
-def unknown_variable_problems(settings: dict[str, Any]) -> list[str]:
-    return [f"{name} is not a variable of the role awa.operations.enqueue_shards"
-            f"{did_you_mean(name, sorted(ROLE_OPTIONS), compared=lambda known: known[len(PREFIX):], limit=1)}: it "
-            "would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them"
-            for name in sorted(settings) if name.startswith(PREFIX) and name not in ROLE_OPTIONS]
-
-
 def spec_problems(spec: dict[str, Any], given: dict[str, Any], secrets: list[str]) -> list[str]:
     """Ansible's messages for the values of ``given`` (plain ones) that ``spec`` refuses, secrets masked, said alike
     on every core (before 2.19 a type is ``<class 'str'>``, and a sentence may end in two spaces)."""
@@ -304,8 +297,12 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
     given = given_values(settings)
     connection = given.get("connection")
     secrets = connection_secrets(connection) if isinstance(connection, dict) else []
-    problems = [*unknown_variable_problems(settings), *queue_problems(given.get("queues"), given["runtime_roles"]),
-                *connection_problems(connection, secrets), *bound_problems(given, ("lock_timeout",))]
+    problems = [f"{name} is not a variable of the role awa.operations.enqueue_shards"
+                f"{did_you_mean(name, sorted(ROLE_OPTIONS), compared=lambda known: known[len(PREFIX):], limit=1)}: "
+                "it would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them"
+                for name in sorted(settings) if name.startswith(PREFIX) and name not in ROLE_OPTIONS]
+    problems += [*queue_problems(given.get("queues"), given["runtime_roles"]), *connection_problems(connection, secrets),
+                 *bound_problems(given, ("lock_timeout",))]
     if not isinstance(given["ledger_schema"], str) or not given["ledger_schema"].strip():
         problems.append("enqueue_shards_ledger_schema must name a schema, e.g. awa_operations")
     if "rollout" in scope:
