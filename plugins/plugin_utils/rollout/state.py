@@ -56,12 +56,21 @@ class Shown(TypedDict):
     refusal: str
 
 
-class Rollout(TypedDict):
+class _Asked(TypedDict):
+    """What the rollout is asked that its state keeps for every batch: how many may fail, and how long to watch."""
+
+    max_fail_percentage: float
+    canary_pause: float | None
+    batch_pause: float | None
+
+
+class Rollout(_Asked):
     """The rollout's state (the module's docstring)."""
 
     # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
-    # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues the change
-    # concerns and the services it leaves untouched, and what every batch reads: how long to watch it, and its gates.
+    # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues
+    # the change concerns and the services it leaves untouched, and what every batch reads: how long to watch it
+    # (_Asked), and its gates.
     batches: list[list[list[str]]]
     batch_hosts: list[list[str]]
     problems: list[str]
@@ -69,9 +78,6 @@ class Rollout(TypedDict):
     pid_hosts: list[str]
     concerned_queues: list[str]
     untouched: list[str]
-    max_fail_percentage: float
-    canary_pause: float | None
-    batch_pause: float | None
     gates: Gates
     # When the plan's read (the queues right after the change) was taken, by the database's clock.
     read: str
@@ -87,20 +93,17 @@ class Rollout(TypedDict):
     shown: Shown
 
 
-class RolloutSettings(TypedDict):
+class RolloutSettings(_Asked):
     """What the rollout is asked: the role's variables the plan and the batches read (5_pickup.yml)."""
 
     queues: list[dict[str, Any]]
     pickup: str
     batch_size: object
-    max_fail_percentage: float
-    # The window's timing, for its estimate (rollout.estimate): pauses above, timeouts, the report directory.
+    # The window's timing, for its estimate (rollout.estimate): the pauses (_Asked), timeouts, the report directory.
     restart_timeout: float
     converge_timeout: float
     drain_timeout: float
     report_dir: str
-    canary_pause: float | None
-    batch_pause: float | None
     limits: dict[str, Any]
     check_mode: bool
 
