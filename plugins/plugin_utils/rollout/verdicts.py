@@ -218,11 +218,9 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     return {"ok": False, "message": message}
 
 
-def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], pid_hosts: list[str],
-                      backout: str, queues: list[str] | None = None) -> dict[str, Any]:
-    """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
-    runtimes live on the count?"""
-    matched = match.match(hosts, read.get("runtimes", []), pid_hosts=pid_hosts, queues=queues)
+def inventory_verdict(matched: dict[str, Any], backout: str) -> dict[str, Any]:
+    """At the end: is every service of the inventory that the change concerns done - its runtimes live on the count?
+    ``matched`` is the inventory's match (summary.queue_inventory, the plan's queues), the one the summary prints."""
     missing = []
     for entry in matched["services"]:
         if entry["status"] not in match.DONE and entry["state"] != "stopped":
@@ -233,8 +231,8 @@ def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], pid_
             missing.append(f"{entry['host']}/{entry['service']} ({why.get(entry['status'], entry['status'])})")
     text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:
-        return {"ok": True, "matched": matched, "message": f"Every service of the inventory is done: {text}; "
-                                                           f"{match.how_judged(matched, brief=True)}."}
-    return {"ok": False, "matched": matched, "message": (
+        return {"ok": True, "message": f"Every service of the inventory is done: {text}; "
+                                       f"{match.how_judged(matched, brief=True)}."}
+    return {"ok": False, "message": (
         f"The change window is not done for the inventory: {text}; not done: {', '.join(missing) or 'unknown'}; "
         f"{match.how_judged(matched)}. Bring back the hosts and services named, then {RE_RUN}. {backout}")}
