@@ -149,8 +149,7 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
         return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
     pid = (state or {}).get("main_pid")
     if status == match.NO_RUNTIME:
-        return (f"{name} did not come back: it runs (pid {pid}) but no live Awa runtime has its pid - "
-                "it hangs before its runtime registers, or it is in a restart loop")
+        return f"{name} did not come back: {match.NO_RUNTIME_TEXT.format(pid)} - {match.HANGS}"
     if status == match.STALE_RUNTIMES:
         return f"{name} did not come back: its runtime (pid {pid}) does not run the count"
     return None
@@ -225,7 +224,7 @@ def inventory_verdict(matched: dict[str, Any], backout: str) -> dict[str, Any]:
     for entry in matched["services"]:
         if entry["status"] not in match.DONE and entry["state"] != "stopped":
             why = {match.NOT_READ: "its host is unreachable", match.NOT_RUNNING: f"it is {entry['state']}",
-                   match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
+                   match.NO_RUNTIME: match.NO_RUNTIME_TEXT.format(entry["main_pid"]),
                    match.STALE_RUNTIMES: "its runtime does not run the count",
                    match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
             missing.append(f"{entry['host']}/{entry['service']} ({why.get(entry['status'], entry['status'])})")
