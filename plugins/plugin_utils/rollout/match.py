@@ -56,6 +56,9 @@ COVERED_BY_COUNT, SHORT_BY_COUNT, NOT_RUNNING, NOT_READ = "covered_by_count", "s
 ENQUEUE_ONLY = "enqueue_only"
 BY_PID, BY_COUNT, BY_START = "pid", "count", "start"
 DONE = (HAS_RUNTIMES, COVERED_BY_COUNT, ENQUEUE_ONLY)
+# What the plan, a batch and the inventory say of a service that runs with no live runtime of its pid.
+NO_RUNTIME_TEXT = "it runs (pid {}) but no live Awa runtime has its pid"
+HANGS = "it hangs before its runtime registers, or it is in a restart loop"
 
 
 def process(service: dict[str, Any]) -> ServiceProcess:
@@ -167,18 +170,16 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
 def how_judged(matched: dict[str, Any], *, brief: bool = False) -> str:
     """One sentence: how the inventory's runtimes were told apart (``brief``: without the reasons a runtime
     cannot be tied to its service, for the lines that repeat what the plan said)."""
-    text = "runtimes matched to services by pid (and host name where the runtime reports one)"
-    if matched["by_count_hosts"]:
-        hosts = names_text(matched["by_count_hosts"])
-        text = (f"runtimes matched to services by pid, except on {hosts}, whose services were judged by count (their "
-                "runtimes cannot be tied to one service by pid)")
-        if not brief:
-            text = (f"runtimes matched to services by pid, except on {hosts}: a runtime there cannot be tied to one "
-                    "service by the pid and host name it reports (no process of a service shows a live runtime's - "
-                    "a container engine runs them elsewhere, or the status command prints no pid - or a runtime that "
-                    "reports no host name, or one HOSTNAME, has the pid of services on several hosts: set "
-                    "enqueue_shards_runtime_hostname), so its services were judged by count against the live "
-                    "runtimes no other service claimed")
+    hosts = names_text(matched["by_count_hosts"])
+    text = "runtimes matched to services by pid" + (
+        " (and host name where the runtime reports one)" if not hosts
+        else f", except on {hosts}, whose services were judged by count (their runtimes cannot be tied to one service "
+        "by pid)" if brief
+        else f", except on {hosts}: a runtime there cannot be tied to one service by the pid and host name it reports "
+        "(no process of a service shows a live runtime's - a container engine runs them elsewhere, or the status "
+        "command prints no pid - or a runtime that reports no host name, or one HOSTNAME, has the pid of services on "
+        "several hosts: set enqueue_shards_runtime_hostname), so its services were judged by count against the live "
+        "runtimes no other service claimed")
     if matched.get("enqueue_only"):
         text += f"; judged by when they started, as they only enqueue: {names_text(matched['enqueue_only'], 3)}"
     return text

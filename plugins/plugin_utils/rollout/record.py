@@ -294,8 +294,8 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings,
                             backout=back_out)
     if asked["check_mode"]:
         return {"lines": lines, "verdict": None}
-    inventory_verdict = None if not any(host["services"] for host in services["hosts"]) else verdicts.inventory_verdict(
-        services["hosts"], read=read, pid_hosts=services["pid_hosts"], queues=services["queues"], backout=back_out)
+    matched = summary.queue_inventory(None, services)
+    inventory_verdict = verdicts.inventory_verdict(matched, back_out) if matched else None
     verdict = summary.window_verdict(queues, views=views, inventory_verdict=inventory_verdict)
     return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
 

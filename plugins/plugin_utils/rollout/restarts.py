@@ -73,8 +73,7 @@ def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, An
     # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
     matched = {
         match.HAS_RUNTIMES: [],
-        match.NO_RUNTIME: [f"it runs (pid {pid}) but no live Awa runtime has its pid: it hangs before its runtime "
-                           "registers, or it is in a restart loop"],
+        match.NO_RUNTIME: [f"{match.NO_RUNTIME_TEXT.format(pid)}: {match.HANGS}"],
         match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
                                else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
     if status in matched and not any(math.isinf(deadline) for deadline in deadlines.values()):

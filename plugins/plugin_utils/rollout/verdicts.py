@@ -149,8 +149,7 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
         return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
     pid = (state or {}).get("main_pid")
     if status == match.NO_RUNTIME:
-        return (f"{name} did not come back: it runs (pid {pid}) but no live Awa runtime has its pid - "
-                "it hangs before its runtime registers, or it is in a restart loop")
+        return f"{name} did not come back: {match.NO_RUNTIME_TEXT.format(pid)} - {match.HANGS}"
     if status == match.STALE_RUNTIMES:
         return f"{name} did not come back: its runtime (pid {pid}) does not run the count"
     return None
@@ -218,23 +217,21 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
     return {"ok": False, "message": message}
 
 
-def inventory_verdict(hosts: list[dict[str, Any]], *, read: dict[str, Any], pid_hosts: list[str],
-                      backout: str, queues: list[str] | None = None) -> dict[str, Any]:
-    """At the end: is every service of the inventory that the change concerns (``queues``: the plan's) done - its
-    runtimes live on the count?"""
-    matched = match.match(hosts, read.get("runtimes", []), pid_hosts=pid_hosts, queues=queues)
+def inventory_verdict(matched: dict[str, Any], backout: str) -> dict[str, Any]:
+    """At the end: is every service of the inventory that the change concerns done - its runtimes live on the count?
+    ``matched`` is the inventory's match (summary.queue_inventory, the plan's queues), the one the summary prints."""
     missing = []
     for entry in matched["services"]:
         if entry["status"] not in match.DONE and entry["state"] != "stopped":
             why = {match.NOT_READ: "its host is unreachable", match.NOT_RUNNING: f"it is {entry['state']}",
-                   match.NO_RUNTIME: f"it runs (pid {entry['main_pid']}) but no live Awa runtime has its pid",
+                   match.NO_RUNTIME: match.NO_RUNTIME_TEXT.format(entry["main_pid"]),
                    match.STALE_RUNTIMES: "its runtime does not run the count",
                    match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
             missing.append(f"{entry['host']}/{entry['service']} ({why.get(entry['status'], entry['status'])})")
     text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:
-        return {"ok": True, "matched": matched, "message": f"Every service of the inventory is done: {text}; "
-                                                           f"{match.how_judged(matched, brief=True)}."}
-    return {"ok": False, "matched": matched, "message": (
+        return {"ok": True, "message": f"Every service of the inventory is done: {text}; "
+                                       f"{match.how_judged(matched, brief=True)}."}
+    return {"ok": False, "message": (
         f"The change window is not done for the inventory: {text}; not done: {', '.join(missing) or 'unknown'}; "
         f"{match.how_judged(matched)}. Bring back the hosts and services named, then {RE_RUN}. {backout}")}

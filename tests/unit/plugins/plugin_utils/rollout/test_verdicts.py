@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.health_gates import evaluate
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import match
 from ansible_collections.awa.operations.plugins.module_utils.producer.services import operate
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import (
@@ -139,18 +140,15 @@ def test_an_environment_file_the_host_could_not_take_stops_before_any_change():
 
 def test_the_inventory_is_done_only_when_every_service_has_its_runtime_on_the_count():
     hosts = [systemd_host("app1", {"a": unit("a", started=T, pid=11), "b": unit("b", started=T, pid=12)})]
-    done = inventory_verdict(hosts, read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]},
-                             pid_hosts=[], backout=BACKOUT)
+    done = inventory_verdict(match(hosts, [runtime(11, T + 1), runtime(12, T + 1)]), BACKOUT)
     assert done["ok"] and done["message"].startswith("Every service of the inventory is done: 2 of 2")
-    hung = inventory_verdict(hosts, read={"runtimes": [runtime(11, T + 1)]}, pid_hosts=[],
-                             backout=BACKOUT)
+    hung = inventory_verdict(match(hosts, [runtime(11, T + 1)]), BACKOUT)
     assert not hung["ok"]
     assert hung["message"].startswith("The change window is not done for the inventory: 1 of 2 inventory runtimes "
                                       "live on the count; not done: app1/b (it runs (pid 12) but no live Awa runtime "
                                       "has its pid)")
-    gone = inventory_verdict(hosts + [systemd_host("app2", {"c": unit("c")}, reachable=False)],
-                             read={"runtimes": [runtime(11, T + 1), runtime(12, T + 1)]},
-                             pid_hosts=[], backout=BACKOUT)
+    gone = inventory_verdict(match(hosts + [systemd_host("app2", {"c": unit("c")}, reachable=False)],
+                                   [runtime(11, T + 1), runtime(12, T + 1)]), BACKOUT)
     assert not gone["ok"] and "app2/c (its host is unreachable)" in gone["message"]
 
 
