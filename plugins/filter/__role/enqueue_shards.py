@@ -45,16 +45,6 @@ def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
             "stop": None}
 
 
-def window_summary(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> Any:
-    """The summary's lines and verdict from the window's reads (rollout.record.window_summary)."""
-    return record.window_summary(reads, window, asked, dict(context.CLIARGS))
-
-
-def window_record(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> dict[str, Any]:
-    """The window's record from its reads (rollout.record.window_record)."""
-    return record.window_record(reads, window, asked, dict(context.CLIARGS))
-
-
 def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
     """The play of the batches: its ``hosts`` (those the plan restarts, in its order) and its ``serial`` (how many
     hosts each batch restarts), from the window's state on localhost. No hosts before a plan, after a stop, in check
@@ -102,7 +92,7 @@ class FilterModule:
             "enqueue_shards_estimate": window_estimate,
             "enqueue_shards_window_services": restarts.window_services,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
-            "enqueue_shards_summary": window_summary,
+            "enqueue_shards_summary": record.window_summary,
             "enqueue_shards_stop": stop,
-            "enqueue_shards_record": window_record,
+            "enqueue_shards_record": record.window_record,
         }

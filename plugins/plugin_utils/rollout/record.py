@@ -35,6 +35,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
+from ansible import context
+
 from ansible_collections.awa.operations.plugins.module_utils.wording import names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
@@ -150,36 +152,24 @@ def stop(hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> StopRec
     if not failed:
         return {"task": None, "hosts": [], "message": (
             "A host stopped answering during the window and Ansible stopped running tasks on it")}
-    by_message: dict[str, list[str]] = {}
-    for host, dummy, result in failed:
-        by_message.setdefault(_failure_text(result), []).append(host)
+    by_message = summary.grouped((_failure_text(result), host) for host, dummy, result in failed)
     message = (next(iter(by_message)) if len(by_message) == 1 else
                " | ".join(f"{names_text(names)}: {text}" for text, names in by_message.items()))
     return {"task": str(failed[0][1].get("name") or "an unnamed task"), "message": message,
             "hosts": [host for host, dummy_task, dummy_result in failed]}
 
 
-def _single(values: set[int]) -> int | None:
-    return next(iter(values)) if len(values) == 1 else None
-
-
 def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
            matched: dict[str, Any] | None) -> tuple[QueueOutcome, QueueRecord]:
-    """A queue at the window's end, as the summary table says it (summary.queue_done), and as the report keeps it:
-    its entry, its summary row, its change, its last read and its inventory match."""
-    asked, result = int(entry["shards"]), queue_changes(change).get(entry["queue"])
-    kept: QueueRecord = {"requested": entry, "summary": None, "change": result, "read": view, "inventory": matched}
-    if view is None:
-        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None,
-                "set_by": None}, kept
+    """A queue at the window's end, as the summary's table says it (summary.queue_row), and as the report keeps it:
+    its entry, its row, its change, its last read and its inventory match."""
+    row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
+                           "drained": None, "set_by": None}) if view is None else summary.queue_row(
+        entry, view, change, check_mode, matched)
     header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
-    kept["summary"] = dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
-    earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
-    done = summary.queue_done(view, matched)
-    drained = view.get("drained")
-    return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
-            "converged": done, "drained": None if drained is None else drained and done,
-            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}, kept
+    return cast(QueueOutcome, outcome), {"requested": entry, "summary": None if row is None else dict(zip(header, row)),
+                                         "change": queue_changes(change).get(entry["queue"]), "read": view,
+                                         "inventory": matched}
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
@@ -257,19 +247,14 @@ def after_change(reads: WindowReads) -> dict[str, Any]:
     return dict(_read(reads, "now"))
 
 
-def last_read(reads: WindowReads) -> dict[str, Any]:
-    """The last read of the queues: the drain wait's, else the convergence wait's, else (check mode, or an entry
-    point without the waits) the read with the change; {} when none ran (a run started past them)."""
-    for candidate in (_read(reads, "drained"), _read(reads, "converged"), after_change(reads)):
-        if "queues" in candidate:
-            return dict(candidate)
-    return {}
-
-
-def last_views(reads: WindowReads) -> dict[str, QueueView]:
-    """Each queue as last read: the read with the change, updated by each wait's read after it."""
-    return {**after_change(reads).get("queues", {}), **_read(reads, "converged").get("queues", {}),
-            **_read(reads, "drained").get("queues", {})}
+def last_read(reads: WindowReads) -> tuple[dict[str, Any], dict[str, QueueView]]:
+    """The last read of the queues - the read after a stop (``at_stop``) when it ran, else the drain wait's, else
+    the convergence wait's, else (check mode, or an entry point without the waits) the read with the change; {}
+    when none ran (a run started past them) - and each queue as last read: the read with the change, updated by
+    each read after it."""
+    candidates = [_read(reads, name) for name in ("at_stop", "drained", "converged")] + [after_change(reads)]
+    views = {name: view for candidate in reversed(candidates) for name, view in candidate.get("queues", {}).items()}
+    return next((dict(candidate) for candidate in candidates if "queues" in candidate), {}), views
 
 
 def inventory(rollout: Rollout | None, read: Mapping[str, Any]) -> dict[str, Any]:
@@ -280,28 +265,34 @@ def inventory(rollout: Rollout | None, read: Mapping[str, Any]) -> dict[str, Any
             "queues": rollout["concerned_queues"] if rollout else None}
 
 
-def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings,
-                   cli_args: dict[str, Any] | None) -> WindowSummary:
+def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple[
+        dict[str, Any], dict[str, QueueView], dict[str, Any], dict[str, Any] | None, str]:
+    """What the summary and the record are made of: the last read and each queue's (last_read), the inventory with
+    that read's runtimes and its match for every queue, and the back-out, with the options of the command line that
+    runs the role (Ansible's context.CLIARGS)."""
+    read, views = last_read(reads)
+    served = inventory(window["rollout"] or None, read)
+    backout = backout_command(asked["queues"], read, dict(context.CLIARGS), changes=reads.get("change") is not None)
+    return read, views, served, summary.queue_inventory(None, served), backout
+
+
+def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -> WindowSummary:
     """The summary of the window from its last reads: the table with the window's times and back-out, and (a real
     run) whether it is done - every queue on the count asked, converged, every service of the inventory done."""
-    queues, rollout = asked["queues"], window["rollout"] or None
-    read, views = last_read(reads), last_views(reads)
-    services = inventory(rollout, read)
-    back_out = backout_command(queues, read, cli_args, changes=reads.get("change") is not None)
+    read, views, served, matched, backout = _ending(reads, window, asked)
+    queues = asked["queues"]
     lines = summary.summary(queues, views=views, change=reads.get("change"),  # type: ignore[arg-type]
-                            check_mode=asked["check_mode"], inventory=services,
+                            check_mode=asked["check_mode"], inventory=served,
                             window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")),
-                            backout=back_out)
+                            backout=backout)
     if asked["check_mode"]:
         return {"lines": lines, "verdict": None}
-    matched = summary.queue_inventory(None, services)
-    inventory_verdict = verdicts.inventory_verdict(matched, back_out) if matched else None
-    verdict = summary.window_verdict(queues, views=views, inventory_verdict=inventory_verdict)
+    verdict = summary.window_verdict(queues, views=views, inventory_verdict=verdicts.inventory_verdict(
+        matched, backout) if matched else None)
     return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
 
 
-def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
-                  cli_args: dict[str, Any] | None) -> dict[str, Any]:
+def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
     """The window's ``report`` (WindowReport), its ``outcome`` (WindowOutcome) and its last word: ``ok`` - it
     neither stopped nor failed to write its report - and ``message``: after a stop, what stopped it, what is done
     and left, the report and the back-out; otherwise where its report is.
@@ -311,35 +302,25 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
     rollout, and what stopped it: a batch's verdict, or a failure after the change) and what it was asked (its
     queues, check mode) say the rest; ``validated`` false: the run started past Validate (--start-at-task).
     """
-    at_stop = _read(reads, "at_stop")
-    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
-    views: dict[str, QueueView] = {**last_views(reads), **at_stop.get("queues", {})}
+    read, views, served, matched, backout = _ending(reads, window, asked)
     queues, check_mode, change = asked["queues"], asked["check_mode"], reads.get("change")
     rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
     step, preflight = reads.get("step") or END, reads.get("before")
     # A step as the record names it: a batch by its number among the batches.
     last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
-    backout = backout_command(queues, read, cli_args, changes=change is not None)
-    served = inventory(rollout, read)
     made = {entry["queue"]: _queue(entry, views.get(entry["queue"]), change, check_mode,
                                    summary.queue_inventory(entry["queue"], served)) for entry in queues}
-    services = services_outcome(rollout, summary.queue_inventory(None, served))
+    services = services_outcome(rollout, matched)
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
         stopped = {"task": SUMMARY_TASK, "message": verdict["message"], "hosts": []}
-    if check_mode and not stopped:
-        done, message = False, summary.CHECK_MODE_NOTE
-    elif stopped:
-        done, message = False, stopped["message"]
-    elif verdict:
-        done, message = True, verdict["message"]
-    elif step != END:
-        done, message = False, (f"The window had run up to {last_step} when this record was written: "
-                                f"if it ends here, the window was interrupted. {summary.RESUME}.")
-    else:
-        done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
-                                "wait entry point (or the playbook's summary) to say.")
+    done = bool(verdict) and not stopped and not check_mode
+    message = (stopped["message"] if stopped else summary.CHECK_MODE_NOTE if check_mode else verdict["message"]
+               if verdict else f"The window had run up to {last_step} when this record was written: if it ends here, "
+               f"the window was interrupted. {summary.RESUME}." if step != END else
+               "The rollout ended without the wait: whether the count has taken effect is for the wait entry point "
+               "(or the playbook's summary) to say.")
     backout_entries, dummy = previous_counts(queues, read)
     started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
@@ -362,7 +343,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
             **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": summary.queue_inventory(None, served),
+        "inventory": matched,
     }
     # Where the report is, from its task's result (None, or skipped: no report was asked for).
     written = reads.get("written") or {}

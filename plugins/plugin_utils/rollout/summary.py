@@ -15,6 +15,7 @@ queue does not run the count asked: a run resumed past the change
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, counted, names_text
@@ -73,29 +74,34 @@ def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | Non
             f"added, recorded as change #{ledger['id'] if ledger else '-'}")
 
 
+def grouped(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+    """Each key's values, in the order the keys first come."""
+    groups: dict[Any, list[Any]] = {}
+    for key, value in pairs:
+        groups.setdefault(key, []).append(value)
+    return groups
+
+
 def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], check_mode: bool) -> list[str]:
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     wording.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
+    results = [(entry, change["queues"][entry["queue"]]) for entry in queues]
     if len(queues) <= DETAILED_QUEUES:
         views = observed["queues"] if (observed := change.get("observed")) else {}
-        return [line for entry in queues for result in [change["queues"][entry["queue"]]] for line in (
+        return [line for entry, result in results for line in (
             f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> {entry['shards']} on "
             f"{', '.join(result['physical_queues'])} - "
             f"{_change_outcome(result, check_mode, views.get(entry['queue']))}",
             f"  ordering: {result['ordering']}")]
-    kinds: dict[tuple[str, int, str], list[str]] = {}
-    orderings: dict[str, list[str]] = {}
-    for entry in queues:
-        result = change["queues"][entry["queue"]]
-        outcome = "already so" if not result["changed"] else "would change" if check_mode else "changed"
-        kinds.setdefault((_counts_text(result["previous_shards"]), entry["shards"], outcome), []).append(entry["queue"])
-        orderings.setdefault(result["ordering"], []).append(entry["queue"])
-    results = [change["queues"][entry["queue"]] for entry in queues]
-    lanes, grants = sum(r["lanes_created"] for r in results), sum(r["grants_added"] for r in results)
+    kinds = grouped(((_counts_text(result["previous_shards"]), entry["shards"], "already so" if not result["changed"]
+                      else "would change" if check_mode else "changed"), entry["queue"]) for entry, result in results)
     lines = [f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
              for (before, after, outcome), names in kinds.items()]
     lines.append(("check mode: would create " if check_mode else "in one transaction per queue: created ")
-                 + f"{lanes} lanes and added {grants} grants in all (-v, or the run's report, has each queue)")
+                 + f"{sum(result['lanes_created'] for dummy, result in results)} lanes and added "
+                 f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
+                 "has each queue)")
+    orderings = grouped((result["ordering"], entry["queue"]) for entry, result in results)
     return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
 
 
@@ -132,41 +138,43 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
                        pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
 
 
-def queue_done(view: QueueView, matched: dict[str, Any] | None) -> bool:
-    """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
-    return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
-                                                      and not matched["unreachable_hosts"]))
+def _single(values: Iterable[int]) -> int | None:
+    distinct = set(values)
+    return next(iter(distinct)) if len(distinct) == 1 else None
 
 
-def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
-                matched: dict[str, Any] | None = None) -> list[str]:
-    """A queue's row of the table; in check mode, a count the change would switch is "not yet" restarted."""
+def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
+              matched: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any]]:
+    """A queue's row of the table, and the facts the window's record keeps of it (record.QueueOutcome).
+
+    The counts before are the window's whole move: where an earlier run of it
+    (cut short) made the change this one found already so (set_by), the count
+    that change switched from; else the change's; else those before its last
+    recorded change. Converged is the queue's, and (with the inventory's match)
+    every expected runtime live on the count, no host left out. In check mode,
+    a count the change would switch is "not yet" restarted.
+    """
     result = queue_changes(change).get(entry["queue"])
-    now = _counts_text(view["enqueue_shards"])
-    beyond = view.get("depth_beyond_count")
+    earlier = set_by(result, view)
+    before = ([earlier["from_shards"]] if earlier else list(result["previous_shards"].values()) if result
+              else [recorded["from_shards"] for recorded in view["last_change"].values()])
+    done = view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
+                                                      and not matched["unreachable_hosts"]))
+    now, beyond, drained = _counts_text(view["enqueue_shards"]), view.get("depth_beyond_count"), view.get("drained")
     if check_mode and result is not None and switches(result):
         expected = view["runtimes_live"] if matched is None else matched["expected"]
         runtimes, verdict = f"0 of {expected} (they restart)" if expected else "0 of 0", "not yet (check mode)"
     else:
         # The "converged / drained" a read without the lanes does not know drained.
-        done = queue_done(view, matched)
         runtimes = (f"{view['runtimes_converged']} of {view['runtimes_live']}" if matched is None
                     else match.inventory_text(matched))
-        verdict = f"{'yes' if done else 'no'} / {'yes' if view.get('drained') and done else 'no'}"
-    counts = (f"{now} -> {entry['shards']}" if check_mode
-              else f"{_counts_text(counts_before(result, view)) or '?'} -> {now}")
-    return [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
-
-
-def counts_before(result: QueueChange | None, view: QueueView) -> list[int]:
-    """The counts a queue had before the window: the window's whole move, where an earlier run of it (cut short) made
-    the change this one found already so (set_by); else the change's; else those before its last recorded change."""
-    earlier = set_by(result, view)
-    if earlier is not None:
-        return [earlier["from_shards"]]
-    if result is not None:
-        return list(result["previous_shards"].values())
-    return [change["from_shards"] for change in view["last_change"].values()]
+        verdict = f"{'yes' if done else 'no'} / {'yes' if drained and done else 'no'}"
+    counts = f"{now} -> {entry['shards']}" if check_mode else f"{_counts_text(before) or '?'} -> {now}"
+    row = [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
+    return row, {"asked": int(entry["shards"]), "before": _single(before),
+                 "after": _single(view["enqueue_shards"].values()), "converged": done,
+                 "drained": None if drained is None else drained and done,
+                 "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
 
 def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
@@ -200,16 +208,11 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
 def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
     """Rows past wording.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
     their ready jobs summed."""
-    groups: dict[tuple[str, ...], list[list[str]]] = {}
-    for row in rows:
-        groups.setdefault((row[1], row[2], row[5]), []).append(row)
-    grouped = []
-    for (counts, runtimes, verdict), members in groups.items():
-        beyond = [row[4] for row in members]
-        beyond_text = ("unknown" if "unknown" in beyond else str(sum(int(value) for value in beyond)))
-        grouped.append([f"{counted(len(members), 'queue')} {names_text([row[0] for row in members], 3)}", counts,
-                        runtimes, "-v, or the report", beyond_text, verdict])
-    return grouped
+    groups = grouped(((row[1], row[2], row[5]), row) for row in rows)
+    return [[f"{counted(len(members), 'queue')} {names_text([row[0] for row in members], 3)}", counts, runtimes,
+             "-v, or the report", "unknown" if any(row[4] == "unknown" for row in members)
+             else str(sum(int(row[4]) for row in members)), verdict]
+            for (counts, runtimes, verdict), members in groups.items()]
 
 
 def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
@@ -224,8 +227,7 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     a row; past wording.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.
     """
-    matched = {entry["queue"]: queue_inventory(entry["queue"], inventory) for entry in queues}
-    rows = [summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]])
+    rows = [queue_row(entry, views[entry["queue"]], change, check_mode, queue_inventory(entry["queue"], inventory))[0]
             for entry in queues]
     lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
                   rows if len(rows) <= LISTED else _grouped_rows(rows)) + [""]
