@@ -40,7 +40,7 @@ def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
     the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
     settings, its reach and its read after its environment file was written) - and no stop."""
     return {"rollout": state.plan(hosts, read=record.after_change(reads),  # type: ignore[arg-type]
-                                  change=reads.get("change"),  # type: ignore[arg-type]
+                                  change=reads.get("change"),
                                   before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
             "stop": None}
 

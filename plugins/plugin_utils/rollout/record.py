@@ -43,7 +43,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.drain_time imp
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary, verdicts
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import backout_command, previous_counts
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import Rollout, RolloutSettings, StopRecord, Verdict, Window
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import RolloutSettings, StopRecord, Verdict, Window
 
 # The task whose verdict ends a window that is not done (tasks/phases/7_summary.yml).
 SUMMARY_TASK = "Summary | stop unless every queue runs the count asked, converged, and every service of the inventory is done"
@@ -175,8 +175,7 @@ def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mod
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
     """The services restarted so far, skipped, and left: planned to restart and not done - not restarted, or
     (``matched``: the inventory's runtimes at the end, rollout.match) restarted without a live runtime on the count."""
-    if not rollout:
-        return {"restarted": [], "skipped": [], "left": []}
+    rollout = rollout or {}
     restarted = list(rollout.get("restarted", []))
     live = None if matched is None else {f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                                          if entry["status"] in match.DONE}
@@ -207,31 +206,13 @@ def _services_text(services: ServicesOutcome) -> str:
     return ("So far " + "; ".join(parts) + ".") if parts else ""
 
 
-class WindowReads(TypedDict, total=False):
-    """What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's
-    read (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when
-    no change ran (``now``), the waits' (``converged``, ``drained``); for the record, the read after a stop
-    (``at_stop``), the summary's verdict (``verdict``), the report task's result once it ran (``written``), the
-    step after which it is written (``step``: CHANGE, BATCH - the last one judged - or END) and whether Validate's
-    facts are there (``validated``: false when the run started past it, --start-at-task)."""
-
-    before: dict[str, Any] | None
-    change: dict[str, Any] | None
-    now: dict[str, Any] | None
-    converged: dict[str, Any] | None
-    drained: dict[str, Any] | None
-    at_stop: dict[str, Any] | None
-    verdict: dict[str, Any] | None
-    written: dict[str, Any] | None
-    step: str
-    validated: bool
-
-
-class WindowSummary(TypedDict):
-    """The summary's lines, and its verdict (None in check mode: nothing was waited for)."""
-
-    lines: list[str]
-    verdict: Verdict | None
+# What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's read
+# (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when no change
+# ran (``now``), the waits' (``converged``, ``drained``); for the record, the read after a stop (``at_stop``), the
+# summary's verdict (``verdict``), the report task's result once it ran (``written``), the step after which it is
+# written (``step``: CHANGE, BATCH - the last one judged - or END) and whether Validate's facts are there
+# (``validated``: false when the run started past it, --start-at-task).
+WindowReads = Mapping[str, Any]
 
 
 def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
@@ -257,31 +238,25 @@ def last_read(reads: WindowReads) -> tuple[dict[str, Any], dict[str, QueueView]]
     return next((dict(candidate) for candidate in candidates if "queues" in candidate), {}), views
 
 
-def inventory(rollout: Rollout | None, read: Mapping[str, Any]) -> dict[str, Any]:
-    """The producer hosts' services as the rollout last saw them (none without a rollout), with the read's
-    runtimes: the summary's "N of M" and the window's record (summary.queue_inventory)."""
-    return {"hosts": rollout["hosts"] if rollout else [], "runtimes": read.get("runtimes") or [],
-            "pid_hosts": rollout["pid_hosts"] if rollout else [],
-            "queues": rollout["concerned_queues"] if rollout else None}
-
-
 def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple[
         dict[str, Any], dict[str, QueueView], dict[str, Any], dict[str, Any] | None, str]:
-    """What the summary and the record are made of: the last read and each queue's (last_read), the inventory with
-    that read's runtimes and its match for every queue, and the back-out, with the options of the command line that
-    runs the role (Ansible's context.CLIARGS)."""
+    """What the summary and the record are made of: the last read and each queue's (last_read), the inventory - the
+    producer hosts' services as the rollout last saw them (none without a rollout), with that read's runtimes - and
+    its match for every queue, and the back-out, with the options of the command line that runs the role (Ansible's
+    context.CLIARGS)."""
     read, views = last_read(reads)
-    served = inventory(window["rollout"] or None, read)
+    served = {**cast(Mapping[str, Any], window["rollout"] or {}), "runtimes": read.get("runtimes") or []}
     backout = backout_command(asked["queues"], read, dict(context.CLIARGS), changes=reads.get("change") is not None)
     return read, views, served, summary.queue_inventory(None, served), backout
 
 
-def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -> WindowSummary:
-    """The summary of the window from its last reads: the table with the window's times and back-out, and (a real
-    run) whether it is done - every queue on the count asked, converged, every service of the inventory done."""
+def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
+    """The summary of the window from its last reads: its ``lines``, the table with the window's times and back-out,
+    and its ``verdict`` (None in check mode: nothing was waited for) - whether it is done: every queue on the count
+    asked, converged, every service of the inventory done."""
     read, views, served, matched, backout = _ending(reads, window, asked)
     queues = asked["queues"]
-    lines = summary.summary(queues, views=views, change=reads.get("change"),  # type: ignore[arg-type]
+    lines = summary.summary(queues, views=views, change=reads.get("change"),
                             check_mode=asked["check_mode"], inventory=served,
                             window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")),
                             backout=backout)

@@ -102,7 +102,8 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
                  f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
                  "has each queue)")
     orderings = grouped((result["ordering"], entry["queue"]) for entry, result in results)
-    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
+    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}"
+                    for ordering, names in orderings.items()]
 
 
 def utc(text: str) -> datetime.datetime:
@@ -131,11 +132,13 @@ def _ready_cell(view: QueueView) -> str:
 
 
 def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The inventory's match for one queue, or every queue read (None without the producer hosts' services)."""
+    """The inventory's match for one queue, or every queue read (None without the producer hosts' services):
+    ``inventory`` is the rollout's state (its ``hosts``, ``pid_hosts`` and ``concerned_queues``) with the last
+    read's ``runtimes``."""
     if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
         return None
-    return match.match(inventory["hosts"], inventory["runtimes"],
-                       pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
+    return match.match(inventory["hosts"], inventory["runtimes"], pid_hosts=inventory.get("pid_hosts", []),
+                       queue=queue, queues=inventory.get("concerned_queues"))
 
 
 def _single(values: Iterable[int]) -> int | None:
@@ -221,8 +224,8 @@ def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change
     ``window``'s start and end and the ``backout``.
 
     ``inventory`` (optional) holds the producer hosts' states (``hosts``),
-    the last read's ``runtimes``, ``pid_hosts`` and
-    the ``queues`` whose change concerns a service (the plan's).
+    the last read's ``runtimes``, ``pid_hosts`` and the
+    ``concerned_queues`` whose change concerns a service (the plan's).
     Past wording.LISTED queues, queues with the same counts and verdict share
     a row; past wording.DETAILED_QUEUES, each queue's own lines are left to
     the run's report.

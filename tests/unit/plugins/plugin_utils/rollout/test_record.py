@@ -14,7 +14,6 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record impo
     WindowOutcome,
     WindowReport,
     after_change,
-    inventory,
     last_read,
     services_outcome,
     stop,
@@ -26,6 +25,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary imp
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
 
 UNCONVERGED, CONVERGED, REAL = load("info-unconverged"), load("info-converged"), load("change-real")
 DEMO_TO_6 = [{"queue": "demo", "shards": 6}]
@@ -240,10 +240,14 @@ def test_the_last_read_is_the_newest_that_ran_and_each_queue_is_as_it_last_read(
 
 
 def test_the_inventory_is_the_rollouts_services_with_the_last_reads_runtimes():
-    rollout = {"hosts": [{"host": "app1", "services": []}], "pid_hosts": ["app1"], "concerned_queues": ["demo"]}
-    assert inventory(rollout, CONVERGED) == {
-        "hosts": rollout["hosts"], "runtimes": CONVERGED["runtimes"], "pid_hosts": ["app1"], "queues": ["demo"]}
-    assert inventory(None, {}) == {"hosts": [], "runtimes": [], "pid_hosts": [], "queues": None}
+    started = 1764520000.0
+    hosts = [systemd_host("app1", {"p0": unit("p0", started=started, pid=10)})]
+    rollout = dict(ROLLOUT, hosts=hosts, pid_hosts=["app1"])
+    read = dict(converged_at_6(), runtimes=[runtime(10, started + 1)])
+    ended = record(read, rollout=rollout)
+    assert ended["report"]["inventory"]["services"][0]["host"] == "app1"
+    assert ended["report"]["inventory"]["on_count"] == ended["report"]["inventory"]["expected"] == 1
+    assert record(read, rollout=None)["report"]["inventory"] is None
 
 
 def test_the_summary_says_the_window_from_its_last_read_and_judges_it_in_a_real_run_only():
