@@ -79,7 +79,5 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        del tmp
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        del validation
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
         return dict(result, **write_report(args["report"], args["dir"], args["window"]))

@@ -111,23 +111,14 @@ class WindowOutcome(TypedDict):
     total_seconds: float | None
 
 
-class QueueRecord(TypedDict):
-    """One queue in the report: its entry, its summary row, its change, its last read, its inventory match."""
-
-    requested: dict[str, Any]
-    summary: dict[str, str] | None
-    change: QueueChange | None
-    read: QueueView | None
-    inventory: dict[str, Any] | None
-
-
 class WindowReport(TypedDict):
     """The run's JSON report (enqueue_shards_report_dir): the outcome, then every queue, service and verdict."""
 
     check_mode: bool
     outcome: WindowOutcome
     stopped: StopRecord | None
-    queues: dict[str, QueueRecord]
+    # Each queue's entry (``requested``), its ``summary`` row, its ``change``, its last ``read``, its ``inventory`` match.
+    queues: dict[str, dict[str, Any]]
     preflight: dict[str, Any] | None
     plan: dict[str, Any] | None
     services: list[dict[str, Any]] | None
@@ -160,7 +151,7 @@ def stop(hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> StopRec
 
 
 def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
-           matched: dict[str, Any] | None) -> tuple[QueueOutcome, QueueRecord]:
+           matched: dict[str, Any] | None) -> tuple[QueueOutcome, dict[str, Any]]:
     """A queue at the window's end, as the summary's table says it (summary.queue_row), and as the report keeps it:
     its entry, its row, its change, its last read and its inventory match."""
     row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
@@ -255,16 +246,11 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -
     and its ``verdict`` (None in check mode: nothing was waited for) - whether it is done: every queue on the count
     asked, converged, every service of the inventory done."""
     read, views, served, matched, backout = _ending(reads, window, asked)
-    queues = asked["queues"]
-    lines = summary.summary(queues, views=views, change=reads.get("change"),
-                            check_mode=asked["check_mode"], inventory=served,
-                            window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")),
-                            backout=backout)
-    if asked["check_mode"]:
-        return {"lines": lines, "verdict": None}
-    verdict = summary.window_verdict(queues, views=views, inventory_verdict=verdicts.inventory_verdict(
-        matched, backout) if matched else None)
-    return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
+    lines = summary.summary(asked["queues"], views=views, change=reads.get("change"), check_mode=asked["check_mode"],
+                            inventory=served, backout=backout,
+                            window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")))
+    return {"lines": lines, "verdict": None if asked["check_mode"] else summary.window_verdict(
+        asked["queues"], views=views, inventory_verdict=verdicts.inventory_verdict(matched, backout) if matched else None)}
 
 
 def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
@@ -285,7 +271,6 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
     last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
     made = {entry["queue"]: _queue(entry, views.get(entry["queue"]), change, check_mode,
                                    summary.queue_inventory(entry["queue"], served)) for entry in queues}
-    services = services_outcome(rollout, matched)
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
@@ -296,15 +281,14 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
                f"the window was interrupted. {summary.RESUME}." if step != END else
                "The rollout ended without the wait: whether the count has taken effect is for the wait entry point "
                "(or the playbook's summary) to say.")
-    backout_entries, dummy = previous_counts(queues, read)
     started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
         "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
         "last_step": last_step, "message": message,
         "queues": {name: outcome for name, (outcome, dummy_kept) in made.items()},
-        "services": services, "backout": backout,
+        "services": services_outcome(rollout, matched), "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.
-        "backout_queues": [cast(BackoutQueue, entry) for entry in backout_entries],
+        "backout_queues": cast("list[BackoutQueue]", previous_counts(queues, read)[0]),
         "started": started, "ended": ended,
         "total_seconds": round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended
         else None}
@@ -334,7 +318,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
             said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
                     f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
                     f"{summary.RESUME.replace('again', 'again without --start-at-task', 1)}.")
-        parts = [said if said.endswith(".") else said + ".", _services_text(services), where,
+        parts = [said if said.endswith(".") else said + ".", _services_text(outcome["services"]), where,
                  "" if counts_differ else backout]
         last = " ".join(part for part in parts if part)
     else:
