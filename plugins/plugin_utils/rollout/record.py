@@ -37,7 +37,7 @@ from typing import Any, TypedDict, cast
 
 from ansible import context
 
-from ansible_collections.awa.operations.plugins.module_utils.wording import names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
@@ -242,15 +242,32 @@ def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple
 
 
 def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
-    """The summary of the window from its last reads: its ``lines``, the table with the window's times and back-out,
-    and its ``verdict`` (None in check mode: nothing was waited for) - whether it is done: every queue on the count
-    asked, converged, every service of the inventory done."""
+    """The summary of the window from its last reads: its ``lines`` - the table, the inventory's runtimes, each
+    queue's own summary lines, then (a real run) the window's start and end and the back-out - and its ``verdict``
+    (None in check mode: nothing was waited for): whether it is done, every queue on the count asked, converged,
+    every service of the inventory done (summary.window_verdict).
+
+    Past wording.LISTED queues, queues with the same counts and verdict share
+    a row (summary.grouped_rows); past wording.DETAILED_QUEUES, each queue's
+    own lines are left to the run's report.
+    """
     read, views, served, matched, backout = _ending(reads, window, asked)
-    lines = summary.summary(asked["queues"], views=views, change=reads.get("change"), check_mode=asked["check_mode"],
-                            inventory=served, backout=backout,
-                            window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")))
-    return {"lines": lines, "verdict": None if asked["check_mode"] else summary.window_verdict(
-        asked["queues"], views=views, inventory_verdict=verdicts.inventory_verdict(matched, backout) if matched else None)}
+    queues, check_mode = asked["queues"], asked["check_mode"]
+    rows = [summary.queue_row(entry, views[entry["queue"]], reads.get("change"), check_mode,
+                              summary.queue_inventory(entry["queue"], served))[0] for entry in queues]
+    lines = summary.table(summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER,
+                          rows if len(rows) <= LISTED else summary.grouped_rows(rows)) + [""]
+    lines += [] if check_mode else summary.inventory_lines(matched, served["runtimes"])
+    lines += [line for entry in queues if len(queues) <= DETAILED_QUEUES
+              for line in views[entry["queue"]]["summary_lines"]]
+    if check_mode:
+        note = f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."
+        return {"lines": lines + [note], "verdict": None}
+    # A count this run did not set (it started past the change) is not this run's to back out.
+    lines += ["", times_text(_read(reads, "before").get("read_at"), read.get("read_at"))] + (
+        [backout] if backout and not summary.count_problems(queues, views) else [])
+    return {"lines": lines, "verdict": summary.window_verdict(
+        queues, views=views, inventory_verdict=verdicts.inventory_verdict(matched, backout) if matched else None)}
 
 
 def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:

@@ -18,7 +18,7 @@ import datetime
 from collections.abc import Iterable
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
     QueueChange,
@@ -180,7 +180,7 @@ def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResul
                  "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
 
-def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
+def inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
     if matched is None:
         return []
     lines = [f"inventory: {match.inventory_text(matched)} runtimes of the producer services live on the "
@@ -208,7 +208,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
+def grouped_rows(rows: list[list[str]]) -> list[list[str]]:
     """Rows past wording.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
     their ready jobs summed."""
     groups = grouped(((row[1], row[2], row[5]), row) for row in rows)
@@ -216,35 +216,6 @@ def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
              "-v, or the report", "unknown" if any(row[4] == "unknown" for row in members)
              else str(sum(int(row[4]) for row in members)), verdict]
             for (counts, runtimes, verdict), members in groups.items()]
-
-
-def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
-            inventory: dict[str, Any] | None = None, window: str = "", backout: str = "") -> list[str]:
-    """The change window's table, the inventory's runtimes, each queue's own summary lines, then (a real run) the
-    ``window``'s start and end and the ``backout``.
-
-    ``inventory`` (optional) holds the producer hosts' states (``hosts``),
-    the last read's ``runtimes``, ``pid_hosts`` and the
-    ``concerned_queues`` whose change concerns a service (the plan's).
-    Past wording.LISTED queues, queues with the same counts and verdict share
-    a row; past wording.DETAILED_QUEUES, each queue's own lines are left to
-    the run's report.
-    """
-    rows = [queue_row(entry, views[entry["queue"]], change, check_mode, queue_inventory(entry["queue"], inventory))[0]
-            for entry in queues]
-    lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
-                  rows if len(rows) <= LISTED else _grouped_rows(rows)) + [""]
-    if not check_mode:
-        lines += _inventory_lines(queue_inventory(None, inventory), (inventory or {}).get("runtimes", []))
-    if len(queues) <= DETAILED_QUEUES:
-        for entry in queues:
-            lines += views[entry["queue"]]["summary_lines"]
-    if check_mode:
-        lines.append(f"{CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set.")
-    elif window:
-        # A count this run did not set (it started past the change) is not this run's to back out.
-        lines += ["", window] + ([backout] if backout and not count_problems(queues, views) else [])
-    return lines
 
 
 def count_problems(queues: list[dict[str, Any]], views: dict[str, QueueView]) -> list[str]:
