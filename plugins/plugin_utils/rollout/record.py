@@ -170,10 +170,9 @@ def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] 
     restarted = list(rollout.get("restarted", []))
     live = None if matched is None else {f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                                          if entry["status"] in match.DONE}
-    done = [name for name in restarted if live is None or name in live]
     planned = [f"{host}/{service}" for batch in rollout.get("batches", []) for host, service in batch]
     return {"restarted": restarted, "skipped": list(rollout.get("skipped", [])),
-            "left": [name for name in planned if name not in done]}
+            "left": [name for name in planned if name not in restarted or live is not None and name not in live]}
 
 
 def times_text(started: str | None, ended: str | None) -> str:
