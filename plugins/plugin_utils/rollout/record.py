@@ -38,7 +38,7 @@ from typing import Any, TypedDict, cast
 from ansible import context
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, names_text
-from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
+from ansible_collections.awa.operations.plugins.module_utils.change.result import queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary, verdicts

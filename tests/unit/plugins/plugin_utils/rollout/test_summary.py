@@ -107,8 +107,8 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
                                "them (another window's, on another part of the inventory, or a producer the inventory "
                                "does not list): pid 99 on host (unreported) (instance instance-99-"), lines[5]
     assert lines[6] == "  without a live runtime on the count: app1/p3"
-    done = summary({"demo": view}, inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
-                                             "pid_hosts": []})
+    live = runtimes[:3] + [runtime(13, started + 1)]
+    done = summary({"demo": view}, inventory={"hosts": hosts, "runtimes": live, "pid_hosts": []})
     assert [cell.strip() for cell in done[2].split(" | ")][2:][::3] == ["4 of 4", "yes / yes"]
 
 
