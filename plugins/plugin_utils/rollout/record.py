@@ -117,7 +117,8 @@ class WindowReport(TypedDict):
     check_mode: bool
     outcome: WindowOutcome
     stopped: StopRecord | None
-    # Each queue's entry (``requested``), its ``summary`` row, its ``change``, its last ``read``, its ``inventory`` match.
+    # Each queue's entry (``requested``), its ``summary`` row, its ``change``, its last ``read`` and its ``inventory``
+    # match.
     queues: dict[str, dict[str, Any]]
     preflight: dict[str, Any] | None
     plan: dict[str, Any] | None
@@ -189,13 +190,6 @@ def times_text(started: str | None, ended: str | None) -> str:
             f"({seconds_text((last - first).total_seconds())}, the database's clock).")
 
 
-def _services_text(services: ServicesOutcome) -> str:
-    parts = [f"{label}: {names_text(names)}" for label, names in (
-        ("restarted", services["restarted"]), ("not done", services["left"]),
-        ("skipped, not checked or restarted", services["skipped"])) if names]
-    return ("So far " + "; ".join(parts) + ".") if parts else ""
-
-
 # What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's read
 # (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when no change
 # ran (``now``), the waits' (``converged``, ``drained``); for the record, the read after a stop (``at_stop``), the
@@ -213,9 +207,8 @@ def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
 def after_change(reads: WindowReads) -> dict[str, Any]:
     """The queues right after the change: the change's result carries them; the pickup's read stands in when no
     change ran before it (the rollout entry point); {} when neither ran."""
-    if reads.get("change") is not None:
-        return dict(_read(reads, "change").get("observed") or {})
-    return dict(_read(reads, "now"))
+    changed = reads.get("change") is not None
+    return dict(_read(reads, "change").get("observed") or {} if changed else _read(reads, "now"))
 
 
 def last_read(reads: WindowReads) -> tuple[dict[str, Any], dict[str, QueueView]]:
@@ -334,8 +327,12 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
             said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
                     f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
                     f"{summary.RESUME.replace('again', 'again without --start-at-task', 1)}.")
-        parts = [said if said.endswith(".") else said + ".", _services_text(outcome["services"]), where,
-                 "" if counts_differ else backout]
+        services = outcome["services"]
+        so_far = [f"{label}: {names_text(names)}" for label, names in (
+            ("restarted", services["restarted"]), ("not done", services["left"]),
+            ("skipped, not checked or restarted", services["skipped"])) if names]
+        parts = [said if said.endswith(".") else said + ".", "So far " + "; ".join(so_far) + "." if so_far else "",
+                 where, "" if counts_differ else backout]
         last = " ".join(part for part in parts if part)
     else:
         last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."

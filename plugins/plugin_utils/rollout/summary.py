@@ -32,8 +32,8 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import matc
 SHARDS_LISTED = 16
 SUMMARY_HEADER = ("queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
                   "converged / drained")
-CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "ready jobs by shard", "beyond S",
-                     "converged / drained")
+# In check mode the counts are the one in force and the one planned.
+CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S") + SUMMARY_HEADER[3:]
 CHECK_MODE_NOTE = "Check mode: nothing was changed, restarted or waited for."
 NOT_DONE = "The change window is not done"
 RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
