@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible import context
-
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
     batch,
     environment_file,
@@ -32,17 +30,6 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
     summary,
     verdicts,
 )
-
-
-def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
-                 asked: state.RolloutSettings) -> state.Window:
-    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
-    the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
-    settings, its reach and its read after its environment file was written) - and no stop."""
-    return {"rollout": state.plan(hosts, read=record.after_change(reads),  # type: ignore[arg-type]
-                                  change=reads.get("change"),
-                                  before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
-            "stop": None}
 
 
 def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
@@ -86,7 +73,7 @@ class FilterModule:
             "enqueue_shards_change_lines": summary.change_lines,
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
-            "enqueue_shards_rollout_plan": rollout_plan,
+            "enqueue_shards_rollout_plan": record.rollout_plan,
             "enqueue_shards_batch_services": batch.batch_services,
             "enqueue_shards_restart_plays": restart_plays,
             "enqueue_shards_estimate": window_estimate,

@@ -27,7 +27,10 @@ read of each queue is the newest of them that ran; the summary
 (``window_summary``) and the record (``window_record``) are made from it,
 with the window's state (rollout.state.Window) for the inventory's services
 and what stopped it, and what the rollout is asked (rollout.state.RolloutSettings)
-for the queues and check mode.
+for the queues and check mode. The reads up to the change make the
+rollout's plan (``rollout_plan``). The back-out repeats the command line that
+runs the role: Ansible's context.CLIARGS, read here where the plan, the
+summary and the record need it.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from ansible_collections.awa.operations.plugins.module_utils.wording import DETA
 from ansible_collections.awa.operations.plugins.module_utils.change.result import queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary, verdicts
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, state, summary, verdicts
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import backout_command, previous_counts
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import RolloutSettings, StopRecord, Verdict, Window
 
@@ -209,6 +212,15 @@ def after_change(reads: WindowReads) -> dict[str, Any]:
     change ran before it (the rollout entry point); {} when neither ran."""
     changed = reads.get("change") is not None
     return dict(_read(reads, "change").get("observed") or {} if changed else _read(reads, "now"))
+
+
+def rollout_plan(reads: WindowReads, hosts: list[list[dict[str, Any]]], asked: RolloutSettings) -> Window:
+    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
+    the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
+    settings, its reach and its read after its environment file was written) - and no stop."""
+    return {"rollout": state.plan(hosts, read=after_change(reads), change=reads.get("change"),  # type: ignore[arg-type]
+                                  before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
+            "stop": None}
 
 
 def last_read(reads: WindowReads) -> tuple[dict[str, Any], dict[str, QueueView]]:
