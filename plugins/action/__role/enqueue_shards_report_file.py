@@ -54,13 +54,23 @@ def report_path(directory: str, window: str, run: int | None = None) -> str:
     return os.path.join(os.path.abspath(directory), f"enqueue_shards-{stamp}-{digest}.json")
 
 
-def write_report(report: object, path: str) -> None:
-    """``report`` as indented JSON in ``path``, readable by its owner only (even if the file was there before)."""
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        os.fchmod(file.fileno(), 0o600)
-        json.dump(report, file, indent=4, sort_keys=True)
-        file.write("\n")
+def write_report(report: object, directory: str, window: str) -> dict[str, Any]:
+    """``report`` as indented JSON in the window's file in ``directory`` (report_path), readable by its owner only
+    (even if the file was there before): its ``path``, or what failed (``failed``, ``msg``)."""
+    path = report_path(directory, window)
+    if not os.path.isdir(os.path.dirname(path)):
+        return {"failed": True, "msg": (
+            f"The report's directory {os.path.dirname(path)} does not exist on the controller: create it or name "
+            "another (the role's enqueue_shards_report_dir; an empty string there writes no report)")}
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            os.fchmod(file.fileno(), 0o600)
+            json.dump(report, file, indent=4, sort_keys=True)
+            file.write("\n")
+    except OSError as exc:
+        return {"failed": True, "msg": f"Could not write the report {path}: {exc.strerror}"}
+    return {"changed": True, "path": path}
 
 
 class ActionModule(ActionBase):
@@ -69,16 +79,5 @@ class ActionModule(ActionBase):
 
     def run(self, tmp: str | None = None, task_vars: dict[str, Any] | None = None) -> dict[str, Any]:
         result: dict[str, Any] = super().run(tmp, task_vars)
-        del tmp
-        validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        del validation
-        path = report_path(args["dir"], args["window"])
-        if not os.path.isdir(os.path.dirname(path)):
-            return dict(result, failed=True, msg=(
-                f"The report's directory {os.path.dirname(path)} does not exist on the controller: create it or name "
-                "another (the role's enqueue_shards_report_dir; an empty string there writes no report)"))
-        try:
-            write_report(args["report"], path)
-        except OSError as exc:
-            return dict(result, failed=True, msg=f"Could not write the report {path}: {exc.strerror}")
-        return dict(result, changed=True, path=path)
+        args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)[1]
+        return dict(result, **write_report(args["report"], args["dir"], args["window"]))

@@ -21,11 +21,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ansible import context
 from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.action.awa_enqueue_shards_info import ActionModule as InfoAction
-from ansible_collections.awa.operations.plugins.action.__role.enqueue_shards_report_file import report_path, write_report
+from ansible_collections.awa.operations.plugins.action.__role.enqueue_shards_report_file import write_report
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import batch, record, state
 
 display = Display()
@@ -67,19 +66,10 @@ class ActionModule(InfoAction):
         said = verdict["message"] if verdict["ok"] else (
             f"Batch {index + 1} of {len(rollout['batches'])} stopped the window{back}: its end says why")
         display.display(f"[{(task_vars or {}).get('inventory_hostname', 'localhost')}] {said}")
-        self.write_record(asked.get("record") or {}, judged)
+        written = asked.get("record") or {}
+        if written.get("dir"):
+            # The window's record after the batch; one that cannot be written is the window's end to report.
+            made = record.window_record({**written["reads"], "step": record.BATCH}, judged, {  # type: ignore[typeddict-item]
+                "queues": written["queues"], "check_mode": False})
+            write_report(made["report"], os.path.expanduser(written["dir"]), written.get("window", ""))
         return {"changed": False, "window_state": judged}
-
-    @staticmethod
-    def write_record(asked: dict[str, Any], judged: state.Window) -> None:
-        """The window's record after the batch, where ``asked`` names a directory; one that cannot be written is
-        the window's end to report."""
-        if not asked.get("dir"):
-            return
-        made = record.window_record({**asked["reads"], "step": record.BATCH}, judged,
-                                    {"queues": asked["queues"], "check_mode": False},  # type: ignore[typeddict-item]
-                                    dict(context.CLIARGS))
-        try:
-            write_report(made["report"], report_path(os.path.expanduser(asked["dir"]), asked.get("window", "")))
-        except OSError:
-            pass

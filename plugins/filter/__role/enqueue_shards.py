@@ -18,8 +18,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ansible import context
-
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
     batch,
     environment_file,
@@ -32,27 +30,6 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import (
     summary,
     verdicts,
 )
-
-
-def rollout_plan(reads: record.WindowReads, hosts: list[list[dict[str, Any]]],
-                 asked: state.RolloutSettings) -> state.Window:
-    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
-    the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
-    settings, its reach and its read after its environment file was written) - and no stop."""
-    return {"rollout": state.plan(hosts, read=record.after_change(reads),  # type: ignore[arg-type]
-                                  change=reads.get("change"),  # type: ignore[arg-type]
-                                  before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
-            "stop": None}
-
-
-def window_summary(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> Any:
-    """The summary's lines and verdict from the window's reads (rollout.record.window_summary)."""
-    return record.window_summary(reads, window, asked, dict(context.CLIARGS))
-
-
-def window_record(reads: record.WindowReads, window: state.Window, asked: state.RolloutSettings) -> dict[str, Any]:
-    """The window's record from its reads (rollout.record.window_record)."""
-    return record.window_record(reads, window, asked, dict(context.CLIARGS))
 
 
 def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
@@ -73,8 +50,7 @@ def window_estimate(hosts: list[dict[str, Any]], asked: state.RolloutSettings, b
     views = (before or {}).get("queues") or {}
     lowering = any(int(entry["shards"]) < min(views[entry["queue"]]["enqueue_shards"].values(), default=0)
                    for entry in asked["queues"] if entry["queue"] in views)
-    line: str = estimate.estimate(estimate.every_host_batches(hosts, asked["batch_size"]), asked, lowering)["line"]
-    return line
+    return str(estimate.estimate(estimate.every_host_batches(hosts, asked["batch_size"]), asked, lowering)["line"])
 
 
 def stop(window: state.Window, hosts: list[str], hostvars: Any) -> state.Window:
@@ -96,13 +72,13 @@ class FilterModule:
             "enqueue_shards_change_lines": summary.change_lines,
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
-            "enqueue_shards_rollout_plan": rollout_plan,
+            "enqueue_shards_rollout_plan": record.rollout_plan,
             "enqueue_shards_batch_services": batch.batch_services,
             "enqueue_shards_restart_plays": restart_plays,
             "enqueue_shards_estimate": window_estimate,
             "enqueue_shards_window_services": restarts.window_services,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
-            "enqueue_shards_summary": window_summary,
+            "enqueue_shards_summary": record.window_summary,
             "enqueue_shards_stop": stop,
-            "enqueue_shards_record": window_record,
+            "enqueue_shards_record": record.window_record,
         }

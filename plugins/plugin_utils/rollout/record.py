@@ -27,7 +27,10 @@ read of each queue is the newest of them that ran; the summary
 (``window_summary``) and the record (``window_record``) are made from it,
 with the window's state (rollout.state.Window) for the inventory's services
 and what stopped it, and what the rollout is asked (rollout.state.RolloutSettings)
-for the queues and check mode.
+for the queues and check mode. The reads up to the change make the
+rollout's plan (``rollout_plan``). The back-out repeats the command line that
+runs the role: Ansible's context.CLIARGS, read here where the plan, the
+summary and the record need it.
 """
 
 from __future__ import annotations
@@ -35,13 +38,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.wording import names_text
-from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChange, queue_changes
+from ansible import context
+
+from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, names_text
+from ansible_collections.awa.operations.plugins.module_utils.change.result import queue_changes
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, summary, verdicts
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match, state, summary, verdicts
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.backout import backout_command, previous_counts
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import Rollout, RolloutSettings, StopRecord, Verdict, Window
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import RolloutSettings, StopRecord, Verdict, Window
 
 # The task whose verdict ends a window that is not done (tasks/phases/7_summary.yml).
 SUMMARY_TASK = "Summary | stop unless every queue runs the count asked, converged, and every service of the inventory is done"
@@ -109,23 +114,15 @@ class WindowOutcome(TypedDict):
     total_seconds: float | None
 
 
-class QueueRecord(TypedDict):
-    """One queue in the report: its entry, its summary row, its change, its last read, its inventory match."""
-
-    requested: dict[str, Any]
-    summary: dict[str, str] | None
-    change: QueueChange | None
-    read: QueueView | None
-    inventory: dict[str, Any] | None
-
-
 class WindowReport(TypedDict):
     """The run's JSON report (enqueue_shards_report_dir): the outcome, then every queue, service and verdict."""
 
     check_mode: bool
     outcome: WindowOutcome
     stopped: StopRecord | None
-    queues: dict[str, QueueRecord]
+    # Each queue's entry (``requested``), its ``summary`` row, its ``change``, its last ``read`` and its ``inventory``
+    # match.
+    queues: dict[str, dict[str, Any]]
     preflight: dict[str, Any] | None
     plan: dict[str, Any] | None
     services: list[dict[str, Any]] | None
@@ -150,50 +147,36 @@ def stop(hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> StopRec
     if not failed:
         return {"task": None, "hosts": [], "message": (
             "A host stopped answering during the window and Ansible stopped running tasks on it")}
-    by_message: dict[str, list[str]] = {}
-    for host, dummy, result in failed:
-        by_message.setdefault(_failure_text(result), []).append(host)
+    by_message = summary.grouped((_failure_text(result), host) for host, dummy, result in failed)
     message = (next(iter(by_message)) if len(by_message) == 1 else
                " | ".join(f"{names_text(names)}: {text}" for text, names in by_message.items()))
     return {"task": str(failed[0][1].get("name") or "an unnamed task"), "message": message,
             "hosts": [host for host, dummy_task, dummy_result in failed]}
 
 
-def _single(values: set[int]) -> int | None:
-    return next(iter(values)) if len(values) == 1 else None
-
-
 def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
-           matched: dict[str, Any] | None) -> tuple[QueueOutcome, QueueRecord]:
-    """A queue at the window's end, as the summary table says it (summary.queue_done), and as the report keeps it:
-    its entry, its summary row, its change, its last read and its inventory match."""
-    asked, result = int(entry["shards"]), queue_changes(change).get(entry["queue"])
-    kept: QueueRecord = {"requested": entry, "summary": None, "change": result, "read": view, "inventory": matched}
-    if view is None:
-        return {"asked": asked, "before": None, "after": None, "converged": False, "drained": None,
-                "set_by": None}, kept
+           matched: dict[str, Any] | None) -> tuple[QueueOutcome, dict[str, Any]]:
+    """A queue at the window's end, as the summary's table says it (summary.queue_row), and as the report keeps it:
+    its entry, its row, its change, its last read and its inventory match."""
+    row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
+                           "drained": None, "set_by": None}) if view is None else summary.queue_row(
+        entry, view, change, check_mode, matched)
     header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
-    kept["summary"] = dict(zip(header, summary.summary_row(entry, view, change, check_mode, matched)))
-    earlier, before = summary.set_by(result, view), set(summary.counts_before(result, view))
-    done = summary.queue_done(view, matched)
-    drained = view.get("drained")
-    return {"asked": asked, "before": _single(before), "after": _single(set(view["enqueue_shards"].values())),
-            "converged": done, "drained": None if drained is None else drained and done,
-            "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}, kept
+    return cast(QueueOutcome, outcome), {"requested": entry, "summary": None if row is None else dict(zip(header, row)),
+                                         "change": queue_changes(change).get(entry["queue"]), "read": view,
+                                         "inventory": matched}
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
     """The services restarted so far, skipped, and left: planned to restart and not done - not restarted, or
     (``matched``: the inventory's runtimes at the end, rollout.match) restarted without a live runtime on the count."""
-    if not rollout:
-        return {"restarted": [], "skipped": [], "left": []}
+    rollout = rollout or {}
     restarted = list(rollout.get("restarted", []))
     live = None if matched is None else {f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                                          if entry["status"] in match.DONE}
-    done = [name for name in restarted if live is None or name in live]
     planned = [f"{host}/{service}" for batch in rollout.get("batches", []) for host, service in batch]
     return {"restarted": restarted, "skipped": list(rollout.get("skipped", [])),
-            "left": [name for name in planned if name not in done]}
+            "left": [name for name in planned if name not in restarted or live is not None and name not in live]}
 
 
 def times_text(started: str | None, ended: str | None) -> str:
@@ -210,38 +193,13 @@ def times_text(started: str | None, ended: str | None) -> str:
             f"({seconds_text((last - first).total_seconds())}, the database's clock).")
 
 
-def _services_text(services: ServicesOutcome) -> str:
-    parts = [f"{label}: {names_text(names)}" for label, names in (
-        ("restarted", services["restarted"]), ("not done", services["left"]),
-        ("skipped, not checked or restarted", services["skipped"])) if names]
-    return ("So far " + "; ".join(parts) + ".") if parts else ""
-
-
-class WindowReads(TypedDict, total=False):
-    """What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's
-    read (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when
-    no change ran (``now``), the waits' (``converged``, ``drained``); for the record, the read after a stop
-    (``at_stop``), the summary's verdict (``verdict``), the report task's result once it ran (``written``), the
-    step after which it is written (``step``: CHANGE, BATCH - the last one judged - or END) and whether Validate's
-    facts are there (``validated``: false when the run started past it, --start-at-task)."""
-
-    before: dict[str, Any] | None
-    change: dict[str, Any] | None
-    now: dict[str, Any] | None
-    converged: dict[str, Any] | None
-    drained: dict[str, Any] | None
-    at_stop: dict[str, Any] | None
-    verdict: dict[str, Any] | None
-    written: dict[str, Any] | None
-    step: str
-    validated: bool
-
-
-class WindowSummary(TypedDict):
-    """The summary's lines, and its verdict (None in check mode: nothing was waited for)."""
-
-    lines: list[str]
-    verdict: Verdict | None
+# What the phases left (a registered result each; None, or a skipped result, when it did not run): preflight's read
+# (``before``), the change's (``change``: its ``observed`` is the queues right after it), the pickup's when no change
+# ran (``now``), the waits' (``converged``, ``drained``); for the record, the read after a stop (``at_stop``), the
+# summary's verdict (``verdict``), the report task's result once it ran (``written``), the step after which it is
+# written (``step``: CHANGE, BATCH - the last one judged - or END) and whether Validate's facts are there
+# (``validated``: false when the run started past it, --start-at-task).
+WindowReads = Mapping[str, Any]
 
 
 def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
@@ -252,56 +210,71 @@ def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
 def after_change(reads: WindowReads) -> dict[str, Any]:
     """The queues right after the change: the change's result carries them; the pickup's read stands in when no
     change ran before it (the rollout entry point); {} when neither ran."""
-    if reads.get("change") is not None:
-        return dict(_read(reads, "change").get("observed") or {})
-    return dict(_read(reads, "now"))
+    changed = reads.get("change") is not None
+    return dict(_read(reads, "change").get("observed") or {} if changed else _read(reads, "now"))
 
 
-def last_read(reads: WindowReads) -> dict[str, Any]:
-    """The last read of the queues: the drain wait's, else the convergence wait's, else (check mode, or an entry
-    point without the waits) the read with the change; {} when none ran (a run started past them)."""
-    for candidate in (_read(reads, "drained"), _read(reads, "converged"), after_change(reads)):
-        if "queues" in candidate:
-            return dict(candidate)
-    return {}
+def rollout_plan(reads: WindowReads, hosts: list[list[dict[str, Any]]], asked: RolloutSettings) -> Window:
+    """The window's state before its first batch: the rollout's plan (rollout.state.plan), from the queues read up to
+    the change (``before``, ``change``, ``now``) and each play host's own reads, in play order (``hosts``: its
+    settings, its reach and its read after its environment file was written) - and no stop."""
+    return {"rollout": state.plan(hosts, read=after_change(reads), change=reads.get("change"),  # type: ignore[arg-type]
+                                  before=reads.get("before"), settings=asked, cli_args=dict(context.CLIARGS)),
+            "stop": None}
 
 
-def last_views(reads: WindowReads) -> dict[str, QueueView]:
-    """Each queue as last read: the read with the change, updated by each wait's read after it."""
-    return {**after_change(reads).get("queues", {}), **_read(reads, "converged").get("queues", {}),
-            **_read(reads, "drained").get("queues", {})}
+def last_read(reads: WindowReads) -> tuple[dict[str, Any], dict[str, QueueView]]:
+    """The last read of the queues - the read after a stop (``at_stop``) when it ran, else the drain wait's, else
+    the convergence wait's, else (check mode, or an entry point without the waits) the read with the change; {}
+    when none ran (a run started past them) - and each queue as last read: the read with the change, updated by
+    each read after it."""
+    candidates = [_read(reads, name) for name in ("at_stop", "drained", "converged")] + [after_change(reads)]
+    views = {name: view for candidate in reversed(candidates) for name, view in candidate.get("queues", {}).items()}
+    return next((dict(candidate) for candidate in candidates if "queues" in candidate), {}), views
 
 
-def inventory(rollout: Rollout | None, read: Mapping[str, Any]) -> dict[str, Any]:
-    """The producer hosts' services as the rollout last saw them (none without a rollout), with the read's
-    runtimes: the summary's "N of M" and the window's record (summary.queue_inventory)."""
-    return {"hosts": rollout["hosts"] if rollout else [], "runtimes": read.get("runtimes") or [],
-            "pid_hosts": rollout["pid_hosts"] if rollout else [],
-            "queues": rollout["concerned_queues"] if rollout else None}
+def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple[
+        dict[str, Any], dict[str, QueueView], dict[str, Any], dict[str, Any] | None, str]:
+    """What the summary and the record are made of: the last read and each queue's (last_read), the inventory - the
+    producer hosts' services as the rollout last saw them (none without a rollout), with that read's runtimes - and
+    its match for every queue, and the back-out, with the options of the command line that runs the role (Ansible's
+    context.CLIARGS)."""
+    read, views = last_read(reads)
+    served = {**cast(Mapping[str, Any], window["rollout"] or {}), "runtimes": read.get("runtimes") or []}
+    backout = backout_command(asked["queues"], read, dict(context.CLIARGS), changes=reads.get("change") is not None)
+    return read, views, served, summary.queue_inventory(None, served), backout
 
 
-def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings,
-                   cli_args: dict[str, Any] | None) -> WindowSummary:
-    """The summary of the window from its last reads: the table with the window's times and back-out, and (a real
-    run) whether it is done - every queue on the count asked, converged, every service of the inventory done."""
-    queues, rollout = asked["queues"], window["rollout"] or None
-    read, views = last_read(reads), last_views(reads)
-    services = inventory(rollout, read)
-    back_out = backout_command(queues, read, cli_args, changes=reads.get("change") is not None)
-    lines = summary.summary(queues, views=views, change=reads.get("change"),  # type: ignore[arg-type]
-                            check_mode=asked["check_mode"], inventory=services,
-                            window=times_text(_read(reads, "before").get("read_at"), read.get("read_at")),
-                            backout=back_out)
-    if asked["check_mode"]:
-        return {"lines": lines, "verdict": None}
-    matched = summary.queue_inventory(None, services)
-    inventory_verdict = verdicts.inventory_verdict(matched, back_out) if matched else None
-    verdict = summary.window_verdict(queues, views=views, inventory_verdict=inventory_verdict)
-    return {"lines": lines, "verdict": {"ok": verdict["ok"], "message": verdict["message"]}}
+def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
+    """The summary of the window from its last reads: its ``lines`` - the table, the inventory's runtimes, each
+    queue's own summary lines, then (a real run) the window's start and end and the back-out - and its ``verdict``
+    (None in check mode: nothing was waited for): whether it is done, every queue on the count asked, converged,
+    every service of the inventory done (summary.window_verdict).
+
+    Past wording.LISTED queues, queues with the same counts and verdict share
+    a row (summary.grouped_rows); past wording.DETAILED_QUEUES, each queue's
+    own lines are left to the run's report.
+    """
+    read, views, served, matched, backout = _ending(reads, window, asked)
+    queues, check_mode = asked["queues"], asked["check_mode"]
+    rows = [summary.queue_row(entry, views[entry["queue"]], reads.get("change"), check_mode,
+                              summary.queue_inventory(entry["queue"], served))[0] for entry in queues]
+    lines = summary.table(summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER,
+                          rows if len(rows) <= LISTED else summary.grouped_rows(rows)) + [""]
+    lines += [] if check_mode else summary.inventory_lines(matched, served["runtimes"])
+    lines += [line for entry in queues if len(queues) <= DETAILED_QUEUES
+              for line in views[entry["queue"]]["summary_lines"]]
+    if check_mode:
+        note = f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."
+        return {"lines": lines + [note], "verdict": None}
+    # A count this run did not set (it started past the change) is not this run's to back out.
+    lines += ["", times_text(_read(reads, "before").get("read_at"), read.get("read_at"))] + (
+        [backout] if backout and not summary.count_problems(queues, views) else [])
+    return {"lines": lines, "verdict": summary.window_verdict(
+        queues, views=views, inventory_verdict=verdicts.inventory_verdict(matched, backout) if matched else None)}
 
 
-def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
-                  cli_args: dict[str, Any] | None) -> dict[str, Any]:
+def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
     """The window's ``report`` (WindowReport), its ``outcome`` (WindowOutcome) and its last word: ``ok`` - it
     neither stopped nor failed to write its report - and ``message``: after a stop, what stopped it, what is done
     and left, the report and the back-out; otherwise where its report is.
@@ -311,44 +284,32 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
     rollout, and what stopped it: a batch's verdict, or a failure after the change) and what it was asked (its
     queues, check mode) say the rest; ``validated`` false: the run started past Validate (--start-at-task).
     """
-    at_stop = _read(reads, "at_stop")
-    read = dict(at_stop) if "queues" in at_stop else last_read(reads)
-    views: dict[str, QueueView] = {**last_views(reads), **at_stop.get("queues", {})}
+    read, views, served, matched, backout = _ending(reads, window, asked)
     queues, check_mode, change = asked["queues"], asked["check_mode"], reads.get("change")
     rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
     step, preflight = reads.get("step") or END, reads.get("before")
     # A step as the record names it: a batch by its number among the batches.
     last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
-    backout = backout_command(queues, read, cli_args, changes=change is not None)
-    served = inventory(rollout, read)
     made = {entry["queue"]: _queue(entry, views.get(entry["queue"]), change, check_mode,
                                    summary.queue_inventory(entry["queue"], served)) for entry in queues}
-    services = services_outcome(rollout, summary.queue_inventory(None, served))
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
         stopped = {"task": SUMMARY_TASK, "message": verdict["message"], "hosts": []}
-    if check_mode and not stopped:
-        done, message = False, summary.CHECK_MODE_NOTE
-    elif stopped:
-        done, message = False, stopped["message"]
-    elif verdict:
-        done, message = True, verdict["message"]
-    elif step != END:
-        done, message = False, (f"The window had run up to {last_step} when this record was written: "
-                                f"if it ends here, the window was interrupted. {summary.RESUME}.")
-    else:
-        done, message = False, ("The rollout ended without the wait: whether the count has taken effect is for the "
-                                "wait entry point (or the playbook's summary) to say.")
-    backout_entries, dummy = previous_counts(queues, read)
+    done = bool(verdict) and not stopped and not check_mode
+    message = (stopped["message"] if stopped else summary.CHECK_MODE_NOTE if check_mode else verdict["message"]
+               if verdict else f"The window had run up to {last_step} when this record was written: if it ends here, "
+               f"the window was interrupted. {summary.RESUME}." if step != END else
+               "The rollout ended without the wait: whether the count has taken effect is for the wait entry point "
+               "(or the playbook's summary) to say.")
     started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
         "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
         "last_step": last_step, "message": message,
         "queues": {name: outcome for name, (outcome, dummy_kept) in made.items()},
-        "services": services, "backout": backout,
+        "services": services_outcome(rollout, matched), "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.
-        "backout_queues": [cast(BackoutQueue, entry) for entry in backout_entries],
+        "backout_queues": cast("list[BackoutQueue]", previous_counts(queues, read)[0]),
         "started": started, "ended": ended,
         "total_seconds": round((summary.utc(ended) - summary.utc(started)).total_seconds(), 3) if started and ended
         else None}
@@ -362,7 +323,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
             **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": summary.queue_inventory(None, served),
+        "inventory": matched,
     }
     # Where the report is, from its task's result (None, or skipped: no report was asked for).
     written = reads.get("written") or {}
@@ -378,8 +339,12 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings,
             said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
                     f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
                     f"{summary.RESUME.replace('again', 'again without --start-at-task', 1)}.")
-        parts = [said if said.endswith(".") else said + ".", _services_text(services), where,
-                 "" if counts_differ else backout]
+        services = outcome["services"]
+        so_far = [f"{label}: {names_text(names)}" for label, names in (
+            ("restarted", services["restarted"]), ("not done", services["left"]),
+            ("skipped, not checked or restarted", services["skipped"])) if names]
+        parts = [said if said.endswith(".") else said + ".", "So far " + "; ".join(so_far) + "." if so_far else "",
+                 where, "" if counts_differ else backout]
         last = " ".join(part for part in parts if part)
     else:
         last = f"{where} Its outcome is published as {OUTCOME_KEY} (set_stats)."

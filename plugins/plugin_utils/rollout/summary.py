@@ -15,9 +15,10 @@ queue does not run the count asked: a run resumed past the change
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, LISTED, counted, names_text
+from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, names_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     EnqueueShardsResult,
     QueueChange,
@@ -31,8 +32,8 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout import matc
 SHARDS_LISTED = 16
 SUMMARY_HEADER = ("queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
                   "converged / drained")
-CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S", "ready jobs by shard", "beyond S",
-                     "converged / drained")
+# In check mode the counts are the one in force and the one planned.
+CHECK_MODE_HEADER = ("queue", "S now -> planned", "runtimes on planned S") + SUMMARY_HEADER[3:]
 CHECK_MODE_NOTE = "Check mode: nothing was changed, restarted or waited for."
 NOT_DONE = "The change window is not done"
 RESUME = ("To resume, run the same command again: it changes nothing already done and restarts only the services "
@@ -73,30 +74,36 @@ def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | Non
             f"added, recorded as change #{ledger['id'] if ledger else '-'}")
 
 
+def grouped(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
+    """Each key's values, in the order the keys first come."""
+    groups: dict[Any, list[Any]] = {}
+    for key, value in pairs:
+        groups.setdefault(key, []).append(value)
+    return groups
+
+
 def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], check_mode: bool) -> list[str]:
     """Two lines per queue: what was done (in check mode, what would be) and the ordering it gives; past
     wording.DETAILED_QUEUES queues, one line per kind of change (the counts and the outcome) and per ordering."""
+    results = [(entry, change["queues"][entry["queue"]]) for entry in queues]
     if len(queues) <= DETAILED_QUEUES:
         views = observed["queues"] if (observed := change.get("observed")) else {}
-        return [line for entry in queues for result in [change["queues"][entry["queue"]]] for line in (
+        return [line for entry, result in results for line in (
             f"{entry['queue']}: enqueue_shards {_counts_text(result['previous_shards'])} -> {entry['shards']} on "
             f"{', '.join(result['physical_queues'])} - "
             f"{_change_outcome(result, check_mode, views.get(entry['queue']))}",
             f"  ordering: {result['ordering']}")]
-    kinds: dict[tuple[str, int, str], list[str]] = {}
-    orderings: dict[str, list[str]] = {}
-    for entry in queues:
-        result = change["queues"][entry["queue"]]
-        outcome = "already so" if not result["changed"] else "would change" if check_mode else "changed"
-        kinds.setdefault((_counts_text(result["previous_shards"]), entry["shards"], outcome), []).append(entry["queue"])
-        orderings.setdefault(result["ordering"], []).append(entry["queue"])
-    results = [change["queues"][entry["queue"]] for entry in queues]
-    lanes, grants = sum(r["lanes_created"] for r in results), sum(r["grants_added"] for r in results)
+    kinds = grouped(((_counts_text(result["previous_shards"]), entry["shards"], "already so" if not result["changed"]
+                      else "would change" if check_mode else "changed"), entry["queue"]) for entry, result in results)
     lines = [f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
              for (before, after, outcome), names in kinds.items()]
     lines.append(("check mode: would create " if check_mode else "in one transaction per queue: created ")
-                 + f"{lanes} lanes and added {grants} grants in all (-v, or the run's report, has each queue)")
-    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()]
+                 + f"{sum(result['lanes_created'] for dummy, result in results)} lanes and added "
+                 f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
+                 "has each queue)")
+    orderings = grouped((result["ordering"], entry["queue"]) for entry, result in results)
+    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}"
+                    for ordering, names in orderings.items()]
 
 
 def utc(text: str) -> datetime.datetime:
@@ -125,51 +132,55 @@ def _ready_cell(view: QueueView) -> str:
 
 
 def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The inventory's match for one queue, or every queue read (None without the producer hosts' services)."""
+    """The inventory's match for one queue, or every queue read (None without the producer hosts' services):
+    ``inventory`` is the rollout's state (its ``hosts``, ``pid_hosts`` and ``concerned_queues``) with the last
+    read's ``runtimes``."""
     if not inventory or not any(host["services"] for host in inventory.get("hosts") or []):
         return None
-    return match.match(inventory["hosts"], inventory["runtimes"],
-                       pid_hosts=inventory.get("pid_hosts", []), queue=queue, queues=inventory.get("queues"))
+    return match.match(inventory["hosts"], inventory["runtimes"], pid_hosts=inventory.get("pid_hosts", []),
+                       queue=queue, queues=inventory.get("concerned_queues"))
 
 
-def queue_done(view: QueueView, matched: dict[str, Any] | None) -> bool:
-    """Converged for the queue, and (with the inventory) every expected runtime live on the count, no host left out."""
-    return view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
-                                                      and not matched["unreachable_hosts"]))
+def _single(values: Iterable[int]) -> int | None:
+    distinct = set(values)
+    return next(iter(distinct)) if len(distinct) == 1 else None
 
 
-def summary_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
-                matched: dict[str, Any] | None = None) -> list[str]:
-    """A queue's row of the table; in check mode, a count the change would switch is "not yet" restarted."""
+def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
+              matched: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any]]:
+    """A queue's row of the table, and the facts the window's record keeps of it (record.QueueOutcome).
+
+    The counts before are the window's whole move: where an earlier run of it
+    (cut short) made the change this one found already so (set_by), the count
+    that change switched from; else the change's; else those before its last
+    recorded change. Converged is the queue's, and (with the inventory's match)
+    every expected runtime live on the count, no host left out. In check mode,
+    a count the change would switch is "not yet" restarted.
+    """
     result = queue_changes(change).get(entry["queue"])
-    now = _counts_text(view["enqueue_shards"])
-    beyond = view.get("depth_beyond_count")
+    earlier = set_by(result, view)
+    before = ([earlier["from_shards"]] if earlier else list(result["previous_shards"].values()) if result
+              else [recorded["from_shards"] for recorded in view["last_change"].values()])
+    done = view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
+                                                      and not matched["unreachable_hosts"]))
+    now, beyond, drained = _counts_text(view["enqueue_shards"]), view.get("depth_beyond_count"), view.get("drained")
     if check_mode and result is not None and switches(result):
         expected = view["runtimes_live"] if matched is None else matched["expected"]
         runtimes, verdict = f"0 of {expected} (they restart)" if expected else "0 of 0", "not yet (check mode)"
     else:
         # The "converged / drained" a read without the lanes does not know drained.
-        done = queue_done(view, matched)
         runtimes = (f"{view['runtimes_converged']} of {view['runtimes_live']}" if matched is None
                     else match.inventory_text(matched))
-        verdict = f"{'yes' if done else 'no'} / {'yes' if view.get('drained') and done else 'no'}"
-    counts = (f"{now} -> {entry['shards']}" if check_mode
-              else f"{_counts_text(counts_before(result, view)) or '?'} -> {now}")
-    return [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
+        verdict = f"{'yes' if done else 'no'} / {'yes' if drained and done else 'no'}"
+    counts = f"{now} -> {entry['shards']}" if check_mode else f"{_counts_text(before) or '?'} -> {now}"
+    row = [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
+    return row, {"asked": int(entry["shards"]), "before": _single(before),
+                 "after": _single(view["enqueue_shards"].values()), "converged": done,
+                 "drained": None if drained is None else drained and done,
+                 "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
 
-def counts_before(result: QueueChange | None, view: QueueView) -> list[int]:
-    """The counts a queue had before the window: the window's whole move, where an earlier run of it (cut short) made
-    the change this one found already so (set_by); else the change's; else those before its last recorded change."""
-    earlier = set_by(result, view)
-    if earlier is not None:
-        return [earlier["from_shards"]]
-    if result is not None:
-        return list(result["previous_shards"].values())
-    return [change["from_shards"] for change in view["last_change"].values()]
-
-
-def _inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
+def inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list[str]:
     if matched is None:
         return []
     lines = [f"inventory: {match.inventory_text(matched)} runtimes of the producer services live on the "
@@ -197,49 +208,14 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _grouped_rows(rows: list[list[str]]) -> list[list[str]]:
+def grouped_rows(rows: list[list[str]]) -> list[list[str]]:
     """Rows past wording.LISTED, one per set of queues with the same counts and verdict: their names as ranges,
     their ready jobs summed."""
-    groups: dict[tuple[str, ...], list[list[str]]] = {}
-    for row in rows:
-        groups.setdefault((row[1], row[2], row[5]), []).append(row)
-    grouped = []
-    for (counts, runtimes, verdict), members in groups.items():
-        beyond = [row[4] for row in members]
-        beyond_text = ("unknown" if "unknown" in beyond else str(sum(int(value) for value in beyond)))
-        grouped.append([f"{counted(len(members), 'queue')} {names_text([row[0] for row in members], 3)}", counts,
-                        runtimes, "-v, or the report", beyond_text, verdict])
-    return grouped
-
-
-def summary(queues: list[dict[str, Any]], *, views: dict[str, QueueView], change: EnqueueShardsResult | None, check_mode: bool,
-            inventory: dict[str, Any] | None = None, window: str = "", backout: str = "") -> list[str]:
-    """The change window's table, the inventory's runtimes, each queue's own summary lines, then (a real run) the
-    ``window``'s start and end and the ``backout``.
-
-    ``inventory`` (optional) holds the producer hosts' states (``hosts``),
-    the last read's ``runtimes``, ``pid_hosts`` and
-    the ``queues`` whose change concerns a service (the plan's).
-    Past wording.LISTED queues, queues with the same counts and verdict share
-    a row; past wording.DETAILED_QUEUES, each queue's own lines are left to
-    the run's report.
-    """
-    matched = {entry["queue"]: queue_inventory(entry["queue"], inventory) for entry in queues}
-    rows = [summary_row(entry, views[entry["queue"]], change, check_mode, matched[entry["queue"]])
-            for entry in queues]
-    lines = table(CHECK_MODE_HEADER if check_mode else SUMMARY_HEADER,
-                  rows if len(rows) <= LISTED else _grouped_rows(rows)) + [""]
-    if not check_mode:
-        lines += _inventory_lines(queue_inventory(None, inventory), (inventory or {}).get("runtimes", []))
-    if len(queues) <= DETAILED_QUEUES:
-        for entry in queues:
-            lines += views[entry["queue"]]["summary_lines"]
-    if check_mode:
-        lines.append(f"{CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set.")
-    elif window:
-        # A count this run did not set (it started past the change) is not this run's to back out.
-        lines += ["", window] + ([backout] if backout and not count_problems(queues, views) else [])
-    return lines
+    groups = grouped(((row[1], row[2], row[5]), row) for row in rows)
+    return [[f"{counted(len(members), 'queue')} {names_text([row[0] for row in members], 3)}", counts, runtimes,
+             "-v, or the report", "unknown" if any(row[4] == "unknown" for row in members)
+             else str(sum(int(row[4]) for row in members)), verdict]
+            for (counts, runtimes, verdict), members in groups.items()]
 
 
 def count_problems(queues: list[dict[str, Any]], views: dict[str, QueueView]) -> list[str]:

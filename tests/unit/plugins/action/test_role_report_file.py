@@ -61,7 +61,7 @@ def test_a_report_written_over_an_older_file_of_the_same_second_is_only_its_owne
         older.write("an older and longer record" * 100)
     os.chmod(path, 0o644)
 
-    plugin.write_report(REPORT, path)
+    assert plugin.write_report(REPORT, str(tmp_path), "") == {"changed": True, "path": path}
 
     assert json.loads(open(path, encoding="utf-8").read()) == REPORT
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600

@@ -7,15 +7,14 @@ from __future__ import annotations
 import copy
 
 import pytest
+from ansible import context
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import (
     OUTCOME_KEY,
     WindowOutcome,
     WindowReport,
     after_change,
-    inventory,
     last_read,
-    last_views,
     services_outcome,
     stop,
     times_text,
@@ -26,6 +25,7 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary imp
 
 from ansible_collections.awa.operations.tests.unit.plugins.module_utils.declared import value_problems
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.recorded import load
+from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import runtime, systemd_host, unit
 
 UNCONVERGED, CONVERGED, REAL = load("info-unconverged"), load("info-converged"), load("change-real")
 DEMO_TO_6 = [{"queue": "demo", "shards": 6}]
@@ -38,6 +38,12 @@ ROLLOUT = {"batches": [[["app1", "worker"]], [["app2", "worker"]]], "skipped": [
            "hosts": [], "verdicts": [], "shown": {"headline": "Restarting 2 producer service(s) in 2 batch(es)", "detail": []},
            "problems": [], "pid_hosts": [], "concerned_queues": ["demo"]}
 CLI = {"args": ("play.yml",), "inventory": ("inventory",)}
+
+
+@pytest.fixture(autouse=True)
+def command_line(monkeypatch):
+    """The options of the ansible-playbook command line that runs the role, where the back-out reads them."""
+    monkeypatch.setattr(context, "CLIARGS", CLI)
 
 
 def converged_at_6() -> dict:
@@ -55,8 +61,7 @@ def record(last_read: dict, *, stopped: dict | None = None, check_mode: bool = F
     reads = {"at_stop": last_read, "change": REAL, "before": {"read_at": "2026-11-30T16:55:20.000000+00:00"},
              "written": {"changed": False, "path": "/srv/windows/enqueue_shards-20261130T165600Z.json"},
              "validated": not started_past, **given}
-    return window_record(reads, {"rollout": rollout, "stop": stopped}, {"queues": DEMO_TO_6, "check_mode": check_mode},
-                         CLI)
+    return window_record(reads, {"rollout": rollout, "stop": stopped}, {"queues": DEMO_TO_6, "check_mode": check_mode})
 
 
 def test_what_stopped_the_window_is_the_failed_task_its_message_and_the_hosts_it_failed_on():
@@ -224,35 +229,41 @@ def test_the_queues_after_the_change_are_the_changes_else_the_pickups_own_read()
 def test_the_last_read_is_the_newest_that_ran_and_each_queue_is_as_it_last_read():
     drained = converged_at_6()
     reads = {"change": dict(REAL, observed=UNCONVERGED), "converged": CONVERGED, "drained": drained}
-    assert last_read(reads) is not drained and last_read(reads) == drained
-    assert last_read(dict(reads, drained=SKIPPED)) == CONVERGED
+    assert last_read(reads)[0] is not drained and last_read(reads)[0] == drained
+    assert last_read(dict(reads, drained=SKIPPED)) == (CONVERGED, CONVERGED["queues"])
     # Check mode: the waits did not run, the read with the change is the last.
-    assert last_read(dict(reads, converged=SKIPPED, drained=None)) == UNCONVERGED
-    assert last_read({"before": CONVERGED}) == {}, "a run started past the change and the waits read nothing after it"
-    assert last_views(dict(reads, drained=SKIPPED)) == CONVERGED["queues"]
+    assert last_read(dict(reads, converged=SKIPPED, drained=None))[0] == UNCONVERGED
+    assert last_read({"before": CONVERGED}) == ({}, {}), "a run started past the change and the waits read nothing after it"
+    # A read after a stop is the last; one that failed leaves the read before it.
+    assert last_read(dict(reads, at_stop=CONVERGED))[0] == CONVERGED
+    assert last_read(dict(reads, at_stop={"failed": True, "msg": "no connection"}))[0] == drained
 
 
 def test_the_inventory_is_the_rollouts_services_with_the_last_reads_runtimes():
-    rollout = {"hosts": [{"host": "app1", "services": []}], "pid_hosts": ["app1"], "concerned_queues": ["demo"]}
-    assert inventory(rollout, CONVERGED) == {
-        "hosts": rollout["hosts"], "runtimes": CONVERGED["runtimes"], "pid_hosts": ["app1"], "queues": ["demo"]}
-    assert inventory(None, {}) == {"hosts": [], "runtimes": [], "pid_hosts": [], "queues": None}
+    started = 1764520000.0
+    hosts = [systemd_host("app1", {"p0": unit("p0", started=started, pid=10)})]
+    rollout = dict(ROLLOUT, hosts=hosts, pid_hosts=["app1"])
+    read = dict(converged_at_6(), runtimes=[runtime(10, started + 1)])
+    ended = record(read, rollout=rollout)
+    assert ended["report"]["inventory"]["services"][0]["host"] == "app1"
+    assert ended["report"]["inventory"]["on_count"] == ended["report"]["inventory"]["expected"] == 1
+    assert record(read, rollout=None)["report"]["inventory"] is None
 
 
 def test_the_summary_says_the_window_from_its_last_read_and_judges_it_in_a_real_run_only():
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": converged_at_6()}
-    done = window_summary(reads, NO_ROLLOUT, REAL_RUN, {"args": ["play.yml"]})
+    done = window_summary(reads, NO_ROLLOUT, REAL_RUN)
     assert done["verdict"] == {"ok": True, "message": (
         "Every queue runs the count asked, converged (and drained after a lowering).")}
     assert any(line.startswith("The window: 2026-11-30 16:55:20 -> ") for line in done["lines"]), done["lines"]
     assert done["lines"][-1].startswith("To back out (the previous counts, the same options): ansible-playbook")
     # Resumed past the change: the count in force is not the one asked, and nothing of it is this run's to back out.
-    resumed = window_summary({"converged": CONVERGED}, NO_ROLLOUT, REAL_RUN, None)
+    resumed = window_summary({"converged": CONVERGED}, NO_ROLLOUT, REAL_RUN)
     assert not resumed["verdict"]["ok"] and "demo holds enqueue_shards 4, not the 6 asked" in resumed["verdict"]["message"]
     assert not any("To back out" in line for line in resumed["lines"])
     planned = window_summary({"change": dict(REAL, observed=UNCONVERGED)}, NO_ROLLOUT,
-                             {"queues": DEMO_TO_6, "check_mode": True}, None)
+                             {"queues": DEMO_TO_6, "check_mode": True})
     assert planned["verdict"] is None
 
 
@@ -261,9 +272,9 @@ def test_the_record_reads_where_the_queues_stand_after_a_stop():
                                          "message": "timed out", "hosts": []}}
     reads = {"before": {"read_at": "2026-11-30T16:55:20.000000+00:00"}, "change": dict(REAL, observed=UNCONVERGED),
              "converged": dict(UNCONVERGED, failed=True), "at_stop": converged_at_6()}
-    ended = window_record(reads, stopped, REAL_RUN, None)
+    ended = window_record(reads, stopped, REAL_RUN)
     assert ended["outcome"]["ended"] == CONVERGED["read_at"] and ended["outcome"]["queues"]["demo"]["converged"]
     assert not ended["ok"] and ended["message"].startswith("timed out.")
     # A read after the stop that failed leaves the record with the last read before it.
-    unread = window_record(dict(reads, at_stop={"failed": True, "msg": "no connection"}), stopped, REAL_RUN, None)
+    unread = window_record(dict(reads, at_stop={"failed": True, "msg": "no connection"}), stopped, REAL_RUN)
     assert unread["outcome"]["ended"] == UNCONVERGED["read_at"] and not unread["outcome"]["queues"]["demo"]["converged"]

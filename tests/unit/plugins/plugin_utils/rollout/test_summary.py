@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import copy
 
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.record import window_summary
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import (
     change_lines,
     count_problems,
     lowered_queues,
-    summary,
     table,
     window_verdict,
 )
@@ -20,6 +20,17 @@ from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_
 CONVERGED, UNCONVERGED = load("info-converged"), load("info-unconverged")
 CHECK, REAL = load("change-check"), load("change-real")
 DEMO_TO_6 = [{"queue": "demo", "shards": 6}]
+
+
+def summary(views: dict, change: dict | None = None, check_mode: bool = False, inventory: dict | None = None,
+            before: dict | None = None, ended: str | None = None) -> list[str]:
+    """The summary's lines (record.window_summary) of a window whose queues were last read as ``views``, after
+    ``change``; ``inventory``: the rollout's producer hosts (``hosts``, ``pid_hosts``) and the read's ``runtimes``."""
+    rollout = None if inventory is None else {"concerned_queues": None, **inventory}
+    reads = {"before": before, "change": change and dict(change, observed={"queues": views}),
+             "converged": {"queues": views, "runtimes": (inventory or {}).get("runtimes", []), "read_at": ended}}
+    asked = {"queues": DEMO_TO_6, "check_mode": check_mode}
+    return window_summary(reads, {"rollout": rollout, "stop": None}, asked)["lines"]
 
 
 def test_change_lines_say_what_was_done_or_would_be():
@@ -43,18 +54,18 @@ def test_lowered_queues_are_those_whose_last_change_lowered_the_count():
 
 
 def test_the_summary_after_a_real_change_shows_before_and_after_and_n_of_m():
-    lines = summary(DEMO_TO_6, views=UNCONVERGED["queues"], change=REAL, check_mode=False)
+    lines = summary(UNCONVERGED["queues"], REAL)
     header = [cell.strip() for cell in lines[0].split(" | ")]
     assert header == ["queue", "S before -> after", "runtimes on S", "ready jobs by shard", "beyond S",
                       "converged / drained"]
     row = [cell.strip() for cell in lines[2].split(" | ")]
     assert row == ["demo", "4 -> 6", "0 of 3", "0:? 1:0 2:0 3:0 4:0 5:0", "0", "no / no"]
-    assert lines[4:] == UNCONVERGED["queues"]["demo"]["summary_lines"]
+    assert lines[4:-3] == UNCONVERGED["queues"]["demo"]["summary_lines"]
 
 
 def test_the_check_mode_summary_says_what_is_planned_and_what_is_true_now():
     # Check mode: the read is of the running system (4 shards, every runtime on it), the change only planned.
-    lines = summary(DEMO_TO_6, views=CONVERGED["queues"], change=CHECK, check_mode=True)
+    lines = summary(CONVERGED["queues"], CHECK, check_mode=True)
     assert lines[0].split(" | ")[1:3] == ["S now -> planned", "runtimes on planned S"]
     row = [cell.strip() for cell in lines[2].split(" | ")]
     assert row[1:3] == ["4 -> 6", "0 of 2 (they restart)"] and row[5] == "not yet (check mode)"
@@ -63,7 +74,7 @@ def test_the_check_mode_summary_says_what_is_planned_and_what_is_true_now():
 
 
 def test_the_wait_entry_point_takes_the_count_before_from_the_ledger():
-    row = [cell.strip() for cell in summary(DEMO_TO_6, views=UNCONVERGED["queues"], change=None, check_mode=False)[2].split(" | ")]
+    row = [cell.strip() for cell in summary(UNCONVERGED["queues"])[2].split(" | ")]
     assert row[1] == "4 -> 6"
 
 
@@ -71,7 +82,7 @@ def test_over_sixteen_shards_the_total_is_shown():
     view = copy.deepcopy(UNCONVERGED["queues"]["demo"])
     view["shards"] = [{"queue": "demo", "shard": shard, "beyond_count": False, "ready_depth": 2}
                       for shard in range(20)]
-    row = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False)[2]
+    row = summary({"demo": view})[2]
     assert "40 over 20 shards" in row
 
 
@@ -86,8 +97,7 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
     hosts = [systemd_host("app1", units)]
     runtimes = [runtime(10 + index, started + 1) for index in range(3)] + [runtime(99, started + 1)]
     view = copy.deepcopy(CONVERGED["queues"]["demo"])
-    lines = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
-                    inventory={"hosts": hosts, "runtimes": runtimes, "pid_hosts": []})
+    lines = summary({"demo": view}, inventory={"hosts": hosts, "runtimes": runtimes, "pid_hosts": []})
     row = [cell.strip() for cell in lines[2].split(" | ")]
     assert row[2] == "3 of 4, 1 outside" and row[5] == "no / no"
     assert lines[4].startswith("inventory: 3 of 4, 1 outside runtimes of the producer services live on the count; "
@@ -97,26 +107,23 @@ def test_with_the_inventory_n_of_m_counts_its_runtimes_and_converged_is_never_sa
                                "them (another window's, on another part of the inventory, or a producer the inventory "
                                "does not list): pid 99 on host (unreported) (instance instance-99-"), lines[5]
     assert lines[6] == "  without a live runtime on the count: app1/p3"
-    done = summary(DEMO_TO_6, views={"demo": view}, change=None, check_mode=False,
-                   inventory={"hosts": hosts, "runtimes": runtimes[:3] + [runtime(13, started + 1)],
-                              "pid_hosts": []})
+    live = runtimes[:3] + [runtime(13, started + 1)]
+    done = summary({"demo": view}, inventory={"hosts": hosts, "runtimes": live, "pid_hosts": []})
     assert [cell.strip() for cell in done[2].split(" | ")][2:][::3] == ["4 of 4", "yes / yes"]
 
 
 WINDOW = "The window: 2026-11-30 16:55:20 -> 16:56:40 UTC (80s, the database's clock)."
-BACKOUT = "To back out (the previous counts, the same options): ansible-playbook ... -e '...'"
 
 
 def test_a_real_run_s_summary_ends_with_the_window_s_times_and_its_back_out_and_a_dry_run_s_does_not():
-    done = converged_at(6)
-    lines = summary(DEMO_TO_6, views=done["queues"], change=REAL, check_mode=False, window=WINDOW, backout=BACKOUT)
-    assert lines[-3:] == ["", WINDOW, BACKOUT]
-    check = summary(DEMO_TO_6, views=CONVERGED["queues"], change=CHECK, check_mode=True, window=WINDOW,
-                    backout=BACKOUT)
-    assert WINDOW not in check and BACKOUT not in check
+    before = {"read_at": "2026-11-30T16:55:20+00:00"}
+    lines = summary(converged_at(6)["queues"], REAL, before=before, ended="2026-11-30T16:56:40+00:00")
+    backout = "To back out, run your change-window playbook again with enqueue_shards_queues: "
+    assert lines[-3:-1] == ["", WINDOW] and lines[-1].startswith(backout)
+    check = summary(CONVERGED["queues"], CHECK, check_mode=True, before=before, ended="2026-11-30T16:56:40+00:00")
+    assert WINDOW not in check and not any(line.startswith(backout) for line in check)
     # A count this run did not set is not its to back out.
-    resumed = summary(DEMO_TO_6, views=CONVERGED["queues"], change=None, check_mode=False, window=WINDOW,
-                      backout=BACKOUT)
+    resumed = summary(CONVERGED["queues"], before=before, ended="2026-11-30T16:56:40+00:00")
     assert resumed[-2:] == ["", WINDOW]
 
 
