@@ -47,12 +47,19 @@ SPEC = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards" / "meta"
 ROLE_OPTIONS: dict[str, dict[str, Any]] = (
     yaml_load(SPEC.read_text(encoding="utf-8"))["argument_specs"]["main"]["options"])
 
-# Seconds a batch may be watched before the next one (an hour: a canary soak longer than that is its own window).
-MAX_PAUSE = 3600
-GATE_LIMITS = ("max_deadlocks", "max_failed_jobs", "max_retried_jobs")
+# The numbers the role bounds itself: the least and the most each may be, and what to give instead. A whole number
+# where the spec declares an int; null where it is the spec's default (no limit, or the same as the batch pause). A
+# batch may be watched an hour before the next one: a canary soak longer than that is its own window.
+RANGES = {"batch_pause": (0, 3600, "seconds between 0 and 3600, got {!r}"),
+          "canary_pause": (0, 3600, "seconds between 0 and 3600, got {!r} (null: the same as enqueue_shards_batch_pause)"),
+          **dict.fromkeys(("max_deadlocks", "max_failed_jobs", "max_retried_jobs"), (
+              0, float("inf"), "a whole number of at least 0, or null for no limit, got {!r}")),
+          "runtimes_per_service": (1, float("inf"), "a whole number of at least 1, got {!r}")}
 
-# What each entry point validates: the queues and the database always, the rollout and the waits when they run.
-SCOPES = ("queues", "rollout", "wait")
+# What each entry point validates: the queues and the database always, the rollout and the waits when they run; last,
+# each scope's numbers that a module bounds (BOUNDS).
+SCOPES = {"queues": ("lock_timeout",), "rollout": ("restart_timeout", "wait_sleep"),
+          "wait": ("converge_timeout", "drain_timeout", "wait_sleep")}
 
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -112,29 +119,29 @@ def _integer(value: object) -> object:
     return int(number) if number is not None and number.is_integer() else value
 
 
-def _outside(value: object, low: float, high: float = float("inf"), whole: bool = False) -> bool:
-    """Whether ``value`` is no number from ``low`` to ``high`` (a whole one when ``whole``)."""
-    number = _number(value)
-    return number is None or not low <= number <= high or (whole and not number.is_integer())
-
-
 def _listing(problem: str, names: Iterable[object]) -> list[str]:
     """``problem: a, b`` for the names, sorted; nothing without a name."""
     listed = sorted(map(str, names))
     return [f"{problem}: {', '.join(listed)}"] if listed else []
 
 
-def bound_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
-    """Each number of ``names`` checked with its module's rule (BOUNDS), the message naming the role's variable; a
-    value given that is no number is the type check's."""
+def number_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
+    """Each of ``names`` that is no number within its bounds: the role's own (RANGES; null only where it is the
+    default), or its module's rule (BOUNDS), the message naming the role's variable - a value given there that is no
+    number is the type check's."""
     problems, others = [], {"timeout": 0.0, "sleep": DEFAULT_WAIT_SLEEP, "lock_timeout": DEFAULT_LOCK_TIMEOUT}
     for name in names:
-        number = _number(given[name])
-        try:
-            if given[name] is None or number is not None:
+        value, number = given[name], _number(given[name])
+        if name in RANGES:
+            (low, high, words), option = RANGES[name], ROLE_OPTIONS[PREFIX + name]
+            if (value is not None or option["default"] is not None) and (
+                    number is None or not low <= number <= high or option["type"] == "int" and not number.is_integer()):
+                problems.append(f"{PREFIX}{name} must be {words.format(value)}")
+        elif value is None or number is not None:
+            try:
                 validate_read_options(**{**others, BOUNDS[name]: -1 if number is None else number})
-        except InvalidRequest as exc:
-            problems.append(f"{PREFIX}{name} {exc.message.split(' ', 1)[1]}")
+            except InvalidRequest as exc:
+                problems.append(f"{PREFIX}{name} {exc.message.split(' ', 1)[1]}")
     return problems
 
 
@@ -217,17 +224,9 @@ def rollout_problems(given: dict[str, Any]) -> list[str]:
     only once it answers: verdicts.reachability says it.
     """
     share = max_fail_percentage_problem(given["max_fail_percentage"])
-    problems = [*choice_problems(given, "pickup"), *filter(None, [batch_size_problem(given["batch_size"])])]
-    pauses = {"batch_pause": "", "canary_pause": " (null: the same as enqueue_shards_batch_pause)"}
-    problems += [f"{PREFIX}{name} must be seconds between 0 and {MAX_PAUSE}, got {given[name]!r}{note}"
-                 for name, note in pauses.items() if (given[name] is not None or not note)
-                 and _outside(given[name], 0, MAX_PAUSE)]
-    problems += [share] if isinstance(share, str) else []
-    problems += [f"{PREFIX}{name} must be a whole number of at least 0, or null for no limit, got {given[name]!r}"
-                 for name in GATE_LIMITS if given[name] is not None and _outside(given[name], 0, whole=True)]
-    if _outside(given["runtimes_per_service"], 1, whole=True):
-        problems.append(f"enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
-                        f"{given['runtimes_per_service']!r}")
+    problems = [*choice_problems(given, "pickup"), *filter(None, [batch_size_problem(given["batch_size"])]),
+                *number_problems(given, ("batch_pause", "canary_pause")), *([share] if isinstance(share, str) else []),
+                *number_problems(given, list(RANGES)[2:])]
     services = given["services"] or []
     if not _names(services):
         problems.append(f"enqueue_shards_services must be a list of service names, got {services!r}")
@@ -252,7 +251,7 @@ def rollout_problems(given: dict[str, Any]) -> list[str]:
                      for command in [str(given[name] or "").strip()]
                      if command and SERVICE_PLACEHOLDER not in command and len(services) > 1]
         problems += choice_problems(given, "restart_method")
-    return problems + environment_file_problems(given) + bound_problems(given, ("restart_timeout", "wait_sleep"))
+    return problems + environment_file_problems(given)
 
 
 def environment_file_problems(given: dict[str, Any]) -> list[str]:
@@ -301,14 +300,11 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
                 f"{did_you_mean(name, sorted(ROLE_OPTIONS), compared=lambda known: known[len(PREFIX):], limit=1)}: "
                 "it would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them"
                 for name in sorted(settings) if name.startswith(PREFIX) and name not in ROLE_OPTIONS]
-    problems += [*queue_problems(given.get("queues"), given["runtime_roles"]), *connection_problems(connection, secrets),
-                 *bound_problems(given, ("lock_timeout",))]
+    problems += [*queue_problems(given.get("queues"), given["runtime_roles"]), *connection_problems(connection, secrets)]
     if not isinstance(given["ledger_schema"], str) or not given["ledger_schema"].strip():
         problems.append("enqueue_shards_ledger_schema must name a schema, e.g. awa_operations")
-    if "rollout" in scope:
-        problems += rollout_problems(given)
-    if "wait" in scope:
-        problems += bound_problems(given, ("converge_timeout", "drain_timeout", "wait_sleep"))
+    problems += [*(rollout_problems(given) if "rollout" in scope else []),
+                 *number_problems(given, dict.fromkeys(name for each in SCOPES if each in scope for name in SCOPES[each]))]
     # A variable of another type, unless a rule above said so in its own words.
     declared = {name: {key: option[key] for key in ("type", "elements") if key in option}
                 for name, option in ROLE_OPTIONS.items()}
