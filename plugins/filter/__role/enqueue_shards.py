@@ -77,9 +77,23 @@ def window_estimate(hosts: list[dict[str, Any]], asked: state.RolloutSettings, b
     return line
 
 
-def stop(window: state.Window, hosts: list[str], hostvars: Any) -> state.Window:
-    """The window's state with what stopped it, the first stop only (record.stop)."""
-    return window if window["stop"] else {"rollout": window["rollout"] or None, "stop": record.stop(hosts, hostvars)}
+def play_hosts(hostvars: Any, hosts: list[str]) -> dict[str, Any]:
+    """What the steps that run once for every play host read of each host's own values, gathered from ``hostvars``
+    once as plain values, in play order: a template hands them on as text on ansible-core 2.16, which a host's lazy
+    variables do not survive. Each host's ``settings`` (validate's), its reach's ``probe``, the three the plan reads of
+    it (``reads``: its settings, its probe, its read after its environment file), its batch's ``restarts`` by host,
+    and what ``stopped`` the window where a host failed in a block with a rescue (record.stop)."""
+    own = [hostvars[host] for host in hosts]
+    reads = [[values.get(name) or {} for name in ("_enqueue_shards_host", "__enqueue_shards_reach",
+                                                  "__enqueue_shards_services_now")] for values in own]
+    return {"settings": [read[0] for read in reads], "probes": [read[1] for read in reads], "reads": reads,
+            "restarts": {host: values.get("__enqueue_shards_restart") or {} for host, values in zip(hosts, own)},
+            "stopped": record.stop(hosts, dict(zip(hosts, own)))}
+
+
+def stop(window: state.Window, stopped: state.StopRecord) -> state.Window:
+    """The window's state with what ``stopped`` it (play_hosts), the first stop only."""
+    return window if window["stop"] else {"rollout": window["rollout"] or None, "stop": stopped}
 
 
 class FilterModule:
@@ -99,6 +113,7 @@ class FilterModule:
             "enqueue_shards_rollout_plan": rollout_plan,
             "enqueue_shards_batch_services": batch.batch_services,
             "enqueue_shards_restart_plays": restart_plays,
+            "enqueue_shards_play_hosts": play_hosts,
             "enqueue_shards_estimate": window_estimate,
             "enqueue_shards_window_services": restarts.window_services,
             "enqueue_shards_lowered_queues": summary.lowered_queues,
