@@ -106,7 +106,6 @@ class FilterModule:
             "enqueue_shards_producer_group_problem": input_rules.producer_group_problem,
             "enqueue_shards_reachability": verdicts.reachability,
             "enqueue_shards_preflight": preflight.preflight,
-            "enqueue_shards_backlog_queues": preflight.backlog_queues,
             "enqueue_shards_change_lines": summary.change_lines,
             "enqueue_shards_environment_lines": environment_file.environment_lines,
             "enqueue_shards_environment_shown": environment_file.shown_variables,
