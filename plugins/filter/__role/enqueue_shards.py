@@ -73,8 +73,7 @@ def window_estimate(hosts: list[dict[str, Any]], asked: state.RolloutSettings, b
     views = (before or {}).get("queues") or {}
     lowering = any(int(entry["shards"]) < min(views[entry["queue"]]["enqueue_shards"].values(), default=0)
                    for entry in asked["queues"] if entry["queue"] in views)
-    line: str = estimate.estimate(estimate.every_host_batches(hosts, asked["batch_size"]), asked, lowering)["line"]
-    return line
+    return str(estimate.estimate(estimate.every_host_batches(hosts, asked["batch_size"]), asked, lowering)["line"])
 
 
 def play_hosts(hostvars: Any, hosts: list[str]) -> dict[str, Any]:
