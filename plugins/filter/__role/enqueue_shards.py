@@ -59,10 +59,8 @@ def restart_plays(hostvars: Any) -> dict[str, list[Any]]:
     """The play of the batches: its ``hosts`` (those the plan restarts, in its order) and its ``serial`` (how many
     hosts each batch restarts), from the window's state on localhost. No hosts before a plan, after a stop, in check
     mode (the plan restarts none), and where Ansible gives no hostvars (--list-tasks)."""
-    localhost = hostvars["localhost"] if "localhost" in hostvars else {}
-    window_state = localhost.get("_enqueue_shards_window_state") or {}
-    rollout = window_state.get("rollout")
-    batches = rollout["batch_hosts"] if rollout and not window_state.get("stop") else []
+    window_state = (hostvars["localhost"] if "localhost" in hostvars else {}).get("_enqueue_shards_window_state") or {}
+    batches = [] if window_state.get("stop") else (window_state.get("rollout") or {}).get("batch_hosts", [])
     return {"hosts": [host for hosts in batches for host in hosts], "serial": [len(hosts) for hosts in batches] or [1]}
 
 

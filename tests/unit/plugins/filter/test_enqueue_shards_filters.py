@@ -70,3 +70,14 @@ def test_every_play_host_s_values_are_gathered_once_in_the_views_the_steps_read(
     # The first stop is kept.
     assert filters["enqueue_shards_stop"]({"rollout": "", "stop": ""}, stopped) == {"rollout": None, "stop": stopped}
     assert filters["enqueue_shards_stop"]({"rollout": None, "stop": stopped}, {"task": "later"})["stop"] == stopped
+
+
+def test_the_plays_of_the_batches_take_the_plan_s_hosts_and_none_before_it_or_after_a_stop():
+    restart_plays = FilterModule().filters()["enqueue_shards_restart_plays"]
+    planned = {"rollout": {"batch_hosts": [["web1"], ["web2", "web3"]]}, "stop": None}
+    assert restart_plays({"localhost": {"_enqueue_shards_window_state": planned}}) == {
+        "hosts": ["web1", "web2", "web3"], "serial": [1, 2]}
+    none = {"hosts": [], "serial": [1]}
+    assert restart_plays({}) == none, "--list-tasks: no hostvars"
+    assert restart_plays({"localhost": {"_enqueue_shards_window_state": {"rollout": "", "stop": ""}}}) == none
+    assert restart_plays({"localhost": {"_enqueue_shards_window_state": {**planned, "stop": {"task": "x"}}}}) == none
