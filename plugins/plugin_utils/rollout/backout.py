@@ -31,12 +31,6 @@ from ansible_collections.awa.operations.plugins.module_utils.db.options import c
 from ansible_collections.awa.operations.plugins.module_utils.masking import MASK, masked
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.environment_file import hidden_values, shown_variables
 
-# ansible-playbook options that say where and as whom a run works, as (CLI argument name, flag), in the order the
-# command gives them; those of PATHS name files, given with their paths absolute.
-OPTIONS = (("inventory", "-i"), ("extra_vars", "-e"), ("vault_ids", "--vault-id"),
-           ("vault_password_files", "--vault-password-file"), ("subset", "--limit"), ("remote_user", "--user"),
-           ("private_key_file", "--private-key"), ("become_user", "--become-user"))
-PATHS = ("inventory", "vault_ids", "vault_password_files", "private_key_file")
 SWITCHES = (("become", "--become"), ("become_ask_pass", "--ask-become-pass"), ("ask_vault_pass", "--ask-vault-pass"))
 
 
@@ -93,6 +87,14 @@ def _extra(value: str) -> str | None:
     return value if rest == given else json.dumps(rest) if rest else None
 
 
+# ansible-playbook options that say where and as whom a run works, as (CLI argument name, flag, each value as the
+# command gives it again - a file's path absolute), in the order the command gives them.
+OPTIONS = (("inventory", "-i", _absolute), ("extra_vars", "-e", _extra), ("vault_ids", "--vault-id", _absolute),
+           ("vault_password_files", "--vault-password-file", _absolute), ("subset", "--limit", str),
+           ("remote_user", "--user", str), ("private_key_file", "--private-key", _absolute),
+           ("become_user", "--become-user", str))
+
+
 def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_args: dict[str, Any] | None,
                     changes: bool = True) -> str:
     """What to run to put the previous counts back, as one sentence for a stop message (no secret of the run's
@@ -111,12 +113,10 @@ def backout_command(queues: list[dict[str, Any]], read: Mapping[str, Any], cli_a
         return (f"To back out, run your change-window playbook again with enqueue_shards_queues: "
                 f"{json.dumps(entries)}{notes}.")
     words = ["ansible-playbook"]
-    for name, flag in OPTIONS:
+    for name, flag, again in OPTIONS:
         given = cli_args.get(name) or ()
-        again = (_extra(str(value)) if name == "extra_vars" else _absolute(str(value)) if name in PATHS else str(value)
-                 for value in ([given] if isinstance(given, str) else given))
-        words += [word for value in dict.fromkeys(again) if value is not None
-                  for word in (flag, masked(value, inline_secrets(value)))]
+        values = dict.fromkeys(again(str(value)) for value in ([given] if isinstance(given, str) else given))
+        words += [word for value in values if value is not None for word in (flag, masked(value, inline_secrets(value)))]
     words += [flag for name, flag in SWITCHES if cli_args.get(name)]
     words += [_absolute(str(playbook)) for playbook in cli_args["args"]]
     words += ["-e", json.dumps({"enqueue_shards_queues": entries}, separators=(", ", ": "))]

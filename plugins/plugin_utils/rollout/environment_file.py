@@ -41,5 +41,5 @@ def hidden_values(overrides: dict[str, Any] | None, shown: list[str]) -> list[st
 def environment_lines(overrides: dict[str, Any] | None, hostname: str | None = None) -> list[str]:
     """Sorted NAME=value lines: ``overrides`` merged over the base environment and ``hostname`` as HOSTNAME (what
     the services' Awa runtimes report as their host name); a null value leaves the name out."""
-    merged = {**BASE_ENVIRONMENT, "HOSTNAME": hostname or None, **(overrides or {})}
-    return [f"{name}={quoted(value)}" for name, value in sorted(merged.items()) if value is not None]
+    return [f"{name}={quoted(value)}" for name, value in sorted(
+        {**BASE_ENVIRONMENT, "HOSTNAME": hostname or None, **(overrides or {})}.items()) if value is not None]

@@ -12,11 +12,11 @@ the window's steps before and after them.
 
 from __future__ import annotations
 
-import glob
 import json
 import os
 import statistics
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import seconds_text
@@ -32,17 +32,14 @@ MANY_BATCHES = 100
 
 def measured(report_dir: str) -> tuple[list[float], float | None]:
     """The batches' seconds and the rest of the window's, of the newest record in ``report_dir`` that has them."""
-    for path in sorted(glob.glob(os.path.join(report_dir or ".", "enqueue_shards-*.json")), key=os.path.getmtime,
-                       reverse=True):
+    for path in sorted(Path(report_dir).glob("enqueue_shards-*.json"), key=os.path.getmtime, reverse=True):
         try:
-            with open(path, encoding="utf-8") as file:
-                report = json.load(file)
+            report = json.loads(path.read_text(encoding="utf-8"))
             batches = [float(batch["seconds"]) for batch in report.get("batches") or [] if "seconds" in batch]
-            total = float(report["outcome"]["total_seconds"])
+            if batches:
+                return batches, max(float(report["outcome"]["total_seconds"]) - sum(batches), 0.0)
         except (OSError, ValueError, KeyError, TypeError):
             continue
-        if batches:
-            return batches, max(total - sum(batches), 0.0)
     return [], None
 
 
@@ -63,11 +60,11 @@ def estimate(batches: int, timing: Mapping[str, Any], lowering: bool) -> dict[st
     seconds = (REST_SECONDS if rest is None else rest) + batches * per_batch + pauses
     most = (batches * (float(timing["restart_timeout"]) + BATCH_ALLOWANCE) + pauses
             + float(timing["converge_timeout"]) + (float(timing["drain_timeout"]) if lowering else 0.0) + REST_ALLOWANCE)
-    source = (f"{seconds_text(per_batch)} a batch, as the last window's record measured" if batch_seconds
-              else f"{seconds_text(per_batch)} a batch until a window's record has measured one")
-    many = f" - {batches} batches in a row: set enqueue_shards_batch_size to restart more hosts at once" \
-        if batches > MANY_BATCHES else ""
+    source = ", as the last window's record measured" if batch_seconds else " until a window's record has measured one"
+    many = (f" - {batches} batches in a row: set enqueue_shards_batch_size to restart more hosts at once"
+            if batches > MANY_BATCHES else "")
     return {"seconds": seconds, "least": pauses, "most": most, "line": (
-        f"The window should take about {seconds_text(seconds)} ({batches} batch(es), {source}){many}; at least "
+        f"The window should take about {seconds_text(seconds)} ({batches} batch(es), {seconds_text(per_batch)} a "
+        f"batch{source}){many}; at least "
         f"{seconds_text(pauses)} (the pauses), at most {seconds_text(most)} (the timeouts and pauses, a minute a batch "
         "for its restarts and two for the rest)")}

@@ -15,12 +15,10 @@ from __future__ import annotations
 
 from typing import Any
 
-GATES = (
-    ("deadlocks", "deadlocks on the database since the change", "enqueue_shards_max_deadlocks"),
-    ("failed_jobs", "jobs of the changed queues that failed since the change", "enqueue_shards_max_failed_jobs"),
-    ("retried_jobs", "jobs of the changed queues retried since the change (still in flight)",
-     "enqueue_shards_max_retried_jobs"),
-)
+# Each gate with what its reading counts; its limit is the variable enqueue_shards_max_<gate>.
+GATES = {"deadlocks": "deadlocks on the database since the change",
+         "failed_jobs": "jobs of the changed queues that failed since the change",
+         "retried_jobs": "jobs of the changed queues retried since the change (still in flight)"}
 
 
 def _reading(gate: str, health: dict[str, Any] | None, baseline: dict[str, Any] | None,
@@ -35,21 +33,16 @@ def _reading(gate: str, health: dict[str, Any] | None, baseline: dict[str, Any] 
             return health["deadlocks"], "counted from the statistics reset at " + str(health.get("stats_reset"))
         return max(0, health["deadlocks"] - baseline["deadlocks"]), ""
     values = [health.get("queues", {}).get(queue, {}).get(gate) for queue in queues]
-    if any(value is None for value in values):
-        return None, "no recorded change to count from"
-    return sum(values), ""
+    return (None, "no recorded change to count from") if None in values else (sum(values), "")
 
 
 def evaluate(health: dict[str, Any] | None, *, baseline: dict[str, Any] | None, queues: list[str], limits: dict[str, Any]) -> dict[str, Any]:
     """The gates' ``readings`` as one line of ``text`` and the gates ``crossed`` (each a whole sentence)."""
-    parts, crossed, readings = [], [], {}
-    for gate, label, variable in GATES:
-        value, note = readings[gate] = _reading(gate, health, baseline, queues)
-        limit = limits.get(gate)
-        shown = "unknown" if value is None else str(value)
-        parts.append(f"{gate.replace('_', ' ')} {shown}" + (f" (limit {limit})" if limit is not None else "")
-                     + (f" ({note})" if note else ""))
-        if value is not None and limit is not None and value > limit:
-            crossed.append(f"health gate {gate}: {value} {label}, over the limit of {limit} ({variable})")
-    return {"readings": {gate: value for gate, (value, dummy) in readings.items()},
-            "text": "; ".join(parts), "crossed": crossed}
+    read = {gate: (*_reading(gate, health, baseline, queues), limits.get(gate)) for gate in GATES}
+    return {"readings": {gate: value for gate, (value, dummy_note, dummy_limit) in read.items()},
+            "text": "; ".join(f"{gate.replace('_', ' ')} {'unknown' if value is None else value}"
+                              + ("" if limit is None else f" (limit {limit})") + (f" ({note})" if note else "")
+                              for gate, (value, note, limit) in read.items()),
+            "crossed": [f"health gate {gate}: {value} {GATES[gate]}, over the limit of {limit} "
+                        f"(enqueue_shards_max_{gate})" for gate, (value, note, limit) in read.items()
+                        if value is not None and limit is not None and value > limit]}

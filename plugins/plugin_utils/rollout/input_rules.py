@@ -47,12 +47,10 @@ SPEC = Path(__file__).resolve().parents[3] / "roles" / "enqueue_shards" / "meta"
 ROLE_OPTIONS: dict[str, dict[str, Any]] = (
     yaml_load(SPEC.read_text(encoding="utf-8"))["argument_specs"]["main"]["options"])
 
-# Seconds a batch may be watched before the next one (an hour: a canary soak longer than that is its own window).
-MAX_PAUSE = 3600
-GATE_LIMITS = ("max_deadlocks", "max_failed_jobs", "max_retried_jobs")
-
-# What each entry point validates: the queues and the database always, the rollout and the waits when they run.
-SCOPES = ("queues", "rollout", "wait")
+# What each entry point validates: the queues and the database always, the rollout and the waits when they run; last,
+# each scope's numbers that a module bounds (BOUNDS).
+SCOPES = {"queues": ("lock_timeout",), "rollout": ("restart_timeout", "wait_sleep"),
+          "wait": ("converge_timeout", "drain_timeout", "wait_sleep")}
 
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -64,6 +62,23 @@ CHOICES = {"pickup": ("restart", "refresh"), "restart_method": METHODS}
 # The numbers a module bounds, each the info module's option its rule checks (validate_read_options' parameter).
 BOUNDS = {"lock_timeout": "lock_timeout", "wait_sleep": "sleep",
           **dict.fromkeys(("restart_timeout", "converge_timeout", "drain_timeout"), "timeout")}
+
+
+def _number(value: object) -> float | None:
+    """A number given as a number or a numeric string (role variables are not converted); None otherwise."""
+    try:
+        return None if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _within(low: float, high: float = float("inf"), whole: bool = False, null: bool = False) -> Callable[[Any], bool]:
+    """A rule: a number from ``low`` to ``high`` (a whole one when ``whole``), or null when ``null``."""
+    def valid(value: object) -> bool:
+        number = _number(value)
+        return (null and value is None) or number is not None and low <= number <= high and (
+            not whole or number.is_integer())
+    return valid
 
 
 def _names(value: object) -> bool:
@@ -84,6 +99,28 @@ PER_SERVICE: dict[str, tuple[str, Callable[[Any], bool], str]] = {
                          "a whole number of runtimes (0: it only enqueues, and is done once it started after the "
                          "change)")}
 
+# The variables the role checks itself, each with its rule and what to give instead (formatted with the value given).
+# A batch may be watched an hour before the next one: a canary soak longer than that is its own window.
+PAUSE = "must be seconds between 0 and 3600, got {!r}"
+GATE_LIMITS = ("max_deadlocks", "max_failed_jobs", "max_retried_jobs")
+RULES: dict[str, tuple[Callable[[Any], object], str]] = {
+    "ledger_schema": (lambda schema: isinstance(schema, str) and schema.strip(),
+                      "must name a schema, e.g. awa_operations"),
+    "batch_pause": (_within(0, 3600), PAUSE),
+    "canary_pause": (_within(0, 3600, null=True), PAUSE + " (null: the same as enqueue_shards_batch_pause)"),
+    **dict.fromkeys(GATE_LIMITS, (
+        _within(0, whole=True, null=True), "must be a whole number of at least 0, or null for no limit, got {!r}")),
+    "runtimes_per_service": (_within(1, whole=True), "must be a whole number of at least 1, got {!r}"),
+    "env_file": (lambda path: not path or str(path).startswith("/"), "must be an absolute path, got {}"),
+    "env_file_mode": (lambda mode: isinstance(mode, str) and OCTAL_MODE.match(mode),
+                      'must be a quoted octal mode such as "0640", got {!r}'),
+    "env_file_show": (lambda show: isinstance(show or [], list) and all(
+        isinstance(name, str) and ENVIRONMENT_NAME.match(name) for name in show or []),
+        "must be a list of variable names (letters, digits, _), got {!r}"),
+    # Not the value itself: it may hold the file's secrets.
+    "environment": (lambda environment: isinstance(environment or {}, dict),
+                    "must be a dict of NAME: value, got a {.__class__.__name__}")}
+
 # The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
 HOST_SETTINGS = ("services", "service_queues", "service_runtimes", "runtimes_per_service", "restart_method",
                  "restart_command", "status_command", "runtime_hostname")
@@ -98,30 +135,21 @@ def given_values(settings: dict[str, Any]) -> dict[str, Any]:
     return {name.removeprefix(PREFIX): value for name, value in plain.items()}
 
 
-def _number(value: object) -> float | None:
-    """A number given as a number or a numeric string (role variables are not converted); None otherwise."""
-    try:
-        return None if isinstance(value, bool) else float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
 def _integer(value: object) -> object:
     """An integral number as int (role variables may be strings or floats); anything else unchanged."""
     number = _number(value)
     return int(number) if number is not None and number.is_integer() else value
 
 
-def _outside(value: object, low: float, high: float = float("inf"), whole: bool = False) -> bool:
-    """Whether ``value`` is no number from ``low`` to ``high`` (a whole one when ``whole``)."""
-    number = _number(value)
-    return number is None or not low <= number <= high or (whole and not number.is_integer())
-
-
 def _listing(problem: str, names: Iterable[object]) -> list[str]:
     """``problem: a, b`` for the names, sorted; nothing without a name."""
     listed = sorted(map(str, names))
     return [f"{problem}: {', '.join(listed)}"] if listed else []
+
+
+def rule_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
+    """Each of ``names`` its rule (RULES) refuses, said with what to give instead."""
+    return [f"{PREFIX}{name} {RULES[name][1].format(given[name])}" for name in names if not RULES[name][0](given[name])]
 
 
 def bound_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
@@ -178,10 +206,8 @@ def queue_problems(queues: object, runtime_roles: object) -> list[str]:
             names.append(entry["queue"])
         except InvalidRequest as exc:
             problems.append(f"{where} ({entry['queue']!r}): {exc.message}")
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        problems.append(f"enqueue_shards_queues names a queue more than once: {', '.join(map(repr, repeated))}")
-    return problems
+    return problems + _listing("enqueue_shards_queues names a queue more than once",
+                               {repr(name) for name in names if names.count(name) > 1})
 
 
 def connection_problems(connection: object, secrets: list[str]) -> list[str]:
@@ -211,23 +237,16 @@ def connection_problems(connection: object, secrets: list[str]) -> list[str]:
 
 def rollout_problems(given: dict[str, Any]) -> list[str]:
     """The pickup, the batches (serial's forms), their pauses, the share of hosts that may be left out, the gates'
-    limits, each service's runtimes, queues and commands, then the environment file and the restart timeout.
+    limits, each service's runtimes, queues and commands, then the environment file (the numbers a module
+    bounds: input_problems).
 
     Whether a host can restart at all (systemd, or a restart command) is known
     only once it answers: verdicts.reachability says it.
     """
     share = max_fail_percentage_problem(given["max_fail_percentage"])
-    problems = [*choice_problems(given, "pickup"), *filter(None, [batch_size_problem(given["batch_size"])])]
-    pauses = {"batch_pause": "", "canary_pause": " (null: the same as enqueue_shards_batch_pause)"}
-    problems += [f"{PREFIX}{name} must be seconds between 0 and {MAX_PAUSE}, got {given[name]!r}{note}"
-                 for name, note in pauses.items() if (given[name] is not None or not note)
-                 and _outside(given[name], 0, MAX_PAUSE)]
-    problems += [share] if isinstance(share, str) else []
-    problems += [f"{PREFIX}{name} must be a whole number of at least 0, or null for no limit, got {given[name]!r}"
-                 for name in GATE_LIMITS if given[name] is not None and _outside(given[name], 0, whole=True)]
-    if _outside(given["runtimes_per_service"], 1, whole=True):
-        problems.append(f"enqueue_shards_runtimes_per_service must be a whole number of at least 1, got "
-                        f"{given['runtimes_per_service']!r}")
+    problems = [*choice_problems(given, "pickup"), *filter(None, [batch_size_problem(given["batch_size"])]),
+                *rule_problems(given, ("batch_pause", "canary_pause")), *([share] if isinstance(share, str) else []),
+                *rule_problems(given, [*GATE_LIMITS, "runtimes_per_service"])]
     services = given["services"] or []
     if not _names(services):
         problems.append(f"enqueue_shards_services must be a list of service names, got {services!r}")
@@ -252,28 +271,10 @@ def rollout_problems(given: dict[str, Any]) -> list[str]:
                      for command in [str(given[name] or "").strip()]
                      if command and SERVICE_PLACEHOLDER not in command and len(services) > 1]
         problems += choice_problems(given, "restart_method")
-    return problems + environment_file_problems(given) + bound_problems(given, ("restart_timeout", "wait_sleep"))
-
-
-def environment_file_problems(given: dict[str, Any]) -> list[str]:
-    problems = []
-    path = str(given["env_file"] or "")
-    if path and not path.startswith("/"):
-        problems.append(f"enqueue_shards_env_file must be an absolute path, got {path}")
-    mode = given["env_file_mode"]
-    if not isinstance(mode, str) or not OCTAL_MODE.match(mode):
-        problems.append(f'enqueue_shards_env_file_mode must be a quoted octal mode such as "0640", got {mode!r}')
-    show = given["env_file_show"] or []
-    if not isinstance(show, list) or not all(isinstance(name, str) and ENVIRONMENT_NAME.match(name) for name in show):
-        problems.append(f"enqueue_shards_env_file_show must be a list of variable names (letters, digits, _), got "
-                        f"{show!r}")
+    # The environment file: (the values are plain: null, text, a number, a list or a dict.)
+    problems += rule_problems(given, ("env_file", "env_file_mode", "env_file_show", "environment"))
     environment = given["environment"] or {}
-    if not isinstance(environment, dict):
-        # Not the value itself: it may hold the file's secrets.
-        return problems + [f"enqueue_shards_environment must be a dict of NAME: value, got a "
-                           f"{type(environment).__name__}"]
-    # (The values are plain: null, text, a number, a list or a dict.)
-    return problems + _listing(
+    return problems if not isinstance(environment, dict) else problems + _listing(
         "enqueue_shards_environment names must be variable names (letters, digits, _)",
         (name for name in environment if not ENVIRONMENT_NAME.match(name))) + _listing(
         "enqueue_shards_environment values must be strings or numbers (null leaves a default out)",
@@ -301,14 +302,10 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
                 f"{did_you_mean(name, sorted(ROLE_OPTIONS), compared=lambda known: known[len(PREFIX):], limit=1)}: "
                 "it would be ignored; `ansible-doc -t role awa.operations.enqueue_shards` lists them"
                 for name in sorted(settings) if name.startswith(PREFIX) and name not in ROLE_OPTIONS]
-    problems += [*queue_problems(given.get("queues"), given["runtime_roles"]), *connection_problems(connection, secrets),
-                 *bound_problems(given, ("lock_timeout",))]
-    if not isinstance(given["ledger_schema"], str) or not given["ledger_schema"].strip():
-        problems.append("enqueue_shards_ledger_schema must name a schema, e.g. awa_operations")
-    if "rollout" in scope:
-        problems += rollout_problems(given)
-    if "wait" in scope:
-        problems += bound_problems(given, ("converge_timeout", "drain_timeout", "wait_sleep"))
+    problems += [*queue_problems(given.get("queues"), given["runtime_roles"]),
+                 *connection_problems(connection, secrets), *rule_problems(given, ("ledger_schema",)),
+                 *(rollout_problems(given) if "rollout" in scope else []),
+                 *bound_problems(given, dict.fromkeys(name for each in scope for name in SCOPES[each]))]
     # A variable of another type, unless a rule above said so in its own words.
     declared = {name: {key: option[key] for key in ("type", "elements") if key in option}
                 for name, option in ROLE_OPTIONS.items()}

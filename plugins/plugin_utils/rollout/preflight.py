@@ -13,7 +13,7 @@ a warning.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, kind_lines, names_text
@@ -69,26 +69,16 @@ def _queue_findings(entry: dict[str, Any], view: QueueView, repair: bool) -> Ite
             "(another role owns them). Connect as their owner or a member of it (GRANT <owner> TO <migrator>)."))
 
 
-def backlog_queues(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]]) -> list[str]:
-    """The queues whose lowering leaves ready jobs on the shards at and above the new count: preflight reads them
-    again a few seconds later, for how fast their jobs are claimed (_drain_findings)."""
-    views = read.get("queues")
-    return [entry["queue"] for entry in queues if isinstance(views, dict) and _lowered(entry, views[entry["queue"]])
-            and (backlog_beyond(views[entry["queue"]], int(entry["shards"])) or 0) > 0]
-
-
-def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], queues: list[dict[str, Any]],
+def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], lowered: dict[str, int],
                     drain_timeout: float) -> Iterator[tuple[str, str]]:
-    """Whether each lowering's backlog beyond the new count can drain within the drain timeout (a WARNING when it
-    cannot, or may not), at the rate workers claimed the queue's jobs between the read and ``watched`` (the read
-    again, or a failed read's result)."""
-    shards_of = {entry["queue"]: int(entry["shards"]) for entry in queues}
-    for name in backlog_queues(read, queues):
-        view, shards = read["queues"][name], shards_of[name]
+    """Whether the backlog of each queue ``lowered`` (to its new count) beyond that count can drain within the drain
+    timeout (a WARNING when it cannot, or may not), at the rate workers claimed the queue's jobs between the read and
+    ``watched`` (the read again, or a failed read's result)."""
+    for name, shards in lowered.items():
+        view, later = read["queues"][name], (watched.get("queues") or {}).get(name)
+        backlog = backlog_beyond(view, shards) or 0
         if view["paused"]:
             continue  # its note says it cannot drain while paused
-        backlog = backlog_beyond(view, shards) or 0
-        later = (watched.get("queues") or {}).get(name)
         rate = claim_rate(view, read["read_at"], later, watched["read_at"]) if later else None
         lowering = f"lowering {name} to {shards} leaves {backlog} ready jobs on shards {shards} and above"
         limit = f"enqueue_shards_drain_timeout ({seconds_text(drain_timeout)})"
@@ -111,24 +101,29 @@ def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], 
                          f"before the change ({rate:.1f} jobs/s), within {limit}")
 
 
-def preflight(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any]], repair: bool, *,
-              watched: dict[str, Any] | None = None, drain_timeout: float | None = None) -> dict[str, Any]:
-    """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change.
+def preflight(read: ShardsInfo | dict[str, Any], watched: dict[str, Any] | None,
+              asked: Mapping[str, Any]) -> dict[str, Any]:
+    """``lines`` to print and ``refusals`` (each a whole message) from the info read before the change, for the
+    ``queues`` ``asked`` (and its ``repair`` and ``drain_timeout``), and the ``backlog``: the queues whose lowering
+    leaves ready jobs on the shards at and above the new count, which preflight reads again a few seconds later
+    (``watched``), for how fast their jobs are claimed - whether they drain in time (_drain_findings).
 
     ``read`` is the info module's result, or a failed task's (``msg``, no ``queues``). Past
-    wording.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all. With
-    ``drain_timeout``, each lowering's backlog is weighed against it (_drain_findings; ``watched``, the second read).
+    wording.DETAILED_QUEUES queues, each queue's own lines give way to one line for them all.
     """
+    queues = asked["queues"]
     if not isinstance(read.get("queues"), dict):
         failure = str(read.get("msg") or "the info module returned no queues").strip()
-        return {"lines": [], "refusals": [_refusal(None, failure)]}
+        return {"lines": [], "refusals": [_refusal(None, failure)], "backlog": []}
     views = [read["queues"][entry["queue"]] for entry in queues]
     counts = sorted({count for view in views for count in view["enqueue_shards"].values()})
     lines = list(read.get("summary_lines", [])) if len(queues) <= DETAILED_QUEUES else [
         f"{counted(len(queues), 'queue')} read ({names_text([entry['queue'] for entry in queues], 3)}): "
         f"enqueue_shards {'/'.join(map(str, counts))}; {len(read.get('runtimes', []))} runtime(s)"]
-    found = [finding for entry, view in zip(queues, views) for finding in _queue_findings(entry, view, repair)]
-    found += [] if drain_timeout is None else _drain_findings(read, watched or {}, queues, float(drain_timeout))
+    found = [finding for entry, view in zip(queues, views) for finding in _queue_findings(entry, view, asked["repair"])]
+    backlog = {entry["queue"]: int(entry["shards"]) for entry, view in zip(queues, views)
+               if _lowered(entry, view) and (backlog_beyond(view, int(entry["shards"])) or 0) > 0}
+    found += _drain_findings(read, watched or {}, backlog, float(asked["drain_timeout"]))
     said = {kind: [text for each, text in found if each == kind] for kind in (REFUSAL, NOTE, WARNING)}
     return {"lines": lines + kind_lines(list(read.get("findings", [])), "finding") + kind_lines(said[NOTE], NOTE)
-            + kind_lines(said[WARNING], WARNING), "refusals": said[REFUSAL]}
+            + kind_lines(said[WARNING], WARNING), "refusals": said[REFUSAL], "backlog": list(backlog)}

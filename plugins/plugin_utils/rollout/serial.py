@@ -47,9 +47,8 @@ def batch_size_problem(spec: object) -> str | None:
 def describe(spec: object, sizes: list[int]) -> str:
     """The batches' sizes as the plan's headline says them: ``of at most 2 host(s)``, or ``of 1, 2, 2 host(s)
     (enqueue_shards_batch_size 1, 50%)``."""
-    if not isinstance(spec, list):
-        return f"of at most {spec} host(s)"
-    return f"of {', '.join(map(str, sizes))} host(s) (enqueue_shards_batch_size {', '.join(map(str, spec))})"
+    return (f"of {', '.join(map(str, sizes))} host(s) (enqueue_shards_batch_size {', '.join(map(str, spec))})"
+            if isinstance(spec, list) else f"of at most {spec} host(s)")
 
 
 def split(order: list[Any], spec: object) -> list[list[Any]]:
@@ -59,7 +58,6 @@ def split(order: list[Any], spec: object) -> list[list[Any]]:
         raise ValueError(problem)
     entries = spec if isinstance(spec, list) else [spec]
     batches: list[list[Any]] = []
-    while sum(map(len, batches)) < len(order):
-        start = sum(map(len, batches))
+    while (start := sum(map(len, batches))) < len(order):
         batches.append(order[start:start + int(_size(entries[min(len(batches), len(entries) - 1)], len(order)))])
     return batches

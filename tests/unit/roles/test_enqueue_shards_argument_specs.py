@@ -139,7 +139,7 @@ def _used_files(entry_point: str) -> list[Path]:
 
 # A read of the settings validate.yml sets on each host (rollout.input_rules.host_settings), or of a batch member's.
 HOST_SETTING_READ = re.compile(r"(?:_" + PREFIX + r"host|\bitem)\.(\w+)")
-SETTINGS_READERS = re.compile(r"_" + PREFIX + r"hosts \| awa\.operations\.__role\.enqueue_shards_(rollout_plan|reachability)")
+SETTINGS_READERS = re.compile(r"awa\.operations\.__role\.enqueue_shards_(rollout_plan|reachability)\(")
 
 # A template rendered by a lookup (the environment file's text, vars/main.yml).
 TEMPLATE_LOOKUP = re.compile(r"lookup\('ansible\.builtin\.template', '([^']+)'\)")

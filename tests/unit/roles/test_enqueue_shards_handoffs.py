@@ -20,8 +20,13 @@ TASKS = ROLE / "tasks"
 # A derived value (one underscore) or a registered result (two) of the role, where a template names it.
 NAME = re.compile(r"(?<![\w.])_{1,2}enqueue_shards_\w+")
 SET_FACT = ("ansible.builtin.set_fact", "set_fact")
+# Every play host's own values, gathered from hostvars once (vars/main.yml's _enqueue_shards_hosts, the filter
+# enqueue_shards_play_hosts): a view of them read as _enqueue_shards_hosts.VIEW, and the handoffs each view is made of.
+HOSTS_VIEW = re.compile(r"(?<![\w.])_enqueue_shards_hosts\.(\w+)")
+HOSTS_VIEWS = {"settings": {"_enqueue_shards_host"}, "probes": {"__enqueue_shards_reach"},
+               "reads": {"_enqueue_shards_host", "__enqueue_shards_reach", "__enqueue_shards_services_now"},
+               "restarts": {"__enqueue_shards_restart"}, "stopped": set()}
 REPORT_FILE = "awa.operations.__role.enqueue_shards_report_file"
-# A row of the table: value, the files that set it, the files that read it (comma-separated), what it is.
 # A row of the table: the value and what it is, then the files that set and read it on the next line.
 ROW = re.compile(r"^#\s+(_{1,2}enqueue_shards_\w+) - .+\n#\s+set by (.+?); read by (.+)$", re.MULTILINE)
 
@@ -68,12 +73,15 @@ RECORD, RECORD_END = "_enqueue_shards_record", "8_record"
 
 
 def _read_by(tasks: list, derived: dict[str, set[str]], file: str) -> set[str]:
-    """The names a file's templates read, a value of vars/main.yml standing for the names it is made of."""
+    """The names a file's templates read, a value of vars/main.yml standing for the names it is made of, a view of every
+    play host's values for the handoffs it is made of."""
     read = set()
     for task in tasks:
         for text in _strings({key: value for key, value in task.items() if key != "register"}):
             for name in NAME.findall(text):
                 read |= {name} | (derived.get(name, set()) if name != RECORD or file == RECORD_END else set())
+            for view in HOSTS_VIEW.findall(text):
+                read |= HOSTS_VIEWS[view]
     return read
 
 

@@ -52,3 +52,32 @@ def test_a_rollout_not_planned_yet_reads_alike_on_every_core():
     recorded = [filters["enqueue_shards_record"](reads, {"rollout": rollout, "stop": stopped}, asked)
                 for rollout, stopped in (("", ""), (None, None))]
     assert recorded[0] == recorded[1]
+
+
+def test_every_play_host_s_values_are_gathered_once_in_the_views_the_steps_read():
+    filters = FilterModule().filters()
+    hostvars = {"web1": {"_enqueue_shards_host": {"host": "web1"}, "__enqueue_shards_reach": {"services": {}},
+                         "__enqueue_shards_restart": {"changed": True}},
+                "web2": {"_enqueue_shards_host": {"host": "web2"}, "ansible_failed_task": {"name": "Batch | restart"},
+                         "ansible_failed_result": {"msg": "gone"}}}
+    gathered = filters["enqueue_shards_play_hosts"](hostvars, ["web1", "web2"])
+    assert gathered["settings"] == [{"host": "web1"}, {"host": "web2"}]
+    assert gathered["probes"] == [{"services": {}}, {}]
+    assert gathered["reads"] == [[{"host": "web1"}, {"services": {}}, {}], [{"host": "web2"}, {}, {}]]
+    assert gathered["restarts"] == {"web1": {"changed": True}, "web2": {}}
+    stopped = {"task": "Batch | restart", "message": "gone", "hosts": ["web2"]}
+    assert gathered["stopped"] == stopped
+    # The first stop is kept.
+    assert filters["enqueue_shards_stop"]({"rollout": "", "stop": ""}, stopped) == {"rollout": None, "stop": stopped}
+    assert filters["enqueue_shards_stop"]({"rollout": None, "stop": stopped}, {"task": "later"})["stop"] == stopped
+
+
+def test_the_plays_of_the_batches_take_the_plan_s_hosts_and_none_before_it_or_after_a_stop():
+    restart_plays = FilterModule().filters()["enqueue_shards_restart_plays"]
+    planned = {"rollout": {"batch_hosts": [["web1"], ["web2", "web3"]]}, "stop": None}
+    assert restart_plays({"localhost": {"_enqueue_shards_window_state": planned}}) == {
+        "hosts": ["web1", "web2", "web3"], "serial": [1, 2]}
+    none = {"hosts": [], "serial": [1]}
+    assert restart_plays({}) == none, "--list-tasks: no hostvars"
+    assert restart_plays({"localhost": {"_enqueue_shards_window_state": {"rollout": "", "stop": ""}}}) == none
+    assert restart_plays({"localhost": {"_enqueue_shards_window_state": {**planned, "stop": {"task": "x"}}}}) == none
