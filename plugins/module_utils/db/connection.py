@@ -132,24 +132,26 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
     """
     if not HAS_PSYCOPG:
         raise ConnectionFailed("psycopg 3 is not installed on the host that runs the module")
-    params = libpq_params(options, writes=writes)
-    validate_targets(params, writes=writes)
+    # libpq's environment is this process's: every option it does not give is read there.
+    params = libpq_params(options, writes=writes, environ=os.environ)
+    validate_targets(params, writes=writes, environ=os.environ)
     try:
         conn = psycopg.connect(**params, prepare_threshold=None)
     except psycopg.Error as exc:
-        reason = _connect_error(exc, options, writes=writes)
+        reason = _connect_error(exc, options, params, writes=writes)
         # No SQLSTATE (refused, down, a standby where a primary is asked for) or the server not accepting
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         attempt = _attempt(getattr(exc, "pgconn", None))
-        password = password_used(options, attempt)
-        raise error(f"could not connect to {describe_target(options, writes=writes, attempt=attempt)}"
+        password = password_used(options, attempt, os.environ)
+        raise error(f"could not connect to {describe_target(options, environ=os.environ, writes=writes, attempt=attempt)}"
                     f"{f' {password}' if password else ''}: {reason}") from None
     except UnicodeError:
         # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
         dummy, hosts_from = libpq_hosts(params, os.environ)
-        raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of {hosts_from} "
-                               "is not a host name; give host names or addresses, separated by commas") from None
+        raise ConnectionFailed(f"could not connect to {describe_target(options, environ=os.environ, writes=writes)}: a "
+                               f"host of {hosts_from} is not a host name; give host names or addresses, separated by "
+                               "commas") from None
     role = options.get("session_role") or None
     # Read back by _set_transaction_settings in every transaction of this connection.
     setattr(conn, "awa_session_role", role)
@@ -157,7 +159,7 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
         try:
             _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
-            target = describe_target(options, writes=writes, attempt=_attempt(conn.pgconn))
+            target = describe_target(options, environ=os.environ, writes=writes, attempt=_attempt(conn.pgconn))
             conn.close()
             _report_pooler_refusal(exc, f"connected to {target}, but")
             raise ConnectionFailed(
@@ -285,10 +287,9 @@ def _attempt(pgconn: Any) -> Attempt | None:
         return None
 
 
-def _connect_error(exc: BaseException, options: Mapping[str, Any], *, writes: bool = False) -> str:
+def _connect_error(exc: BaseException, options: Mapping[str, Any], params: Mapping[str, Any], *, writes: bool) -> str:
     """libpq's reason (per host, when there are several), without the key path or password it may name, and what
-    to do for a TLS or standby refusal."""
-    params = libpq_params(options, writes=writes)
+    to do for a TLS or standby refusal (``params``: libpq_params' of ``options``)."""
     attempts = HOST_ATTEMPT.findall(str(exc))
     text = "; ".join(f"{host}:{port}: {reason}" for host, port, reason in attempts) if len(attempts) > 1 \
         else _unresolved_host(_first_line(exc), params)
