@@ -204,8 +204,8 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
             with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
                 for statement in [queue_lock(plan.queue, change_id), *statements.provision]:
                     conn.execute(statement.query, statement.params)
-                observed = send_queue_state(conn, prepared.schema, plan.physical_queues,
-                                            list(prepared.request.runtime_roles), shards=plan.shards)
+                planned = dict.fromkeys(plan.physical_queues, plan.shards)
+                observed = send_queue_state(conn, prepared.schema, list(planned), prepared.request.runtime_roles, planned)
                 record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
                                   for statement in (statements.record, statements.switch))
                 # After provisioning, before the switch: the state re-read in this transaction must hold every

@@ -10,11 +10,11 @@ transaction ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, sql
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 
 
@@ -142,41 +142,37 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def _queue_counts(meta: list[Row]) -> QueueState:
+def fetch_queue_counts(conn: Connection, queues: list[str], sent: Cursor | None = None) -> QueueState:
+    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes; read
+    from ``sent`` when META_SQL was sent already.
+
+    One statement, whatever the number of queues.
+    """
+    meta = (sent or conn.execute(META_SQL, {"queues": list(queues)})).fetchall()
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
                       paused=frozenset(queue for queue, dummy, paused in meta if paused))
 
 
-def fetch_queue_counts(conn: Connection, queues: list[str]) -> QueueState:
-    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
-
-    One statement, whatever the number of queues.
-    """
-    return _queue_counts(conn.execute(META_SQL, {"queues": queues}).fetchall())
-
-
-def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str]) -> QueueState:
-    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane, S each queue's current
-    count. Two statements, whatever the number of queues and lanes (``send_queue_state`` for counts given)."""
-    counts = fetch_queue_counts(conn, queues)
-    return _with_lanes(counts, _send_lanes(conn, schema, queues, roles, counts.enqueue_shards))
+def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: Sequence[str],
+                      shards: Mapping[str, int] | None = None) -> QueueState:
+    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane, S each queue's count
+    in ``shards`` (the counts planned) or else its current one. Two statements, whatever the number of queues and
+    lanes (``send_queue_state`` sends them without reading)."""
+    return send_queue_state(conn, schema, queues, roles, shards)()
 
 
-def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str],
-                     shards: int | Mapping[str, int]) -> Callable[[], QueueState]:
-    """``fetch_queue_state`` with the counts S given (a planned count, or one per queue): both statements are sent
-    now, their rows read when the returned function is called (on a connection in pipeline mode, in the same round
-    trip as what was sent before)."""
+def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: Sequence[str],
+                     shards: Mapping[str, int] | None = None) -> Callable[[], QueueState]:
+    """``fetch_queue_state``'s statements sent now, their rows read when the returned function is called (on a
+    connection in pipeline mode, in the same round trip as what was sent before); without ``shards`` the current
+    counts are read first."""
     meta = conn.execute(META_SQL, {"queues": list(queues)})
-    lanes = _send_lanes(conn, schema, queues, roles,
-                        shards if isinstance(shards, Mapping) else dict.fromkeys(queues, shards))
-    return lambda: _with_lanes(_queue_counts(meta.fetchall()), lanes)
-
-
-def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[str],
-                shards: Mapping[str, int]) -> Cursor:
-    return conn.execute(sql.SQL(LANE_STATE_SQL).format(
+    current: QueueState | None = None
+    if shards is None:
+        current = fetch_queue_counts(conn, queues, meta)
+        shards = current.enqueue_shards
+    lanes = conn.execute(sql.SQL(LANE_STATE_SQL).format(
         enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
         claim_heads=sql.Identifier(schema, "queue_claim_heads"),
         lane_rows=sql.Identifier(schema, "queue_lanes"),
@@ -185,11 +181,11 @@ def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[st
         "priorities": list(PRIORITIES), "schema": schema, "roles": list(roles),
         "privileges": list(LANE_PRIVILEGES)})
 
-
-def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
-    """``counts`` with the lanes of LANE_STATE_SQL's rows (LaneState's fields in its column order)."""
-    rows = [(*row[:13], [tuple(triple) for triple in row[13]], row[14]) for row in lanes.fetchall()]
-    return replace(counts, lanes=[LaneState(*row) for row in rows])
+    def read() -> QueueState:
+        # LANE_STATE_SQL's rows: LaneState's fields in its column order.
+        rows = [(*row[:13], [tuple(triple) for triple in row[13]], row[14]) for row in lanes.fetchall()]
+        return replace(current or fetch_queue_counts(conn, queues, meta), lanes=[LaneState(*row) for row in rows])
+    return read
 
 
 @dataclass(frozen=True)
