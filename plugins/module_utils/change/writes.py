@@ -46,27 +46,12 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Commi
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    CHANGE_ID_SETTING, LedgerPlan, ledger_ddl, ledger_insert, recorded_row)
+    LedgerPlan, ledger_ddl, ledger_insert, recorded_row)
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_transaction_identity)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
-
-QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
-
-
-def queue_lock(queue: str, change_id: str | None = None) -> Statement:
-    """Serializes concurrent runs of the module on one logical queue (transaction scoped).
-
-    With ``change_id``, it also names the change this transaction makes, for its ledger row.
-    """
-    lock = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::text, 0))"
-    if change_id is None:
-        return Statement(sql.SQL(lock), {"key": QUEUE_LOCK_PREFIX + queue})
-    return Statement(sql.SQL(lock + ", set_config(%(setting)s, %(change_id)s, true)"),
-                     {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
-
 
 def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
     """Lane keys as the statements bind them: a column each of queues, priorities (and shards), in lane order."""
@@ -202,11 +187,11 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
         with transaction(conn, action, lock_timeout=lock_timeout,
                          on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
             with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
-                for statement in [queue_lock(plan.queue, change_id), *statements.provision]:
-                    conn.execute(statement.query, statement.params)
+                for statement in [lost_commit.queue_lock(plan.queue, change_id), *statements.provision]:
+                    conn.execute(*statement)
                 planned = dict.fromkeys(plan.physical_queues, plan.shards)
                 observed = send_queue_state(conn, prepared.schema, list(planned), prepared.request.runtime_roles, planned)
-                record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
+                record, switch = (None if statement is None else conn.execute(*statement)
                                   for statement in (statements.record, statements.switch))
                 # After provisioning, before the switch: the state re-read in this transaction must hold every
                 # planned lane and grant (the summary the plan's before was made with), and the counts it was made from.
@@ -232,8 +217,7 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
             # Without a change id in the row, a lost commit is looked up by its transaction.
             pending = lost_commit.PendingChange(
                 plan.queue, change_id, result, None if statements.record is None else ledger_schema,
-                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout,
-                queue_lock(plan.queue))
+                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout)
             try:
                 commit(conn, action)
             except CommitLost as exc:

@@ -14,8 +14,7 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT, WRITABLE_TARGETS, Attempt, connection_secrets, describe_target, libpq_hosts, libpq_params,
@@ -174,9 +173,9 @@ def open_connection(options: Mapping[str, Any], *, writes: bool = False) -> cont
     return contextlib.closing(connect(options, writes=writes))
 
 
-@dataclass(frozen=True)
-class Statement:
-    """One statement and its bound parameters (the writes and the ledger build them with ``sql``)."""
+class Statement(NamedTuple):
+    """One statement and its bound parameters (the writes and the ledger build them with ``sql``); a tuple, so that
+    ``conn.execute(*statement)`` runs it."""
 
     query: sql.SQL | sql.Composed
     params: dict[str, Any] | None = None
@@ -186,7 +185,7 @@ def render(conn: Connection, statements: list[Statement]) -> list[str]:
     """The statements as psycopg would send them, with their values bound (for reports: what a check-mode run
     would run is what a real run runs)."""
     cursor = ClientCursor(conn)
-    return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
+    return [cursor.mogrify(*statement).strip() for statement in statements]
 
 
 @contextlib.contextmanager

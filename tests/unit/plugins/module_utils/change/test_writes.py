@@ -14,7 +14,8 @@ import re
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import Statement, build_change_statements, queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import Statement, build_change_statements
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerPlan
 
