@@ -46,7 +46,7 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import Commi
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    LedgerPlan, ledger_ddl, ledger_insert, recorded_row)
+    LedgerPlan, ledger_statements, recorded_row)
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_transaction_identity)
 
@@ -128,12 +128,10 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
         plan.meta_queues_to_update) else None
     # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
     # those they can), and its row.
-    ddl = ledger_ddl(ledger_schema, ledger_plan)
-    record = None if ledger_plan is None else ledger_insert(
-        ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
-        previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
-        grants_added=plan.grants_added, runtime_roles=plan.grant_roles, reason=reason,
-        with_change_id=ledger_plan.records_change_id)
+    ddl, record = ledger_statements(ledger_schema, ledger_plan, {
+        "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
+        "previous_shards": plan.previous_shards, "shards": plan.shards, "lanes_created": len(plan.lanes_to_create),
+        "grants_added": plan.grants_added, "runtime_roles": plan.grant_roles, "reason": reason})
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
     return ChangeStatements(provision, record, switch, pipelined=ddl is None,
                             records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
