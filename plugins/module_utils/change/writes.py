@@ -181,7 +181,6 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
     if plan.changed and not check_mode:
         # The id its ledger row will carry (a check-mode run writes none, and returns none).
         change_id = str(uuid.uuid4())
-        lost: str | None = None
         with transaction(conn, action, lock_timeout=lock_timeout,
                          on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
             with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
@@ -219,8 +218,7 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
             try:
                 commit(conn, action)
             except CommitLost as exc:
-                lost = exc.message  # looked up once out of this transaction, on a new connection
-        if lost is not None:
-            result = lost_commit.settle(pending, lost, reconnect)
+                # Looked up on a new connection: this one, and its transaction, are gone.
+                result = lost_commit.settle(pending, exc.message, reconnect)
     result["duration"] = round(time.monotonic() - started, 3)
     return result
