@@ -130,8 +130,13 @@ def libpq_params(options: Mapping[str, Any], *, environ: Mapping[str, str], writ
     """
     params: dict[str, Any] = {keyword: options[option] for option, keyword in LIBPQ_KEYWORDS.items()
                               if options.get(option) not in (None, "")}
-    if "port" in params:
-        params["port"] = ports_text(params["port"])
+    # login_port as libpq takes it: one port, or ports separated by commas (no spaces).
+    port = params.get("port")
+    if port is not None:
+        if isinstance(port, bool) or not isinstance(port, (int, str)):
+            raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host "
+                                 f"of login_host, e.g. \"5432,5433\"), got {port!r}. Nothing was read or written.")
+        params["port"] = ",".join(part.strip() for part in str(port).split(","))
     # A socket directory is used only when no TCP host is named (or it is localhost).
     socket_dir = options.get("login_unix_socket")
     if socket_dir and params.get("host") in (None, "localhost"):
@@ -143,14 +148,6 @@ def libpq_params(options: Mapping[str, Any], *, environ: Mapping[str, str], writ
                                       or (TARGET_FOR_CHANGE if writes else TARGET_FOR_READS))
     params.update(options.get("connect_params") or {})
     return params
-
-
-def ports_text(value: object) -> str:
-    """login_port as libpq takes it: one port, or ports separated by commas (no spaces)."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host of "
-                             f"login_host, e.g. \"5432,5433\"), got {value!r}. Nothing was read or written.")
-    return ",".join(part.strip() for part in str(value).split(","))
 
 
 def libpq_hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
