@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -233,10 +234,8 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
                 plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
                 ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if (
                     request.ledger and plan.changed) else None
-                statements = writes.build_change_statements(plan, schema, ledger_schema, ledger_plan, reason)
-                planned[request.queue] = writes.Prepared(
-                    request, schema, plan, statements, render(conn, statements.all),
-                    warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []))
+                prepared = writes.prepare_change(request, schema, plan, ledger_schema, ledger_plan, reason, warnings)
+                planned[request.queue] = replace(prepared, queries=render(conn, prepared.all))
             except AwaOperationsError as refused:
                 planned[request.queue] = refused
         # It only reads, in check mode too: a transaction id would mean it wrote.

@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -59,30 +59,39 @@ def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
 
 
 @dataclass
-class ChangeStatements:
-    """The write statements of a plan, split where the caller verifies."""
+class Prepared:
+    """One queue's change, planned from a read: the request and its plan, the statements that make it (split where
+    the caller verifies) and how they record it, and what a run reports of it."""
 
+    request: ChangeRequest
+    schema: str
+    plan: Plan
     provision: list[Statement]
     record: Statement | None
     switch: Statement | None
+    warnings: list[str]
     # The ledger's DDL is a script of several statements: the extended protocol of pipeline mode takes one.
     pipelined: bool = True
     # The ledger row carries the change id (else a lost commit is looked up by its transaction).
     records_change_id: bool = False
+    # The statements as they are sent, values bound (what a check-mode run reports): the read renders them.
+    queries: list[str] = field(default_factory=list)
 
     @property
     def all(self) -> list[Statement]:
         return [*self.provision, *(s for s in (self.record, self.switch) if s is not None)]
 
 
-def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_plan: LedgerPlan | None,
-                            reason: str | None = None) -> ChangeStatements:
-    """Every statement a real run executes for ``plan`` (none when nothing changes), its ledger's as
-    ``ledger_plan`` says (none without one: ledger false, or nothing changes): create the ledger, add the change_id
-    column to an existing one (its owner runs this), and a row that carries the change id or not.
+def prepare_change(request: ChangeRequest, schema: str, plan: Plan, ledger_schema: str,
+                   ledger_plan: LedgerPlan | None, reason: str | None = None, warnings: Sequence[str] = ()) -> Prepared:
+    """``request``'s change as ``plan`` says it: every statement a real run executes (none when nothing changes),
+    its ledger's as ``ledger_plan`` says (none without one: ledger false, or nothing changes) - create the ledger,
+    add the change_id column to an existing one (its owner runs this), and a row that carries the change id or
+    not - and the warnings: ``warnings`` (the installation's), the plan's and the ledger's.
     """
+    said = [*warnings, *plan.warnings, *(ledger_plan.warnings if ledger_plan else [])]
     if not plan.changed:
-        return ChangeStatements([], None, None)
+        return Prepared(request, schema, plan, [], None, None, said)
 
     def hidden(key: LaneKey) -> bool:
         # Producers route to [0, current count) only: lanes beyond stay invisible until commit.
@@ -133,21 +142,8 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
         "previous_shards": plan.previous_shards, "shards": plan.shards, "lanes_created": len(plan.lanes_to_create),
         "grants_added": plan.grants_added, "runtime_roles": plan.grant_roles, "reason": reason})
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
-    return ChangeStatements(provision, record, switch, pipelined=ddl is None,
-                            records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
-
-
-@dataclass
-class Prepared:
-    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
-
-    request: ChangeRequest
-    schema: str
-    plan: Plan
-    statements: ChangeStatements
-    # The statements as they are sent, values bound (what a check-mode run reports).
-    queries: list[str]
-    warnings: list[str]
+    return Prepared(request, schema, plan, provision, record, switch, said, pipelined=ddl is None,
+                    records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
 
 
 def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings: list[str]) -> QueueChangeRun:
@@ -175,7 +171,7 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
     rolled back and nothing is written.
     """
     started = time.monotonic()
-    plan, statements = prepared.plan, prepared.statements
+    plan = prepared.plan
     action = f"changing enqueue_shards of queue {plan.queue!r}"
     result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
     if plan.changed and not check_mode:
@@ -183,13 +179,13 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
         change_id = str(uuid.uuid4())
         with transaction(conn, action, lock_timeout=lock_timeout,
                          on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-            with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
-                for statement in [lost_commit.queue_lock(plan.queue, change_id), *statements.provision]:
+            with conn.pipeline() if prepared.pipelined else contextlib.nullcontext():
+                for statement in [lost_commit.queue_lock(plan.queue, change_id), *prepared.provision]:
                     conn.execute(*statement)
                 planned = dict.fromkeys(plan.physical_queues, plan.shards)
                 observed = send_queue_state(conn, prepared.schema, list(planned), prepared.request.runtime_roles, planned)
                 record, switch = (None if statement is None else conn.execute(*statement)
-                                  for statement in (statements.record, statements.switch))
+                                  for statement in (prepared.record, prepared.switch))
                 # After provisioning, before the switch: the state re-read in this transaction must hold every
                 # planned lane and grant (the summary the plan's before was made with), and the counts it was made from.
                 state = observed()
@@ -205,7 +201,7 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
                         f"{plan.after}, found {provisioned}); the transaction was rolled back and nothing changed.")
                 if record is not None:
                     result["ledger"] = recorded_row(ledger_schema, one_row(record),
-                                                    change_id if statements.records_change_id else None)
+                                                    change_id if prepared.records_change_id else None)
                 switched: dict[str, int] = dict(switch.fetchall()) if switch is not None else {}
                 if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
                     raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
@@ -213,8 +209,8 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
             result["change_id"] = change_id
             # Without a change id in the row, a lost commit is looked up by its transaction.
             pending = lost_commit.PendingChange(
-                plan.queue, change_id, result, None if statements.record is None else ledger_schema,
-                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout)
+                plan.queue, change_id, result, None if prepared.record is None else ledger_schema,
+                None if prepared.records_change_id else fetch_transaction_identity(conn), lock_timeout)
             try:
                 commit(conn, action)
             except CommitLost as exc:
