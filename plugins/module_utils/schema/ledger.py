@@ -231,11 +231,13 @@ RECORDED_CHANGE_SQL = "SELECT id, changed_at, cardinality(live_runtime_ids) FROM
 LEDGER_LOOKUP_TYPES = {"change_id": "uuid", "transaction_id": "xid8"}
 
 
-def fetch_recorded_change(conn: Connection, ledger_schema: str, column: str, value: str) -> tuple[Any, ...] | None:
-    """(id, changed_at, live runtimes) of the ledger row whose ``column`` (change_id or transaction_id) is ``value``."""
+def fetch_recorded_change(conn: Connection, ledger_schema: str, column: str, value: str) -> LedgerRow | None:
+    """The ledger row whose ``column`` (change_id or transaction_id) is ``value``, as a result says it
+    (recorded_row: its change id when it was found by it)."""
     if not one_row(conn.execute(LEDGER_COLUMN_SQL, {"schema": ledger_schema, "table": TABLE,
                                                     "column": column}))[0]:
         return None
-    return conn.execute(sql.SQL(RECORDED_CHANGE_SQL).format(
+    row = conn.execute(sql.SQL(RECORDED_CHANGE_SQL).format(
         table=sql.Identifier(ledger_schema, TABLE), column=sql.Identifier(column),
         type=sql.SQL(LEDGER_LOOKUP_TYPES[column])), {"value": value}).fetchone()
+    return None if row is None else recorded_row(ledger_schema, row, value if column == CHANGE_ID_COLUMN else None)
