@@ -53,6 +53,7 @@ from ansible_collections.awa.operations.plugins.module_utils.schema.sessions imp
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
 
+
 def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
     """Lane keys as the statements bind them: a column each of queues, priorities (and shards), in lane order."""
     return dict(zip(("queues", "priorities", "shards"), (list(column) for column in zip(*sorted(keys)))))
