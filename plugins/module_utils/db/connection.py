@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import string
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -143,8 +144,8 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         attempt = _attempt(getattr(exc, "pgconn", None))
         password = password_used(options, attempt, os.environ)
-        raise error(f"could not connect to {describe_target(options, environ=os.environ, writes=writes, attempt=attempt)}"
-                    f"{f' {password}' if password else ''}: {reason}") from None
+        target = describe_target(options, environ=os.environ, writes=writes, attempt=attempt)
+        raise error(f"could not connect to {target}{f' {password}' if password else ''}: {reason}") from None
     except UnicodeError:
         # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
         dummy, hosts_from = libpq_hosts(params, os.environ)
@@ -179,6 +180,13 @@ class Statement(NamedTuple):
 
     query: sql.SQL | sql.Composed
     params: dict[str, Any] | None = None
+
+
+def schema_sql(schema: str, text: str, **values: Any) -> sql.Composed:
+    """``text`` with each ``{name}`` placeholder as the object ``name`` of ``schema`` (quoted), unless ``values``
+    gives it."""
+    names = {name for dummy, name, dummy_spec, dummy_conversion in string.Formatter().parse(text) if name}
+    return sql.SQL(text).format(**{**{name: sql.Identifier(schema, name) for name in names}, **values})
 
 
 def render(conn: Connection, statements: list[Statement]) -> list[str]:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, schema_sql
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 
 
@@ -84,9 +84,9 @@ LANE_STATE_SQL = """
 WITH schema_oid AS (
     SELECT oid FROM pg_namespace WHERE nspname = %(schema)s
 ), enqueue_heads AS MATERIALIZED (
-    SELECT queue, priority, enqueue_shard, seq_name FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
+    SELECT queue, priority, enqueue_shard, seq_name FROM {queue_enqueue_heads} WHERE queue = ANY(%(queues)s)
 ), claim_heads AS MATERIALIZED (
-    SELECT queue, priority, enqueue_shard, seq_name FROM {claim_heads} WHERE queue = ANY(%(queues)s)
+    SELECT queue, priority, enqueue_shard, seq_name FROM {queue_claim_heads} WHERE queue = ANY(%(queues)s)
 ), lanes AS (
     SELECT q.queue, p::smallint AS priority, s::smallint AS enqueue_shard
     FROM unnest(%(queues)s::text[], %(shards)s::int[]) AS q(queue, shards), unnest(%(priorities)s::int[]) AS p,
@@ -96,8 +96,8 @@ WITH schema_oid AS (
 ), named AS MATERIALIZED (
     -- Awa's own name function, called once per lane and sequence.
     SELECT l.*,
-           {name_fn}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
-           {name_fn}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
+           {queue_lane_sequence_name}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
+           {queue_lane_sequence_name}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
     FROM lanes AS l
 ), resolved AS (
     SELECT n.*,
@@ -108,7 +108,7 @@ WITH schema_oid AS (
              AND (ch.seq_name IS NOT DISTINCT FROM n.claim_seq OR ch.queue IS NULL) AS head_names_ok,
            es.oid AS enqueue_oid, cs.oid AS claim_oid, es.relowner AS enqueue_owner, cs.relowner AS claim_owner
     FROM named AS n
-    LEFT JOIN (SELECT queue, priority FROM {lane_rows} WHERE queue = ANY(%(queues)s)) AS ql
+    LEFT JOIN (SELECT queue, priority FROM {queue_lanes} WHERE queue = ANY(%(queues)s)) AS ql
            ON ql.queue = n.queue AND ql.priority = n.priority
     LEFT JOIN enqueue_heads AS eh
            ON eh.queue = n.queue AND eh.priority = n.priority AND eh.enqueue_shard = n.enqueue_shard
@@ -172,14 +172,9 @@ def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: Se
     if shards is None:
         current = fetch_queue_counts(conn, queues, meta)
         shards = current.enqueue_shards
-    lanes = conn.execute(sql.SQL(LANE_STATE_SQL).format(
-        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
-        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
-        lane_rows=sql.Identifier(schema, "queue_lanes"),
-        name_fn=sql.Identifier(schema, "queue_lane_sequence_name"),
-    ), {"queues": list(queues), "shards": [shards[queue] for queue in queues],
-        "priorities": list(PRIORITIES), "schema": schema, "roles": list(roles),
-        "privileges": list(LANE_PRIVILEGES)})
+    lanes = conn.execute(schema_sql(schema, LANE_STATE_SQL), {
+        "queues": list(queues), "shards": [shards[queue] for queue in queues], "priorities": list(PRIORITIES),
+        "schema": schema, "roles": list(roles), "privileges": list(LANE_PRIVILEGES)})
 
     def read() -> QueueState:
         # LANE_STATE_SQL's rows: LaneState's fields in its column order.
@@ -223,10 +218,10 @@ SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
        CASE WHEN seqs.readable AND cursor.enqueue_next > cursor.claim_next
             THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END,
        cursor.enqueue_next
-FROM {enqueue_heads} AS h
-JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
+FROM {queue_enqueue_heads} AS h
+JOIN {queue_claim_heads} AS c USING (queue, priority, enqueue_shard)
 """ + LANE_READABLE_JOINS + """LEFT JOIN LATERAL (
-    SELECT {next_value}(h.seq_name) AS enqueue_next, {next_value}(c.seq_name) AS claim_next
+    SELECT {sequence_next_value}(h.seq_name) AS enqueue_next, {sequence_next_value}(c.seq_name) AS claim_next
     WHERE seqs.readable
 ) AS cursor ON true
 LEFT JOIN LATERAL (
@@ -251,11 +246,5 @@ def fetch_lane_depths(conn: Connection, schema: str, queues: list[str]) -> list[
     Lanes whose sequences the connected role cannot read are reported with
     ``readable=False`` and no numbers instead of failing the whole read.
     """
-    rows = conn.execute(sql.SQL(LANE_DEPTH_SQL).format(
-        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
-        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
-        ready_entries=sql.Identifier(schema, "ready_entries"),
-        ready_tombstones=sql.Identifier(schema, "ready_tombstones"),
-        next_value=sql.Identifier(schema, "sequence_next_value"),
-    ), {"schema": schema, "queues": list(queues)}).fetchall()
+    rows = conn.execute(schema_sql(schema, LANE_DEPTH_SQL), {"schema": schema, "queues": list(queues)}).fetchall()
     return [LaneDepth(*row) for row in rows]
