@@ -41,7 +41,8 @@ from ansible_collections.awa.operations.plugins.module_utils.change import lost_
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import ChangedSinceRead, LaneKey, Plan, queue_summary
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, commit, one_row, sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import (
+    Statement, commit, one_row, schema_sql, sql, transaction)
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitLost, DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
@@ -117,13 +118,12 @@ def prepare_change(request: ChangeRequest, schema: str, plan: Plan, ledger_schem
         locked) else []
     before_ledger += heads(hidden)
     if plan.lanes_to_repair:
-        before_ledger.append(Statement(sql.SQL(
-            "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
-            "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
-            _columns(plan.lanes_to_repair)))
-    after_ledger = [Statement(sql.SQL(
-        "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
-        "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
+        before_ledger.append(Statement(schema_sql(
+            schema, "SELECT count({ensure_lane_sequences}(q, p, s)) FROM unnest(%(queues)s::text[], "
+            "%(priorities)s::smallint[], %(shards)s::smallint[]) AS lane(q, p, s)"), _columns(plan.lanes_to_repair)))
+    after_ledger = [Statement(schema_sql(
+        schema, "INSERT INTO {queue_lanes} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], "
+        "%(priorities)s::smallint[]) ON CONFLICT (queue, priority) DO NOTHING"),
         _columns(plan.lane_rows_to_create))] if plan.lane_rows_to_create else []
     after_ledger += heads(lambda key: not hidden(key))
     if plan.grants_added:
@@ -183,8 +183,8 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
             with conn.pipeline() if prepared.pipelined else contextlib.nullcontext():
                 for statement in [lost_commit.queue_lock(plan.queue, change_id), *prepared.provision]:
                     conn.execute(*statement)
-                planned = dict.fromkeys(plan.physical_queues, plan.shards)
-                observed = send_queue_state(conn, prepared.schema, list(planned), prepared.request.runtime_roles, planned)
+                observed = send_queue_state(conn, prepared.schema, plan.physical_queues, prepared.request.runtime_roles,
+                                            dict.fromkeys(plan.physical_queues, plan.shards))
                 record, switch = (None if statement is None else conn.execute(*statement)
                                   for statement in (prepared.record, prepared.switch))
                 # After provisioning, before the switch: the state re-read in this transaction must hold every
