@@ -138,7 +138,8 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     return Plan(
         queue=request.queue, shards=request.shards, stripes=layout.stripes,
         physical_queues=list(layout.physical_queues), previous_shards=previous,
-        lanes_to_create=[key for key in incomplete if not by_key[key].heads_exist],
+        lanes_to_create=[key for key in incomplete
+                         if not (by_key[key].has_enqueue_head and by_key[key].has_claim_head)],
         lane_rows_to_create=sorted({key[:2] for key in incomplete if not by_key[key].has_lane_row}),
         enqueue_heads_to_create=[key for key in incomplete if not by_key[key].has_enqueue_head],
         claim_heads_to_create=[key for key in incomplete if not by_key[key].has_claim_head],

@@ -54,10 +54,6 @@ class LaneState:
         return (self.has_lane_row and self.has_enqueue_head and self.has_claim_head
                 and self.has_enqueue_seq and self.has_claim_seq and self.head_names_ok)
 
-    @property
-    def heads_exist(self) -> bool:
-        return self.has_enqueue_head and self.has_claim_head
-
 
 @dataclass
 class QueueState:
