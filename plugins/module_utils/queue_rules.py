@@ -83,15 +83,12 @@ def resolve_stripes(queue: str, requested: int | None, known_names: list[str]) -
             f"queue {queue!r} has stripes {found}, which are not {queue}#0..{queue}#{stored[-1]}. "
             "Check the runtimes' queue_storage_queue_stripe_count and pass stripes explicitly once it is fixed.")
     detected = stored[-1] + 1 if stored else 1
-    if requested is None:
-        stripes = detected
-    elif stored and requested != detected:
+    if requested is not None and stored and requested != detected:
         raise PreconditionFailed(
             f"stripes={requested} was requested, but queue {queue!r} is stored with {detected} stripes "
             f"({queue}#0..{queue}#{detected - 1}). Set stripes to the runtimes' queue_storage_queue_stripe_count "
             f"({detected} if they are unchanged).")
-    else:
-        stripes = requested
+    stripes = detected if requested is None else requested
     warnings = [f"queue {queue!r} also has unstriped lanes or a queue_meta row: runtimes with {stripes} stripes "
                 f"never claim jobs from {queue!r} itself (only from {queue}#0..{queue}#{stripes - 1})."
                 ] if stripes > 1 and queue in known_names else []

@@ -575,13 +575,9 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
-    DEFAULT_LOCK_TIMEOUT,
-    connection_argument_spec,
-    validate_lock_timeout,
-)
+    DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA, connection_argument_spec, validate_lock_timeout)
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_and_read
-from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.module_main import run_module
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ENTRY_KEYS, validate_requests
 

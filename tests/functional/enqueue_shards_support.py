@@ -28,7 +28,7 @@ from awa_testbed.pgserver import PgServer
 from awa_testbed.collection import collections_path
 from awa_testbed.waiting import wait_until  # the tests' one wait, imported from here by most of them
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect, open_connection
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.errors import AwaOperationsError

@@ -11,7 +11,7 @@ import contextlib
 import threading
 import time
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import queue_lock
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import change_queues
 from ansible_collections.awa.operations.plugins.module_utils.change.request import validate_requests
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import connect

@@ -18,7 +18,7 @@ import pytest
 from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.pgserver import free_port
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError,

@@ -26,7 +26,7 @@ from awa_testbed.awadb import AwaDatabase, DbRole
 from awa_testbed.environment import wait_for_live_runtimes
 from awa_testbed.pgbouncer import DEFAULT_POOL_SIZE, PgBouncer, PoolClients, client, pgbouncer_version
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import open_connection
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     ConnectionFailed,

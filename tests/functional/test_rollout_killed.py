@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import QUEUE_LOCK_PREFIX
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import QUEUE_LOCK_PREFIX
 from ansible_collections.awa.operations.plugins.module_utils.db.options import APPLICATION_NAME
 
 from awa_testbed.waiting import wait_until

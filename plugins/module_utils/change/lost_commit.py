@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, cast
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.info.wait import attempts, attempts_text
 from ansible_collections.awa.operations.plugins.module_utils.change.result import LostCommit, QueueChangeRun
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
@@ -38,10 +38,24 @@ from ansible_collections.awa.operations.plugins.module_utils.errors import (
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     TransactionIdentity, describe_lock_holders, fetch_transaction_status)
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    LedgerRow, fetch_recorded_change, lookup_query, recorded_row)
+    CHANGE_ID_SETTING, LedgerRow, fetch_recorded_change, lookup_query)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
+
+
+QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
+
+
+def queue_lock(queue: str, change_id: str | None = None) -> Statement:
+    """Serializes concurrent runs of the module on one logical queue (transaction scoped).
+
+    With ``change_id``, it also names the change this transaction makes, for its ledger row.
+    """
+    names = {} if change_id is None else {"setting": CHANGE_ID_SETTING, "change_id": change_id}
+    return Statement(sql.SQL("SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::text, 0))" + (
+        ", set_config(%(setting)s, %(change_id)s, true)" if names else "")),
+        {"key": QUEUE_LOCK_PREFIX + queue, **names})
 
 
 @dataclass(frozen=True)
@@ -56,8 +70,6 @@ class PendingChange:
     # Read before COMMIT when the row carries no change id; None: its ledger row carries the change id.
     transaction: TransactionIdentity | None
     lock_timeout: float
-    # The queue's lock (writes.queue_lock), granted once the change's transaction has ended.
-    lock: Statement
 
 
 def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connection] | None, *,
@@ -108,17 +120,16 @@ def _look_up(conn: Connection, pending: PendingChange, reason: str) -> tuple[boo
     try:
         with transaction(conn, f"looking up the lost commit of queue {pending.queue!r}", read_only=True,
                          lock_timeout=pending.lock_timeout, on_lock_timeout=who_holds_it):
-            conn.execute(pending.lock.query, pending.lock.params).fetchall()
+            # The queue's lock, granted once the change's transaction has ended.
+            conn.execute(*queue_lock(pending.queue)).fetchall()
             if identity is None:
                 row = fetch_recorded_change(conn, cast(str, schema), "change_id", pending.change_id)
-                return row is not None, "change id in the ledger", (
-                    recorded_row(cast(str, schema), row, pending.change_id) if row else None)
+                return row is not None, "change id in the ledger", row
             status = fetch_transaction_status(conn, identity)
             if status in ("aborted", "committed"):
-                row = fetch_recorded_change(conn, schema, "transaction_id", identity.transaction_id) if (
-                    schema and status == "committed") else None
-                return status == "committed", "transaction status", (
-                    recorded_row(cast(str, schema), row, None) if row else None)
+                committed = status == "committed"
+                return committed, "transaction status", fetch_recorded_change(
+                    conn, schema, "transaction_id", identity.transaction_id) if schema and committed else None
             without = "the ledger row carries no change id" if schema else "ledger is false"
             raise _unknown(pending, reason, f"Reconnected, but transaction {identity.transaction_id} is still in "
                            "progress." if status else "Reconnected to a server that cannot tell what became of "

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import replace
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -61,9 +62,8 @@ from ansible_collections.awa.operations.plugins.module_utils.db.connection impor
 from ansible_collections.awa.operations.plugins.module_utils.db.options import DEFAULT_LOCK_TIMEOUT, DEFAULT_SCHEMA
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     AwaOperationsError, DatabaseError, FailedWithState, UnknownQueue)
-from ansible_collections.awa.operations.plugins.module_utils.schema.installation import (
-    check_installation, fetch_installation, storage_schema)
-from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
+from ansible_collections.awa.operations.plugins.module_utils.schema.installation import check_installation, fetch_installation
+from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import fetch_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.queues import fetch_all_queue_names, fetch_queue_names
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_assigned_transaction_id)
@@ -206,8 +206,7 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
         installation = fetch_installation(conn, roles, ledger_schema, ledger.TABLE)
         try:
             # The installation's warnings, the same for every queue.
-            warnings = check_installation(installation, tuple(roles))
-            schema = storage_schema(installation)
+            schema, warnings = check_installation(installation, tuple(roles))
         except AwaOperationsError as refused:
             # Nothing is read of the queues: the first queue is refused as a single queue would be.
             return {requests[0].queue: refused}
@@ -229,21 +228,16 @@ def _read_and_plan(conn: Connection, requests: list[ChangeRequest], *, lock_time
         for runtime_roles in {request.runtime_roles for request in requests}:
             shards = {physical: request.shards for request in requests if request.runtime_roles == runtime_roles
                       and request.queue in layouts for physical in layouts[request.queue].physical_queues}
-            states[runtime_roles] = send_queue_state(conn, schema, list(shards), list(runtime_roles), shards)()
-        for request in requests:
-            if request.queue not in layouts:
-                continue
+            states[runtime_roles] = fetch_queue_state(conn, schema, list(shards), runtime_roles, shards)
+        for request in (request for request in requests if request.queue in layouts):
             try:
                 plan = plan_enqueue_shards(request, layouts[request.queue], states[request.runtime_roles], installation)
                 ledger_plan = ledger.check_ledger(installation, ledger_schema, ledger.TABLE) if (
                     request.ledger and plan.changed) else None
+                prepared = writes.prepare_change(request, schema, plan, ledger_schema, ledger_plan, reason, warnings)
+                planned[request.queue] = replace(prepared, queries=render(conn, prepared.all))
             except AwaOperationsError as refused:
                 planned[request.queue] = refused
-                continue
-            statements = writes.build_change_statements(plan, schema, ledger_schema, ledger_plan, reason)
-            planned[request.queue] = writes.Prepared(
-                request, schema, plan, statements, render(conn, statements.all),
-                warnings + plan.warnings + (ledger_plan.warnings if ledger_plan else []))
         # It only reads, in check mode too: a transaction id would mean it wrote.
         if fetch_assigned_transaction_id(conn) is not None:
             raise DatabaseError("internal error: the read of the queues to change was assigned a transaction id, so "

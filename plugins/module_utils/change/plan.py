@@ -13,6 +13,7 @@ could not be written at all).
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -110,7 +111,7 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     # new ones for every runtime role that cannot already use our objects.
     grantees = [role for role in request.runtime_roles if role not in installation.roles_with_creator_privileges]
     pairs: set[tuple[str, str]] = set()
-    refused: dict[str, int] = {}
+    refused: Counter[str] = Counter()
     for lane in state.lanes:
         lane_pairs = {(role, sequence) for role, dummy, sequence in lane.missing_privileges}
         if lane.key in wanted:
@@ -118,8 +119,7 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
                                                          (lane.claim_seq, lane.has_claim_seq)) if not exists]
             lane_pairs |= {(role, sequence) for role in grantees for sequence in missing}
         if lane_pairs and not lane.grantable:
-            for owner in {owner for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner is not None}:
-                refused[owner] = refused.get(owner, 0) + 1
+            refused.update({owner for owner in (lane.enqueue_seq_owner, lane.claim_seq_owner) if owner is not None})
         pairs |= lane_pairs
     if refused:
         owners = ", ".join(f"{owner} ({count} lanes)" for owner, count in sorted(refused.items()))
@@ -138,7 +138,8 @@ def plan_enqueue_shards(request: ChangeRequest, layout: StripeLayout, state: Que
     return Plan(
         queue=request.queue, shards=request.shards, stripes=layout.stripes,
         physical_queues=list(layout.physical_queues), previous_shards=previous,
-        lanes_to_create=[key for key in incomplete if not by_key[key].heads_exist],
+        lanes_to_create=[key for key in incomplete
+                         if not (by_key[key].has_enqueue_head and by_key[key].has_claim_head)],
         lane_rows_to_create=sorted({key[:2] for key in incomplete if not by_key[key].has_lane_row}),
         enqueue_heads_to_create=[key for key in incomplete if not by_key[key].has_enqueue_head],
         claim_heads_to_create=[key for key in incomplete if not by_key[key].has_claim_head],

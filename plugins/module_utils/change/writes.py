@@ -33,7 +33,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -41,31 +41,18 @@ from ansible_collections.awa.operations.plugins.module_utils.change import lost_
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import ChangedSinceRead, LaneKey, Plan, queue_summary
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
 from ansible_collections.awa.operations.plugins.module_utils.change.result import QueueChangeRun
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Statement, commit, one_row, sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import (
+    Statement, commit, one_row, schema_sql, sql, transaction)
 from ansible_collections.awa.operations.plugins.module_utils.errors import CommitLost, DatabaseError
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import ordering_contract
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import send_queue_state
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import (
-    CHANGE_ID_SETTING, LedgerPlan, ledger_ddl, ledger_insert, recorded_row)
+    LedgerPlan, ledger_statements, recorded_row)
 from ansible_collections.awa.operations.plugins.module_utils.schema.sessions import (
     describe_lock_holders, fetch_transaction_identity)
 
 if TYPE_CHECKING:
     from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection
-
-QUEUE_LOCK_PREFIX = "awa.operations:enqueue_shards:"
-
-
-def queue_lock(queue: str, change_id: str | None = None) -> Statement:
-    """Serializes concurrent runs of the module on one logical queue (transaction scoped).
-
-    With ``change_id``, it also names the change this transaction makes, for its ledger row.
-    """
-    lock = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s::text, 0))"
-    if change_id is None:
-        return Statement(sql.SQL(lock), {"key": QUEUE_LOCK_PREFIX + queue})
-    return Statement(sql.SQL(lock + ", set_config(%(setting)s, %(change_id)s, true)"),
-                     {"key": QUEUE_LOCK_PREFIX + queue, "setting": CHANGE_ID_SETTING, "change_id": change_id})
 
 
 def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
@@ -74,30 +61,39 @@ def _columns(keys: Sequence[tuple[Any, ...]]) -> dict[str, list[Any]]:
 
 
 @dataclass
-class ChangeStatements:
-    """The write statements of a plan, split where the caller verifies."""
+class Prepared:
+    """One queue's change, planned from a read: the request and its plan, the statements that make it (split where
+    the caller verifies) and how they record it, and what a run reports of it."""
 
+    request: ChangeRequest
+    schema: str
+    plan: Plan
     provision: list[Statement]
     record: Statement | None
     switch: Statement | None
+    warnings: list[str]
     # The ledger's DDL is a script of several statements: the extended protocol of pipeline mode takes one.
     pipelined: bool = True
     # The ledger row carries the change id (else a lost commit is looked up by its transaction).
     records_change_id: bool = False
+    # The statements as they are sent, values bound (what a check-mode run reports): the read renders them.
+    queries: list[str] = field(default_factory=list)
 
     @property
     def all(self) -> list[Statement]:
         return [*self.provision, *(s for s in (self.record, self.switch) if s is not None)]
 
 
-def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_plan: LedgerPlan | None,
-                            reason: str | None = None) -> ChangeStatements:
-    """Every statement a real run executes for ``plan`` (none when nothing changes), its ledger's as
-    ``ledger_plan`` says (none without one: ledger false, or nothing changes): create the ledger, add the change_id
-    column to an existing one (its owner runs this), and a row that carries the change id or not.
+def prepare_change(request: ChangeRequest, schema: str, plan: Plan, ledger_schema: str,
+                   ledger_plan: LedgerPlan | None, reason: str | None = None, warnings: Sequence[str] = ()) -> Prepared:
+    """``request``'s change as ``plan`` says it: every statement a real run executes (none when nothing changes),
+    its ledger's as ``ledger_plan`` says (none without one: ledger false, or nothing changes) - create the ledger,
+    add the change_id column to an existing one (its owner runs this), and a row that carries the change id or
+    not - and the warnings: ``warnings`` (the installation's), the plan's and the ledger's.
     """
+    said = [*warnings, *plan.warnings, *(ledger_plan.warnings if ledger_plan else [])]
     if not plan.changed:
-        return ChangeStatements([], None, None)
+        return Prepared(request, schema, plan, [], None, None, said)
 
     def hidden(key: LaneKey) -> bool:
         # Producers route to [0, current count) only: lanes beyond stay invisible until commit.
@@ -122,13 +118,12 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
         locked) else []
     before_ledger += heads(hidden)
     if plan.lanes_to_repair:
-        before_ledger.append(Statement(sql.SQL(
-            "SELECT count({}(q, p, s)) FROM unnest(%(queues)s::text[], %(priorities)s::smallint[], "
-            "%(shards)s::smallint[]) AS lane(q, p, s)").format(sql.Identifier(schema, "ensure_lane_sequences")),
-            _columns(plan.lanes_to_repair)))
-    after_ledger = [Statement(sql.SQL(
-        "INSERT INTO {} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], %(priorities)s::smallint[]) "
-        "ON CONFLICT (queue, priority) DO NOTHING").format(sql.Identifier(schema, "queue_lanes")),
+        before_ledger.append(Statement(schema_sql(
+            schema, "SELECT count({ensure_lane_sequences}(q, p, s)) FROM unnest(%(queues)s::text[], "
+            "%(priorities)s::smallint[], %(shards)s::smallint[]) AS lane(q, p, s)"), _columns(plan.lanes_to_repair)))
+    after_ledger = [Statement(schema_sql(
+        schema, "INSERT INTO {queue_lanes} (queue, priority) SELECT * FROM unnest(%(queues)s::text[], "
+        "%(priorities)s::smallint[]) ON CONFLICT (queue, priority) DO NOTHING"),
         _columns(plan.lane_rows_to_create))] if plan.lane_rows_to_create else []
     after_ledger += heads(lambda key: not hidden(key))
     if plan.grants_added:
@@ -143,28 +138,13 @@ def build_change_statements(plan: Plan, schema: str, ledger_schema: str, ledger_
         plan.meta_queues_to_update) else None
     # The ledger's own statements: its table the first time (between the lanes producers cannot see yet and
     # those they can), and its row.
-    ddl = ledger_ddl(ledger_schema, ledger_plan)
-    record = None if ledger_plan is None else ledger_insert(
-        ledger_schema, queue=plan.queue, physical_queues=plan.physical_queues, stripes=plan.stripes,
-        previous_shards=plan.previous_shards, shards=plan.shards, lanes_created=len(plan.lanes_to_create),
-        grants_added=plan.grants_added, runtime_roles=plan.grant_roles, reason=reason,
-        with_change_id=ledger_plan.records_change_id)
+    ddl, record = ledger_statements(ledger_schema, ledger_plan, {
+        "queue": plan.queue, "physical_queues": plan.physical_queues, "stripes": plan.stripes,
+        "previous_shards": plan.previous_shards, "shards": plan.shards, "lanes_created": len(plan.lanes_to_create),
+        "grants_added": plan.grants_added, "runtime_roles": plan.grant_roles, "reason": reason})
     provision = before_ledger + ([ddl] if ddl is not None else []) + after_ledger
-    return ChangeStatements(provision, record, switch, pipelined=ddl is None,
-                            records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
-
-
-@dataclass
-class Prepared:
-    """One queue's change, planned from a read: the plan, the statements that make it and how they record it."""
-
-    request: ChangeRequest
-    schema: str
-    plan: Plan
-    statements: ChangeStatements
-    # The statements as they are sent, values bound (what a check-mode run reports).
-    queries: list[str]
-    warnings: list[str]
+    return Prepared(request, schema, plan, provision, record, switch, said, pipelined=ddl is None,
+                    records_change_id=bool(ledger_plan and ledger_plan.records_change_id))
 
 
 def planned_result(plan: Plan, queries: list[str], *, check_mode: bool, warnings: list[str]) -> QueueChangeRun:
@@ -192,22 +172,21 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
     rolled back and nothing is written.
     """
     started = time.monotonic()
-    plan, statements = prepared.plan, prepared.statements
+    plan = prepared.plan
     action = f"changing enqueue_shards of queue {plan.queue!r}"
     result = planned_result(plan, prepared.queries, check_mode=check_mode, warnings=prepared.warnings)
     if plan.changed and not check_mode:
         # The id its ledger row will carry (a check-mode run writes none, and returns none).
         change_id = str(uuid.uuid4())
-        lost: str | None = None
         with transaction(conn, action, lock_timeout=lock_timeout,
                          on_lock_timeout=lambda: describe_lock_holders(conn, ["awa", ledger_schema])):
-            with conn.pipeline() if statements.pipelined else contextlib.nullcontext():
-                for statement in [queue_lock(plan.queue, change_id), *statements.provision]:
-                    conn.execute(statement.query, statement.params)
-                observed = send_queue_state(conn, prepared.schema, plan.physical_queues,
-                                            list(prepared.request.runtime_roles), shards=plan.shards)
-                record, switch = (None if statement is None else conn.execute(statement.query, statement.params)
-                                  for statement in (statements.record, statements.switch))
+            with conn.pipeline() if prepared.pipelined else contextlib.nullcontext():
+                for statement in [lost_commit.queue_lock(plan.queue, change_id), *prepared.provision]:
+                    conn.execute(*statement)
+                observed = send_queue_state(conn, prepared.schema, plan.physical_queues, prepared.request.runtime_roles,
+                                            dict.fromkeys(plan.physical_queues, plan.shards))
+                record, switch = (None if statement is None else conn.execute(*statement)
+                                  for statement in (prepared.record, prepared.switch))
                 # After provisioning, before the switch: the state re-read in this transaction must hold every
                 # planned lane and grant (the summary the plan's before was made with), and the counts it was made from.
                 state = observed()
@@ -223,7 +202,7 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
                         f"{plan.after}, found {provisioned}); the transaction was rolled back and nothing changed.")
                 if record is not None:
                     result["ledger"] = recorded_row(ledger_schema, one_row(record),
-                                                    change_id if statements.records_change_id else None)
+                                                    change_id if prepared.records_change_id else None)
                 switched: dict[str, int] = dict(switch.fetchall()) if switch is not None else {}
                 if any(switched.get(queue) != plan.shards for queue in plan.meta_queues_to_update):
                     raise DatabaseError(f"awa.queue_meta did not take enqueue_shards={plan.shards}: {switched}; "
@@ -231,14 +210,12 @@ def apply_change(conn: Connection, prepared: Prepared, *, check_mode: bool, lock
             result["change_id"] = change_id
             # Without a change id in the row, a lost commit is looked up by its transaction.
             pending = lost_commit.PendingChange(
-                plan.queue, change_id, result, None if statements.record is None else ledger_schema,
-                None if statements.records_change_id else fetch_transaction_identity(conn), lock_timeout,
-                queue_lock(plan.queue))
+                plan.queue, change_id, result, None if prepared.record is None else ledger_schema,
+                None if prepared.records_change_id else fetch_transaction_identity(conn), lock_timeout)
             try:
                 commit(conn, action)
             except CommitLost as exc:
-                lost = exc.message  # looked up once out of this transaction, on a new connection
-        if lost is not None:
-            result = lost_commit.settle(pending, lost, reconnect)
+                # Looked up on a new connection: this one, and its transaction, are gone.
+                result = lost_commit.settle(pending, exc.message, reconnect)
     result["duration"] = round(time.monotonic() - started, 3)
     return result

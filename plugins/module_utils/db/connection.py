@@ -13,9 +13,9 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import string
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ansible_collections.awa.operations.plugins.module_utils.db.options import (
     DEFAULT_LOCK_TIMEOUT, WRITABLE_TARGETS, Attempt, connection_secrets, describe_target, libpq_hosts, libpq_params,
@@ -132,24 +132,26 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
     """
     if not HAS_PSYCOPG:
         raise ConnectionFailed("psycopg 3 is not installed on the host that runs the module")
-    params = libpq_params(options, writes=writes)
-    validate_targets(params, writes=writes)
+    # libpq's environment is this process's: every option it does not give is read there.
+    params = libpq_params(options, writes=writes, environ=os.environ)
+    validate_targets(params, writes=writes, environ=os.environ)
     try:
         conn = psycopg.connect(**params, prepare_threshold=None)
     except psycopg.Error as exc:
-        reason = _connect_error(exc, options, writes=writes)
+        reason = _connect_error(exc, options, params, writes=writes)
         # No SQLSTATE (refused, down, a standby where a primary is asked for) or the server not accepting
         # sessions yet: a later attempt may succeed. A refusal with a SQLSTATE (password, database) will not.
         error = ServerUnreachable if connection_lost(exc, True) else ConnectionFailed
         attempt = _attempt(getattr(exc, "pgconn", None))
-        password = password_used(options, attempt)
-        raise error(f"could not connect to {describe_target(options, writes=writes, attempt=attempt)}"
-                    f"{f' {password}' if password else ''}: {reason}") from None
+        password = password_used(options, attempt, os.environ)
+        target = describe_target(options, environ=os.environ, writes=writes, attempt=attempt)
+        raise error(f"could not connect to {target}{f' {password}' if password else ''}: {reason}") from None
     except UnicodeError:
         # Raised while resolving a host whose name is no host name (a label over 63 characters, a URI in login_host).
         dummy, hosts_from = libpq_hosts(params, os.environ)
-        raise ConnectionFailed(f"could not connect to {describe_target(options, writes=writes)}: a host of {hosts_from} "
-                               "is not a host name; give host names or addresses, separated by commas") from None
+        raise ConnectionFailed(f"could not connect to {describe_target(options, environ=os.environ, writes=writes)}: a "
+                               f"host of {hosts_from} is not a host name; give host names or addresses, separated by "
+                               "commas") from None
     role = options.get("session_role") or None
     # Read back by _set_transaction_settings in every transaction of this connection.
     setattr(conn, "awa_session_role", role)
@@ -157,7 +159,7 @@ def connect(options: Mapping[str, Any], *, writes: bool = False) -> Connection:
         try:
             _set_transaction_settings(conn, DEFAULT_LOCK_TIMEOUT)
         except psycopg.Error as exc:
-            target = describe_target(options, writes=writes, attempt=_attempt(conn.pgconn))
+            target = describe_target(options, environ=os.environ, writes=writes, attempt=_attempt(conn.pgconn))
             conn.close()
             _report_pooler_refusal(exc, f"connected to {target}, but")
             raise ConnectionFailed(
@@ -172,19 +174,26 @@ def open_connection(options: Mapping[str, Any], *, writes: bool = False) -> cont
     return contextlib.closing(connect(options, writes=writes))
 
 
-@dataclass(frozen=True)
-class Statement:
-    """One statement and its bound parameters (the writes and the ledger build them with ``sql``)."""
+class Statement(NamedTuple):
+    """One statement and its bound parameters (the writes and the ledger build them with ``sql``); a tuple, so that
+    ``conn.execute(*statement)`` runs it."""
 
     query: sql.SQL | sql.Composed
     params: dict[str, Any] | None = None
+
+
+def schema_sql(schema: str, text: str, **values: Any) -> sql.Composed:
+    """``text`` with each ``{name}`` placeholder as the object ``name`` of ``schema`` (quoted), unless ``values``
+    gives it."""
+    names = {name for dummy, name, dummy_spec, dummy_conversion in string.Formatter().parse(text) if name}
+    return sql.SQL(text).format(**{**{name: sql.Identifier(schema, name) for name in names}, **values})
 
 
 def render(conn: Connection, statements: list[Statement]) -> list[str]:
     """The statements as psycopg would send them, with their values bound (for reports: what a check-mode run
     would run is what a real run runs)."""
     cursor = ClientCursor(conn)
-    return [cursor.mogrify(statement.query, statement.params).strip() for statement in statements]
+    return [cursor.mogrify(*statement).strip() for statement in statements]
 
 
 @contextlib.contextmanager
@@ -285,10 +294,9 @@ def _attempt(pgconn: Any) -> Attempt | None:
         return None
 
 
-def _connect_error(exc: BaseException, options: Mapping[str, Any], *, writes: bool = False) -> str:
+def _connect_error(exc: BaseException, options: Mapping[str, Any], params: Mapping[str, Any], *, writes: bool) -> str:
     """libpq's reason (per host, when there are several), without the key path or password it may name, and what
-    to do for a TLS or standby refusal."""
-    params = libpq_params(options, writes=writes)
+    to do for a TLS or standby refusal (``params``: libpq_params' of ``options``)."""
     attempts = HOST_ATTEMPT.findall(str(exc))
     text = "; ".join(f"{host}:{port}: {reason}" for host, port, reason in attempts) if len(attempts) > 1 \
         else _unresolved_host(_first_line(exc), params)

@@ -121,19 +121,22 @@ def connection_defaults() -> dict[str, Any]:
     return {name: environment_or_default(name) for name in CONNECTION_OPTIONS}
 
 
-def libpq_params(options: Mapping[str, Any], *, writes: bool = False,
-                 environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def libpq_params(options: Mapping[str, Any], *, environ: Mapping[str, str], writes: bool = False) -> dict[str, Any]:
     """libpq keyword arguments from Ansible options; empty values are left to libpq (and its environment).
 
     ``target_session_attrs``, when neither given nor in ``PGTARGETSESSIONATTRS``,
     is ``read-write`` for a change (``writes``) and ``primary`` for reads.
-    ``environ`` is libpq's environment (this process's by default).
+    ``environ`` is libpq's environment: this process's (connection.py passes it) or, to judge the options alone, empty.
     """
-    environ = os.environ if environ is None else environ
     params: dict[str, Any] = {keyword: options[option] for option, keyword in LIBPQ_KEYWORDS.items()
                               if options.get(option) not in (None, "")}
-    if "port" in params:
-        params["port"] = ports_text(params["port"])
+    # login_port as libpq takes it: one port, or ports separated by commas (no spaces).
+    port = params.get("port")
+    if port is not None:
+        if isinstance(port, bool) or not isinstance(port, (int, str)):
+            raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host "
+                                 f"of login_host, e.g. \"5432,5433\"), got {port!r}. Nothing was read or written.")
+        params["port"] = ",".join(part.strip() for part in str(port).split(","))
     # A socket directory is used only when no TCP host is named (or it is localhost).
     socket_dir = options.get("login_unix_socket")
     if socket_dir and params.get("host") in (None, "localhost"):
@@ -147,26 +150,17 @@ def libpq_params(options: Mapping[str, Any], *, writes: bool = False,
     return params
 
 
-def ports_text(value: object) -> str:
-    """login_port as libpq takes it: one port, or ports separated by commas (no spaces)."""
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise InvalidRequest(f"login_port must be a port number or a comma-separated list of them (one per host of "
-                             f"login_host, e.g. \"5432,5433\"), got {value!r}. Nothing was read or written.")
-    return ",".join(part.strip() for part in str(value).split(","))
-
-
 def libpq_hosts(params: Mapping[str, Any], environ: Mapping[str, str]) -> tuple[list[str], str]:
     """The hosts libpq will try, and where they come from (for messages): login_host, or PGHOST."""
     hosts_from = "login_host" if params.get("host") else "PGHOST" if environ.get("PGHOST") else "the default host"
     return [part.strip() for part in str(params.get("host") or environ.get("PGHOST") or "").split(",")], hosts_from
 
 
-def validate_targets(params: Mapping[str, Any], *, writes: bool, environ: Mapping[str, str] | None = None) -> None:
+def validate_targets(params: Mapping[str, Any], *, writes: bool, environ: Mapping[str, str]) -> None:
     """Refuse, before connecting, a host and port list libpq cannot pair, and a change that could reach a standby.
 
     ``params`` are ``libpq_params``' (after ``connect_params``); ``environ`` is as there.
     """
-    environ = os.environ if environ is None else environ
     hosts, hosts_from = libpq_hosts(params, environ)
     ports_value = params.get("port") or environ.get("PGPORT") or ""
     ports = [part.strip() for part in str(ports_value).split(",")] if ports_value != "" else []
@@ -252,12 +246,11 @@ def _configured_servers(params: Mapping[str, Any], environ: Mapping[str, str]) -
     return [_server(*(values[index] if len(values) > 1 else values[0] for values in lists)) for index in range(count)]
 
 
-def describe_target(options: Mapping[str, Any], *, writes: bool = False, environ: Mapping[str, str] | None = None,
+def describe_target(options: Mapping[str, Any], *, environ: Mapping[str, str], writes: bool = False,
                     attempt: Attempt | None = None) -> str:
     """Where we connect, for messages: the server libpq really tried (``attempt``) when one host was named, else the
     servers the options and libpq's environment name. Never a password, not even one written into login_db or
-    login_host."""
-    environ = os.environ if environ is None else environ
+    login_host. ``environ`` is as libpq_params'."""
     params = libpq_params(options, writes=writes, environ=environ)
     servers = _configured_servers(params, environ)
     dbname = params.get("dbname") or environ.get("PGDATABASE") or "(default)"
@@ -269,14 +262,12 @@ def describe_target(options: Mapping[str, Any], *, writes: bool = False, environ
     return masked(f"database {dbname!r} on {where} as {user!r}", connection_secrets(options))
 
 
-def password_used(options: Mapping[str, Any], attempt: Attempt | None,
-                  environ: Mapping[str, str] | None = None) -> str | None:
+def password_used(options: Mapping[str, Any], attempt: Attempt | None, environ: Mapping[str, str]) -> str | None:
     """Which password libpq sent, by where it came from (never its value): ``with the password from PGPASSWORD``,
     or ``without a password (...)`` when it found none; None when the attempt is unknown or needed no password.
     libpq takes the password keyword (login_password, connect_params), else PGPASSWORD, else the password file."""
     if attempt is None or not (attempt.used_password or attempt.needs_password):
         return None
-    environ = os.environ if environ is None else environ
     passfile = attempt.passfile or environ.get("PGPASSFILE") or "~/.pgpass"
     if attempt.needs_password:
         return (f"without a password (login_password is empty, and neither PGPASSWORD nor an entry of the password "

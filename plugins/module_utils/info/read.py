@@ -133,8 +133,7 @@ def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list
     with _read_only_transaction(conn, selected, ledger_schema, lock_timeout):
         found = installation.fetch_installation(conn, list(runtime_roles), ledger_schema, ledger.TABLE)
         read_at = installation.fetch_database_clock(conn)
-        warnings = installation.check_installation(found, runtime_roles)
-        schema = installation.storage_schema(found)
+        schema, warnings = installation.check_installation(found, runtime_roles)
         layouts, findings, unknown = _layouts(conn, schema, selected, stripes)
         physical = [name for layout in layouts.values() for name in layout.physical_queues]
         state = (fetch_queue_state(conn, schema, physical, list(runtime_roles)) if lanes

@@ -11,9 +11,9 @@ of statements, whatever the number of queues, stripes or lanes involved
 lane sequences), which wait behind DDL only. ``change.writes`` has the SQL
 that writes. The Awa facts they rely on are in docs/awa-internals.md.
 
-``check_installation`` and ``storage_schema`` take what ``fetch_installation``
-found and either refuse (``PreconditionFailed``, saying what to do) or
-return what they resolved: the change and the read both start with them.
+``check_installation`` takes what ``fetch_installation`` found and either
+refuses (``PreconditionFailed``, saying what to do) or returns what it
+resolved: the change and the read both start with it.
 """
 
 from __future__ import annotations
@@ -122,20 +122,9 @@ TESTED_SCHEMA_VERSIONS = (39, 40)
 MIN_SERVER_VERSION_NUM = 170000
 
 
-def storage_schema(found: Installation) -> str:
-    """The schema of the active queue-storage engine; refused when that engine is not active."""
-    if found.storage_state != "active" or found.storage_engine != "queue_storage" or not found.queue_storage_schema:
-        raise PreconditionFailed(
-            f"The queue-storage engine is not active in database {found.database!r} (state={found.storage_state}, "
-            f"engine={found.storage_engine}); enqueue_shards only applies to queue storage. "
-            "On a fresh database run `SELECT awa.storage_auto_finalize_if_fresh('awa')` or start a worker; "
-            "on a database with canonical jobs use `awa storage prepare --engine queue_storage`, "
-            "`awa storage enter-mixed-transition` and `awa storage finalize`.")
-    return found.queue_storage_schema
-
-
-def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ()) -> list[str]:
-    """Refuse an installation we cannot safely change; return warnings otherwise."""
+def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ()) -> tuple[str, list[str]]:
+    """Refuse an installation we cannot safely change (or whose queue-storage engine is not active); return the
+    schema of the active queue-storage engine and the warnings otherwise."""
     where = f"database {found.database!r}"
     if not found.has_awa_schema:
         raise PreconditionFailed(
@@ -147,7 +136,13 @@ def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ())
             f"The Awa schema in {where} (schema version {version}) has no enqueue shards "
             "(awa.queue_meta.enqueue_shards and the queue-storage lane tables arrived with Awa 0.6.0). "
             "Upgrade Awa to 0.6.8 or 0.6.9 and run `awa migrate`, then retry.")
-    storage_schema(found)
+    if found.storage_state != "active" or found.storage_engine != "queue_storage" or not found.queue_storage_schema:
+        raise PreconditionFailed(
+            f"The queue-storage engine is not active in database {found.database!r} (state={found.storage_state}, "
+            f"engine={found.storage_engine}); enqueue_shards only applies to queue storage. "
+            "On a fresh database run `SELECT awa.storage_auto_finalize_if_fresh('awa')` or start a worker; "
+            "on a database with canonical jobs use `awa storage prepare --engine queue_storage`, "
+            "`awa storage enter-mixed-transition` and `awa storage finalize`.")
     missing = [role for role in runtime_roles if role in found.missing_roles]
     if missing:
         raise PreconditionFailed(
@@ -158,4 +153,4 @@ def check_installation(found: Installation, runtime_roles: tuple[str, ...] = ())
                     found.schema_version not in TESTED_SCHEMA_VERSIONS,
                 f"PostgreSQL {found.server_version_num // 10000} is untested; supported: 17 and 18.":
                     found.server_version_num < MIN_SERVER_VERSION_NUM}
-    return [warning for warning, applies in untested.items() if applies]
+    return found.queue_storage_schema, [warning for warning, applies in untested.items() if applies]

@@ -10,11 +10,11 @@ transaction ends.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, Row, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, Cursor, schema_sql
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import PRIORITIES
 
 
@@ -54,10 +54,6 @@ class LaneState:
         return (self.has_lane_row and self.has_enqueue_head and self.has_claim_head
                 and self.has_enqueue_seq and self.has_claim_seq and self.head_names_ok)
 
-    @property
-    def heads_exist(self) -> bool:
-        return self.has_enqueue_head and self.has_claim_head
-
 
 @dataclass
 class QueueState:
@@ -84,9 +80,9 @@ LANE_STATE_SQL = """
 WITH schema_oid AS (
     SELECT oid FROM pg_namespace WHERE nspname = %(schema)s
 ), enqueue_heads AS MATERIALIZED (
-    SELECT queue, priority, enqueue_shard, seq_name FROM {enqueue_heads} WHERE queue = ANY(%(queues)s)
+    SELECT queue, priority, enqueue_shard, seq_name FROM {queue_enqueue_heads} WHERE queue = ANY(%(queues)s)
 ), claim_heads AS MATERIALIZED (
-    SELECT queue, priority, enqueue_shard, seq_name FROM {claim_heads} WHERE queue = ANY(%(queues)s)
+    SELECT queue, priority, enqueue_shard, seq_name FROM {queue_claim_heads} WHERE queue = ANY(%(queues)s)
 ), lanes AS (
     SELECT q.queue, p::smallint AS priority, s::smallint AS enqueue_shard
     FROM unnest(%(queues)s::text[], %(shards)s::int[]) AS q(queue, shards), unnest(%(priorities)s::int[]) AS p,
@@ -96,8 +92,8 @@ WITH schema_oid AS (
 ), named AS MATERIALIZED (
     -- Awa's own name function, called once per lane and sequence.
     SELECT l.*,
-           {name_fn}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
-           {name_fn}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
+           {queue_lane_sequence_name}('queue_enqueue_seq', l.queue, l.priority, l.enqueue_shard) AS enqueue_seq,
+           {queue_lane_sequence_name}('queue_claim_seq', l.queue, l.priority, l.enqueue_shard) AS claim_seq
     FROM lanes AS l
 ), resolved AS (
     SELECT n.*,
@@ -108,7 +104,7 @@ WITH schema_oid AS (
              AND (ch.seq_name IS NOT DISTINCT FROM n.claim_seq OR ch.queue IS NULL) AS head_names_ok,
            es.oid AS enqueue_oid, cs.oid AS claim_oid, es.relowner AS enqueue_owner, cs.relowner AS claim_owner
     FROM named AS n
-    LEFT JOIN (SELECT queue, priority FROM {lane_rows} WHERE queue = ANY(%(queues)s)) AS ql
+    LEFT JOIN (SELECT queue, priority FROM {queue_lanes} WHERE queue = ANY(%(queues)s)) AS ql
            ON ql.queue = n.queue AND ql.priority = n.priority
     LEFT JOIN enqueue_heads AS eh
            ON eh.queue = n.queue AND eh.priority = n.priority AND eh.enqueue_shard = n.enqueue_shard
@@ -142,54 +138,45 @@ FROM unnest(%(queues)s::text[]) AS q LEFT JOIN awa.queue_meta AS m ON m.queue = 
 """
 
 
-def _queue_counts(meta: list[Row]) -> QueueState:
+def fetch_queue_counts(conn: Connection, queues: list[str], sent: Cursor | None = None) -> QueueState:
+    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes; read
+    from ``sent`` when META_SQL was sent already.
+
+    One statement, whatever the number of queues.
+    """
+    meta = (sent or conn.execute(META_SQL, {"queues": list(queues)})).fetchall()
     # No row means 1 (Awa's readers COALESCE it).
     return QueueState(enqueue_shards={queue: (value or 1) for queue, value, dummy in meta}, lanes=[],
                       paused=frozenset(queue for queue, dummy, paused in meta if paused))
 
 
-def fetch_queue_counts(conn: Connection, queues: list[str]) -> QueueState:
-    """The queue_meta rows of ``queues`` alone - each one's count, and which are paused - without their lanes.
-
-    One statement, whatever the number of queues.
-    """
-    return _queue_counts(conn.execute(META_SQL, {"queues": queues}).fetchall())
-
-
-def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str]) -> QueueState:
-    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane, S each queue's current
-    count. Two statements, whatever the number of queues and lanes (``send_queue_state`` for counts given)."""
-    counts = fetch_queue_counts(conn, queues)
-    return _with_lanes(counts, _send_lanes(conn, schema, queues, roles, counts.enqueue_shards))
+def fetch_queue_state(conn: Connection, schema: str, queues: list[str], roles: Sequence[str],
+                      shards: Mapping[str, int] | None = None) -> QueueState:
+    """queue_meta rows and lanes of ``queues``: lanes 1..4 x [0, S) plus every existing lane, S each queue's count
+    in ``shards`` (the counts planned) or else its current one. Two statements, whatever the number of queues and
+    lanes (``send_queue_state`` sends them without reading)."""
+    return send_queue_state(conn, schema, queues, roles, shards)()
 
 
-def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: list[str],
-                     shards: int | Mapping[str, int]) -> Callable[[], QueueState]:
-    """``fetch_queue_state`` with the counts S given (a planned count, or one per queue): both statements are sent
-    now, their rows read when the returned function is called (on a connection in pipeline mode, in the same round
-    trip as what was sent before)."""
+def send_queue_state(conn: Connection, schema: str, queues: list[str], roles: Sequence[str],
+                     shards: Mapping[str, int] | None = None) -> Callable[[], QueueState]:
+    """``fetch_queue_state``'s statements sent now, their rows read when the returned function is called (on a
+    connection in pipeline mode, in the same round trip as what was sent before); without ``shards`` the current
+    counts are read first."""
     meta = conn.execute(META_SQL, {"queues": list(queues)})
-    lanes = _send_lanes(conn, schema, queues, roles,
-                        shards if isinstance(shards, Mapping) else dict.fromkeys(queues, shards))
-    return lambda: _with_lanes(_queue_counts(meta.fetchall()), lanes)
+    current: QueueState | None = None
+    if shards is None:
+        current = fetch_queue_counts(conn, queues, meta)
+        shards = current.enqueue_shards
+    lanes = conn.execute(schema_sql(schema, LANE_STATE_SQL), {
+        "queues": list(queues), "shards": [shards[queue] for queue in queues], "priorities": list(PRIORITIES),
+        "schema": schema, "roles": list(roles), "privileges": list(LANE_PRIVILEGES)})
 
-
-def _send_lanes(conn: Connection, schema: str, queues: list[str], roles: list[str],
-                shards: Mapping[str, int]) -> Cursor:
-    return conn.execute(sql.SQL(LANE_STATE_SQL).format(
-        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
-        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
-        lane_rows=sql.Identifier(schema, "queue_lanes"),
-        name_fn=sql.Identifier(schema, "queue_lane_sequence_name"),
-    ), {"queues": list(queues), "shards": [shards[queue] for queue in queues],
-        "priorities": list(PRIORITIES), "schema": schema, "roles": list(roles),
-        "privileges": list(LANE_PRIVILEGES)})
-
-
-def _with_lanes(counts: QueueState, lanes: Cursor) -> QueueState:
-    """``counts`` with the lanes of LANE_STATE_SQL's rows (LaneState's fields in its column order)."""
-    rows = [(*row[:13], [tuple(triple) for triple in row[13]], row[14]) for row in lanes.fetchall()]
-    return replace(counts, lanes=[LaneState(*row) for row in rows])
+    def read() -> QueueState:
+        # LANE_STATE_SQL's rows: LaneState's fields in its column order.
+        rows = [(*row[:13], [tuple(triple) for triple in row[13]], row[14]) for row in lanes.fetchall()]
+        return replace(current or fetch_queue_counts(conn, queues, meta), lanes=[LaneState(*row) for row in rows])
+    return read
 
 
 @dataclass(frozen=True)
@@ -227,10 +214,10 @@ SELECT h.queue, h.priority, h.enqueue_shard, seqs.readable,
        CASE WHEN seqs.readable AND cursor.enqueue_next > cursor.claim_next
             THEN greatest(0, extract(epoch FROM now() - ready.oldest_run_at))::float8 END,
        cursor.enqueue_next
-FROM {enqueue_heads} AS h
-JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
+FROM {queue_enqueue_heads} AS h
+JOIN {queue_claim_heads} AS c USING (queue, priority, enqueue_shard)
 """ + LANE_READABLE_JOINS + """LEFT JOIN LATERAL (
-    SELECT {next_value}(h.seq_name) AS enqueue_next, {next_value}(c.seq_name) AS claim_next
+    SELECT {sequence_next_value}(h.seq_name) AS enqueue_next, {sequence_next_value}(c.seq_name) AS claim_next
     WHERE seqs.readable
 ) AS cursor ON true
 LEFT JOIN LATERAL (
@@ -255,11 +242,5 @@ def fetch_lane_depths(conn: Connection, schema: str, queues: list[str]) -> list[
     Lanes whose sequences the connected role cannot read are reported with
     ``readable=False`` and no numbers instead of failing the whole read.
     """
-    rows = conn.execute(sql.SQL(LANE_DEPTH_SQL).format(
-        enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
-        claim_heads=sql.Identifier(schema, "queue_claim_heads"),
-        ready_entries=sql.Identifier(schema, "ready_entries"),
-        ready_tombstones=sql.Identifier(schema, "ready_tombstones"),
-        next_value=sql.Identifier(schema, "sequence_next_value"),
-    ), {"schema": schema, "queues": list(queues)}).fetchall()
+    rows = conn.execute(schema_sql(schema, LANE_DEPTH_SQL), {"schema": schema, "queues": list(queues)}).fetchall()
     return [LaneDepth(*row) for row in rows]

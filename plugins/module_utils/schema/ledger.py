@@ -167,22 +167,11 @@ CREATE UNIQUE INDEX IF NOT EXISTS {change_id_index} ON {table} (change_id);
 """
 
 
-def ledger_ddl(schema: str, plan: LedgerPlan | None) -> Statement | None:
-    """What ``plan`` runs before the ledger row: the ledger (LEDGER_DDL), its change_id column alone
-    (LEDGER_CHANGE_ID_DDL, which takes the names it holds of the others), or nothing."""
-    if plan is None or not (plan.create or plan.add_change_id):
-        return None
-    return Statement(sql.SQL(LEDGER_DDL if plan.create else LEDGER_CHANGE_ID_DDL).format(
-        lock_key=sql.Literal(LEDGER_CREATE_LOCK_KEY), table=sql.Identifier(schema, TABLE),
-        change_id_index=sql.Identifier(CHANGE_ID_INDEX), schema_name=sql.Literal(schema),
-        index=sql.Identifier(f"{TABLE}_physical_queues_idx")))
-
-
 LEDGER_INSERT_SQL = """
 INSERT INTO {table} (queue, physical_queues, stripes, from_shards, to_shards, lanes_created, grants_added,
                      runtime_roles, live_runtime_ids, reason{change_id_column})
 SELECT CAST(%(queue)s AS text), %(physical_queues)s::text[], CAST(%(stripes)s AS int),
-       CAST(%(from_shards)s AS jsonb), CAST(%(to_shards)s AS smallint), CAST(%(lanes_created)s AS int),
+       CAST(%(previous_shards)s AS jsonb), CAST(%(shards)s AS smallint), CAST(%(lanes_created)s AS int),
        CAST(%(grants_added)s AS int), %(runtime_roles)s::text[],
        ARRAY(SELECT ri.instance_id FROM awa.runtime_instances AS ri WHERE {live} ORDER BY ri.instance_id),
        CAST(%(reason)s AS text){change_id_value}
@@ -190,22 +179,28 @@ RETURNING id, changed_at, cardinality(live_runtime_ids)
 """
 
 
-def ledger_insert(schema: str, *, queue: str, physical_queues: list[str], stripes: int,
-                  previous_shards: dict[str, int], shards: int, lanes_created: int, grants_added: int,
-                  runtime_roles: list[str], reason: str | None, with_change_id: bool = True) -> Statement:
-    """The ledger row of a change, with the runtime instances live at that moment (Awa's own liveness rule).
+def ledger_statements(schema: str, plan: LedgerPlan | None,
+                      row: dict[str, Any]) -> tuple[Statement | None, Statement | None]:
+    """What ``plan`` runs before the ledger row - the ledger (LEDGER_DDL), its change_id column alone
+    (LEDGER_CHANGE_ID_DDL, which takes the names it holds of the others), or nothing - and the row of a change
+    (``row``: LEDGER_INSERT_SQL's parameters); neither without a plan (ledger: false, or nothing changes).
 
-    With ``with_change_id`` the row carries the change id the queue lock set
-    (a ledger of awa.operations 0.1.0 that we may not alter has no such column).
+    The row holds the runtime instances live at that moment (Awa's own liveness rule) and, unless the plan says it
+    cannot (a ledger of awa.operations 0.1.0 that we may not alter has no such column), the change id the queue lock
+    set.
     """
-    return Statement(sql.SQL(LEDGER_INSERT_SQL).format(
+    if plan is None:
+        return None, None
+    ddl = Statement(sql.SQL(LEDGER_DDL if plan.create else LEDGER_CHANGE_ID_DDL).format(
+        lock_key=sql.Literal(LEDGER_CREATE_LOCK_KEY), table=sql.Identifier(schema, TABLE),
+        change_id_index=sql.Identifier(CHANGE_ID_INDEX), schema_name=sql.Literal(schema),
+        index=sql.Identifier(f"{TABLE}_physical_queues_idx"))) if plan.create or plan.add_change_id else None
+    return ddl, Statement(sql.SQL(LEDGER_INSERT_SQL).format(
         table=sql.Identifier(schema, TABLE), live=sql.SQL(LIVE_RUNTIME_PREDICATE),
-        change_id_column=sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN)) if with_change_id else sql.SQL(""),
-        change_id_value=sql.SQL(", CAST(current_setting({}) AS uuid)").format(sql.Literal(CHANGE_ID_SETTING))
-        if with_change_id else sql.SQL("")), {
-        "queue": queue, "physical_queues": physical_queues, "stripes": stripes,
-        "from_shards": json.dumps(previous_shards), "to_shards": shards, "lanes_created": lanes_created,
-        "grants_added": grants_added, "runtime_roles": runtime_roles, "reason": reason})
+        change_id_column=sql.SQL(", {}").format(sql.Identifier(CHANGE_ID_COLUMN)) if plan.records_change_id
+        else sql.SQL(""), change_id_value=sql.SQL(", CAST(current_setting({}) AS uuid)").format(
+            sql.Literal(CHANGE_ID_SETTING)) if plan.records_change_id else sql.SQL("")),
+        {**row, "previous_shards": json.dumps(row["previous_shards"])})
 
 
 LATEST_CHANGES_SQL = """
@@ -236,11 +231,13 @@ RECORDED_CHANGE_SQL = "SELECT id, changed_at, cardinality(live_runtime_ids) FROM
 LEDGER_LOOKUP_TYPES = {"change_id": "uuid", "transaction_id": "xid8"}
 
 
-def fetch_recorded_change(conn: Connection, ledger_schema: str, column: str, value: str) -> tuple[Any, ...] | None:
-    """(id, changed_at, live runtimes) of the ledger row whose ``column`` (change_id or transaction_id) is ``value``."""
+def fetch_recorded_change(conn: Connection, ledger_schema: str, column: str, value: str) -> LedgerRow | None:
+    """The ledger row whose ``column`` (change_id or transaction_id) is ``value``, as a result says it
+    (recorded_row: its change id when it was found by it)."""
     if not one_row(conn.execute(LEDGER_COLUMN_SQL, {"schema": ledger_schema, "table": TABLE,
                                                     "column": column}))[0]:
         return None
-    return conn.execute(sql.SQL(RECORDED_CHANGE_SQL).format(
+    row = conn.execute(sql.SQL(RECORDED_CHANGE_SQL).format(
         table=sql.Identifier(ledger_schema, TABLE), column=sql.Identifier(column),
         type=sql.SQL(LEDGER_LOOKUP_TYPES[column])), {"value": value}).fetchone()
+    return None if row is None else recorded_row(ledger_schema, row, value if column == CHANGE_ID_COLUMN else None)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, sql
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import Connection, schema_sql, sql
 from ansible_collections.awa.operations.plugins.module_utils.queue_rules import STRIPE_DELIMITER
 
 
@@ -38,7 +38,8 @@ class QueueNames:
 QUEUE_NAMES_SQL = """
 WITH stored AS (
     SELECT DISTINCT queue FROM (
-        SELECT queue FROM {lanes} UNION ALL SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta
+        SELECT queue FROM {queue_lanes} UNION ALL SELECT queue FROM {queue_enqueue_heads}
+        UNION ALL SELECT queue FROM awa.queue_meta
     ) AS known
     WHERE split_part(queue, %(delimiter)s, 1) = ANY(%(logical)s::text[])
 ), unseen AS (
@@ -48,7 +49,7 @@ WITH stored AS (
 SELECT queue, true FROM stored
 UNION ALL
 SELECT DISTINCT split_part(queue, %(delimiter)s, 1), false FROM (
-    SELECT queue FROM {deferred}
+    SELECT queue FROM {deferred_jobs}
         WHERE split_part(queue, %(delimiter)s, 1) = ANY((SELECT logical FROM unseen)::text[])
     UNION ALL SELECT queue FROM awa.jobs_hot WHERE queue = ANY((SELECT logical FROM unseen)::text[])
     UNION ALL SELECT queue FROM awa.scheduled_jobs WHERE queue = ANY((SELECT logical FROM unseen)::text[])
@@ -63,10 +64,8 @@ WHERE (SELECT logical FROM unseen) IS NOT NULL
 def fetch_queue_names(conn: Connection, schema: str, logicals: list[str]) -> QueueNames:
     """The stored names of each of ``logicals`` (``logical`` itself, ``logical#n``), and which of those with none
     Awa holds jobs of or a runtime serves. One statement, whatever the number of queues."""
-    rows = conn.execute(sql.SQL(QUEUE_NAMES_SQL).format(
-        lanes=sql.Identifier(schema, "queue_lanes"), heads=sql.Identifier(schema, "queue_enqueue_heads"),
-        deferred=sql.Identifier(schema, "deferred_jobs")),
-        {"logical": list(logicals), "delimiter": STRIPE_DELIMITER}).fetchall()
+    rows = conn.execute(schema_sql(schema, QUEUE_NAMES_SQL),
+                        {"logical": list(logicals), "delimiter": STRIPE_DELIMITER}).fetchall()
     stored: dict[str, list[str]] = {logical: [] for logical in logicals}
     for name, dummy in sorted(row for row in rows if row[1]):
         stored[name.split(STRIPE_DELIMITER, 1)[0]].append(name)
@@ -80,11 +79,11 @@ def fetch_queue_names(conn: Connection, schema: str, logicals: list[str]) -> Que
 # scans of the job tables (deferred_jobs has no index on its queue) are paid only then.
 QUEUE_NAME_LIST_SQL = """
 SELECT DISTINCT queue FROM (
-    SELECT queue FROM {heads} UNION ALL SELECT queue FROM awa.queue_meta{used}
+    SELECT queue FROM {queue_enqueue_heads} UNION ALL SELECT queue FROM awa.queue_meta{used}
 ) AS known WHERE queue IS NOT NULL ORDER BY queue
 """
 USED_QUEUE_NAMES_SQL = """
-    UNION ALL SELECT queue FROM {deferred} UNION ALL SELECT queue FROM awa.jobs_hot
+    UNION ALL SELECT queue FROM {deferred_jobs} UNION ALL SELECT queue FROM awa.jobs_hot
     UNION ALL SELECT queue FROM awa.scheduled_jobs
     UNION ALL SELECT entry ->> 'queue' FROM awa.runtime_instances AS r,
         jsonb_array_elements(CASE jsonb_typeof(r.queues) WHEN 'array' THEN r.queues ELSE '[]' END) AS entry"""
@@ -94,7 +93,6 @@ def fetch_all_queue_names(conn: Connection, schema: str, *, used: bool = False) 
     """Every stored queue name (physical names, q#n included): every queue a read of all queues shows; with
     ``used``, every name the database knows, which a queue it has never seen is compared with
     (queue_rules.never_seen). One statement."""
-    more = sql.SQL(USED_QUEUE_NAMES_SQL).format(deferred=sql.Identifier(schema, "deferred_jobs"))
-    rows = conn.execute(sql.SQL(QUEUE_NAME_LIST_SQL).format(
-        heads=sql.Identifier(schema, "queue_enqueue_heads"), used=more if used else sql.SQL("")))
+    rows = conn.execute(schema_sql(schema, QUEUE_NAME_LIST_SQL,
+                                   used=schema_sql(schema, USED_QUEUE_NAMES_SQL) if used else sql.SQL("")))
     return [row[0] for row in rows.fetchall()]

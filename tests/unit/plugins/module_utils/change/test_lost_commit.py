@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import queue_lock
 from ansible_collections.awa.operations.plugins.module_utils.errors import (
     CommitNotApplied,
     CommitOutcomeUnknown,
@@ -28,8 +27,7 @@ XID = TransactionIdentity("1234", "7714315657794815573", "00000001")
 def pending(ledger_schema: str | None = "awa_operations", records_change_id: bool = True) -> lost_commit.PendingChange:
     return lost_commit.PendingChange(
         queue="orders", change_id=CHANGE_ID, result={"changed": True, "warnings": []}, ledger_schema=ledger_schema,
-        transaction=None if records_change_id else XID, lock_timeout=5,
-        lock=queue_lock("orders"))
+        transaction=None if records_change_id else XID, lock_timeout=5)
 
 
 def test_it_reconnects_six_times_within_about_fifteen_seconds_then_says_how_to_look_it_up():

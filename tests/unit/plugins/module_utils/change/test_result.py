@@ -23,7 +23,7 @@ import yaml
 from ansible_collections.awa.operations.plugins.module_utils.change import lost_commit
 from ansible_collections.awa.operations.plugins.module_utils.change.operation import (
     merge_results, module_outcome)
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import planned_result, queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import planned_result
 from ansible_collections.awa.operations.plugins.module_utils.info import views
 from ansible_collections.awa.operations.plugins.module_utils.change.result import (
     ChangesRun,
@@ -115,8 +115,7 @@ def test_the_read_after_the_change_is_the_info_modules_read_without_its_own_chan
 
 def test_a_change_found_committed_after_a_lost_commit_is_a_result_as_declared():
     pending = lost_commit.PendingChange(queue="orders", change_id=LEDGER_ROW["change_id"], result=_run("orders", 8),
-                                        ledger_schema="awa_operations", transaction=None, lock_timeout=5,
-                                        lock=queue_lock("orders"))
+                                        ledger_schema="awa_operations", transaction=None, lock_timeout=5)
     found = lost_commit._outcome(pending, "lost", 2, True, "change id in the ledger", LEDGER_ROW)  # pylint: disable=protected-access
     assert found["lost_commit"]["outcome"] == "committed"
     assert value_problems(found, QueueChangeRun) == []

@@ -14,7 +14,9 @@ import re
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.change.writes import Statement, build_change_statements, queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.lost_commit import queue_lock
+from ansible_collections.awa.operations.plugins.module_utils.change.request import ChangeRequest
+from ansible_collections.awa.operations.plugins.module_utils.change.writes import Prepared, Statement, prepare_change
 from ansible_collections.awa.operations.plugins.module_utils.change.plan import Plan
 from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import LedgerPlan
 
@@ -55,9 +57,14 @@ def ledger(create: bool = False, add_change_id: bool = False, records_change_id:
     return LedgerPlan(create, add_change_id, records_change_id, [])
 
 
+def prepared(plan: Plan, ledger_plan: LedgerPlan | None, reason: str | None = None) -> Prepared:
+    """The change of ``plan`` as the read prepares it, in queue-storage schema awa."""
+    return prepare_change(ChangeRequest(plan.queue, plan.shards), "awa", plan, LEDGER_SCHEMA, ledger_plan, reason)
+
+
 def kinds(plan: Plan, ledger_plan: LedgerPlan | None = ledger(create=True)) -> list[str]:
     return [kind(statement, plan) for statement in
-            build_change_statements(plan, "awa", LEDGER_SCHEMA, ledger_plan, reason="CHG-1").all]
+            prepared(plan, ledger_plan, reason="CHG-1").all]
 
 
 def raise_with_every_kind_of_work() -> Plan:
@@ -89,7 +96,7 @@ def test_a_change_runs_lane_locks_first_the_count_switch_last_and_everything_els
 
 def test_lane_locks_cover_every_lane_written_in_awas_lane_order():
     plan = raise_with_every_kind_of_work()
-    locks = build_change_statements(plan, "awa", LEDGER_SCHEMA, None).provision[0]
+    locks = prepared(plan, None).provision[0]
     locked = list(zip(locks.params["queues"], locks.params["priorities"], locks.params["shards"]))
     written = set(plan.enqueue_heads_to_create) | set(plan.claim_heads_to_create) | set(plan.lanes_to_repair)
     assert locked == sorted(written)
@@ -99,7 +106,7 @@ def test_lane_locks_cover_every_lane_written_in_awas_lane_order():
 def test_the_upsert_switches_every_physical_queue_that_changes_to_the_new_count():
     plan = plan_for(queue="ev", shards=2, stripes=2, lanes=grid("ev#0", 2, 2) + grid("ev#1", 2, 2), known=[],
                     current={"ev#0": 4, "ev#1": 4})
-    switch = build_change_statements(plan, "awa", LEDGER_SCHEMA, None).all[-1]
+    switch = prepared(plan, None).all[-1]
     assert kind(switch, plan) == "queue_meta upsert"
     assert switch.params == {"queues": ["ev#0", "ev#1"], "shards": 2}
 
@@ -121,7 +128,7 @@ def test_grants_alone_are_recorded_but_switch_no_count():
 def test_an_empty_plan_produces_no_statement():
     plan = plan_for(shards=8, lanes=grid("orders", 8, 8), current={"orders": 8}, roles=[RUNTIME])
     assert not plan.changed
-    assert build_change_statements(plan, "awa", LEDGER_SCHEMA, ledger(create=True)).all == []
+    assert prepared(plan, ledger(create=True)).all == []
 
 
 @pytest.mark.parametrize("ledger_plan, carries_change_id", [
@@ -133,7 +140,7 @@ def test_an_empty_plan_produces_no_statement():
 def test_the_ledger_row_carries_the_change_id_the_queue_lock_set_unless_the_column_cannot_exist(
         ledger_plan, carries_change_id):
     plan = plan_for(shards=2, lanes=grid("orders", 8, 8), current={"orders": 8})
-    statements = build_change_statements(plan, "awa", LEDGER_SCHEMA, ledger_plan)
+    statements = prepared(plan, ledger_plan)
     row = statements.record.query.as_string()
     assert ("CAST(current_setting('awa_operations.change_id') AS uuid)" in row) is carries_change_id
     assert ('"change_id"' in row) is carries_change_id

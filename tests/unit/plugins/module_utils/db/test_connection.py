@@ -43,12 +43,12 @@ def options(**changes) -> dict:
     ("", "", None),
 ], ids=["no-host", "localhost", "tcp-host", "tcp-address", "no-socket", "neither"])
 def test_the_socket_directory_is_used_only_without_a_tcp_host(host, socket, expected):
-    assert libpq_params(options(login_host=host, login_unix_socket=socket)).get("host") == expected
+    assert libpq_params(options(login_host=host, login_unix_socket=socket), environ={}).get("host") == expected
 
 
 def test_options_map_to_libpq_keywords_and_empty_values_are_left_to_libpq():
     params = libpq_params(options(login_host="db1", login_port=6543, login_user="awa_migrator", login_db="app",
-                                  login_password="", ca_cert="/etc/ca.pem", ssl_mode="verify-full"))
+                                  login_password="", ca_cert="/etc/ca.pem", ssl_mode="verify-full"), environ={})
     assert params == {"host": "db1", "port": "6543", "user": "awa_migrator", "dbname": "app", "sslmode": "verify-full",
                       "sslrootcert": "/etc/ca.pem", "connect_timeout": DEFAULT_CONNECT_TIMEOUT,
                       "application_name": APPLICATION_NAME, "target_session_attrs": "primary"}
@@ -57,7 +57,8 @@ def test_options_map_to_libpq_keywords_and_empty_values_are_left_to_libpq():
 def test_connect_params_take_precedence_over_every_other_option():
     params = libpq_params(options(login_host="db1", login_unix_socket="/run/postgresql", login_port=5432,
                                   connect_params={"host": "db2", "port": 6000, "connect_timeout": 3,
-                                                  "application_name": "mine", "target_session_attrs": "read-write"}))
+                                                  "application_name": "mine", "target_session_attrs": "read-write"}),
+                          environ={})
     assert (params["host"], params["port"], params["connect_timeout"]) == ("db2", 6000, 3)
     assert params["application_name"] == "mine" and params["target_session_attrs"] == "read-write"
 

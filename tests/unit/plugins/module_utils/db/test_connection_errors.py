@@ -2,11 +2,14 @@
 """How a refused connection is reported: libpq's reason, without secrets, with what to do for TLS or a pooler."""
 from __future__ import annotations
 
+import os
+
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
 
 from ansible_collections.awa.operations.plugins.module_utils.db.connection import _connect_error, _report_pooler_refusal
+from ansible_collections.awa.operations.plugins.module_utils.db.options import libpq_params
 from ansible_collections.awa.operations.plugins.module_utils.errors import ConnectionFailed
 
 PREFIX = 'connection failed: connection to server at "10.0.0.5", port 5432 failed: '
@@ -16,7 +19,9 @@ OPTIONS = {"login_host": "db1", "login_user": "awa_migrator", "login_password": 
 
 
 def reported(libpq_message: str, options: dict | None = None) -> str:
-    return _connect_error(psycopg.OperationalError(PREFIX + libpq_message), options or OPTIONS)
+    given = options or OPTIONS
+    return _connect_error(psycopg.OperationalError(PREFIX + libpq_message), given,
+                          libpq_params(given, environ=os.environ), writes=False)
 
 
 @pytest.mark.parametrize("libpq_message, hint", [
@@ -90,4 +95,5 @@ def test_a_host_name_that_does_not_resolve_is_named_with_where_it_came_from(monk
         monkeypatch.setenv(name, value)
     host = repr(given["login_host"]) if given else "None"
     error = psycopg.OperationalError(f"failed to resolve host {host}: [Errno -2] Name or service not known")
-    assert _connect_error(error, {"login_user": "awa", **given}) == expected
+    options = {"login_user": "awa", **given}
+    assert _connect_error(error, options, libpq_params(options, environ=os.environ), writes=False) == expected

@@ -23,4 +23,4 @@ def test_installations_we_cannot_change_are_refused(changes, fragment):
 
 
 def test_untested_schema_versions_only_warn():
-    assert "untested" in check_installation(installation(schema_version=47))[0]
+    assert "untested" in check_installation(installation(schema_version=47))[1][0]
