@@ -21,6 +21,7 @@ from typing import Any
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import db_time
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
@@ -64,19 +65,17 @@ def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str,
     return outcomes
 
 
-def expectations(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
+def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, Any]:
     """What the batch's wait waits for: the runtimes of each service that restarted - its new main pid, on a host
     whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
     counted (``expected_new_runtimes``)."""
-    fresh = _fresh_states(rollout, restarts)
     services: list[RestartedService] = []
     counted = 0
-    for outcome in restart_outcomes(rollout, index, restarts):
-        reported = {service["service"]: service for service in fresh[outcome["host"]]["services"]}
-        for name in outcome["restarted"]:
-            service = reported[name]
-            # A service that only enqueues has no runtime to wait for.
-            if outcome["host"] not in rollout["pid_hosts"]:
+    for host, state in _fresh_states(rollout, restarts).items():
+        # A host whose run failed restarted nothing; a service that only enqueues has no runtime to wait for.
+        for service in [service for service in state["services"] if state["reachable"]
+                        and service["service"] in restarts[host]["restarted"]]:
+            if host not in rollout["pid_hosts"]:
                 counted += service["runtimes"]
             elif service["runtimes"] and service["reports_as"]:
                 services.append({**process(service), "runtimes": service["runtimes"]})
@@ -115,36 +114,28 @@ def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[
             for host, result in restarts.items()}
 
 
-def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
-    """The host states, with what each host of the batch reported after its restarts."""
+def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
+    """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result):
+    the host states with what each host reported after its restarts, and the batch's verdict last of its
+    ``verdicts`` (``ok`` and ``message``; with the read's time and its seconds since the batch before it, or the
+    plan: what the next window's estimate reads)."""
+    outcomes = restart_outcomes(rollout, index, restarts)
     by_host = {state["host"]: state for state in rollout["hosts"]}
     for host, state in _fresh_states(rollout, restarts).items():
         if restarts[host].get("unreachable"):
             by_host[host] = state
-        elif read_error(restarts[host]) is None:
+        elif state["reachable"]:
             fresh = {service["service"]: service for service in state["services"]}
-            by_host[host] = dict(by_host[host], clock=state["clock"],
-                                 services=[fresh.get(service["service"], service)
-                                           for service in by_host[host]["services"]])
-    return [by_host[state["host"]] for state in rollout["hosts"]]
-
-
-def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
-    """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
-    with the batch's verdict last of its ``verdicts`` (``ok`` and ``message``), judged by the gates and with the
-    back-out of the rollout's own."""
-    outcomes = restart_outcomes(rollout, index, restarts)
-    hosts = _updated_hosts(rollout, restarts)
-    gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
-    verdict = batch_verdict(
-        rollout["batches"][index], index=index, count=len(rollout["batches"]), outcomes=outcomes, states=hosts,
-        read=read, gates=gates_of(rollout, read),
-        pid_hosts=rollout["pid_hosts"], later=rollout["batches"][index + 1:], gone=gone,
-        hosts_total=len(hosts), max_fail_percentage=rollout["max_fail_percentage"], backout=rollout["backout"])
-    known = list(dict.fromkeys(rollout["known_runtimes"]
-                               + [runtime["instance_id"] for runtime in read.get("runtimes", [])]))
+            by_host[host] = dict(by_host[host], clock=state["clock"], services=[
+                fresh.get(service["service"], service) for service in by_host[host]["services"]])
     # The services restarted so far (host/service): the window's record says them, and those left.
-    restarted = rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
-                                                for service in outcome["restarted"]]
-    return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known,
-                verdicts=rollout["verdicts"] + [verdict], restarted=restarted)
+    judged = dict(rollout, hosts=list(by_host.values()), known_runtimes=list(dict.fromkeys(
+        rollout["known_runtimes"] + [runtime["instance_id"] for runtime in read.get("runtimes", [])])),
+        gone=sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]}),
+        restarted=rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
+                                                  for service in outcome["restarted"]])
+    verdict = batch_verdict(judged, index, outcomes, read, gates_of(rollout, read))
+    since = [time for time in [rollout.get("read"), *(done.get("read_at") for done in rollout["verdicts"])] if time]
+    if read.get("read_at") and since:
+        verdict.update(read_at=read["read_at"], seconds=round(db_time(read["read_at"]) - db_time(since[-1]), 3))
+    return dict(judged, verdicts=rollout["verdicts"] + [verdict])

@@ -165,10 +165,6 @@ def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequ
     read = [found for found in reads if found and not found.get("skipped")][-1]
     judged: Rollout = batch.after_batch(rollout, index=index, restarts=ran, read=dict(read))  # type: ignore[assignment]
     verdict = judged["verdicts"][-1]
-    previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
-    if read.get("read_at") and previous:
-        seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
-        verdict = judged["verdicts"][-1] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(batch.batch_services(rollout, index))}
     return {"rollout": judged, "stop": window["stop"] or stopped}

@@ -155,28 +155,26 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
     return None
 
 
-def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict[str, Any]], states: list[dict[str, Any]],
-                  read: dict[str, Any] | None, gates: dict[str, Any], pid_hosts: list[str],
-                  later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
-                  backout: str) -> dict[str, Any]:
-    """Did every service of the batch come back, and do the health gates allow the next one?
+def batch_verdict(rollout: Mapping[str, Any], index: int, outcomes: list[dict[str, Any]], read: dict[str, Any] | None,
+                  gates: dict[str, Any]) -> dict[str, Any]:
+    """Did every service of batch ``index`` come back, and do the health gates allow the next one?
 
-    ``outcomes`` and ``states`` hold one entry per play host (restart outcome
-    and host state read after the batch), ``read`` the info module's last
-    read of the batch (its wait, or the read after the pause), ``gates`` the
-    evaluated health gates, ``later`` the members of the batches still to
-    come, ``gone`` every host left out so far (unreachable now or before).
+    ``rollout`` is the rollout's state after the batch (rollout.batch.after_batch: the host states read after it,
+    every host left out so far, unreachable now or before, in ``gone``), ``outcomes`` each play host's restarts
+    (rollout.batch.restart_outcomes), ``read`` the info module's last read of the batch (its wait, or the read after
+    the pause), ``gates`` the evaluated health gates.
     """
+    states, batch, gone = rollout["hosts"], rollout["batches"][index], rollout["gone"]
+    count, hosts_total, max_fail_percentage = len(rollout["batches"]), len(states), rollout["max_fail_percentage"]
     failures = {(host["host"], failure["service"]): failure["message"]
                 for host in outcomes for failure in host["failed"]}
-    gone = sorted(set(gone) | {host["host"] for host in outcomes if host.get("unreachable")})
     state_of = {(service["host"], service["service"]): service for host in states for service in host["services"]}
     matched = match.match([host for host in states if host["reachable"]], (read or {}).get("runtimes", []),
-                          pid_hosts=pid_hosts)
+                          pid_hosts=rollout["pid_hosts"])
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]
                  if entry["judged_by"] == match.BY_PID}
-    runtimes = {(service["host"], service["service"]): service.get("runtimes", 1) for service in state_of.values()}
-    expected = sum(runtimes.get((host["host"], service), 1) for host in outcomes for service in host["restarted"])
+    expected = sum(state_of.get((host["host"], service), {}).get("runtimes", 1) for host in outcomes
+                   for service in host["restarted"])
     # The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each.
     new = (read or {}).get("new_runtimes")
     healthy, wait_problem = len(new or []), None
@@ -194,7 +192,7 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
         problems.append(wait_problem)
     problems += gates["crossed"]
     readings = gates["text"]
-    left_out = [f"{host}/{service}" for host, service in batch + [m for b in later for m in b] if host in gone]
+    left_out = [f"{host}/{service}" for later in rollout["batches"][index:] for host, service in later if host in gone]
     if left_out:
         text = (f"{len(gone)} of {hosts_total} producer host(s) unreachable ({', '.join(gone)}): "
                 f"{', '.join(left_out)} not checked or restarted")
@@ -213,7 +211,7 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
                   f"jobs, then back out, or once it is understood {RE_RUN}")
     members = ", ".join(f"{host}/{service}" for host, service in batch)
     message = (f"Rollout stopped at batch {index + 1} of {count} ({members}): " + "; ".join(problems) + ". "
-               f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {backout}")
+               f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {rollout['backout']}")
     return {"ok": False, "message": message}
 
 

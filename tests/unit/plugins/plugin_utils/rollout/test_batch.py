@@ -62,7 +62,7 @@ def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
 def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_only_where_pids_cannot_tell():
     restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
                 "app2": restarted({"a": unit("a", pid=12, started=T + 4)})}
-    assert expectations(rollout(), 0, restarts) == {
+    assert expectations(rollout(), restarts) == {
         "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 1},
                                {"reports_as": [{"pid": 12, "hostname": None}], "started_at": T + 4, "runtimes": 1}],
         "expected_new_runtimes": 0}
@@ -70,16 +70,16 @@ def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_o
     # for none.
     replicas = rollout()
     replicas["hosts"][0]["services"][0]["runtimes"], replicas["hosts"][1]["services"][0]["runtimes"] = 2, 0
-    assert expectations(replicas, 0, restarts) == {
+    assert expectations(replicas, restarts) == {
         "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 2}],
         "expected_new_runtimes": 0}
     # app2's runtimes cannot be told apart by pid: counted.
-    assert expectations(rollout(pid_hosts=["app1"]), 0, restarts) == {
+    assert expectations(rollout(pid_hosts=["app1"]), restarts) == {
         "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 1}],
         "expected_new_runtimes": 1}
     # A service that failed after its restart has no pid: nothing is waited for in its name, the verdict says why.
     failed = {"app1": restarted({"a": unit("a", state="failed", sub="failed", pid=0, started=T + 4)})}
-    assert expectations(rollout(), 0, failed) == {"restarted_services": [], "expected_new_runtimes": 0}
+    assert expectations(rollout(), failed) == {"restarted_services": [], "expected_new_runtimes": 0}
 
 
 def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_is_gone():
