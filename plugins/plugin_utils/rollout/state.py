@@ -132,28 +132,21 @@ def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: 
     left out since the reach keeps its probe's why); ``read`` is the queues right after the change, ``before``
     preflight's read (the gates' baseline)."""
     states = [services.host_state(host, probe if found.get("skipped") else found) for host, probe, found in hosts]
-    made = restarts.restart_plan(states, read=read, change=change, batch_size=settings["batch_size"],
-                                 check_mode=settings["check_mode"],
-                                 max_fail_percentage=settings["max_fail_percentage"])
+    made = restarts.restart_plan(states, read=read, change=change, settings=settings)
+    lowered = made.pop("lowered")
     back_out = backout.backout_command(settings["queues"], read, cli_args, changes=change is not None)
+    shown: Shown = {**made.pop("shown"), "refusal": f"Nothing was restarted: {' | '.join(made['problems'])}. "
+                                                    f"{'' if settings['check_mode'] else back_out}"}
+    # Said again, after the headline, only when the plan restarts fewer batches than the estimate before the change
+    # counted (a re-run).
+    if made["batches"] and len(made["batches"]) != estimate.every_host_batches([host[0] for host in hosts],
+                                                                                settings["batch_size"]):
+        shown["lines"].insert(1, estimate.estimate(len(made["batches"]), settings, lowered)["line"])
     gates: Gates = {"baseline": before.get("health") if before else None,
                     "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
-    refusal = f"Nothing was restarted: {' | '.join(made['problems'])}. {'' if settings['check_mode'] else back_out}"
-    # Said again only when the plan restarts fewer batches than the estimate before the change counted (a re-run).
-    timing = [estimate.estimate(len(made["batches"]), settings, made["lowered"])["line"]] if made["batches"] and len(
-        made["batches"]) != estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"]) else []
-    # The hosts of the plays of the batches: none in check mode, which restarts nothing.
-    batch_hosts = [] if settings["check_mode"] else restarts.batch_hosts(made["batches"])
-    return {"batches": made["batches"], "batch_hosts": batch_hosts, "read": read["read_at"],
-            "problems": made["problems"], "skipped": made["skipped"],
-            "pid_hosts": made["pid_hosts"], "concerned_queues": made["concerned_queues"],
-            "untouched": made["untouched"],
-            "max_fail_percentage": settings["max_fail_percentage"], "canary_pause": settings["canary_pause"],
-            "batch_pause": settings["batch_pause"], "gates": gates,
-            "backout": back_out, "hosts": made["hosts"], "known_runtimes": made["known_runtimes"],
-            "gone": made["gone"], "restarted": [], "verdicts": [],
-            "shown": {"headline": made["headline"], "lines": [made["headline"], *timing, *made["lines"]],
-                      "detail": made["detail"], "refusal": refusal}}
+    return {**made, "read": read["read_at"], "max_fail_percentage": settings["max_fail_percentage"],  # type: ignore[typeddict-item]
+            "canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"], "gates": gates,
+            "backout": back_out, "restarted": [], "verdicts": [], "shown": shown}
 
 
 def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
