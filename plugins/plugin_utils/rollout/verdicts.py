@@ -61,17 +61,6 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
     return refusals
 
 
-def _checked(hosts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> str:
-    """What the reach proved on the hosts that answered: how each restarts and reads its services."""
-    by_way: dict[str, list[str]] = {}
-    for settings, probe in zip(hosts, probes):
-        if read_error(probe) is None and settings["services"]:
-            way = ("systemd knows every unit" if probe["method"] == "systemd" else "the restart command's program is "
-                   "found" + (" and the status command reads every service" if settings["status_command"].strip() else ""))
-            by_way.setdefault(way, []).append(settings["host"])
-    return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
-
-
 def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], asked: Mapping[str, Any]) -> dict[str, Any]:
     """At the start, before anything is changed: may the change window go on without the hosts it cannot reach,
     can every host that answered restart its services as configured, and could its environment file be written?
@@ -88,29 +77,32 @@ def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], aske
     if isinstance(max_fail_percentage, str):
         return {"ok": False, "message": f"Invalid input, nothing was changed: {max_fail_percentage}"}
     gone, invalid = [], []
+    by_way: dict[str, list[str]] = {}
     for settings, probe in zip(hosts, probes):
-        unwritable = ((probe or {}).get("env_file") or {}).get("error")
+        unwritable, error = ((probe or {}).get("env_file") or {}).get("error"), read_error(probe)
         if unwritable:
             # The reach checks the environment file in check mode: it would fail after the change, so it stops here.
             invalid.append(f"Invalid input for {settings['host']}, nothing was changed: its environment file "
                            f"{unwritable}; correct enqueue_shards_env_file, enqueue_shards_env_file_owner or "
                            "enqueue_shards_env_file_group for this host, or prepare the host")
-            continue
-        if failed_before_reading(probe):
+        elif failed_before_reading(probe):
             # The host answered, but its module failed before it read anything (no Python, say).
             invalid.append(f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before "
                            f"it read its services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. "
                            "Make the module run there (the message says what is missing), then run the playbook again")
-            continue
-        error = read_error(probe)
-        if error is not None:
+        elif error is not None:
             gone.append(unreachable_state(settings, error))
-            continue
-        invalid += _host_refusals(settings, probe, restarts)
+        else:
+            invalid += _host_refusals(settings, probe, restarts)
+            # What the reach proved on a host that answered: how it restarts and reads its services.
+            way = ("systemd knows every unit" if probe["method"] == "systemd" else "the restart command's program is found"
+                   + (" and the status command reads every service" if settings["status_command"].strip() else ""))
+            if restarts and settings["services"]:
+                by_way.setdefault(way, []).append(settings["host"])
     if invalid:
         return {"ok": False, "message": " || ".join(invalid)}
     if not gone:
-        proved = _checked(hosts, probes) if restarts else ""
+        proved = "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
         checked = f" and can restart their services: {proved}" if proved else ""
         return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered{checked}."}
     if len(gone) * 100 > max_fail_percentage * len(hosts):
