@@ -60,37 +60,6 @@ def pickup_deadlines(read: StateRead, changed: Mapping[str, Any], check_mode: bo
     return pending, started
 
 
-def _reasons_to_restart(service: dict[str, Any], status: str | None, host: dict[str, Any], deadlines: dict[str, float], read_at: float,
-                        counted: dict[str, Any]) -> list[str]:
-    """Why this service must restart (nothing when it runs the count and its environment is unchanged)."""
-    state, pid, runtimes = service["state"], service["main_pid"], service.get("runtimes", 1)
-    if state == STOPPED:
-        return []
-    reasons = ["its environment file changed"] if host["environment_changed"] else []
-    stuck = {FAILED: "it is not running", STARTING: "it is stuck in start", UNKNOWN: "its start time is unknown"}
-    if state in (FAILED, STARTING) or (state == UNKNOWN and deadlines):
-        return reasons + [f"{stuck[state]} ({service['detail']})"]
-    # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
-    matched = {
-        match.HAS_RUNTIMES: [],
-        match.NO_RUNTIME: [f"{match.NO_RUNTIME_TEXT.format(pid)}: {match.HANGS}"],
-        match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
-                               else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
-    if status in matched and not any(math.isinf(deadline) for deadline in deadlines.values()):
-        return reasons + matched[status]
-    # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the
-    # bound errs towards a restart. A service certainly started after a deadline runs its count.
-    started_at, clock = service["started_at"], host["clock"]
-    late = [queue for queue, deadline in deadlines.items()
-            if started_at is None or clock is None or started_at - (clock + CLOCK_RESOLUTION - read_at) <= deadline]
-    if late:
-        return reasons + [f"it started before the change of {names_text(sorted(late), 3)}"]
-    if status == match.SHORT_BY_COUNT:
-        reasons.append(f"the inventory runs {counted['on_count']} of {counted['expected']} runtimes on the count and "
-                       "its runtimes cannot be told apart from the others by pid")
-    return reasons
-
-
 def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percentage: float) -> str:
     """Which hosts could not be reached and which of their services were not checked or restarted."""
     listed = "; ".join(f"{host['host']} ({host['services'][0]['detail'] if host['services'] else 'unreachable'}): "
@@ -193,7 +162,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
 def _decision(service: dict[str, Any], host: dict[str, Any], status: str | None, deadlines: dict[str, float], *,
               read_at: float, matched: dict[str, Any], by_start: bool) -> tuple[bool, str]:
     """Whether the plan restarts a service, and what its line says of it: untouched, not checked or restarted,
-    restart or left alone, and why (``by_start``: its start, not a count, says whether it runs the count)."""
+    restart and why, or left alone and why (``by_start``: its start, not a count, says whether it runs the count)."""
     if f"{service['host']}/{service['service']}" in matched["untouched"]:
         again = host["environment_changed"] and host["reachable"]
         return again, (f"untouched - it enqueues only into {names_text(service['queues'], 3)}, which this change does "
@@ -202,13 +171,35 @@ def _decision(service: dict[str, Any], host: dict[str, Any], status: str | None,
     if not host["reachable"]:
         why = "its host's run failed before reading it" if host.get("answered") else "its host is unreachable"
         return False, f"not checked or restarted - {why} ({service['detail']})"
-    reasons = _reasons_to_restart(service, status, host, deadlines, read_at, matched)
+    state, pid, runtimes = service["state"], service["main_pid"], service.get("runtimes", 1)
+    reasons = ["its environment file changed"] if host["environment_changed"] and state != STOPPED else []
+    stuck = {FAILED: "it is not running", STARTING: "it is stuck in start", UNKNOWN: "its start time is unknown"}
+    by_pid = {match.HAS_RUNTIMES: [], match.NO_RUNTIME: [f"{match.NO_RUNTIME_TEXT.format(pid)}: {match.HANGS}"],
+              match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
+                                     else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
+    # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the
+    # bound errs towards a restart. A service certainly started after a deadline runs its count.
+    started_at, clock = service["started_at"], host["clock"]
+    late = [queue for queue, deadline in deadlines.items()
+            if started_at is None or clock is None or started_at - (clock + CLOCK_RESOLUTION - read_at) <= deadline]
+    if state == STOPPED:
+        pass  # it starts with the current count whenever it is started
+    elif state in (FAILED, STARTING) or (state == UNKNOWN and deadlines):
+        reasons.append(f"{stuck[state]} ({service['detail']})")
+    # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
+    elif status in by_pid and not any(math.isinf(deadline) for deadline in deadlines.values()):
+        reasons += by_pid[status]
+    elif late:
+        reasons.append(f"it started before the change of {names_text(sorted(late), 3)}")
+    elif status == match.SHORT_BY_COUNT:
+        reasons.append(f"the inventory runs {matched['on_count']} of {matched['expected']} runtimes on the count and "
+                       "its runtimes cannot be told apart from the others by pid")
     if reasons:
         return True, f"restart - {'; '.join(reasons)}"
     return False, "left alone - " + (
         f"it is stopped ({service['detail']}) and starts with the current count whenever it is started"
-        if service["state"] == STOPPED else f"its runtime (pid {service['main_pid']}) runs the count"
-        if status == match.HAS_RUNTIMES else "it started after the change, so it runs the count" if by_start
+        if state == STOPPED else f"its runtime (pid {pid}) runs the count" if status == match.HAS_RUNTIMES
+        else "it started after the change, so it runs the count" if by_start
         else "the live runtimes on the count cover the inventory (judged by count)")
 
 
