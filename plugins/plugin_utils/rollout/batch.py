@@ -9,8 +9,8 @@ awa_producer_services, all of them at once (``batch_services`` tells each
 host its own); the batch's restarts are each host's registered result
 (``restarts``: host -> result). The batch then waits on the database for the
 runtimes of exactly the services that restarted (``expectations``), and
-``after_batch`` takes what the restarts reported into the host states and
-judges the batch (verdicts.batch_verdict).
+``updated_hosts`` takes what the restarts reported into the host states, for
+rollout.state.after_batch to judge the batch (verdicts.batch_verdict).
 """
 
 from __future__ import annotations
@@ -21,9 +21,7 @@ from typing import Any
 from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.restarts import db_time
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
 def batch_services(rollout: Mapping[str, Any], index: int | None = None) -> dict[str, list[str]]:
@@ -114,12 +112,9 @@ def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[
             for host, result in restarts.items()}
 
 
-def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
-    """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result):
-    the host states with what each host reported after its restarts, and the batch's verdict last of its
-    ``verdicts`` (``ok`` and ``message``; with the read's time and its seconds since the batch before it, or the
-    plan: what the next window's estimate reads)."""
-    outcomes = restart_outcomes(rollout, index, restarts)
+def updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host states, with what each host of the batch reported after its restarts (``restarts``: each host of
+    the batch -> its restart's result)."""
     by_host = {state["host"]: state for state in rollout["hosts"]}
     for host, state in _fresh_states(rollout, restarts).items():
         if restarts[host].get("unreachable"):
@@ -128,14 +123,4 @@ def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, A
             fresh = {service["service"]: service for service in state["services"]}
             by_host[host] = dict(by_host[host], clock=state["clock"], services=[
                 fresh.get(service["service"], service) for service in by_host[host]["services"]])
-    # The services restarted so far (host/service): the window's record says them, and those left.
-    judged = dict(rollout, hosts=list(by_host.values()), known_runtimes=list(dict.fromkeys(
-        rollout["known_runtimes"] + [runtime["instance_id"] for runtime in read.get("runtimes", [])])),
-        gone=sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]}),
-        restarted=rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
-                                                  for service in outcome["restarted"]])
-    verdict = batch_verdict(judged, index, outcomes, read, gates_of(rollout, read))
-    since = [time for time in [rollout.get("read"), *(done.get("read_at") for done in rollout["verdicts"])] if time]
-    if read.get("read_at") and since:
-        verdict.update(read_at=read["read_at"], seconds=round(db_time(read["read_at"]) - db_time(since[-1]), 3))
-    return dict(judged, verdicts=rollout["verdicts"] + [verdict])
+    return list(by_host.values())

@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services, verdicts
 
 
 # The task a batch's stop names (the window's outcome, stopped_at): the batch's step on the database in 5_pickup_batch.yml.
@@ -150,14 +150,26 @@ def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: 
 
 
 def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
-    """The window's state after its next batch (batch.next_batch; ``restarts_by_host``: every play host's restart),
-    judged on its last read of ``reads`` that ran (its wait, then the watch after its pause); a batch whose verdict
-    fails stops the window."""
+    """The window's state after its next batch (batch.next_batch; ``restarts_by_host``: every play host's restart):
+    the host states with what each host reported after its restarts, and the batch's verdict last of its
+    ``verdicts``, judged on its last read of ``reads`` that ran (its wait, then the watch after its pause), with the
+    read's time and its seconds since the batch before it (or the plan): what the next window's estimate reads. A
+    batch whose verdict fails stops the window."""
     rollout: Rollout = window["rollout"]  # type: ignore[assignment]
     index, ran = batch.next_batch(rollout, restarts_by_host)
-    read = [found for found in reads if found and not found.get("skipped")][-1]
-    judged: Rollout = batch.after_batch(rollout, index=index, restarts=ran, read=dict(read))  # type: ignore[assignment]
-    verdict = judged["verdicts"][-1]
+    read = dict([found for found in reads if found and not found.get("skipped")][-1])
+    outcomes = batch.restart_outcomes(rollout, index, ran)
+    # The services restarted so far (host/service): the window's record says them, and those left.
+    judged: Rollout = {**rollout, "hosts": batch.updated_hosts(rollout, ran), "known_runtimes": list(dict.fromkeys(
+        rollout["known_runtimes"] + [runtime["instance_id"] for runtime in read.get("runtimes", [])])),
+        "gone": sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]}),
+        "restarted": rollout["restarted"] + [f"{outcome['host']}/{service}" for outcome in outcomes
+                                             for service in outcome["restarted"]]}
+    verdict: Verdict = verdicts.batch_verdict(judged, index, outcomes, read, batch.gates_of(rollout, read))
+    since = [restarts.db_time(time) for time in [rollout["read"], *(done.get("read_at") for done in rollout["verdicts"])]
+             if time]
+    if read.get("read_at") and since:
+        verdict.update(read_at=read["read_at"], seconds=round(restarts.db_time(read["read_at"]) - since[-1], 3))
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(batch.batch_services(rollout, index))}
-    return {"rollout": judged, "stop": window["stop"] or stopped}
+    return {"rollout": {**judged, "verdicts": [*rollout["verdicts"], verdict]}, "stop": window["stop"] or stopped}

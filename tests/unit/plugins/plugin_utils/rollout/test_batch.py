@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.batch import (
-    after_batch,
     batch_services,
     expectations,
     pause_seconds,
     restart_outcomes,
 )
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import after_batch
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
     runtime,
     systemd_host,
@@ -26,7 +26,7 @@ def rollout(**overrides) -> dict:
     hosts = [systemd_host("app1", {"a": unit("a", pid=1), "b": unit("b", pid=2)}, T),
              systemd_host("app2", {"a": unit("a", pid=3)}, T), systemd_host("app3", {"a": unit("a", pid=4)}, T)]
     state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
-             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"],
+             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"], "restarted": [], "read": "",
              "max_fail_percentage": 0, "verdicts": [], "backout": "To back out: ...",
              "canary_pause": None, "batch_pause": 0, "gates": NO_GATES}
     return {**state, **overrides}
@@ -86,7 +86,7 @@ def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_
     restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
                 "app2": {"unreachable": True, "msg": "no route"}}
     read = {"runtimes": [runtime(11, T + 4.5)], "new_runtimes": [runtime(11, T + 4.5)], "expected_new_runtimes": 1}
-    state = after_batch(rollout(max_fail_percentage=50), index=0, restarts=restarts, read=read)
+    state = after_batch({"rollout": rollout(max_fail_percentage=50), "stop": None}, restarts, [read])["rollout"]
     app1 = {service["service"]: service for service in state["hosts"][0]["services"]}
     assert (app1["a"]["main_pid"], app1["a"]["started_at"], app1["b"]["main_pid"]) == (11, T + 4, 2)
     assert not state["hosts"][1]["reachable"] and state["gone"] == ["app2"]
