@@ -56,8 +56,12 @@ COVERED_BY_COUNT, SHORT_BY_COUNT, NOT_RUNNING, NOT_READ = "covered_by_count", "s
 ENQUEUE_ONLY = "enqueue_only"
 BY_PID, BY_COUNT, BY_START = "pid", "count", "start"
 DONE = (HAS_RUNTIMES, COVERED_BY_COUNT, ENQUEUE_ONLY)
-# What the plan, a batch and the inventory say of a service that runs with no live runtime of its pid.
-NO_RUNTIME_TEXT = "it runs (pid {}) but no live Awa runtime has its pid"
+# Why a service is not done, by its match's status ({pid}: its main pid), as the inventory's verdict says it; the plan
+# and a batch say the same of a service with no runtime, then what it means (HANGS).
+WHY_NOT_DONE = {NOT_READ: "its host is unreachable", NOT_RUNNING: "it is {state}",
+                NO_RUNTIME: "it runs (pid {pid}) but no live Awa runtime has its pid",
+                STALE_RUNTIMES: "its runtime does not run the count",
+                SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
 HANGS = "it hangs before its runtime registers, or it is in a restart loop"
 
 

@@ -174,7 +174,8 @@ def _decision(service: dict[str, Any], host: dict[str, Any], status: str | None,
     state, pid, runtimes = service["state"], service["main_pid"], service.get("runtimes", 1)
     reasons = ["its environment file changed"] if host["environment_changed"] and state != STOPPED else []
     stuck = {FAILED: "it is not running", STARTING: "it is stuck in start", UNKNOWN: "its start time is unknown"}
-    by_pid = {match.HAS_RUNTIMES: [], match.NO_RUNTIME: [f"{match.NO_RUNTIME_TEXT.format(pid)}: {match.HANGS}"],
+    by_pid = {match.HAS_RUNTIMES: [],
+              match.NO_RUNTIME: [f"{match.WHY_NOT_DONE[match.NO_RUNTIME].format(pid=pid)}: {match.HANGS}"],
               match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
                                      else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
     # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the

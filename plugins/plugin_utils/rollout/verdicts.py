@@ -141,7 +141,7 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
         return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
     pid = (state or {}).get("main_pid")
     if status == match.NO_RUNTIME:
-        return f"{name} did not come back: {match.NO_RUNTIME_TEXT.format(pid)} - {match.HANGS}"
+        return f"{name} did not come back: {match.WHY_NOT_DONE[status].format(pid=pid)} - {match.HANGS}"
     if status == match.STALE_RUNTIMES:
         return f"{name} did not come back: its runtime (pid {pid}) does not run the count"
     return None
@@ -151,7 +151,7 @@ def batch_verdict(rollout: Mapping[str, Any], index: int, outcomes: list[dict[st
                   gates: dict[str, Any]) -> dict[str, Any]:
     """Did every service of batch ``index`` come back, and do the health gates allow the next one?
 
-    ``rollout`` is the rollout's state after the batch (rollout.batch.after_batch: the host states read after it,
+    ``rollout`` is the rollout's state after the batch (rollout.state.after_batch: the host states read after it,
     every host left out so far, unreachable now or before, in ``gone``), ``outcomes`` each play host's restarts
     (rollout.batch.restart_outcomes), ``read`` the info module's last read of the batch (its wait, or the read after
     the pause), ``gates`` the evaluated health gates.
@@ -210,14 +210,9 @@ def batch_verdict(rollout: Mapping[str, Any], index: int, outcomes: list[dict[st
 def inventory_verdict(matched: dict[str, Any], backout: str) -> dict[str, Any]:
     """At the end: is every service of the inventory that the change concerns done - its runtimes live on the count?
     ``matched`` is the inventory's match (summary.queue_inventory, the plan's queues), the one the summary prints."""
-    missing = []
-    for entry in matched["services"]:
-        if entry["status"] not in match.DONE and entry["state"] != "stopped":
-            why = {match.NOT_READ: "its host is unreachable", match.NOT_RUNNING: f"it is {entry['state']}",
-                   match.NO_RUNTIME: match.NO_RUNTIME_TEXT.format(entry["main_pid"]),
-                   match.STALE_RUNTIMES: "its runtime does not run the count",
-                   match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
-            missing.append(f"{entry['host']}/{entry['service']} ({why.get(entry['status'], entry['status'])})")
+    missing = [f"{entry['host']}/{entry['service']} ({why.format(pid=entry['main_pid'], state=entry['state'])})"
+               for entry in matched["services"] if entry["status"] not in match.DONE and entry["state"] != "stopped"
+               for why in [match.WHY_NOT_DONE.get(entry["status"], entry["status"])]]
     text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:
         return {"ok": True, "message": f"Every service of the inventory is done: {text}; "
