@@ -135,18 +135,18 @@ def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: 
     made = restarts.restart_plan(states, read=read, change=change, settings=settings)
     lowered = made.pop("lowered")
     back_out = backout.backout_command(settings["queues"], read, cli_args, changes=change is not None)
-    shown: Shown = {**made.pop("shown"), "refusal": f"Nothing was restarted: {' | '.join(made['problems'])}. "
-                                                    f"{'' if settings['check_mode'] else back_out}"}
+    made["shown"]["refusal"] = (f"Nothing was restarted: {' | '.join(made['problems'])}. "
+                                f"{'' if settings['check_mode'] else back_out}")
     # Said again, after the headline, only when the plan restarts fewer batches than the estimate before the change
     # counted (a re-run).
     if made["batches"] and len(made["batches"]) != estimate.every_host_batches([host[0] for host in hosts],
                                                                                 settings["batch_size"]):
-        shown["lines"].insert(1, estimate.estimate(len(made["batches"]), settings, lowered)["line"])
+        made["shown"]["lines"].insert(1, estimate.estimate(len(made["batches"]), settings, lowered)["line"])
     gates: Gates = {"baseline": before.get("health") if before else None,
                     "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
     return {**made, "read": read["read_at"], "max_fail_percentage": settings["max_fail_percentage"],  # type: ignore[typeddict-item]
             "canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"], "gates": gates,
-            "backout": back_out, "restarted": [], "verdicts": [], "shown": shown}
+            "backout": back_out, "restarted": [], "verdicts": []}
 
 
 def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
@@ -165,11 +165,12 @@ def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequ
         "gone": sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]}),
         "restarted": rollout["restarted"] + [f"{outcome['host']}/{service}" for outcome in outcomes
                                              for service in outcome["restarted"]]}
-    verdict: Verdict = verdicts.batch_verdict(judged, index, outcomes, read, batch.gates_of(rollout, read))
+    verdict = verdicts.batch_verdict(judged, index, outcomes, read, batch.gates_of(rollout, read))
     since = [restarts.db_time(time) for time in [rollout["read"], *(done.get("read_at") for done in rollout["verdicts"])]
              if time]
     if read.get("read_at") and since:
         verdict.update(read_at=read["read_at"], seconds=round(restarts.db_time(read["read_at"]) - since[-1], 3))
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(batch.batch_services(rollout, index))}
-    return {"rollout": {**judged, "verdicts": [*rollout["verdicts"], verdict]}, "stop": window["stop"] or stopped}
+    judged["verdicts"] = [*rollout["verdicts"], verdict]  # type: ignore[list-item]
+    return {"rollout": judged, "stop": window["stop"] or stopped}
