@@ -122,39 +122,33 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
               for runtime in owned}
     live = [runtime for runtime in live if runtime["instance_id"] not in theirs]
     by_pid_hosts = set(pid_hosts) | {host for host, dummy in claimed}
-    by_pid = {(host, service["service"]) for host, service in _running(hosts)
-              if host in by_pid_hosts and service.get("reports_as") and (host, service["service"]) not in shared}
+    by_pid = {owner for owner, dummy in running if owner[0] in by_pid_hosts and owner not in shared}
     claimed = {owner: owned for owner, owned in claimed.items() if owner in by_pid}
     claimed_ids = {runtime["instance_id"] for owned in claimed.values() for runtime in owned}
     spare = [runtime for runtime in live if runtime["instance_id"] not in claimed_ids]
     spare_on_count = [runtime for runtime in spare if runtime["converged"]]
     need = sum(service.get("runtimes", 1) for host, service in _running(hosts)
                if (host, service["service"]) not in by_pid and "/".join((host, service["service"])) not in untouched)
+    by_count = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
     services, expected, on_count = [], 0, 0
     for host in hosts:
         for service in host["services"]:
             name, per_service = (host["host"], service["service"]), service.get("runtimes", 1)
             if "/".join(name) in untouched:
                 continue
-            if service["state"] != STOPPED:
-                expected += per_service
+            expected += per_service if service["state"] != STOPPED else 0
+            # Only a service judged by pid owns runtimes (claimed): for the others, fresh is 0.
             owned = claimed.get(name, [])
+            fresh = sum(1 for runtime in owned if runtime["converged"])
+            on_count += min(fresh, per_service)
             judged = BY_START if per_service == 0 else BY_PID if name in by_pid else BY_COUNT
-            entry = {"host": name[0], "service": name[1], "state": service["state"], "main_pid": service["main_pid"],
-                     "judged_by": judged, "runtimes": [runtime["instance_id"] for runtime in owned]}
-            if service["state"] == UNREACHABLE or not host["reachable"]:
-                entry["status"] = NOT_READ
-            elif service["state"] != RUNNING:
-                entry["status"] = NOT_RUNNING
-            elif judged == BY_START:
-                entry["status"] = ENQUEUE_ONLY
-            elif judged == BY_COUNT:
-                entry["status"] = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
-            else:
-                fresh = sum(1 for runtime in owned if runtime["converged"])
-                entry["status"] = HAS_RUNTIMES if fresh >= per_service else STALE_RUNTIMES if owned else NO_RUNTIME
-                on_count += min(fresh, per_service)
-            services.append(entry)
+            by_judge = {BY_START: ENQUEUE_ONLY, BY_COUNT: by_count,
+                        BY_PID: HAS_RUNTIMES if fresh >= per_service else STALE_RUNTIMES if owned else NO_RUNTIME}
+            services.append({"host": name[0], "service": name[1], "state": service["state"],
+                             "main_pid": service["main_pid"], "judged_by": judged,
+                             "runtimes": [runtime["instance_id"] for runtime in owned],
+                             "status": NOT_READ if service["state"] == UNREACHABLE or not host["reachable"]
+                             else NOT_RUNNING if service["state"] != RUNNING else by_judge[judged]})
     counted_on_count = min(len(spare_on_count), need)
     on_count += counted_on_count
     # The live runtimes no service runs, where every service that runs is told apart: the waits' rule.
