@@ -139,8 +139,8 @@ def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: 
                                 f"{'' if settings['check_mode'] else back_out}")
     # Said again, after the headline, only when the plan restarts fewer batches than the estimate before the change
     # counted (a re-run).
-    if made["batches"] and len(made["batches"]) != estimate.every_host_batches([host[0] for host in hosts],
-                                                                                settings["batch_size"]):
+    every_host = estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"])
+    if made["batches"] and len(made["batches"]) != every_host:
         made["shown"]["lines"].insert(1, estimate.estimate(len(made["batches"]), settings, lowered)["line"])
     gates: Gates = {"baseline": before.get("health") if before else None,
                     "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
