@@ -70,12 +70,6 @@ def process(service: dict[str, Any]) -> ServiceProcess:
     return {"reports_as": list(service.get("reports_as") or []), "started_at": service["started_at"]}
 
 
-def _running(hosts: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """(host, service) of each service that runs on a host that was read and runs Awa runtimes."""
-    return [(host["host"], service) for host in hosts if host["reachable"] for service in host["services"]
-            if service["state"] == RUNNING and service.get("runtimes", 1) > 0]
-
-
 def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: Collection[str] = ()) -> list[WindowService]:
     """The services of ``hosts`` as a change window's waits see them (service_runtimes.left_out): each with what its
     processes report where its runtimes are told apart (a running service of a host in ``pid_hosts``), else
@@ -102,9 +96,11 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
     live: list[RuntimeView] = [
         {**runtime, "converged": queue not in runtime.get("pending_queues", []) if queue else runtime["converged"]}
         for runtime in runtimes if runtime["live"]]
+    # Each service that runs Awa runtimes on a host that was read: (host, service) -> the service.
+    active = {(host["host"], service["service"]): service for host in hosts if host["reachable"]
+              for service in host["services"] if service["state"] == RUNNING and service.get("runtimes", 1) > 0}
     # (host, service) -> the live runtimes that are its alone; and the services whose runtime another could claim.
-    running = [((host, service["service"]), process(service)) for host, service in _running(hosts)
-               if service.get("reports_as")]
+    running = [(owner, process(service)) for owner, service in active.items() if service.get("reports_as")]
     claimed: dict[tuple[str, str], list[RuntimeView]] = {}
     shared: set[tuple[str, str]] = set()
     for runtime in live:
@@ -127,8 +123,8 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
     claimed_ids = {runtime["instance_id"] for owned in claimed.values() for runtime in owned}
     spare = [runtime for runtime in live if runtime["instance_id"] not in claimed_ids]
     spare_on_count = [runtime for runtime in spare if runtime["converged"]]
-    need = sum(service.get("runtimes", 1) for host, service in _running(hosts)
-               if (host, service["service"]) not in by_pid and "/".join((host, service["service"])) not in untouched)
+    need = sum(service.get("runtimes", 1) for owner, service in active.items()
+               if owner not in by_pid and "/".join(owner) not in untouched)
     by_count = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
     services, expected, on_count = [], 0, 0
     for host in hosts:
