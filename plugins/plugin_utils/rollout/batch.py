@@ -41,26 +41,25 @@ def next_batch(rollout: Mapping[str, Any], restarts: Mapping[str, Any] | None) -
                                       if restarts and host in restarts}
 
 
-def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each host's restarts in batch ``index``, from its run of awa_producer_services (``restarts``: host ->
-    its result).
-
-    A host the run could not reach restarted nothing there: ``unreachable``
-    carries the connection error.
-    """
+def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
+    """What batch ``index``'s restarts did, from each host's run of awa_producer_services (``restarts``: host -> its
+    result): the services ``restarted`` and those that ``failed`` (host/service -> why), and the hosts the run could
+    not reach (``unreachable``), which restarted nothing."""
     members = batch_services(rollout, index)
-    outcomes = []
+    done: dict[str, Any] = {"restarted": [], "failed": {}, "unreachable": []}
     for host, result in restarts.items():
         error = read_error(result)
-        gone = error is not None and result.get("unreachable")
+        if error is not None and result.get("unreachable"):
+            done["unreachable"].append(host)
+            continue
         # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
-        problems = [] if gone else result["problems"] if error is None else [error]
-        failures = [] if error is not None else [dict(failure) for failure in result["restart_failures"]]
-        outcomes.append({"host": host, "restarted": [] if error is not None else list(result["restarted"]),
-                         "failed": failures + [{"service": service, "message": problem} for problem in problems
-                                               for service in members[host]],
-                         "unreachable": error if gone else None})
-    return outcomes
+        failures = [] if error is not None else [(failure["service"], failure["message"])
+                                                 for failure in result["restart_failures"]]
+        problems = [error] if error is not None else result["problems"]
+        done["failed"].update({f"{host}/{service}": message for service, message in failures
+                               + [(service, problem) for problem in problems for service in members[host]]})
+        done["restarted"] += [] if error is not None else [f"{host}/{service}" for service in result["restarted"]]
+    return done
 
 
 def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, Any]:

@@ -158,14 +158,12 @@ def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequ
     rollout: Rollout = window["rollout"]  # type: ignore[assignment]
     index, ran = batch.next_batch(rollout, restarts_by_host)
     read = dict([found for found in reads if found and not found.get("skipped")][-1])
-    outcomes = batch.restart_outcomes(rollout, index, ran)
+    done = batch.restart_outcomes(rollout, index, ran)
     # The services restarted so far (host/service): the window's record says them, and those left.
     judged: Rollout = {**rollout, "hosts": batch.updated_hosts(rollout, ran), "known_runtimes": list(dict.fromkeys(
         rollout["known_runtimes"] + [runtime["instance_id"] for runtime in read.get("runtimes", [])])),
-        "gone": sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]}),
-        "restarted": rollout["restarted"] + [f"{outcome['host']}/{service}" for outcome in outcomes
-                                             for service in outcome["restarted"]]}
-    verdict = verdicts.batch_verdict(judged, index, outcomes, read, batch.gates_of(rollout, read))
+        "gone": sorted({*rollout["gone"], *done["unreachable"]}), "restarted": rollout["restarted"] + done["restarted"]}
+    verdict = verdicts.batch_verdict(judged, index, done, read, batch.gates_of(rollout, read))
     since = [restarts.db_time(time) for time in [rollout["read"], *(done.get("read_at") for done in rollout["verdicts"])]
              if time]
     if read.get("read_at") and since:

@@ -147,26 +147,23 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
     return None
 
 
-def batch_verdict(rollout: Mapping[str, Any], index: int, outcomes: list[dict[str, Any]], read: dict[str, Any] | None,
+def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], read: dict[str, Any] | None,
                   gates: dict[str, Any]) -> dict[str, Any]:
     """Did every service of batch ``index`` come back, and do the health gates allow the next one?
 
     ``rollout`` is the rollout's state after the batch (rollout.state.after_batch: the host states read after it,
-    every host left out so far, unreachable now or before, in ``gone``), ``outcomes`` each play host's restarts
+    every host left out so far, unreachable now or before, in ``gone``), ``done`` what the batch's restarts did
     (rollout.batch.restart_outcomes), ``read`` the info module's last read of the batch (its wait, or the read after
     the pause), ``gates`` the evaluated health gates.
     """
     states, batch, gone = rollout["hosts"], rollout["batches"][index], rollout["gone"]
     count, hosts_total, max_fail_percentage = len(rollout["batches"]), len(states), rollout["max_fail_percentage"]
-    failures = {(host["host"], failure["service"]): failure["message"]
-                for host in outcomes for failure in host["failed"]}
-    state_of = {(service["host"], service["service"]): service for host in states for service in host["services"]}
+    state_of = {f"{service['host']}/{service['service']}": service for host in states for service in host["services"]}
     matched = match.match([host for host in states if host["reachable"]], (read or {}).get("runtimes", []),
                           pid_hosts=rollout["pid_hosts"])
-    status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]
+    status_of = {f"{entry['host']}/{entry['service']}": entry["status"] for entry in matched["services"]
                  if entry["judged_by"] == match.BY_PID}
-    expected = sum(state_of.get((host["host"], service), {}).get("runtimes", 1) for host in outcomes
-                   for service in host["restarted"])
+    expected = sum(state_of.get(name, {}).get("runtimes", 1) for name in done["restarted"])
     # The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each.
     new = (read or {}).get("new_runtimes")
     healthy, wait_problem = len(new or []), None
@@ -175,11 +172,9 @@ def batch_verdict(rollout: Mapping[str, Any], index: int, outcomes: list[dict[st
     elif read is not None and healthy < expected:
         wait_problem = (f"{healthy} of {expected} restarted runtimes are live and healthy in Awa within "
                         "enqueue_shards_restart_timeout (and any batch pause)")
-    problems = [problem for host, service in batch if host not in gone
-                for problem in [_service_problem(f"{host}/{service}", failures.get((host, service)),
-                                                 state_of.get((host, service)), status_of.get((host, service)),
-                                                 wait_problem is not None)]
-                if problem]
+    problems = [problem for host, service in batch if host not in gone for name in [f"{host}/{service}"]
+                for problem in [_service_problem(name, done["failed"].get(name), state_of.get(name), status_of.get(name),
+                                                 wait_problem is not None)] if problem]
     if wait_problem:
         problems.append(wait_problem)
     problems += gates["crossed"]

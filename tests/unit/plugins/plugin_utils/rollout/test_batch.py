@@ -49,14 +49,10 @@ def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
         "app2": restarted({"a": unit("a", pid=12)}, a="Job for a.service failed."),
         "app3": {"unreachable": True, "msg": "ssh: connect to host app3 port 22"},
         "app4": {"failed": True, "msg": "/usr/bin/python3: not found"}}
-    assert restart_outcomes(state, 0, restarts) == [
-        {"host": "app1", "restarted": ["a"], "failed": [], "unreachable": None},
-        {"host": "app2", "restarted": [], "failed": [{"service": "a", "message": "exit status 1: Job for a.service failed."}],
-         "unreachable": None},
-        {"host": "app3", "restarted": [], "failed": [], "unreachable": "ssh: connect to host app3 port 22"},
-        {"host": "app4", "restarted": [], "unreachable": None,
-         "failed": [{"service": "a", "message": "/usr/bin/python3: not found"},
-                    {"service": "b", "message": "/usr/bin/python3: not found"}]}]
+    assert restart_outcomes(state, 0, restarts) == {
+        "restarted": ["app1/a"], "unreachable": ["app3"],
+        "failed": {"app2/a": "exit status 1: Job for a.service failed.", "app4/a": "/usr/bin/python3: not found",
+                   "app4/b": "/usr/bin/python3: not found"}}
 
 
 def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_only_where_pids_cannot_tell():

@@ -26,15 +26,22 @@ QUIET = {"crossed": [], "text": "deadlocks 0; failed jobs 0; retried jobs 0", "r
 
 
 def restarted(host: str, *services: str, failed: dict | None = None, unreachable: str | None = None) -> dict:
-    return {"host": host, "restarted": list(services),
-            "failed": [{"service": s, "message": m} for s, m in (failed or {}).items()], "unreachable": unreachable}
+    """What one host's restarts did (rollout.batch.restart_outcomes)."""
+    return {"restarted": [f"{host}/{service}" for service in services], "unreachable": [host] if unreachable else [],
+            "failed": {f"{host}/{service}": message for service, message in (failed or {}).items()}}
 
 
-def verdict(batch, outcomes, states, read, gates=None, later=None, **overrides) -> dict:
+def outcomes(*hosts: dict) -> dict:
+    """What the batch's restarts did, host by host."""
+    return {key: [value for host in hosts for value in host[key]] for key in ("restarted", "unreachable")} | {
+        "failed": {name: message for host in hosts for name, message in host["failed"].items()}}
+
+
+def verdict(batch, done, states, read, gates=None, later=None, **overrides) -> dict:
     """The verdict on the first of two batches (or of ``batch`` then ``later``) of the rollout after it."""
     rollout = {"batches": [batch, *(later or [[]])], "hosts": states, "pid_hosts": [], "gone": [],
                "max_fail_percentage": 0, "backout": BACKOUT, **overrides}
-    return batch_verdict(rollout, 0, outcomes, read, gates or QUIET)
+    return batch_verdict(rollout, 0, outcomes(*done), read, gates or QUIET)
 
 
 def waited(*runtimes: dict, expected: int) -> dict:
