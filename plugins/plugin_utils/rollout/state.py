@@ -142,11 +142,11 @@ def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: 
     every_host = estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"])
     if made["batches"] and len(made["batches"]) != every_host:
         made["shown"]["lines"].insert(1, estimate.estimate(len(made["batches"]), settings, lowered)["line"])
-    gates: Gates = {"baseline": before.get("health") if before else None,
-                    "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
-    return {**made, "read": read["read_at"], "max_fail_percentage": settings["max_fail_percentage"],  # type: ignore[typeddict-item]
-            "canary_pause": settings["canary_pause"], "batch_pause": settings["batch_pause"], "gates": gates,
-            "backout": back_out, "restarted": [], "verdicts": []}
+    # What every batch reads: the pauses, the share of hosts that may fail (_Asked), and the gates.
+    return {**made, **{key: settings[key] for key in ("max_fail_percentage", "canary_pause", "batch_pause")},  # type: ignore[typeddict-item]
+            "read": read["read_at"], "backout": back_out, "restarted": [], "verdicts": [],
+            "gates": {"baseline": before.get("health") if before else None,
+                      "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}}
 
 
 def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
