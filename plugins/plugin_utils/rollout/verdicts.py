@@ -46,18 +46,16 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
                                         settings["restart_command"], restarts and bool(settings["services"]))
     problems = [(service["state"] == MISSING, text) for service in probe.get("services", [])
                 for text in [service_problem(host, service, method)] if text]
-    unknown_units = [text for missing, text in problems if missing]
-    refusals = ([f"Invalid input for {host}, nothing was changed: {' | '.join(configured + unknown_units)}"]
-                if configured or unknown_units else [])
+    invalid = configured + [text for missing, text in problems if missing]
+    refusals = [f"Invalid input for {host}, nothing was changed: {' | '.join(invalid)}"] if invalid else []
     if not restarts or configured:
         return refusals
     # The programs the module looked up before the restart it was asked to check, then each service it could not read.
     cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
-                  for problem in probe.get("problems", []) if problem not in configured]
-    unreadable = [text for missing, text in problems if not missing]
-    if cannot_run or unreadable:
+                  for problem in probe.get("problems", [])] + [text for missing, text in problems if not missing]
+    if cannot_run:
         refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
-                        + " | ".join(cannot_run + unreadable))
+                        + " | ".join(cannot_run))
     return refusals
 
 
@@ -147,7 +145,7 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
     return None
 
 
-def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], read: dict[str, Any] | None,
+def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], read: dict[str, Any],
                   gates: dict[str, Any]) -> dict[str, Any]:
     """Did every service of batch ``index`` come back, and do the health gates allow the next one?
 
@@ -159,17 +157,17 @@ def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], 
     states, batch, gone = rollout["hosts"], rollout["batches"][index], rollout["gone"]
     count, hosts_total, max_fail_percentage = len(rollout["batches"]), len(states), rollout["max_fail_percentage"]
     state_of = {f"{service['host']}/{service['service']}": service for host in states for service in host["services"]}
-    matched = match.match([host for host in states if host["reachable"]], (read or {}).get("runtimes", []),
+    matched = match.match([host for host in states if host["reachable"]], read.get("runtimes", []),
                           pid_hosts=rollout["pid_hosts"])
     status_of = {f"{entry['host']}/{entry['service']}": entry["status"] for entry in matched["services"]
                  if entry["judged_by"] == match.BY_PID}
     expected = sum(state_of.get(name, {}).get("runtimes", 1) for name in done["restarted"])
     # The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each.
-    new = (read or {}).get("new_runtimes")
+    new = read.get("new_runtimes")
     healthy, wait_problem = len(new or []), None
-    if read is not None and new is None:
+    if new is None:
         wait_problem = f"the wait for the new runtimes failed: {read.get('msg', 'no result')}"
-    elif read is not None and healthy < expected:
+    elif healthy < expected:
         wait_problem = (f"{healthy} of {expected} restarted runtimes are live and healthy in Awa within "
                         "enqueue_shards_restart_timeout (and any batch pause)")
     problems = [problem for host, service in batch if host not in gone for name in [f"{host}/{service}"]
