@@ -205,8 +205,9 @@ def _decision(service: dict[str, Any], host: dict[str, Any], status: str | None,
 
 
 def _ignores_environment(host: dict[str, Any], service: dict[str, Any]) -> bool:
-    """Whether a running service's processes (of a host that was read), started after its environment file was last written (the file did
-    not change in this run), lack the HOSTNAME the file sets - read where their environment could be."""
+    """Whether a running service's processes (on a host that was read), started after its environment file was last
+    written (the file did not change in this run), lack the HOSTNAME the file sets - read where their environment
+    could be."""
     read = [reported for reported in service.get("reports_as") or [] if "hostname" in reported]
     return bool(host.get("hostname") and service["state"] != STOPPED and not host["environment_changed"] and read
                 and all(reported["hostname"] != host["hostname"] for reported in read))
