@@ -50,7 +50,7 @@ class ActionModule(InfoAction):
         asked = dict(self._task.args)
         # The verdict reads the whole read: every runtime, the new ones. It waits for the runtimes of what restarted.
         self._task.args = {**asked, "detail": True, "wait": "restarted", "known_runtimes": rollout["known_runtimes"],
-                           **batch.expectations(rollout, index, ran)}
+                           **batch.expectations(rollout, ran)}
         reads = [super().run(tmp, task_vars)]
         # A batch that did not come back, or crossed a gate, is judged at once; the last is not watched either.
         pause = batch.pause_seconds(rollout, index, reads[0])

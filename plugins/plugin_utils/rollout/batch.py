@@ -9,8 +9,8 @@ awa_producer_services, all of them at once (``batch_services`` tells each
 host its own); the batch's restarts are each host's registered result
 (``restarts``: host -> result). The batch then waits on the database for the
 runtimes of exactly the services that restarted (``expectations``), and
-``after_batch`` takes what the restarts reported into the host states and
-judges the batch (verdicts.batch_verdict).
+``updated_hosts`` takes what the restarts reported into the host states, for
+rollout.state.after_batch to judge the batch (verdicts.batch_verdict).
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from ansible_collections.awa.operations.plugins.module_utils.info.service_runtim
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import batch_verdict
 
 
 def batch_services(rollout: Mapping[str, Any], index: int | None = None) -> dict[str, list[str]]:
@@ -42,41 +41,38 @@ def next_batch(rollout: Mapping[str, Any], restarts: Mapping[str, Any] | None) -
                                       if restarts and host in restarts}
 
 
-def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each host's restarts in batch ``index``, from its run of awa_producer_services (``restarts``: host ->
-    its result).
-
-    A host the run could not reach restarted nothing there: ``unreachable``
-    carries the connection error.
-    """
+def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
+    """What batch ``index``'s restarts did, from each host's run of awa_producer_services (``restarts``: host -> its
+    result): the services ``restarted`` and those that ``failed`` (host/service -> why), and the hosts the run could
+    not reach (``unreachable``), which restarted nothing."""
     members = batch_services(rollout, index)
-    outcomes = []
+    done: dict[str, Any] = {"restarted": [], "failed": {}, "unreachable": []}
     for host, result in restarts.items():
         error = read_error(result)
-        gone = error is not None and result.get("unreachable")
+        if error is not None and result.get("unreachable"):
+            done["unreachable"].append(host)
+            continue
         # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
-        problems = [] if gone else result["problems"] if error is None else [error]
-        failures = [] if error is not None else [dict(failure) for failure in result["restart_failures"]]
-        outcomes.append({"host": host, "restarted": [] if error is not None else list(result["restarted"]),
-                         "failed": failures + [{"service": service, "message": problem} for problem in problems
-                                               for service in members[host]],
-                         "unreachable": error if gone else None})
-    return outcomes
+        failures = [] if error is not None else [(failure["service"], failure["message"])
+                                                 for failure in result["restart_failures"]]
+        problems = [error] if error is not None else result["problems"]
+        done["failed"].update({f"{host}/{service}": message for service, message in failures
+                               + [(service, problem) for problem in problems for service in members[host]]})
+        done["restarted"] += [] if error is not None else [f"{host}/{service}" for service in result["restarted"]]
+    return done
 
 
-def expectations(rollout: Mapping[str, Any], index: int, restarts: dict[str, Any]) -> dict[str, Any]:
+def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, Any]:
     """What the batch's wait waits for: the runtimes of each service that restarted - its new main pid, on a host
     whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
     counted (``expected_new_runtimes``)."""
-    fresh = _fresh_states(rollout, restarts)
     services: list[RestartedService] = []
     counted = 0
-    for outcome in restart_outcomes(rollout, index, restarts):
-        reported = {service["service"]: service for service in fresh[outcome["host"]]["services"]}
-        for name in outcome["restarted"]:
-            service = reported[name]
-            # A service that only enqueues has no runtime to wait for.
-            if outcome["host"] not in rollout["pid_hosts"]:
+    for host, state in _fresh_states(rollout, restarts).items():
+        # A host whose run failed restarted nothing; a service that only enqueues has no runtime to wait for.
+        for service in [service for service in state["services"] if state["reachable"]
+                        and service["service"] in restarts[host]["restarted"]]:
+            if host not in rollout["pid_hosts"]:
                 counted += service["runtimes"]
             elif service["runtimes"] and service["reports_as"]:
                 services.append({**process(service), "runtimes": service["runtimes"]})
@@ -115,36 +111,15 @@ def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[
             for host, result in restarts.items()}
 
 
-def _updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
-    """The host states, with what each host of the batch reported after its restarts."""
+def updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The host states, with what each host of the batch reported after its restarts (``restarts``: each host of
+    the batch -> its restart's result)."""
     by_host = {state["host"]: state for state in rollout["hosts"]}
     for host, state in _fresh_states(rollout, restarts).items():
         if restarts[host].get("unreachable"):
             by_host[host] = state
-        elif read_error(restarts[host]) is None:
+        elif state["reachable"]:
             fresh = {service["service"]: service for service in state["services"]}
-            by_host[host] = dict(by_host[host], clock=state["clock"],
-                                 services=[fresh.get(service["service"], service)
-                                           for service in by_host[host]["services"]])
-    return [by_host[state["host"]] for state in rollout["hosts"]]
-
-
-def after_batch(rollout: Mapping[str, Any], *, index: int, restarts: dict[str, Any], read: dict[str, Any]) -> dict[str, Any]:
-    """The rollout's state after batch ``index`` (``restarts``: each host of the batch -> its restart's result),
-    with the batch's verdict last of its ``verdicts`` (``ok`` and ``message``), judged by the gates and with the
-    back-out of the rollout's own."""
-    outcomes = restart_outcomes(rollout, index, restarts)
-    hosts = _updated_hosts(rollout, restarts)
-    gone = sorted(set(rollout["gone"]) | {outcome["host"] for outcome in outcomes if outcome["unreachable"]})
-    verdict = batch_verdict(
-        rollout["batches"][index], index=index, count=len(rollout["batches"]), outcomes=outcomes, states=hosts,
-        read=read, gates=gates_of(rollout, read),
-        pid_hosts=rollout["pid_hosts"], later=rollout["batches"][index + 1:], gone=gone,
-        hosts_total=len(hosts), max_fail_percentage=rollout["max_fail_percentage"], backout=rollout["backout"])
-    known = list(dict.fromkeys(rollout["known_runtimes"]
-                               + [runtime["instance_id"] for runtime in read.get("runtimes", [])]))
-    # The services restarted so far (host/service): the window's record says them, and those left.
-    restarted = rollout.get("restarted", []) + [f"{outcome['host']}/{service}" for outcome in outcomes
-                                                for service in outcome["restarted"]]
-    return dict(rollout, hosts=hosts, gone=gone, known_runtimes=known,
-                verdicts=rollout["verdicts"] + [verdict], restarted=restarted)
+            by_host[host] = dict(by_host[host], clock=state["clock"], services=[
+                fresh.get(service["service"], service) for service in by_host[host]["services"]])
+    return list(by_host.values())

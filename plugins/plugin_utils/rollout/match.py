@@ -56,20 +56,18 @@ COVERED_BY_COUNT, SHORT_BY_COUNT, NOT_RUNNING, NOT_READ = "covered_by_count", "s
 ENQUEUE_ONLY = "enqueue_only"
 BY_PID, BY_COUNT, BY_START = "pid", "count", "start"
 DONE = (HAS_RUNTIMES, COVERED_BY_COUNT, ENQUEUE_ONLY)
-# What the plan, a batch and the inventory say of a service that runs with no live runtime of its pid.
-NO_RUNTIME_TEXT = "it runs (pid {}) but no live Awa runtime has its pid"
+# Why a service is not done, by its match's status ({pid}: its main pid), as the inventory's verdict says it; the plan
+# and a batch say the same of a service with no runtime, then what it means (HANGS).
+WHY_NOT_DONE = {NOT_READ: "its host is unreachable", NOT_RUNNING: "it is {state}",
+                NO_RUNTIME: "it runs (pid {pid}) but no live Awa runtime has its pid",
+                STALE_RUNTIMES: "its runtime does not run the count",
+                SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
 HANGS = "it hangs before its runtime registers, or it is in a restart loop"
 
 
 def process(service: dict[str, Any]) -> ServiceProcess:
     """A service of a host state (services.host_state) as the rule that ties runtimes to it reads it."""
     return {"reports_as": list(service.get("reports_as") or []), "started_at": service["started_at"]}
-
-
-def _running(hosts: list[dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
-    """(host, service) of each service that runs on a host that was read and runs Awa runtimes."""
-    return [(host["host"], service) for host in hosts if host["reachable"] for service in host["services"]
-            if service["state"] == RUNNING and service.get("runtimes", 1) > 0]
 
 
 def window(hosts: list[dict[str, Any]], pid_hosts: Collection[str], untouched: Collection[str] = ()) -> list[WindowService]:
@@ -98,9 +96,11 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
     live: list[RuntimeView] = [
         {**runtime, "converged": queue not in runtime.get("pending_queues", []) if queue else runtime["converged"]}
         for runtime in runtimes if runtime["live"]]
+    # Each service that runs Awa runtimes on a host that was read: (host, service) -> the service.
+    active = {(host["host"], service["service"]): service for host in hosts if host["reachable"]
+              for service in host["services"] if service["state"] == RUNNING and service.get("runtimes", 1) > 0}
     # (host, service) -> the live runtimes that are its alone; and the services whose runtime another could claim.
-    running = [((host, service["service"]), process(service)) for host, service in _running(hosts)
-               if service.get("reports_as")]
+    running = [(owner, process(service)) for owner, service in active.items() if service.get("reports_as")]
     claimed: dict[tuple[str, str], list[RuntimeView]] = {}
     shared: set[tuple[str, str]] = set()
     for runtime in live:
@@ -118,39 +118,33 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
               for runtime in owned}
     live = [runtime for runtime in live if runtime["instance_id"] not in theirs]
     by_pid_hosts = set(pid_hosts) | {host for host, dummy in claimed}
-    by_pid = {(host, service["service"]) for host, service in _running(hosts)
-              if host in by_pid_hosts and service.get("reports_as") and (host, service["service"]) not in shared}
+    by_pid = {owner for owner, dummy in running if owner[0] in by_pid_hosts and owner not in shared}
     claimed = {owner: owned for owner, owned in claimed.items() if owner in by_pid}
     claimed_ids = {runtime["instance_id"] for owned in claimed.values() for runtime in owned}
     spare = [runtime for runtime in live if runtime["instance_id"] not in claimed_ids]
     spare_on_count = [runtime for runtime in spare if runtime["converged"]]
-    need = sum(service.get("runtimes", 1) for host, service in _running(hosts)
-               if (host, service["service"]) not in by_pid and "/".join((host, service["service"])) not in untouched)
+    need = sum(service.get("runtimes", 1) for owner, service in active.items()
+               if owner not in by_pid and "/".join(owner) not in untouched)
+    by_count = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
     services, expected, on_count = [], 0, 0
     for host in hosts:
         for service in host["services"]:
             name, per_service = (host["host"], service["service"]), service.get("runtimes", 1)
             if "/".join(name) in untouched:
                 continue
-            if service["state"] != STOPPED:
-                expected += per_service
+            expected += per_service if service["state"] != STOPPED else 0
+            # Only a service judged by pid owns runtimes (claimed): for the others, fresh is 0.
             owned = claimed.get(name, [])
+            fresh = sum(1 for runtime in owned if runtime["converged"])
+            on_count += min(fresh, per_service)
             judged = BY_START if per_service == 0 else BY_PID if name in by_pid else BY_COUNT
-            entry = {"host": name[0], "service": name[1], "state": service["state"], "main_pid": service["main_pid"],
-                     "judged_by": judged, "runtimes": [runtime["instance_id"] for runtime in owned]}
-            if service["state"] == UNREACHABLE or not host["reachable"]:
-                entry["status"] = NOT_READ
-            elif service["state"] != RUNNING:
-                entry["status"] = NOT_RUNNING
-            elif judged == BY_START:
-                entry["status"] = ENQUEUE_ONLY
-            elif judged == BY_COUNT:
-                entry["status"] = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
-            else:
-                fresh = sum(1 for runtime in owned if runtime["converged"])
-                entry["status"] = HAS_RUNTIMES if fresh >= per_service else STALE_RUNTIMES if owned else NO_RUNTIME
-                on_count += min(fresh, per_service)
-            services.append(entry)
+            by_judge = {BY_START: ENQUEUE_ONLY, BY_COUNT: by_count,
+                        BY_PID: HAS_RUNTIMES if fresh >= per_service else STALE_RUNTIMES if owned else NO_RUNTIME}
+            services.append({"host": name[0], "service": name[1], "state": service["state"],
+                             "main_pid": service["main_pid"], "judged_by": judged,
+                             "runtimes": [runtime["instance_id"] for runtime in owned],
+                             "status": NOT_READ if service["state"] == UNREACHABLE or not host["reachable"]
+                             else NOT_RUNNING if service["state"] != RUNNING else by_judge[judged]})
     counted_on_count = min(len(spare_on_count), need)
     on_count += counted_on_count
     # The live runtimes no service runs, where every service that runs is told apart: the waits' rule.

@@ -60,37 +60,6 @@ def pickup_deadlines(read: StateRead, changed: Mapping[str, Any], check_mode: bo
     return pending, started
 
 
-def _reasons_to_restart(service: dict[str, Any], status: str, host: dict[str, Any], deadlines: dict[str, float], read_at: float,
-                        counted: dict[str, Any]) -> list[str]:
-    """Why this service must restart (nothing when it runs the count and its environment is unchanged)."""
-    state, pid, runtimes = service["state"], service["main_pid"], service.get("runtimes", 1)
-    if state == STOPPED:
-        return []
-    reasons = ["its environment file changed"] if host["environment_changed"] else []
-    stuck = {FAILED: "it is not running", STARTING: "it is stuck in start", UNKNOWN: "its start time is unknown"}
-    if state in (FAILED, STARTING) or (state == UNKNOWN and deadlines):
-        return reasons + [f"{stuck[state]} ({service['detail']})"]
-    # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
-    matched = {
-        match.HAS_RUNTIMES: [],
-        match.NO_RUNTIME: [f"{match.NO_RUNTIME_TEXT.format(pid)}: {match.HANGS}"],
-        match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
-                               else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
-    if status in matched and not any(math.isinf(deadline) for deadline in deadlines.values()):
-        return reasons + matched[status]
-    # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the
-    # bound errs towards a restart. A service certainly started after a deadline runs its count.
-    started_at, clock = service["started_at"], host["clock"]
-    late = [queue for queue, deadline in deadlines.items()
-            if started_at is None or clock is None or started_at - (clock + CLOCK_RESOLUTION - read_at) <= deadline]
-    if late:
-        return reasons + [f"it started before the change of {names_text(sorted(late), 3)}"]
-    if status == match.SHORT_BY_COUNT:
-        reasons.append(f"the inventory runs {counted['on_count']} of {counted['expected']} runtimes on the count and "
-                       "its runtimes cannot be told apart from the others by pid")
-    return reasons
-
-
 def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percentage: float) -> str:
     """Which hosts could not be reached and which of their services were not checked or restarted."""
     listed = "; ".join(f"{host['host']} ({host['services'][0]['detail'] if host['services'] else 'unreachable'}): "
@@ -108,18 +77,19 @@ def unreachable_message(gone: list[dict[str, Any]], total: int, max_fail_percent
             "go on without them")
 
 
-def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: EnqueueShardsResult | None, batch_size: object,
-                 check_mode: bool, max_fail_percentage: float = 0) -> dict[str, Any]:
-    """The services to restart and why, in batches that span hosts, plus problems that stop the rollout first.
+def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: EnqueueShardsResult | None,
+                 settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The rollout's plan (rollout.state.Rollout's keys): the services to restart and why, in batches that span
+    hosts, and the problems that stop the rollout first; with ``lowered`` (whether the change lowers a count).
 
     Services of hosts that could not be reached are listed in ``skipped``;
-    more of them than ``max_fail_percentage`` of the hosts is a problem. The
-    rollout's state starts from it (rollout.state.plan): the host states, the
-    runtimes known so far and the hosts gone.
+    more of them than ``settings``' max_fail_percentage of the hosts is a
+    problem. The rollout's state starts from it (rollout.state.plan): the
+    host states, the runtimes known so far and the hosts gone.
     """
+    check_mode, max_fail_percentage = settings["check_mode"], settings["max_fail_percentage"]
     changed = queue_changes(change)
     deadlines, started = pickup_deadlines(read, changed, check_mode)
-    read_at = db_time(read["read_at"])
     # The change concerns the services that enqueue into a queue it changes, or declare no queues. A lowering
     # concerns every service: one that still enqueues with the old count would refill the old shards, and a
     # declaration cannot be checked.
@@ -129,43 +99,24 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
         previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
     matched = match.match(hosts, read.get("runtimes", []), queues=None if lowered else concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
-    problems, lines, members, skipped = [], [], [], []
+    problems, lines, members = [], [], []
     for host in hosts:
         chosen = []
         for service in host["services"]:
-            name = f"{service['host']}/{service['service']}"
-            if name in matched["untouched"]:
-                lines.append(f"{name}: untouched - it enqueues only into {names_text(service['queues'], 3)}, which "
-                             "this change does not concern (enqueue_shards_service_queues)")
-                if host["environment_changed"] and host["reachable"]:
-                    chosen.append((service["host"], service["service"]))
-                    lines[-1] += "; restarted all the same: its environment file changed"
-                continue
-            if not host["reachable"]:
-                skipped.append(name)
-                why = "its host's run failed before reading it" if host.get("answered") else "its host is unreachable"
-                lines.append(f"{name}: not checked or restarted - {why} ({service['detail']})")
-                continue
-            problem = service_problem(service["host"], service, host["method"])
+            name, status = f"{service['host']}/{service['service']}", status_of.get((service["host"], service["service"]))
+            problem = host["reachable"] and name not in matched["untouched"] and service_problem(
+                service["host"], service, host["method"])
             if problem:
                 problems.append(problem)
                 continue
-            status = status_of[(service["host"], service["service"])]
             # A service that only enqueues has no runtime to say it runs the count: its start does, after each change.
             own = {queue: deadline for queue, deadline in (started if status == match.ENQUEUE_ONLY else deadlines).items()
                    if lowered or service.get("queues") is None or queue in service["queues"]}
-            reasons = _reasons_to_restart(service, status, host, own, read_at, matched)
-            if reasons:
-                chosen.append((service["host"], service["service"]))
-                lines.append(f"{name}: restart - {'; '.join(reasons)}")
-            else:
-                lines.append(f"{name}: left alone - " + (
-                    f"it is stopped ({service['detail']}) and starts with the current count whenever it is started"
-                    if service["state"] == STOPPED else f"its runtime (pid {service['main_pid']}) runs the count"
-                    if status == match.HAS_RUNTIMES else "it started after the change, so it runs the count"
-                    if deadlines or status == match.ENQUEUE_ONLY
-                    else "the live runtimes on the count cover the inventory (judged by count)"))
-            if _ignores_environment(host, service):
+            restart, why = _decision(service, host, status, own, read_at=db_time(read["read_at"]), matched=matched,
+                                     by_start=bool(deadlines) or status == match.ENQUEUE_ONLY)
+            lines.append(f"{name}: {why}")
+            chosen += [[service["host"], service["service"]]] if restart else []
+            if name not in matched["untouched"] and _ignores_environment(host, service):
                 lines.append(f"{name}: its processes do not show HOSTNAME={host['hostname']}, which its environment "
                              "file sets: it does not load the file (a systemd unit needs EnvironmentFile=), so its "
                              "runtimes report no host name of their own")
@@ -175,8 +126,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
         problems.append(unreachable_message(gone, len(hosts), max_fail_percentage))
     # Batches of hosts, as Ansible's serial cuts a play: each host restarts all of its services in its batch.
     batches = [[member for host in batch for member in host]
-               for batch in serial.split([chosen for chosen in members if chosen], batch_size)]
-    order = [member for batch in batches for member in batch]
+               for batch in serial.split([chosen for chosen in members if chosen], settings["batch_size"])]
+    order = [tuple(member) for batch in batches for member in batch]
     stragglers: dict[str, StragglerView] = {} if check_mode else {
         straggler["instance_id"]: straggler for name in deadlines for straggler in read["queues"][name]["stragglers"]}
     outside = len(stragglers) - sum(service.get("runtimes", 1) for host in hosts for service in host["services"]
@@ -196,20 +147,67 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
                      "shards).")
     if matched["by_count_hosts"]:
         lines.append("How the runtimes were counted: " + match.how_judged(matched) + ".")
-    headline, batch_lines = _headline(batches, batch_size, check_mode)
-    return {"batches": [[list(member) for member in batch] for batch in batches], "detail": lines,
-            "lines": batch_lines + _services_by_reason(lines, sum(len(host["services"]) for host in hosts)),
-            "problems": problems, "restarts": len(order), "skipped": skipped,
-            "pid_hosts": matched["pid_hosts"], "headline": headline, "hosts": hosts,
-            "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
-            "gone": sorted(host["host"] for host in gone),
-            "max_fail_percentage": max_fail_percentage,
-            "verdicts": [], "concerned_queues": concerned, "untouched": matched["untouched"], "lowered": bool(lowered)}
+    headline, batch_lines = _headline(batches, settings["batch_size"], check_mode)
+    # The hosts of the plays of the batches: none in check mode, which restarts nothing.
+    return {"batches": batches, "batch_hosts": [] if check_mode else batch_hosts(batches), "problems": problems,
+            "skipped": [f"{host['host']}/{service['service']}" for host in gone for service in host["services"]
+                        if f"{host['host']}/{service['service']}" not in matched["untouched"]],
+            "pid_hosts": matched["pid_hosts"], "concerned_queues": concerned, "untouched": matched["untouched"],
+            "hosts": hosts, "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
+            "gone": sorted(host["host"] for host in gone), "lowered": bool(lowered),
+            "shown": {"headline": headline, "detail": lines, "lines": [headline, *batch_lines, *_services_by_reason(
+                lines, sum(len(host["services"]) for host in hosts))]}}
+
+
+def _decision(service: dict[str, Any], host: dict[str, Any], status: str | None, deadlines: dict[str, float], *,
+              read_at: float, matched: dict[str, Any], by_start: bool) -> tuple[bool, str]:
+    """Whether the plan restarts a service, and what its line says of it: untouched, not checked or restarted,
+    restart and why, or left alone and why (``by_start``: its start, not a count, says whether it runs the count)."""
+    if f"{service['host']}/{service['service']}" in matched["untouched"]:
+        again = host["environment_changed"] and host["reachable"]
+        return again, (f"untouched - it enqueues only into {names_text(service['queues'], 3)}, which this change does "
+                       "not concern (enqueue_shards_service_queues)"
+                       + ("; restarted all the same: its environment file changed" if again else ""))
+    if not host["reachable"]:
+        why = "its host's run failed before reading it" if host.get("answered") else "its host is unreachable"
+        return False, f"not checked or restarted - {why} ({service['detail']})"
+    state, pid, runtimes = service["state"], service["main_pid"], service.get("runtimes", 1)
+    reasons = ["its environment file changed"] if host["environment_changed"] and state != STOPPED else []
+    stuck = {FAILED: "it is not running", STARTING: "it is stuck in start", UNKNOWN: "its start time is unknown"}
+    by_pid = {match.HAS_RUNTIMES: [],
+              match.NO_RUNTIME: [f"{match.WHY_NOT_DONE[match.NO_RUNTIME].format(pid=pid)}: {match.HANGS}"],
+              match.STALE_RUNTIMES: [f"its runtime (pid {pid}) runs an older count" if runtimes == 1
+                                     else f"fewer than {runtimes} of its runtimes (pid {pid}) run the count"]}
+    # The host's clock was read after the database's (read_at), so host - read_at bounds the skew from above: the
+    # bound errs towards a restart. A service certainly started after a deadline runs its count.
+    started_at, clock = service["started_at"], host["clock"]
+    late = [queue for queue, deadline in deadlines.items()
+            if started_at is None or clock is None or started_at - (clock + CLOCK_RESOLUTION - read_at) <= deadline]
+    if state == STOPPED:
+        pass  # it starts with the current count whenever it is started
+    elif state in (FAILED, STARTING) or (state == UNKNOWN and deadlines):
+        reasons.append(f"{stuck[state]} ({service['detail']})")
+    # Matched by pid, the match decides - unless the count switches in check mode, where every service would restart.
+    elif status in by_pid and not any(math.isinf(deadline) for deadline in deadlines.values()):
+        reasons += by_pid[status]
+    elif late:
+        reasons.append(f"it started before the change of {names_text(sorted(late), 3)}")
+    elif status == match.SHORT_BY_COUNT:
+        reasons.append(f"the inventory runs {matched['on_count']} of {matched['expected']} runtimes on the count and "
+                       "its runtimes cannot be told apart from the others by pid")
+    if reasons:
+        return True, f"restart - {'; '.join(reasons)}"
+    return False, "left alone - " + (
+        f"it is stopped ({service['detail']}) and starts with the current count whenever it is started"
+        if state == STOPPED else f"its runtime (pid {pid}) runs the count" if status == match.HAS_RUNTIMES
+        else "it started after the change, so it runs the count" if by_start
+        else "the live runtimes on the count cover the inventory (judged by count)")
 
 
 def _ignores_environment(host: dict[str, Any], service: dict[str, Any]) -> bool:
-    """Whether a running service's processes, started after its environment file was last written (the file did
-    not change in this run), lack the HOSTNAME the file sets - read where their environment could be."""
+    """Whether a running service's processes (on a host that was read), started after its environment file was last
+    written (the file did not change in this run), lack the HOSTNAME the file sets - read where their environment
+    could be."""
     read = [reported for reported in service.get("reports_as") or [] if "hostname" in reported]
     return bool(host.get("hostname") and service["state"] != STOPPED and not host["environment_changed"] and read
                 and all(reported["hostname"] != host["hostname"] for reported in read))
@@ -241,14 +239,14 @@ def batch_hosts(batches: list[list[list[str]]]) -> list[list[str]]:
     return [list(dict.fromkeys(host for host, dummy in batch)) for batch in batches]
 
 
-def _headline(batches: list[list[tuple[str, str]]], batch_size: object, check_mode: bool) -> tuple[str, list[str]]:
+def _headline(batches: list[list[list[str]]], batch_size: object, check_mode: bool) -> tuple[str, list[str]]:
     """The plan's headline, and a line per batch when the headline cannot name them all."""
     if not batches:
         return "No producer service to restart.", []
     count = sum(len(batch) for batch in batches)
     members = [names_text(f"{host}/{service}" for host, service in batch) for batch in batches]
     listed = "one line each below" if count > LISTED else " then ".join(f"[{text}]" for text in members)
-    hosts = [len(batch) for batch in batch_hosts(batches)]  # type: ignore[arg-type]
+    hosts = [len(batch) for batch in batch_hosts(batches)]
     verb = "Check mode: would restart" if check_mode else "Restarting"
     return (f"{verb} {count} producer service(s) on {sum(hosts)} host(s) in {len(batches)} batch(es) "
             f"{serial.describe(batch_size, hosts)}: {listed}" + (". Nothing is restarted in check mode." if check_mode else ""),

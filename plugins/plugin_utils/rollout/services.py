@@ -18,15 +18,13 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.services i
 # The keys of a service in a host report (the module's own, plus its host).
 SERVICE_KEYS = ("service", "state", "started_at", "main_pid", "detail", "problem", "reports_as")
 
-# What to fix when a service's state cannot be read as configured, by why: a service the host does not have (by how
-# the host restarts: systemd, or the restart contract's commands), systemd, the status command.
-MISSING_FIXES = {
-    "systemd": "correct enqueue_shards_services for this host, or install the unit there",
-    "command": "correct enqueue_shards_services for this host, or set the service up there",
-}
+# What to fix when a service's state cannot be read as configured, by whether the host does not have the service
+# (MISSING) and by how the host restarts and reads it: systemd, or the restart contract's commands.
 FIXES = {
-    "systemd": "check systemd on this host (systemctl show SERVICE, as the user the play becomes there)",
-    "command": "correct enqueue_shards_status_command for this host, or install what it runs there",
+    (True, "systemd"): "correct enqueue_shards_services for this host, or install the unit there",
+    (True, "command"): "correct enqueue_shards_services for this host, or set the service up there",
+    (False, "systemd"): "check systemd on this host (systemctl show SERVICE, as the user the play becomes there)",
+    (False, "command"): "correct enqueue_shards_status_command for this host, or install what it runs there",
 }
 
 
@@ -84,5 +82,5 @@ def host_state(settings: dict[str, Any], result: dict[str, Any] | None) -> dict[
 def service_problem(host: str, service: dict[str, Any], method: str | None) -> str | None:
     """Why a service of ``host`` cannot be restarted as configured - its state cannot be read (the module's
     ``problem``) - with what to fix; None when it can. ``method`` is how the host restarts (systemd, command)."""
-    fix = (MISSING_FIXES if service["state"] == MISSING else FIXES)[method or "command"]
+    fix = FIXES[(service["state"] == MISSING, method or "command")]
     return f"{host}/{service['service']}: {service['problem']}; {fix}" if service.get("problem") else None

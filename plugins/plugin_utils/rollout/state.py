@@ -19,7 +19,7 @@ from typing import Any, TypedDict
 
 from ansible_collections.awa.operations.plugins.module_utils.info.result import StateRead
 from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import backout, batch, estimate, restarts, services, verdicts
 
 
 # The task a batch's stop names (the window's outcome, stopped_at): the batch's step on the database in 5_pickup_batch.yml.
@@ -132,43 +132,43 @@ def plan(hosts: Sequence[Sequence[dict[str, Any]]], *, read: StateRead, change: 
     left out since the reach keeps its probe's why); ``read`` is the queues right after the change, ``before``
     preflight's read (the gates' baseline)."""
     states = [services.host_state(host, probe if found.get("skipped") else found) for host, probe, found in hosts]
-    made = restarts.restart_plan(states, read=read, change=change, batch_size=settings["batch_size"],
-                                 check_mode=settings["check_mode"],
-                                 max_fail_percentage=settings["max_fail_percentage"])
+    made = restarts.restart_plan(states, read=read, change=change, settings=settings)
+    lowered = made.pop("lowered")
     back_out = backout.backout_command(settings["queues"], read, cli_args, changes=change is not None)
-    gates: Gates = {"baseline": before.get("health") if before else None,
-                    "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}
-    refusal = f"Nothing was restarted: {' | '.join(made['problems'])}. {'' if settings['check_mode'] else back_out}"
-    # Said again only when the plan restarts fewer batches than the estimate before the change counted (a re-run).
-    timing = [estimate.estimate(len(made["batches"]), settings, made["lowered"])["line"]] if made["batches"] and len(
-        made["batches"]) != estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"]) else []
-    # The hosts of the plays of the batches: none in check mode, which restarts nothing.
-    batch_hosts = [] if settings["check_mode"] else restarts.batch_hosts(made["batches"])
-    return {"batches": made["batches"], "batch_hosts": batch_hosts, "read": read["read_at"],
-            "problems": made["problems"], "skipped": made["skipped"],
-            "pid_hosts": made["pid_hosts"], "concerned_queues": made["concerned_queues"],
-            "untouched": made["untouched"],
-            "max_fail_percentage": settings["max_fail_percentage"], "canary_pause": settings["canary_pause"],
-            "batch_pause": settings["batch_pause"], "gates": gates,
-            "backout": back_out, "hosts": made["hosts"], "known_runtimes": made["known_runtimes"],
-            "gone": made["gone"], "restarted": [], "verdicts": [],
-            "shown": {"headline": made["headline"], "lines": [made["headline"], *timing, *made["lines"]],
-                      "detail": made["detail"], "refusal": refusal}}
+    made["shown"]["refusal"] = (f"Nothing was restarted: {' | '.join(made['problems'])}. "
+                                f"{'' if settings['check_mode'] else back_out}")
+    # Said again, after the headline, only when the plan restarts fewer batches than the estimate before the change
+    # counted (a re-run).
+    every_host = estimate.every_host_batches([host[0] for host in hosts], settings["batch_size"])
+    if made["batches"] and len(made["batches"]) != every_host:
+        made["shown"]["lines"].insert(1, estimate.estimate(len(made["batches"]), settings, lowered)["line"])
+    # What every batch reads: the pauses, the share of hosts that may fail (_Asked), and the gates.
+    return {**made, **{key: settings[key] for key in ("max_fail_percentage", "canary_pause", "batch_pause")},  # type: ignore[typeddict-item]
+            "read": read["read_at"], "backout": back_out, "restarted": [], "verdicts": [],
+            "gates": {"baseline": before.get("health") if before else None,
+                      "queues": [entry["queue"] for entry in settings["queues"]], "limits": settings["limits"]}}
 
 
 def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequence[Mapping[str, Any] | None]) -> Window:
-    """The window's state after its next batch (batch.next_batch; ``restarts_by_host``: every play host's restart),
-    judged on its last read of ``reads`` that ran (its wait, then the watch after its pause); a batch whose verdict
-    fails stops the window."""
+    """The window's state after its next batch (batch.next_batch; ``restarts_by_host``: every play host's restart):
+    the host states with what each host reported after its restarts, and the batch's verdict last of its
+    ``verdicts``, judged on its last read of ``reads`` that ran (its wait, then the watch after its pause), with the
+    read's time and its seconds since the batch before it (or the plan): what the next window's estimate reads. A
+    batch whose verdict fails stops the window."""
     rollout: Rollout = window["rollout"]  # type: ignore[assignment]
     index, ran = batch.next_batch(rollout, restarts_by_host)
-    read = [found for found in reads if found and not found.get("skipped")][-1]
-    judged: Rollout = batch.after_batch(rollout, index=index, restarts=ran, read=dict(read))  # type: ignore[assignment]
-    verdict = judged["verdicts"][-1]
-    previous = ([rollout["read"]] + [done["read_at"] for done in rollout["verdicts"] if "read_at" in done])[-1]
-    if read.get("read_at") and previous:
-        seconds = round(restarts.db_time(read["read_at"]) - restarts.db_time(previous), 3)
-        verdict = judged["verdicts"][-1] = {**verdict, "read_at": read["read_at"], "seconds": seconds}
+    read = dict([found for found in reads if found and not found.get("skipped")][-1])
+    done = batch.restart_outcomes(rollout, index, ran)
+    # The services restarted so far (host/service): the window's record says them, and those left.
+    judged: Rollout = {**rollout, "hosts": batch.updated_hosts(rollout, ran), "known_runtimes": list(dict.fromkeys(
+        rollout["known_runtimes"] + [runtime["instance_id"] for runtime in read.get("runtimes", [])])),
+        "gone": sorted({*rollout["gone"], *done["unreachable"]}), "restarted": rollout["restarted"] + done["restarted"]}
+    verdict = verdicts.batch_verdict(judged, index, done, read, batch.gates_of(rollout, read))
+    since = [restarts.db_time(time) for time in [rollout["read"], *(done.get("read_at") for done in rollout["verdicts"])]
+             if time]
+    if read.get("read_at") and since:
+        verdict.update(read_at=read["read_at"], seconds=round(restarts.db_time(read["read_at"]) - since[-1], 3))
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
                                                              "hosts": sorted(batch.batch_services(rollout, index))}
+    judged["verdicts"] = [*rollout["verdicts"], verdict]  # type: ignore[list-item]
     return {"rollout": judged, "stop": window["stop"] or stopped}

@@ -46,30 +46,17 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
                                         settings["restart_command"], restarts and bool(settings["services"]))
     problems = [(service["state"] == MISSING, text) for service in probe.get("services", [])
                 for text in [service_problem(host, service, method)] if text]
-    unknown_units = [text for missing, text in problems if missing]
-    refusals = ([f"Invalid input for {host}, nothing was changed: {' | '.join(configured + unknown_units)}"]
-                if configured or unknown_units else [])
+    invalid = configured + [text for missing, text in problems if missing]
+    refusals = [f"Invalid input for {host}, nothing was changed: {' | '.join(invalid)}"] if invalid else []
     if not restarts or configured:
         return refusals
     # The programs the module looked up before the restart it was asked to check, then each service it could not read.
     cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
-                  for problem in probe.get("problems", []) if problem not in configured]
-    unreadable = [text for missing, text in problems if not missing]
-    if cannot_run or unreadable:
+                  for problem in probe.get("problems", [])] + [text for missing, text in problems if not missing]
+    if cannot_run:
         refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
-                        + " | ".join(cannot_run + unreadable))
+                        + " | ".join(cannot_run))
     return refusals
-
-
-def _checked(hosts: list[dict[str, Any]], probes: list[dict[str, Any]]) -> str:
-    """What the reach proved on the hosts that answered: how each restarts and reads its services."""
-    by_way: dict[str, list[str]] = {}
-    for settings, probe in zip(hosts, probes):
-        if read_error(probe) is None and settings["services"]:
-            way = ("systemd knows every unit" if probe["method"] == "systemd" else "the restart command's program is "
-                   "found" + (" and the status command reads every service" if settings["status_command"].strip() else ""))
-            by_way.setdefault(way, []).append(settings["host"])
-    return "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
 
 
 def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], asked: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,29 +75,32 @@ def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], aske
     if isinstance(max_fail_percentage, str):
         return {"ok": False, "message": f"Invalid input, nothing was changed: {max_fail_percentage}"}
     gone, invalid = [], []
+    by_way: dict[str, list[str]] = {}
     for settings, probe in zip(hosts, probes):
-        unwritable = ((probe or {}).get("env_file") or {}).get("error")
+        unwritable, error = ((probe or {}).get("env_file") or {}).get("error"), read_error(probe)
         if unwritable:
             # The reach checks the environment file in check mode: it would fail after the change, so it stops here.
             invalid.append(f"Invalid input for {settings['host']}, nothing was changed: its environment file "
                            f"{unwritable}; correct enqueue_shards_env_file, enqueue_shards_env_file_owner or "
                            "enqueue_shards_env_file_group for this host, or prepare the host")
-            continue
-        if failed_before_reading(probe):
+        elif failed_before_reading(probe):
             # The host answered, but its module failed before it read anything (no Python, say).
             invalid.append(f"{settings['host']} answered, but awa.operations.awa_producer_services failed there before "
                            f"it read its services, nothing was changed: {str(probe.get('msg') or 'no message').strip()}. "
                            "Make the module run there (the message says what is missing), then run the playbook again")
-            continue
-        error = read_error(probe)
-        if error is not None:
+        elif error is not None:
             gone.append(unreachable_state(settings, error))
-            continue
-        invalid += _host_refusals(settings, probe, restarts)
+        else:
+            invalid += _host_refusals(settings, probe, restarts)
+            # What the reach proved on a host that answered: how it restarts and reads its services.
+            way = ("systemd knows every unit" if probe["method"] == "systemd" else "the restart command's program is found"
+                   + (" and the status command reads every service" if settings["status_command"].strip() else ""))
+            if restarts and settings["services"]:
+                by_way.setdefault(way, []).append(settings["host"])
     if invalid:
         return {"ok": False, "message": " || ".join(invalid)}
     if not gone:
-        proved = _checked(hosts, probes) if restarts else ""
+        proved = "; ".join(f"{way} on {names_text(names)}" for way, names in by_way.items())
         checked = f" and can restart their services: {proved}" if proved else ""
         return {"ok": True, "message": f"All {len(hosts)} producer host(s) answered{checked}."}
     if len(gone) * 100 > max_fail_percentage * len(hosts):
@@ -149,52 +139,45 @@ def _service_problem(name: str, failure: str | None, state: dict[str, Any] | Non
         return f"{name} did not come back: it cannot be told to run after its restart ({state['detail']})"
     pid = (state or {}).get("main_pid")
     if status == match.NO_RUNTIME:
-        return f"{name} did not come back: {match.NO_RUNTIME_TEXT.format(pid)} - {match.HANGS}"
+        return f"{name} did not come back: {match.WHY_NOT_DONE[status].format(pid=pid)} - {match.HANGS}"
     if status == match.STALE_RUNTIMES:
         return f"{name} did not come back: its runtime (pid {pid}) does not run the count"
     return None
 
 
-def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: list[dict[str, Any]], states: list[dict[str, Any]],
-                  read: dict[str, Any] | None, gates: dict[str, Any], pid_hosts: list[str],
-                  later: list[list[list[str]]], gone: list[str], hosts_total: int, max_fail_percentage: float,
-                  backout: str) -> dict[str, Any]:
-    """Did every service of the batch come back, and do the health gates allow the next one?
+def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], read: dict[str, Any],
+                  gates: dict[str, Any]) -> dict[str, Any]:
+    """Did every service of batch ``index`` come back, and do the health gates allow the next one?
 
-    ``outcomes`` and ``states`` hold one entry per play host (restart outcome
-    and host state read after the batch), ``read`` the info module's last
-    read of the batch (its wait, or the read after the pause), ``gates`` the
-    evaluated health gates, ``later`` the members of the batches still to
-    come, ``gone`` every host left out so far (unreachable now or before).
+    ``rollout`` is the rollout's state after the batch (rollout.state.after_batch: the host states read after it,
+    every host left out so far, unreachable now or before, in ``gone``), ``done`` what the batch's restarts did
+    (rollout.batch.restart_outcomes), ``read`` the info module's last read of the batch (its wait, or the read after
+    the pause), ``gates`` the evaluated health gates.
     """
-    failures = {(host["host"], failure["service"]): failure["message"]
-                for host in outcomes for failure in host["failed"]}
-    gone = sorted(set(gone) | {host["host"] for host in outcomes if host.get("unreachable")})
-    state_of = {(service["host"], service["service"]): service for host in states for service in host["services"]}
-    matched = match.match([host for host in states if host["reachable"]], (read or {}).get("runtimes", []),
-                          pid_hosts=pid_hosts)
-    status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]
+    states, batch, gone = rollout["hosts"], rollout["batches"][index], rollout["gone"]
+    count, hosts_total, max_fail_percentage = len(rollout["batches"]), len(states), rollout["max_fail_percentage"]
+    state_of = {f"{service['host']}/{service['service']}": service for host in states for service in host["services"]}
+    matched = match.match([host for host in states if host["reachable"]], read.get("runtimes", []),
+                          pid_hosts=rollout["pid_hosts"])
+    status_of = {f"{entry['host']}/{entry['service']}": entry["status"] for entry in matched["services"]
                  if entry["judged_by"] == match.BY_PID}
-    runtimes = {(service["host"], service["service"]): service.get("runtimes", 1) for service in state_of.values()}
-    expected = sum(runtimes.get((host["host"], service), 1) for host in outcomes for service in host["restarted"])
+    expected = sum(state_of.get(name, {}).get("runtimes", 1) for name in done["restarted"])
     # The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each.
-    new = (read or {}).get("new_runtimes")
+    new = read.get("new_runtimes")
     healthy, wait_problem = len(new or []), None
-    if read is not None and new is None:
+    if new is None:
         wait_problem = f"the wait for the new runtimes failed: {read.get('msg', 'no result')}"
-    elif read is not None and healthy < expected:
+    elif healthy < expected:
         wait_problem = (f"{healthy} of {expected} restarted runtimes are live and healthy in Awa within "
                         "enqueue_shards_restart_timeout (and any batch pause)")
-    problems = [problem for host, service in batch if host not in gone
-                for problem in [_service_problem(f"{host}/{service}", failures.get((host, service)),
-                                                 state_of.get((host, service)), status_of.get((host, service)),
-                                                 wait_problem is not None)]
-                if problem]
+    problems = [problem for host, service in batch if host not in gone for name in [f"{host}/{service}"]
+                for problem in [_service_problem(name, done["failed"].get(name), state_of.get(name), status_of.get(name),
+                                                 wait_problem is not None)] if problem]
     if wait_problem:
         problems.append(wait_problem)
     problems += gates["crossed"]
     readings = gates["text"]
-    left_out = [f"{host}/{service}" for host, service in batch + [m for b in later for m in b] if host in gone]
+    left_out = [f"{host}/{service}" for later in rollout["batches"][index:] for host, service in later if host in gone]
     if left_out:
         text = (f"{len(gone)} of {hosts_total} producer host(s) unreachable ({', '.join(gone)}): "
                 f"{', '.join(left_out)} not checked or restarted")
@@ -213,21 +196,16 @@ def batch_verdict(batch: list[list[str]], *, index: int, count: int, outcomes: l
                   f"jobs, then back out, or once it is understood {RE_RUN}")
     members = ", ".join(f"{host}/{service}" for host, service in batch)
     message = (f"Rollout stopped at batch {index + 1} of {count} ({members}): " + "; ".join(problems) + ". "
-               f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {backout}")
+               f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {rollout['backout']}")
     return {"ok": False, "message": message}
 
 
 def inventory_verdict(matched: dict[str, Any], backout: str) -> dict[str, Any]:
     """At the end: is every service of the inventory that the change concerns done - its runtimes live on the count?
     ``matched`` is the inventory's match (summary.queue_inventory, the plan's queues), the one the summary prints."""
-    missing = []
-    for entry in matched["services"]:
-        if entry["status"] not in match.DONE and entry["state"] != "stopped":
-            why = {match.NOT_READ: "its host is unreachable", match.NOT_RUNNING: f"it is {entry['state']}",
-                   match.NO_RUNTIME: match.NO_RUNTIME_TEXT.format(entry["main_pid"]),
-                   match.STALE_RUNTIMES: "its runtime does not run the count",
-                   match.SHORT_BY_COUNT: "the runtimes on the count are too few to cover it"}
-            missing.append(f"{entry['host']}/{entry['service']} ({why.get(entry['status'], entry['status'])})")
+    missing = [f"{entry['host']}/{entry['service']} ({why.format(pid=entry['main_pid'], state=entry['state'])})"
+               for entry in matched["services"] if entry["status"] not in match.DONE and entry["state"] != "stopped"
+               for why in [match.WHY_NOT_DONE.get(entry["status"], entry["status"])]]
     text = f"{match.inventory_text(matched)} inventory runtimes live on the count"
     if not missing and matched["on_count"] >= matched["expected"]:
         return {"ok": True, "message": f"Every service of the inventory is done: {text}; "

@@ -4,12 +4,12 @@
 from __future__ import annotations
 
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.batch import (
-    after_batch,
     batch_services,
     expectations,
     pause_seconds,
     restart_outcomes,
 )
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.state import after_batch
 from ansible_collections.awa.operations.tests.unit.plugins.plugin_utils.rollout_fakes import (
     runtime,
     systemd_host,
@@ -26,7 +26,7 @@ def rollout(**overrides) -> dict:
     hosts = [systemd_host("app1", {"a": unit("a", pid=1), "b": unit("b", pid=2)}, T),
              systemd_host("app2", {"a": unit("a", pid=3)}, T), systemd_host("app3", {"a": unit("a", pid=4)}, T)]
     state = {"batches": [[["app1", "a"], ["app2", "a"]], [["app1", "b"], ["app3", "a"]]], "hosts": hosts,
-             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"],
+             "gone": [], "known_runtimes": ["old-1"], "pid_hosts": ["app1", "app2", "app3"], "restarted": [], "read": "",
              "max_fail_percentage": 0, "verdicts": [], "backout": "To back out: ...",
              "canary_pause": None, "batch_pause": 0, "gates": NO_GATES}
     return {**state, **overrides}
@@ -49,20 +49,16 @@ def test_restart_outcomes_name_what_restarted_failed_or_could_not_be_reached():
         "app2": restarted({"a": unit("a", pid=12)}, a="Job for a.service failed."),
         "app3": {"unreachable": True, "msg": "ssh: connect to host app3 port 22"},
         "app4": {"failed": True, "msg": "/usr/bin/python3: not found"}}
-    assert restart_outcomes(state, 0, restarts) == [
-        {"host": "app1", "restarted": ["a"], "failed": [], "unreachable": None},
-        {"host": "app2", "restarted": [], "failed": [{"service": "a", "message": "exit status 1: Job for a.service failed."}],
-         "unreachable": None},
-        {"host": "app3", "restarted": [], "failed": [], "unreachable": "ssh: connect to host app3 port 22"},
-        {"host": "app4", "restarted": [], "unreachable": None,
-         "failed": [{"service": "a", "message": "/usr/bin/python3: not found"},
-                    {"service": "b", "message": "/usr/bin/python3: not found"}]}]
+    assert restart_outcomes(state, 0, restarts) == {
+        "restarted": ["app1/a"], "unreachable": ["app3"],
+        "failed": {"app2/a": "exit status 1: Job for a.service failed.", "app4/a": "/usr/bin/python3: not found",
+                   "app4/b": "/usr/bin/python3: not found"}}
 
 
 def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_only_where_pids_cannot_tell():
     restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
                 "app2": restarted({"a": unit("a", pid=12, started=T + 4)})}
-    assert expectations(rollout(), 0, restarts) == {
+    assert expectations(rollout(), restarts) == {
         "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 1},
                                {"reports_as": [{"pid": 12, "hostname": None}], "started_at": T + 4, "runtimes": 1}],
         "expected_new_runtimes": 0}
@@ -70,23 +66,23 @@ def test_a_batch_waits_for_the_new_pid_of_each_service_it_restarted_and_counts_o
     # for none.
     replicas = rollout()
     replicas["hosts"][0]["services"][0]["runtimes"], replicas["hosts"][1]["services"][0]["runtimes"] = 2, 0
-    assert expectations(replicas, 0, restarts) == {
+    assert expectations(replicas, restarts) == {
         "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 2}],
         "expected_new_runtimes": 0}
     # app2's runtimes cannot be told apart by pid: counted.
-    assert expectations(rollout(pid_hosts=["app1"]), 0, restarts) == {
+    assert expectations(rollout(pid_hosts=["app1"]), restarts) == {
         "restarted_services": [{"reports_as": [{"pid": 11, "hostname": None}], "started_at": T + 4, "runtimes": 1}],
         "expected_new_runtimes": 1}
     # A service that failed after its restart has no pid: nothing is waited for in its name, the verdict says why.
     failed = {"app1": restarted({"a": unit("a", state="failed", sub="failed", pid=0, started=T + 4)})}
-    assert expectations(rollout(), 0, failed) == {"restarted_services": [], "expected_new_runtimes": 0}
+    assert expectations(rollout(), failed) == {"restarted_services": [], "expected_new_runtimes": 0}
 
 
 def test_after_a_batch_its_hosts_report_their_new_processes_and_a_vanished_host_is_gone():
     restarts = {"app1": restarted({"a": unit("a", pid=11, started=T + 4)}),
                 "app2": {"unreachable": True, "msg": "no route"}}
     read = {"runtimes": [runtime(11, T + 4.5)], "new_runtimes": [runtime(11, T + 4.5)], "expected_new_runtimes": 1}
-    state = after_batch(rollout(max_fail_percentage=50), index=0, restarts=restarts, read=read)
+    state = after_batch({"rollout": rollout(max_fail_percentage=50), "stop": None}, restarts, [read])["rollout"]
     app1 = {service["service"]: service for service in state["hosts"][0]["services"]}
     assert (app1["a"]["main_pid"], app1["a"]["started_at"], app1["b"]["main_pid"]) == (11, T + 4, 2)
     assert not state["hosts"][1]["reachable"] and state["gone"] == ["app2"]

@@ -102,7 +102,7 @@ def test_a_host_left_out_since_the_reach_keeps_why():
 def test_a_planned_batch_tells_each_host_its_services_then_what_its_wait_waits_for_and_how_long_to_watch_it():
     rollout = two_hosts()
     assert batch_services(rollout, 0) == {"app1": ["a"]}
-    assert expectations(rollout, 0, {})["restarted_services"] == [], "nothing to wait for before its hosts restarted"
+    assert expectations(rollout, {})["restarted_services"] == [], "nothing to wait for before its hosts restarted"
     # Every play host's restart comes in; only the batch's own count.
     restarts = {"app1": systemd_result({"a": unit("a", pid=21, started=READ_AT + 5)}, READ_AT + 6, restart=("a",)),
                 "app2": {"skipped": True}}
@@ -110,7 +110,7 @@ def test_a_planned_batch_tells_each_host_its_services_then_what_its_wait_waits_f
     assert (index, ran) == (0, {"app1": restarts["app1"]})
     # No live runtime has a pid of these hosts' services: their runtimes are counted, not told apart by pid.
     assert rollout["pid_hosts"] == []
-    assert expectations(rollout, index, ran) == {"restarted_services": [], "expected_new_runtimes": 1}
+    assert expectations(rollout, ran) == {"restarted_services": [], "expected_new_runtimes": 1}
     back = {"new_runtimes": [runtime(21, READ_AT + 5.5)], "expected_new_runtimes": 1, "health": HEALTH}
     assert pause_seconds(rollout, index, back) == 30, "the canary's own pause, from the plan's settings"
     crossed = dict(back, health={"deadlocks": 2, "stats_reset": None})

@@ -26,15 +26,22 @@ QUIET = {"crossed": [], "text": "deadlocks 0; failed jobs 0; retried jobs 0", "r
 
 
 def restarted(host: str, *services: str, failed: dict | None = None, unreachable: str | None = None) -> dict:
-    return {"host": host, "restarted": list(services),
-            "failed": [{"service": s, "message": m} for s, m in (failed or {}).items()], "unreachable": unreachable}
+    """What one host's restarts did (rollout.batch.restart_outcomes)."""
+    return {"restarted": [f"{host}/{service}" for service in services], "unreachable": [host] if unreachable else [],
+            "failed": {f"{host}/{service}": message for service, message in (failed or {}).items()}}
 
 
-def verdict(batch, outcomes, states, read, gates=None, **overrides) -> dict:
-    arguments = {"index": 0, "count": 2, "outcomes": outcomes, "states": states, "read": read, "gates": gates or QUIET,
-                 "pid_hosts": [], "later": [], "gone": [], "hosts_total": 2,
-                 "max_fail_percentage": 0, "backout": BACKOUT, **overrides}
-    return batch_verdict(batch, **arguments)
+def outcomes(*hosts: dict) -> dict:
+    """What the batch's restarts did, host by host."""
+    return {key: [value for host in hosts for value in host[key]] for key in ("restarted", "unreachable")} | {
+        "failed": {name: message for host in hosts for name, message in host["failed"].items()}}
+
+
+def verdict(batch, done, states, read, gates=None, later=None, **overrides) -> dict:
+    """The verdict on the first of two batches (or of ``batch`` then ``later``) of the rollout after it."""
+    rollout = {"batches": [batch, *(later or [[]])], "hosts": states, "pid_hosts": [], "gone": [],
+               "max_fail_percentage": 0, "backout": BACKOUT, **overrides}
+    return batch_verdict(rollout, 0, outcomes(*done), read, gates or QUIET)
 
 
 def waited(*runtimes: dict, expected: int) -> dict:
@@ -91,11 +98,11 @@ def test_a_host_that_vanishes_stops_the_rollout_naming_what_was_not_checked_or_r
     states = [systemd_host("app1", {"a": unit("a", started=T, pid=11)}),
               systemd_host("app2", {"b": unit("b")}, reachable=False)]
     batch, later = [["app1", "a"], ["app2", "b"]], [[["app2", "c"], ["app1", "d"]]]
-    stopped = verdict(batch, outcomes, states, waited(runtime(11, T + 1), expected=1), later=later)
+    stopped = verdict(batch, outcomes, states, waited(runtime(11, T + 1), expected=1), later=later, gone=["app2"])
     assert not stopped["ok"]
     assert ("1 of 2 producer host(s) unreachable (app2): app2/b, app2/c not checked or restarted, over "
             "enqueue_shards_max_fail_percentage 0") in stopped["message"]
-    allowed = verdict(batch, outcomes, states, waited(runtime(11, T + 1), expected=1), later=later,
+    allowed = verdict(batch, outcomes, states, waited(runtime(11, T + 1), expected=1), later=later, gone=["app2"],
                       max_fail_percentage=50)
     assert allowed["ok"] and "going on without them (1 of 2 producer host(s) unreachable (app2)" in allowed["message"]
 
