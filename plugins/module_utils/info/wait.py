@@ -69,14 +69,14 @@ PREDICATES: dict[str, Callable[[StateRead], bool]] = {
 }
 
 
-def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, until: float = float("inf"),
+def attempts(sleep: Callable[[float], None], delays: Sequence[float] = RECONNECT_DELAYS, *, until: float = float("inf"),
              clock: Callable[[], float] = time.monotonic,
              before: Callable[[int, float], None] = lambda number, delay: None) -> Iterator[int]:
-    """The reconnect policy: attempt numbers from 1, sleeping each of ``delays`` (RECONNECT_DELAYS when None) before
+    """The reconnect policy: attempt numbers from 1, sleeping each of ``delays`` (a change's, by default) before
     the next, each sleep cut to the deadline ``until`` and none past it. ``before`` hears of each attempt after the
     first: its number and its delay."""
     yield 1
-    for number, delay in enumerate(RECONNECT_DELAYS if delays is None else delays, start=2):
+    for number, delay in enumerate(delays, start=2):
         remaining = until - clock()
         if remaining <= 0:
             return
@@ -85,21 +85,21 @@ def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, 
         yield number
 
 
-def attempts_text(failures: list[str], delays: Sequence[float] | None) -> str:
-    """How many attempts failed, and within how many seconds (``delays``, RECONNECT_DELAYS when None)."""
-    return f"{len(failures)} attempts within {sum(RECONNECT_DELAYS if delays is None else delays):g} s"
+def attempts_text(failures: list[str], delays: Sequence[float] = RECONNECT_DELAYS) -> str:
+    """How many attempts failed, and within how many seconds (``delays``, a change's by default)."""
+    return f"{len(failures)} attempts within {sum(delays):g} s"
 
 
 def reconnect_with_retries(reconnect: Callable[[], Connection], *,
                            sleep: Callable[[float], None] = time.sleep) -> Connection:
     """A new connection from ``reconnect`` (a connect with the run's options), on the RECONNECT_DELAYS schedule."""
     failures: list[str] = []
-    for dummy in attempts(None, sleep):
+    for dummy in attempts(sleep):
         try:
             return reconnect()
         except ConnectionFailed as exc:
             failures.append(exc.message)
-    raise ConnectionFailed(f"{failures[-1]} ({attempts_text(failures, None)})")
+    raise ConnectionFailed(f"{failures[-1]} ({attempts_text(failures)})")
 
 
 class ReadSession:
@@ -322,7 +322,7 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
 
     while True:
         failures.clear()
-        for dummy in attempts(delays, pause, until=deadline, clock=clock,
+        for dummy in attempts(pause, delays, until=deadline, clock=clock,
                               before=lambda number, delay: on_attempt(failures[-1][1], number - 1, delay)):
             try:
                 read = fetch()
