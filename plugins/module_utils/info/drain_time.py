@@ -41,12 +41,6 @@ def seconds_text(seconds: float) -> str:
     return f"{hours} h {rest} min" if rest else f"{hours} h"
 
 
-def backlog_beyond(view: QueueView, shards: int) -> int | None:
-    """Ready jobs on the queue's shards at and above ``shards`` (None when a lane's depth cannot be read)."""
-    depths = [lane["ready_depth"] for lane in view.get("lanes", []) if lane["shard"] >= shards]
-    return None if None in depths else sum(depth or 0 for depth in depths)
-
-
 def _claim_cursors(view: QueueView) -> dict[tuple[str, int, int], int] | None:
     """Each lane's claim cursor (the next claim sequence value), or None when a lane's sequences are unreadable."""
     cursors = {}

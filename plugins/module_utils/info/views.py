@@ -120,7 +120,7 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
         else round(depth.oldest_ready_age_seconds, 1),
         "enqueue_cursor": depth.enqueue_cursor,
     } for depth in depths]
-    beyond = convergence.depth_beyond_count(lanes)
+    beyond = convergence.ready_beyond(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
         for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
@@ -132,9 +132,9 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
     unreadable = sum(1 for lane in lanes if not lane["readable"])
     findings += [f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), so their "
                  "depth is unknown. Connect as their owner or a member of it."] if unreadable else []
-    depth_values = [lane["ready_depth"] for lane in lanes]
-    view.update({"drained": convergence.is_drained(verdict, beyond), "depth_beyond_count": beyond,
-                 "ready_depth": None if None in depth_values else sum(value or 0 for value in depth_values),
+    # Drained is only meaningful once every runtime has converged (a stale one refills old shards).
+    view.update({"drained": verdict.complete and beyond == 0, "depth_beyond_count": beyond,
+                 "ready_depth": convergence.ready_beyond(lanes, 0),
                  "lanes_complete": sum(1 for lane in lanes if lane["complete"]), "lanes_missing": missing_lanes,
                  "lanes": lanes, "shards": _shard_views(lanes), "grants": grants})
     return first, findings

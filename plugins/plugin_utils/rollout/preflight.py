@@ -17,7 +17,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, kind_lines, names_text
-from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import backlog_beyond, claim_rate, seconds_text
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import ready_beyond
+from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import claim_rate, seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 
 # What preflight finds, as the kind each finding is said as.
@@ -74,7 +75,7 @@ def backlog_queues(read: ShardsInfo | dict[str, Any], queues: list[dict[str, Any
     again a few seconds later, for how fast their jobs are claimed (_drain_findings)."""
     views = read.get("queues")
     return [entry["queue"] for entry in queues if isinstance(views, dict) and _lowered(entry, views[entry["queue"]])
-            and (backlog_beyond(views[entry["queue"]], int(entry["shards"])) or 0) > 0]
+            and (ready_beyond(views[entry["queue"]].get("lanes", []), int(entry["shards"])) or 0) > 0]
 
 
 def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], queues: list[dict[str, Any]],
@@ -87,7 +88,7 @@ def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], 
         view, shards = read["queues"][name], shards_of[name]
         if view["paused"]:
             continue  # its note says it cannot drain while paused
-        backlog = backlog_beyond(view, shards) or 0
+        backlog = ready_beyond(view.get("lanes", []), shards) or 0
         later = (watched.get("queues") or {}).get(name)
         rate = claim_rate(view, read["read_at"], later, watched["read_at"]) if later else None
         lowering = f"lowering {name} to {shards} leaves {backlog} ready jobs on shards {shards} and above"

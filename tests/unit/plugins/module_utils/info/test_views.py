@@ -98,6 +98,8 @@ def test_drained_is_not_claimed_before_every_runtime_converged():
     view = lowered_to_2([runtime("old", -60)], ready={})
     assert view["depth_beyond_count"] == 0
     assert (view["converged"], view["drained"]) == (False, False)
+    converged = lowered_to_2([runtime("new", 60)], ready={3: 3})
+    assert (converged["converged"], converged["drained"], converged["depth_beyond_count"]) == (True, False, 3)
 
 
 def test_a_count_changed_outside_the_module_is_a_finding_with_the_fix():
