@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence, service_runtimes
@@ -111,15 +112,11 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
     own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
     # The lanes as read (``depths``), with whether each is complete (``own_lanes``) and beyond its count.
     complete = {lane.key: lane.complete for lane in own_lanes}
-    lanes: list[LaneView] = [{
-        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
-        "beyond_count": depth.shard >= current[depth.queue],
+    lanes = [cast(LaneView, {
+        **asdict(depth), "beyond_count": depth.shard >= current[depth.queue],
         "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
-        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
-        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
-        else round(depth.oldest_ready_age_seconds, 1),
-        "enqueue_cursor": depth.enqueue_cursor,
-    } for depth in depths]
+        "oldest_ready_age_seconds": None if (age := depth.oldest_ready_age_seconds) is None else round(age, 1),
+    }) for depth in depths]
     beyond = convergence.ready_beyond(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
