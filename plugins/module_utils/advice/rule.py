@@ -36,8 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
-from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import LoadWindow
+from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import ContentionTally, LoadWindow
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice, AdviceEvidence
 
 MIN_GAIN = 1.3  # the least measured gain worth a change of count (and its ordering cost)
