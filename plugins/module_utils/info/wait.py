@@ -291,7 +291,7 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
 
 def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep: float, *,
                lost: Callable[[BaseException], bool] | None = None,
-               on_poll: Callable[[PolledRead, float], None] | None = None,
+               on_poll: Callable[[PolledRead, float], None] = lambda read, elapsed: None,
                on_attempt: Callable[[str, int, float], None] = lambda error, attempt, delay: None,
                clock: Callable[[], float] = time.monotonic,
                pause: Callable[[float], None] = time.sleep) -> ShardsInfo:
@@ -316,7 +316,6 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     delays = [max(sleep, delay) for delay in FAILOVER_DELAYS]
     polls = 0
     first: dict[tuple[str, int, int], int] = {}  # a drain's enqueue cursors at the first read (note_new_jobs)
-    last: PolledRead | None = None
     interruptions: list[tuple[float, str, int]] = []  # seconds into the wait, why, reconnection attempts
     failures: list[tuple[float, str]] = []  # a poll's failed tries: seconds into the wait, and why
 
@@ -341,15 +340,14 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
                 "login_host), run the wait again (in the role: the entry point wait, or --tags enqueue_shards_wait). "
                 "If a change ran just before, check its count there first - a failover to a standby that had not "
                 "received it loses it: give the wait committed and it says so.",
-                dict(last or {}, waited=True, polls=polls, duration=round(failures[-1][0], 3)))
+                {**(read if polls else {}), "waited": True, "polls": polls, "duration": round(failures[-1][0], 3)})
         elapsed = clock() - started
         if failures:
             interruptions.append((*failures[0], len(failures)))
         if wait == "drained":
             note_new_jobs(read, first)
-        polls, last = polls + 1, read
-        if on_poll is not None:
-            on_poll(read, elapsed)
+        polls += 1
+        on_poll(read, elapsed)
         if PREDICATES[wait](read) or deadline <= clock():
             break
         pause(min(sleep, deadline - clock()))
@@ -365,7 +363,7 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
 
 
 def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: float,
-                         on_poll: Callable[[PolledRead, float], None] | None = None, *,
+                         on_poll: Callable[[PolledRead, float], None] = lambda read, elapsed: None, *,
                          reconnect: Callable[[], Connection] | None = None, **options: Any) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
@@ -380,7 +378,7 @@ def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: flo
 
 
 def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: float,
-                    on_poll: Callable[[PolledRead, float], None] | None = None, *,
+                    on_poll: Callable[[PolledRead, float], None] = lambda read, elapsed: None, *,
                     committed: dict[str, tuple[int, int | None]] | None = None, health: bool = False,
                     **read_args: Any) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a
