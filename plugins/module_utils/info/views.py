@@ -199,13 +199,9 @@ def summary_lines(view: QueueView) -> list[str]:
                  f"current count{waiting}")
     for queue in view["physical_queues"] if "shards" in view else []:
         beyond = [row for row in view["shards"] if row["queue"] == queue and row["beyond_count"]]
-        if not beyond:
-            tail = "no lanes beyond the count"
-        elif any(row["ready_depth"] is None for row in beyond):
-            tail = "beyond the count: unknown (unreadable)"
-        else:
-            total = sum(row["ready_depth"] or 0 for row in beyond)
-            tail = f"beyond the count (shards {beyond[0]['shard']}..{beyond[-1]['shard']}): {total or 'none'} ready"
+        total = convergence.ready_beyond(beyond)
+        tail = ("no lanes beyond the count" if not beyond else "beyond the count: unknown (unreadable)" if total is None
+                else f"beyond the count (shards {beyond[0]['shard']}..{beyond[-1]['shard']}): {total or 'none'} ready")
         prefix = f"  {queue}: " if len(view["physical_queues"]) > 1 else "  "
         lines.append(f"{prefix}ready by shard {ready_by_shard(view['shards'], queue) or '-'} | {tail}")
     if view["paused"]:
