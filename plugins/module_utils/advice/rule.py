@@ -142,25 +142,6 @@ def commit_limit(tally: ContentionTally) -> str | None:
     return None if notify + wal < COMMIT_BOUND else NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
 
 
-def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: int,
-             row: tuple[int, dict[int, float]] | None) -> AdviceEvidence:
-    """What the window showed, as the advice used it."""
-    total = sum(load.enqueued.values())
-    busiest = max(load.enqueued.values(), default=0)
-    return {
-        "window_seconds": load.seconds, "samples": tally.samples,
-        "enqueued_per_s": round(total / load.seconds, 1) if load.seconds else 0.0,
-        "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
-        "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
-        "busiest_shard_share": round(busiest / total, 3) if total else None,
-        "lag_growth": None if load.lag_before is None or load.lag_after is None else load.lag_after - load.lag_before,
-        "lane_lock_waiters": load.lane_waiters, "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
-        "wal_waiters": tally.per_sample(tally.wal_waiters), "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
-        "concurrent_enqueuers": concurrency, "path": path, "hidden_backend_samples": tally.hidden,
-        "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
-    }
-
-
 def on_cpu(tally: ContentionTally) -> float:
     return tally.enqueuers_on_cpu / tally.enqueuers_active if tally.enqueuers_active else 0.0
 
@@ -205,7 +186,19 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any])
     path = enqueue_path(tally, load)
     concurrency = observed_load(tally, load)
     row = measured_row(measured.get("gains", {}).get(path, {}), concurrency)
-    seen = evidence(load, tally, path, concurrency, row)
+    # What the window showed, as the advice used it.
+    seen: AdviceEvidence = {
+        "window_seconds": load.seconds, "samples": tally.samples,
+        "enqueued_per_s": round(total / load.seconds, 1) if load.seconds else 0.0,
+        "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
+        "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
+        "busiest_shard_share": round(busiest / total, 3) if total else None,
+        "lag_growth": None if load.lag_before is None or load.lag_after is None else load.lag_after - load.lag_before,
+        "lane_lock_waiters": load.lane_waiters, "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
+        "wal_waiters": tally.per_sample(tally.wal_waiters), "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
+        "concurrent_enqueuers": concurrency, "path": path, "hidden_backend_samples": tally.hidden,
+        "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
+    }
     findings = [HIDDEN_BACKENDS] if tally.hidden else []
 
     def advice(verdict: str, to: int, why: str, limit: str | None = None) -> Advice:
