@@ -114,8 +114,7 @@ ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
 def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
     """The public module's options, connection options included; with ``rollout``, the role's internal read's."""
     waits = [choice for choice in WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
-    spec = connection_argument_spec()
-    spec.update(
+    return {**connection_argument_spec(), **dict(
         queue={"type": "str"},
         queues={"type": "list", "elements": "str"},
         stripes={"type": "int"},
@@ -133,10 +132,7 @@ def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
         health={"type": "bool", "default": False},
         lanes={"type": "bool", "default": True},
         detail={"type": "bool", "default": False},
-    )
-    if rollout:
-        spec.update({name: dict(option) for name, option in ROLLOUT_OPTIONS.items()})
-    return spec
+    ), **{name: dict(option) for name, option in ROLLOUT_OPTIONS.items() if rollout}}
 
 
 def validated(params: Mapping[str, Any]) -> dict[str, Any]:
