@@ -132,11 +132,6 @@ def enqueue_path(tally: ContentionTally, load: QueueLoad) -> str:
     return "copy_keyed" if load.shards == 1 or len([s for s, n in load.enqueued.items() if n]) > 1 else "copy"
 
 
-def observed_load(tally: ContentionTally, load: QueueLoad) -> int:
-    """Backends enqueuing at once: the peak seen, or (statements hidden) the waiters plus the one holding the lock."""
-    return tally.peak_enqueuers or max(1, round(load.lane_waiters) + 1)
-
-
 def commit_limit(tally: ContentionTally) -> str | None:
     notify, wal = tally.per_sample(tally.notify_waiters), tally.per_sample(tally.wal_waiters)
     return None if notify + wal < COMMIT_BOUND else NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
@@ -184,7 +179,8 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any])
     total, busiest = sum(load.enqueued.values()), max(load.enqueued.values(), default=0)
     shards, waiters = load.shards, load.lane_waiters
     path = enqueue_path(tally, load)
-    concurrency = observed_load(tally, load)
+    # Backends enqueuing at once: the peak seen, or (statements hidden) the waiters plus the one holding the lock.
+    concurrency = tally.peak_enqueuers or max(1, round(waiters) + 1)
     row = measured_row(measured.get("gains", {}).get(path, {}), concurrency)
     # What the window showed, as the advice used it.
     seen: AdviceEvidence = {

@@ -199,7 +199,7 @@ def test_hidden_backends_are_a_finding_that_names_the_grant():
 
 
 def test_without_visible_statements_the_load_is_the_waiters_plus_the_holder():
-    assert rule.observed_load(tally(peak=0), load(waiters=3.4)) == 4
+    assert advise(load(waiters=3.4), tally(peak=0), GAINFUL)["evidence"]["concurrent_enqueuers"] == 4
 
 
 def test_contention_without_a_measurement_of_the_path_keeps_the_count_and_says_so():
