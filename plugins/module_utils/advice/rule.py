@@ -123,15 +123,6 @@ def lower_target(gains: dict[int, float], shards: int) -> int | None:
     return min((s for s, gain in gains.items() if s < shards and gain and current / gain < MIN_GAIN), default=None)
 
 
-def enqueue_path(tally: ContentionTally, load: QueueLoad) -> str:
-    """Which measured path the enqueuers take: the SQL insert, or the copy (keyed when it spreads over shards)."""
-    statements = Counter(tally.enqueue_statements)
-    statements.update({kind: count for kind, count in load.lane_statements.items() if kind in ("insert", "copy")})
-    if not statements or statements["insert"] >= statements["copy"]:
-        return "insert"
-    return "copy_keyed" if load.shards == 1 or len([s for s, n in load.enqueued.items() if n]) > 1 else "copy"
-
-
 def commit_limit(tally: ContentionTally) -> str | None:
     notify, wal = tally.per_sample(tally.notify_waiters), tally.per_sample(tally.wal_waiters)
     return None if notify + wal < COMMIT_BOUND else NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
@@ -178,7 +169,11 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any])
     evidence used, the ordering consequence and the findings."""
     total, busiest = sum(load.enqueued.values()), max(load.enqueued.values(), default=0)
     shards, waiters = load.shards, load.lane_waiters
-    path = enqueue_path(tally, load)
+    # Which measured path the enqueuers take: the SQL insert, or the copy (keyed when it spreads over shards).
+    statements = Counter(tally.enqueue_statements)
+    statements.update({kind: count for kind, count in load.lane_statements.items() if kind in ("insert", "copy")})
+    path = ("insert" if not statements or statements["insert"] >= statements["copy"] else
+            "copy_keyed" if shards == 1 or len([s for s, n in load.enqueued.items() if n]) > 1 else "copy")
     # Backends enqueuing at once: the peak seen, or (statements hidden) the waiters plus the one holding the lock.
     concurrency = tally.peak_enqueuers or max(1, round(waiters) + 1)
     row = measured_row(measured.get("gains", {}).get(path, {}), concurrency)
