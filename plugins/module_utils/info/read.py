@@ -159,11 +159,8 @@ def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list
     depths_by_queue: dict[str, list[LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
-    views_read = {logical: views.queue_view(layout, logical, state,
-                                            [depth for physical in layout.physical_queues
-                                             for depth in depths_by_queue.get(physical, [])],
-                                            concerned, latest, runtime_roles, margin_seconds, lanes=lanes,
-                                            never_seen=unknown.get(logical))
+    views_read = {logical: views.queue_view(layout, logical, state, depths_by_queue, concerned, latest, runtime_roles,
+                                            margin_seconds, lanes=lanes, never_seen=unknown.get(logical))
                   for logical, layout in layouts.items()}
     return views.shards_read(views_read, runtimes, read_at=read_at, findings=findings, warnings=warnings,
                              known_runtimes=frozenset(known_runtimes), expected_new_runtimes=expected_new_runtimes,

@@ -17,7 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
     StragglerView)
 
 if TYPE_CHECKING:
-    # The bound of Shown (below).
+    # The bound of Shown (below), and the lane depths by queue.
     from collections.abc import Mapping
 
     # For annotations only: the views import no database driver (the role's filters describe runtimes with them).
@@ -103,11 +103,11 @@ LANE_KEYS = ("drained", "ready_depth", "depth_beyond_count", "lanes_complete", "
              "grants")
 
 
-def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
+def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: Mapping[str, list[LaneDepth]],
                     verdict: convergence.QueueConvergence,
                     runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
-    queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
+    queue's other findings (lanes missing), and those after. ``depths`` are by physical queue."""
     current = view["enqueue_shards"]
     own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
     # The lanes as read (``depths``), with whether each is complete (``own_lanes``) and beyond its count.
@@ -116,7 +116,7 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
         **asdict(depth), "beyond_count": depth.shard >= current[depth.queue],
         "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
         "oldest_ready_age_seconds": None if (age := depth.oldest_ready_age_seconds) is None else round(age, 1),
-    }) for depth in depths]
+    }) for queue in current for depth in depths.get(queue, [])]
     beyond = convergence.ready_beyond(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
@@ -137,14 +137,14 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
     return first, findings
 
 
-def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
+def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: Mapping[str, list[LaneDepth]],
                runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
                margin_seconds: float, *, lanes: bool = True, never_seen: str | None = None) -> QueueView:
     """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
 
-    ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too. ``never_seen``
-    says what is known of a queue the database has never seen (queue_rules.never_seen): its first finding, in place of
-    its missing lanes (which only a change asked to prepare a new queue creates).
+    ``depths`` are the lane depths read, by physical queue, and ``state`` the queues' state: either may hold other
+    queues too. ``never_seen`` says what is known of a queue the database has never seen (queue_rules.never_seen):
+    its first finding, in place of its missing lanes (which only a change asked to prepare a new queue creates).
     """
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
     verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
