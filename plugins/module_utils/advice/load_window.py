@@ -197,10 +197,12 @@ JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
 Cursors: TypeAlias = "dict[Lane, tuple[int | None, int | None]]"  # lane -> (enqueue next, claim next)
 
 
-def _identifiers(schema: str) -> dict[str, sql.Identifier]:
-    return {"enqueue_heads": sql.Identifier(schema, "queue_enqueue_heads"),
-            "claim_heads": sql.Identifier(schema, "queue_claim_heads"),
-            "next_value": sql.Identifier(schema, "sequence_next_value")}
+def _lane_rows(conn: Connection, statement: str, schema: str, queues: list[str], **params: str) -> list[Row]:
+    """The rows of a statement on the lane heads of ``queues`` (LANE_LOCK_KEYS_SQL, LANE_CURSORS_SQL)."""
+    return conn.execute(sql.SQL(statement).format(enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
+                                                  claim_heads=sql.Identifier(schema, "queue_claim_heads"),
+                                                  next_value=sql.Identifier(schema, "sequence_next_value")),
+                        {"schema": schema, "queues": queues, **params}).fetchall()
 
 
 def fetch_activity_sample(conn: Connection) -> list[Row]:
@@ -210,16 +212,13 @@ def fetch_activity_sample(conn: Connection) -> list[Row]:
 
 def fetch_lane_keys(conn: Connection, schema: str, queues: list[str]) -> LaneKeys:
     """The advisory-lock keys of every lane of ``queues``, as pg_locks shows them."""
-    rows = conn.execute(sql.SQL(LANE_LOCK_KEYS_SQL).format(**_identifiers(schema)),
-                        {"schema": schema, "queues": queues, "reservation": RESERVATION,
-                         "insert": INSERT}).fetchall()
+    rows = _lane_rows(conn, LANE_LOCK_KEYS_SQL, schema, queues, reservation=RESERVATION, insert=INSERT)
     return {split_key(key): (kind, (queue, priority, shard)) for kind, queue, priority, shard, key in rows}
 
 
 def fetch_cursors(conn: Connection, schema: str, queues: list[str]) -> Cursors:
     """Both cursors of every lane of ``queues``; (None, None) where this role may not read the sequences."""
-    rows = conn.execute(sql.SQL(LANE_CURSORS_SQL).format(**_identifiers(schema)),
-                        {"schema": schema, "queues": queues}).fetchall()
+    rows = _lane_rows(conn, LANE_CURSORS_SQL, schema, queues)
     return {(queue, priority, shard): (enqueue_next, claim_next) for queue, priority, shard, enqueue_next, claim_next in rows}
 
 
