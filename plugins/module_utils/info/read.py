@@ -88,13 +88,10 @@ def depth_chunks(physical: list[str], state: QueueState) -> list[list[str]]:
     """Physical queues grouped so each group has at most DEPTH_LANES_PER_TRANSACTION lanes (unless one alone has more)."""
     counted = Counter(lane.queue for lane in state.lanes)
     chunks: list[list[str]] = []
-    size = 0
     for queue in physical:
-        if not chunks or size + counted[queue] > DEPTH_LANES_PER_TRANSACTION:
+        if not chunks or sum(counted[name] for name in chunks[-1]) + counted[queue] > DEPTH_LANES_PER_TRANSACTION:
             chunks.append([])
-            size = 0
         chunks[-1].append(queue)
-        size += counted[queue]
     return chunks
 
 
