@@ -66,8 +66,7 @@ class DrainHistory:
     """The depth beyond the count of each queue, poll after poll: how fast it falls, and the time left at that
     rate (the progress line of a wait until drained)."""
 
-    def __init__(self, polls: int = RATE_POLLS) -> None:
-        self.polls = polls
+    def __init__(self) -> None:
         self._depths: dict[str, deque[tuple[float, int]]] = {}
 
     def add(self, read: StateRead, elapsed: float) -> None:
@@ -78,7 +77,7 @@ class DrainHistory:
                 # Unknown now: a rate across the gap would mean nothing.
                 self._depths.pop(name, None)
                 continue
-            self._depths.setdefault(name, deque(maxlen=self.polls)).append((elapsed, depth))
+            self._depths.setdefault(name, deque(maxlen=RATE_POLLS)).append((elapsed, depth))
 
     def time_left(self, elapsed: float, timeout: float) -> str:
         """The time left at the rate the slowest queue's depth falls, against what the timeout leaves ("" when

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.awa.operations.plugins.module_utils.info import drain_time
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import ready_beyond
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import (
     DrainHistory,
@@ -49,8 +50,9 @@ def poll(**depths) -> dict:
     return {"queues": {name: {"depth_beyond_count": depth} for name, depth in depths.items()}}
 
 
-def test_the_time_left_follows_the_slowest_queue_over_the_last_polls_against_the_timeout():
-    history = DrainHistory(polls=3)
+def test_the_time_left_follows_the_slowest_queue_over_the_last_polls_against_the_timeout(monkeypatch):
+    monkeypatch.setattr(drain_time, "RATE_POLLS", 3)
+    history = DrainHistory()
     history.add(poll(orders=400, mail=100), 0)
     assert history.time_left(0, 1800) == "", "one poll gives no rate"
     history.add(poll(orders=300, mail=90), 10)
