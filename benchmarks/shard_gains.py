@@ -19,7 +19,7 @@ import json
 import pprint
 from pathlib import Path
 
-from ansible_collections.awa.operations.plugins.module_utils.advice import contention, rule
+from ansible_collections.awa.operations.plugins.module_utils.advice import load_window, rule
 
 from . import shard_choice_report
 
@@ -27,7 +27,7 @@ from . import shard_choice_report
 def limit_of(path: str, waits: dict[str, float]) -> str:
     """What the producers spent most samples on: a commit-side wait, CPU, or (copy paths) the lane locks still."""
     shares = {rule.NOTIFY_LIMIT: waits.get("Lock:object", 0.0),
-              rule.WAL_LIMIT: sum(share for label, share in waits.items() if label in contention.WAL_WAITS),
+              rule.WAL_LIMIT: sum(share for label, share in waits.items() if label in load_window.WAL_WAITS),
               rule.CPU_LIMIT: waits.get("CPU", 0.0)}
     # The copy paths do not spread over more lanes (keyless) or lock more of them per call (keyed): if their
     # lane-lock waits still lead at the largest count, those are the limit, not what comes after them.

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils.advice import contention, load_window
+from ansible_collections.awa.operations.plugins.module_utils.advice import load_window
 
 OTHER_ROLE = "other"
 Lane = tuple[int, int]  # (priority, shard)
@@ -56,12 +56,12 @@ def classify(row: tuple, roles: dict[str, str], lane_keys: LaneKeys) -> BackendS
     """One row of the info module's activity sample (module_utils/advice/load_window.py) as a BackendSample.
 
     The wait and the lock are named as the info module's advice names them
-    (module_utils/advice/contention.py); the role comes from the application name.
+    (module_utils/advice/load_window.py); the role comes from the application name.
     The statement text is kept only in example samples.
     """
     state, wait_type, wait_event, locktype, database, classid, objid, dummy, application = row[:9]
-    lock, lane = contention.lock_kind(locktype, database, classid, objid, lane_keys)
-    return BackendSample(roles.get(application, OTHER_ROLE), contention.wait_label(state, wait_type, wait_event),
+    lock, lane = load_window.lock_kind(locktype, database, classid, objid, lane_keys)
+    return BackendSample(roles.get(application, OTHER_ROLE), load_window.wait_label(state, wait_type, wait_event),
                          lock, lane)
 
 

@@ -20,7 +20,7 @@ it, and waits itself: a detached job cannot print, and its job id (``poll:
 0``) or its result (``poll`` above 0) is what Ansible's async machinery expects.
 
 The options are checked with the module's own argument spec and rules, and
-their values as the module checks them (info_run.py's validated). The
+their values as the module checks them (info/options.py's validated). The
 role's internal read (plugins/action/__role/enqueue_shards_rollout_info.py) is
 this plugin for its module, with the rollout's options (info/options.py).
 """
@@ -36,11 +36,10 @@ from ansible.utils.display import Display
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import FailedWithState, InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import DrainHistory
-from ansible_collections.awa.operations.plugins.module_utils.info.options import ARGUMENT_RULES, argument_spec
+from ansible_collections.awa.operations.plugins.module_utils.info.options import ARGUMENT_RULES, argument_spec, validated
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead
 from ansible_collections.awa.operations.plugins.module_utils.info import wait
 from ansible_collections.awa.operations.plugins.module_utils.info.views import shown
-from ansible_collections.awa.operations.plugins.module_utils.info_run import validated
 
 display = Display()
 

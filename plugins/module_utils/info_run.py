@@ -5,8 +5,8 @@
 ``run`` is what awa_enqueue_shards_info and the role's internal read run; it
 stands above the two packages it composes, info/ (the read and the wait) and
 advice/ (the rule and its words are rule.py's, pure, the window
-load_window.py's). The action plugins check the options with ``validated``
-before they poll the module; the shard_advice event source calls
+load_window.py's). The action plugins check the options as it does
+(options.validated) before they poll the module; the shard_advice event source calls
 ``advise_queues`` window after window.
 """
 
@@ -53,33 +53,22 @@ def add_advice(info: ShardsInfo, advised: dict[str, Advice]) -> None:
                                                               for finding in view["findings"]]))
 
 
-def validated(params: dict[str, Any]) -> dict[str, Any]:
-    """The module's options, the rollout's defaulted, once their values are checked together (raises
-    ``InvalidRequest``); the module and its action plugin check them alike."""
-    params = options.with_rollout_defaults(params)
-    options.validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"], params["delay"])
-    options.validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
-    options.validate_lanes_option(params["lanes"], params["wait"])
-    return params
-
-
 def run(module: Module) -> tuple[ShardsInfo, list[str]]:
     """The run: one read of the queues, or a wait; then their health and advice when asked. The result, or a failed
     wait's, as the module returns it (views.shown: the whole of it with ``detail``)."""
-    params = validated(module.params)
+    params = options.validated(module.params)
     committed = wait.validate_committed(params["committed"])
     # The action plugin waits out the delay itself and passes none; the module waits it out under async.
     time.sleep(params["delay"])
     # After a wait that reconnected (a failover), advice reads on the connection it ended on.
     with open_connection(params) as conn, closing(wait.ReadSession(conn, lambda: connect(params))) as session:
         try:
-            # The read's options that read_shards_info takes by the same name, and the three it names otherwise.
+            # The read's options that read_shards_info takes by the same name, and the one it names otherwise.
             info = wait.wait_in_session(
                 session, params["wait"], params["wait_timeout"], params["wait_sleep"], committed=committed,
-                runtime_roles=tuple(params["runtime_roles"]), known_runtimes=tuple(params["known_runtimes"]),
                 margin_seconds=params["clock_margin"], **{name: params[name] for name in (
-                    "queue", "queues", "stripes", "ledger_schema", "expected_new_runtimes", "lock_timeout", "health",
-                    "lanes", "restarted_services", "window_services")})
+                    "queue", "queues", "stripes", "runtime_roles", "known_runtimes", "ledger_schema",
+                    "expected_new_runtimes", "lock_timeout", "health", "lanes", "restarted_services", "window_services")})
             if params["advise"]:
                 add_advice(info, advise_queues(session.current(), info, params["advise_window"],
                                                params["lock_timeout"], params["advise_gains"]))

@@ -25,7 +25,6 @@ flap a queue's shard count:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from contextlib import suppress
 from dataclasses import asdict, dataclass, field
@@ -152,7 +151,7 @@ def advice_event(queue: str, advice: Advice, *, actionable: bool, windows: int) 
     """The event: the advice, with ``to`` one step toward the rule's own target (``advised_to``): at most double
     (raise) or half (lower) the current count."""
     shards, advised_to = advice["shards"], advice["to"]
-    step = {"raise": min(advised_to, shards * 2, MAX_SHARDS), "lower": max(advised_to, math.ceil(shards / 2), 1)}
+    step = {"raise": min(advised_to, shards * 2, MAX_SHARDS), "lower": max(advised_to, (shards + 1) // 2, 1)}
     return {EVENT_KEY: {"queue": queue, **advice, "to": step.get(advice["verdict"], advised_to),
                         "advised_to": advised_to, "actionable": actionable, "windows": windows}}
 

@@ -20,10 +20,9 @@ import threading
 
 import psycopg
 
-from ansible_collections.awa.operations.plugins.module_utils.advice.contention import RESERVATION
-from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import fetch_lane_keys
+from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import RESERVATION, fetch_lane_keys
 
-# Not an enqueue statement to the advice's classifier (contention.STATEMENT_KINDS): the holder is not an enqueuer.
+# Not an enqueue statement to the advice's classifier (load_window.STATEMENT_KINDS): the holder is not an enqueuer.
 LOCK_SQL = "SELECT count(pg_advisory_xact_lock(k)) FROM unnest(%s::int8[]) AS k"
 
 

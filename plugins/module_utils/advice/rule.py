@@ -36,8 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
-from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import LoadWindow
+from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import ContentionTally, LoadWindow
 from ansible_collections.awa.operations.plugins.module_utils.advice.result import Advice, AdviceEvidence
 
 MIN_GAIN = 1.3  # the least measured gain worth a change of count (and its ordering cost)
@@ -124,42 +123,9 @@ def lower_target(gains: dict[int, float], shards: int) -> int | None:
     return min((s for s, gain in gains.items() if s < shards and gain and current / gain < MIN_GAIN), default=None)
 
 
-def enqueue_path(tally: ContentionTally, load: QueueLoad) -> str:
-    """Which measured path the enqueuers take: the SQL insert, or the copy (keyed when it spreads over shards)."""
-    statements = Counter(tally.enqueue_statements)
-    statements.update({kind: count for kind, count in load.lane_statements.items() if kind in ("insert", "copy")})
-    if not statements or statements["insert"] >= statements["copy"]:
-        return "insert"
-    return "copy_keyed" if load.shards == 1 or len([s for s, n in load.enqueued.items() if n]) > 1 else "copy"
-
-
-def observed_load(tally: ContentionTally, load: QueueLoad) -> int:
-    """Backends enqueuing at once: the peak seen, or (statements hidden) the waiters plus the one holding the lock."""
-    return tally.peak_enqueuers or max(1, round(load.lane_waiters) + 1)
-
-
 def commit_limit(tally: ContentionTally) -> str | None:
     notify, wal = tally.per_sample(tally.notify_waiters), tally.per_sample(tally.wal_waiters)
     return None if notify + wal < COMMIT_BOUND else NOTIFY_LIMIT if notify >= wal else WAL_LIMIT
-
-
-def evidence(load: QueueLoad, tally: ContentionTally, path: str, concurrency: int,
-             row: tuple[int, dict[int, float]] | None) -> AdviceEvidence:
-    """What the window showed, as the advice used it."""
-    total = sum(load.enqueued.values())
-    busiest = max(load.enqueued.values(), default=0)
-    return {
-        "window_seconds": load.seconds, "samples": tally.samples,
-        "enqueued_per_s": round(total / load.seconds, 1) if load.seconds else 0.0,
-        "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
-        "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
-        "busiest_shard_share": round(busiest / total, 3) if total else None,
-        "lag_growth": None if load.lag_before is None or load.lag_after is None else load.lag_after - load.lag_before,
-        "lane_lock_waiters": load.lane_waiters, "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
-        "wal_waiters": tally.per_sample(tally.wal_waiters), "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
-        "concurrent_enqueuers": concurrency, "path": path, "hidden_backend_samples": tally.hidden,
-        "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
-    }
 
 
 def on_cpu(tally: ContentionTally) -> float:
@@ -203,10 +169,27 @@ def advise(load: QueueLoad, tally: ContentionTally, measured: Mapping[str, Any])
     evidence used, the ordering consequence and the findings."""
     total, busiest = sum(load.enqueued.values()), max(load.enqueued.values(), default=0)
     shards, waiters = load.shards, load.lane_waiters
-    path = enqueue_path(tally, load)
-    concurrency = observed_load(tally, load)
+    # Which measured path the enqueuers take: the SQL insert, or the copy (keyed when it spreads over shards).
+    statements = Counter(tally.enqueue_statements)
+    statements.update({kind: count for kind, count in load.lane_statements.items() if kind in ("insert", "copy")})
+    path = ("insert" if not statements or statements["insert"] >= statements["copy"] else
+            "copy_keyed" if shards == 1 or len([s for s, n in load.enqueued.items() if n]) > 1 else "copy")
+    # Backends enqueuing at once: the peak seen, or (statements hidden) the waiters plus the one holding the lock.
+    concurrency = tally.peak_enqueuers or max(1, round(waiters) + 1)
     row = measured_row(measured.get("gains", {}).get(path, {}), concurrency)
-    seen = evidence(load, tally, path, concurrency, row)
+    # What the window showed, as the advice used it.
+    seen: AdviceEvidence = {
+        "window_seconds": load.seconds, "samples": tally.samples,
+        "enqueued_per_s": round(total / load.seconds, 1) if load.seconds else 0.0,
+        "claimed_per_s": round(load.claimed / load.seconds, 1) if load.seconds else 0.0,
+        "enqueued_by_shard": {str(s): n for s, n in sorted(load.enqueued.items())},
+        "busiest_shard_share": round(busiest / total, 3) if total else None,
+        "lag_growth": None if load.lag_before is None or load.lag_after is None else load.lag_after - load.lag_before,
+        "lane_lock_waiters": load.lane_waiters, "notify_lock_waiters": tally.per_sample(tally.notify_waiters),
+        "wal_waiters": tally.per_sample(tally.wal_waiters), "enqueuers_on_cpu_share": round(on_cpu(tally), 3),
+        "concurrent_enqueuers": concurrency, "path": path, "hidden_backend_samples": tally.hidden,
+        "measured_row": {"producers": row[0], "gains": {str(s): g for s, g in sorted(row[1].items())}} if row else None,
+    }
     findings = [HIDDEN_BACKENDS] if tally.hidden else []
 
     def advice(verdict: str, to: int, why: str, limit: str | None = None) -> Advice:

@@ -85,7 +85,7 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connecti
         raise _unknown(pending, reason, "No way to reconnect was given (the Python API without reconnect=), so it "
                                         "was not looked up.")
     failures = []
-    for attempt in attempts(None, sleep):
+    for attempt in attempts(sleep):
         try:
             conn = reconnect()
         except ConnectionFailed as exc:
@@ -103,7 +103,7 @@ def settle(pending: PendingChange, reason: str, reconnect: Callable[[], Connecti
         finally:
             conn.close()
         return _outcome(pending, reason, attempt, committed, resolved_by, row)
-    raise _unknown(pending, reason, f"The database could not be reached again ({attempts_text(failures, None)}; "
+    raise _unknown(pending, reason, f"The database could not be reached again ({attempts_text(failures)}; "
                                     f"last: {failures[-1]}).")
 
 

@@ -24,10 +24,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     # For annotations only: the rule imports no database driver (the role's filters judge with it on the controller).
     from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import Runtime
     from ansible_collections.awa.operations.plugins.module_utils.schema.ledger import RecordedChange
-    from ansible_collections.awa.operations.plugins.module_utils.info.result import LaneView
+    from ansible_collections.awa.operations.plugins.module_utils.info.result import ShardView
 
 DEFAULT_MARGIN_SECONDS = 5.0
 
@@ -97,12 +99,9 @@ def queue_convergence(runtimes: list[Runtime], current: dict[str, int], changes:
                             stragglers=[straggler for each in pending for straggler in each])
 
 
-def depth_beyond_count(lanes: list[LaneView]) -> int | None:
-    """Ready jobs on shards at or above the count; None when some such lane could not be read."""
-    depths = [lane["ready_depth"] for lane in lanes if lane["beyond_count"]]
+def ready_beyond(lanes: Sequence[ShardView], shards: int | None = None) -> int | None:
+    """Ready jobs on the lanes (or shards) at or above ``shards`` (without it: at or above their own count); None
+    when such a lane could not be read."""
+    depths = [lane["ready_depth"] for lane in lanes
+              if (lane["beyond_count"] if shards is None else lane["shard"] >= shards)]
     return None if None in depths else sum(depth or 0 for depth in depths)
-
-
-def is_drained(convergence: QueueConvergence, beyond: int | None) -> bool:
-    """Drained is only meaningful once every runtime has converged (a stale one refills old shards)."""
-    return convergence.complete and beyond == 0

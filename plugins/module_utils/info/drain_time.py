@@ -41,12 +41,6 @@ def seconds_text(seconds: float) -> str:
     return f"{hours} h {rest} min" if rest else f"{hours} h"
 
 
-def backlog_beyond(view: QueueView, shards: int) -> int | None:
-    """Ready jobs on the queue's shards at and above ``shards`` (None when a lane's depth cannot be read)."""
-    depths = [lane["ready_depth"] for lane in view.get("lanes", []) if lane["shard"] >= shards]
-    return None if None in depths else sum(depth or 0 for depth in depths)
-
-
 def _claim_cursors(view: QueueView) -> dict[tuple[str, int, int], int] | None:
     """Each lane's claim cursor (the next claim sequence value), or None when a lane's sequences are unreadable."""
     cursors = {}
@@ -72,8 +66,7 @@ class DrainHistory:
     """The depth beyond the count of each queue, poll after poll: how fast it falls, and the time left at that
     rate (the progress line of a wait until drained)."""
 
-    def __init__(self, polls: int = RATE_POLLS) -> None:
-        self.polls = polls
+    def __init__(self) -> None:
         self._depths: dict[str, deque[tuple[float, int]]] = {}
 
     def add(self, read: StateRead, elapsed: float) -> None:
@@ -84,7 +77,7 @@ class DrainHistory:
                 # Unknown now: a rate across the gap would mean nothing.
                 self._depths.pop(name, None)
                 continue
-            self._depths.setdefault(name, deque(maxlen=self.polls)).append((elapsed, depth))
+            self._depths.setdefault(name, deque(maxlen=RATE_POLLS)).append((elapsed, depth))
 
     def time_left(self, elapsed: float, timeout: float) -> str:
         """The time left at the rate the slowest queue's depth falls, against what the timeout leaves ("" when

@@ -42,13 +42,6 @@ def validate_read_options(timeout: float, sleep: float, lock_timeout: float, del
             raise InvalidRequest(f"{name} must be between {low} and {high} seconds, got {value}")
 
 
-def validate_lanes_option(lanes: bool, wait: str) -> None:
-    """lanes: false reads no depths, so nothing can be waited on that needs them (drained)."""
-    if not lanes and wait == "drained":
-        raise InvalidRequest("wait=drained waits for the ready jobs on the old shards, and lanes=false reads no lane "
-                             "depths: leave lanes at true (the default) to wait until drained, or wait until converged")
-
-
 def validate_advice_options(advise: bool, window: float, gains: dict[str, Any] | None, wait: str) -> None:
     """advise, advise_window and advise_gains, checked before connecting."""
     if advise and wait != "none":
@@ -121,8 +114,7 @@ ROLLOUT_OPTIONS: dict[str, dict[str, Any]] = {
 def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
     """The public module's options, connection options included; with ``rollout``, the role's internal read's."""
     waits = [choice for choice in WAIT_CHOICES if rollout or choice != ROLLOUT_WAIT]
-    spec = connection_argument_spec()
-    spec.update(
+    return {**connection_argument_spec(), **dict(
         queue={"type": "str"},
         queues={"type": "list", "elements": "str"},
         stripes={"type": "int"},
@@ -140,12 +132,17 @@ def argument_spec(*, rollout: bool = False) -> dict[str, Any]:
         health={"type": "bool", "default": False},
         lanes={"type": "bool", "default": True},
         detail={"type": "bool", "default": False},
-    )
-    if rollout:
-        spec.update({name: dict(option) for name, option in ROLLOUT_OPTIONS.items()})
-    return spec
+    ), **{name: dict(option) for name, option in ROLLOUT_OPTIONS.items() if rollout}}
 
 
-def with_rollout_defaults(params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` of either module, with the rollout's options at their defaults where it has none."""
-    return {**{name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}, **params}
+def validated(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The options of either module, the rollout's defaulted where it has none, once their values are checked
+    together (raises ``InvalidRequest``); the modules and their action plugins check them alike."""
+    params = {**{name: option["default"] for name, option in ROLLOUT_OPTIONS.items()}, **params}
+    validate_read_options(params["wait_timeout"], params["wait_sleep"], params["lock_timeout"], params["delay"])
+    validate_advice_options(params["advise"], params["advise_window"], params["advise_gains"], params["wait"])
+    # lanes: false reads no depths, so nothing can be waited on that needs them (drained).
+    if not params["lanes"] and params["wait"] == "drained":
+        raise InvalidRequest("wait=drained waits for the ready jobs on the old shards, and lanes=false reads no lane "
+                             "depths: leave lanes at true (the default) to wait until drained, or wait until converged")
+    return params

@@ -88,13 +88,10 @@ def depth_chunks(physical: list[str], state: QueueState) -> list[list[str]]:
     """Physical queues grouped so each group has at most DEPTH_LANES_PER_TRANSACTION lanes (unless one alone has more)."""
     counted = Counter(lane.queue for lane in state.lanes)
     chunks: list[list[str]] = []
-    size = 0
     for queue in physical:
-        if not chunks or size + counted[queue] > DEPTH_LANES_PER_TRANSACTION:
+        if not chunks or sum(counted[name] for name in chunks[-1]) + counted[queue] > DEPTH_LANES_PER_TRANSACTION:
             chunks.append([])
-            size = 0
         chunks[-1].append(queue)
-        size += counted[queue]
     return chunks
 
 
@@ -158,11 +155,8 @@ def read_shards_info(conn: Connection, *, queue: str | None = None, queues: list
     depths_by_queue: dict[str, list[LaneDepth]] = {}
     for depth in observed:
         depths_by_queue.setdefault(depth.queue, []).append(depth)
-    views_read = {logical: views.queue_view(layout, logical, state,
-                                            [depth for physical in layout.physical_queues
-                                             for depth in depths_by_queue.get(physical, [])],
-                                            concerned, latest, runtime_roles, margin_seconds, lanes=lanes,
-                                            never_seen=unknown.get(logical))
+    views_read = {logical: views.queue_view(layout, logical, state, depths_by_queue, concerned, latest, runtime_roles,
+                                            margin_seconds, lanes=lanes, never_seen=unknown.get(logical))
                   for logical, layout in layouts.items()}
     return views.shards_read(views_read, runtimes, read_at=read_at, findings=findings, warnings=warnings,
                              known_runtimes=frozenset(known_runtimes), expected_new_runtimes=expected_new_runtimes,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 from collections import Counter, defaultdict
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence, service_runtimes
@@ -16,7 +17,7 @@ from ansible_collections.awa.operations.plugins.module_utils.info.result import 
     StragglerView)
 
 if TYPE_CHECKING:
-    # The bound of Shown (below).
+    # The bound of Shown (below), and the lane depths by queue.
     from collections.abc import Mapping
 
     # For annotations only: the views import no database driver (the role's filters describe runtimes with them).
@@ -102,25 +103,21 @@ LANE_KEYS = ("drained", "ready_depth", "depth_beyond_count", "lanes_complete", "
              "grants")
 
 
-def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: list[LaneDepth],
+def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: Mapping[str, list[LaneDepth]],
                     verdict: convergence.QueueConvergence,
                     runtime_roles: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """Add what a queue's lanes say (LANE_KEYS) to its view; returns their findings: those that go before the
-    queue's other findings (lanes missing), and those after. ``depths`` are this queue's."""
+    queue's other findings (lanes missing), and those after. ``depths`` are by physical queue."""
     current = view["enqueue_shards"]
     own_lanes = [lane for queue in current for lane in state.lanes_of(queue)]
     # The lanes as read (``depths``), with whether each is complete (``own_lanes``) and beyond its count.
     complete = {lane.key: lane.complete for lane in own_lanes}
-    lanes: list[LaneView] = [{
-        "queue": depth.queue, "priority": depth.priority, "shard": depth.shard,
-        "beyond_count": depth.shard >= current[depth.queue],
+    lanes = [cast(LaneView, {
+        **asdict(depth), "beyond_count": depth.shard >= current[depth.queue],
         "complete": complete.get((depth.queue, depth.priority, depth.shard), False),
-        "readable": depth.readable, "ready_depth": depth.ready_depth, "seq_lag": depth.seq_lag,
-        "oldest_ready_age_seconds": None if depth.oldest_ready_age_seconds is None
-        else round(depth.oldest_ready_age_seconds, 1),
-        "enqueue_cursor": depth.enqueue_cursor,
-    } for depth in depths]
-    beyond = convergence.depth_beyond_count(lanes)
+        "oldest_ready_age_seconds": None if (age := depth.oldest_ready_age_seconds) is None else round(age, 1),
+    }) for queue in current for depth in depths.get(queue, [])]
+    beyond = convergence.ready_beyond(lanes)
     missing_lanes: list[LaneRef] = [
         {"queue": lane.queue, "priority": lane.priority, "shard": lane.shard}
         for lane in own_lanes if lane.shard < current[lane.queue] and not lane.complete]
@@ -132,22 +129,22 @@ def _add_lane_views(view: QueueView, logical: str, state: QueueState, depths: li
     unreadable = sum(1 for lane in lanes if not lane["readable"])
     findings += [f"{logical}: {unreadable} lanes have sequences the connected role cannot read (SELECT), so their "
                  "depth is unknown. Connect as their owner or a member of it."] if unreadable else []
-    depth_values = [lane["ready_depth"] for lane in lanes]
-    view.update({"drained": convergence.is_drained(verdict, beyond), "depth_beyond_count": beyond,
-                 "ready_depth": None if None in depth_values else sum(value or 0 for value in depth_values),
+    # Drained is only meaningful once every runtime has converged (a stale one refills old shards).
+    view.update({"drained": verdict.complete and beyond == 0, "depth_beyond_count": beyond,
+                 "ready_depth": convergence.ready_beyond(lanes, 0),
                  "lanes_complete": sum(1 for lane in lanes if lane["complete"]), "lanes_missing": missing_lanes,
                  "lanes": lanes, "shards": _shard_views(lanes), "grants": grants})
     return first, findings
 
 
-def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: list[LaneDepth],
+def queue_view(layout: StripeLayout, logical: str, state: QueueState, depths: Mapping[str, list[LaneDepth]],
                runtimes: list[Runtime], changes: dict[str, RecordedChange], runtime_roles: tuple[str, ...],
                margin_seconds: float, *, lanes: bool = True, never_seen: str | None = None) -> QueueView:
     """Everything awa_enqueue_shards_info says about one logical queue (without ``lanes``: no LANE_KEYS).
 
-    ``depths`` are the lane depths of its physical queues; ``state`` may hold other queues too. ``never_seen``
-    says what is known of a queue the database has never seen (queue_rules.never_seen): its first finding, in place of
-    its missing lanes (which only a change asked to prepare a new queue creates).
+    ``depths`` are the lane depths read, by physical queue, and ``state`` the queues' state: either may hold other
+    queues too. ``never_seen`` says what is known of a queue the database has never seen (queue_rules.never_seen):
+    its first finding, in place of its missing lanes (which only a change asked to prepare a new queue creates).
     """
     current = {queue: state.enqueue_shards[queue] for queue in layout.physical_queues}
     verdict = convergence.queue_convergence(runtimes, current, changes, margin_seconds)
@@ -202,13 +199,9 @@ def summary_lines(view: QueueView) -> list[str]:
                  f"current count{waiting}")
     for queue in view["physical_queues"] if "shards" in view else []:
         beyond = [row for row in view["shards"] if row["queue"] == queue and row["beyond_count"]]
-        if not beyond:
-            tail = "no lanes beyond the count"
-        elif any(row["ready_depth"] is None for row in beyond):
-            tail = "beyond the count: unknown (unreadable)"
-        else:
-            total = sum(row["ready_depth"] or 0 for row in beyond)
-            tail = f"beyond the count (shards {beyond[0]['shard']}..{beyond[-1]['shard']}): {total or 'none'} ready"
+        total = convergence.ready_beyond(beyond)
+        tail = ("no lanes beyond the count" if not beyond else "beyond the count: unknown (unreadable)" if total is None
+                else f"beyond the count (shards {beyond[0]['shard']}..{beyond[-1]['shard']}): {total or 'none'} ready")
         prefix = f"  {queue}: " if len(view["physical_queues"]) > 1 else "  "
         lines.append(f"{prefix}ready by shard {ready_by_shard(view['shards'], queue) or '-'} | {tail}")
     if view["paused"]:

@@ -69,14 +69,14 @@ PREDICATES: dict[str, Callable[[StateRead], bool]] = {
 }
 
 
-def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, until: float = float("inf"),
+def attempts(sleep: Callable[[float], None], delays: Sequence[float] = RECONNECT_DELAYS, *, until: float = float("inf"),
              clock: Callable[[], float] = time.monotonic,
              before: Callable[[int, float], None] = lambda number, delay: None) -> Iterator[int]:
-    """The reconnect policy: attempt numbers from 1, sleeping each of ``delays`` (RECONNECT_DELAYS when None) before
+    """The reconnect policy: attempt numbers from 1, sleeping each of ``delays`` (a change's, by default) before
     the next, each sleep cut to the deadline ``until`` and none past it. ``before`` hears of each attempt after the
     first: its number and its delay."""
     yield 1
-    for number, delay in enumerate(RECONNECT_DELAYS if delays is None else delays, start=2):
+    for number, delay in enumerate(delays, start=2):
         remaining = until - clock()
         if remaining <= 0:
             return
@@ -85,21 +85,21 @@ def attempts(delays: Sequence[float] | None, sleep: Callable[[float], None], *, 
         yield number
 
 
-def attempts_text(failures: list[str], delays: Sequence[float] | None) -> str:
-    """How many attempts failed, and within how many seconds (``delays``, RECONNECT_DELAYS when None)."""
-    return f"{len(failures)} attempts within {sum(RECONNECT_DELAYS if delays is None else delays):g} s"
+def attempts_text(failures: list[str], delays: Sequence[float] = RECONNECT_DELAYS) -> str:
+    """How many attempts failed, and within how many seconds (``delays``, a change's by default)."""
+    return f"{len(failures)} attempts within {sum(delays):g} s"
 
 
 def reconnect_with_retries(reconnect: Callable[[], Connection], *,
                            sleep: Callable[[float], None] = time.sleep) -> Connection:
     """A new connection from ``reconnect`` (a connect with the run's options), on the RECONNECT_DELAYS schedule."""
     failures: list[str] = []
-    for dummy in attempts(None, sleep):
+    for dummy in attempts(sleep):
         try:
             return reconnect()
         except ConnectionFailed as exc:
             failures.append(exc.message)
-    raise ConnectionFailed(f"{failures[-1]} ({attempts_text(failures, None)})")
+    raise ConnectionFailed(f"{failures[-1]} ({attempts_text(failures)})")
 
 
 class ReadSession:
@@ -291,7 +291,7 @@ def timeout_message(wait: str, info: StateRead, elapsed: float) -> str:
 
 def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep: float, *,
                lost: Callable[[BaseException], bool] | None = None,
-               on_poll: Callable[[PolledRead, float], None] | None = None,
+               on_poll: Callable[[PolledRead, float], None] = lambda read, elapsed: None,
                on_attempt: Callable[[str, int, float], None] = lambda error, attempt, delay: None,
                clock: Callable[[], float] = time.monotonic,
                pause: Callable[[float], None] = time.sleep) -> ShardsInfo:
@@ -316,13 +316,12 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
     delays = [max(sleep, delay) for delay in FAILOVER_DELAYS]
     polls = 0
     first: dict[tuple[str, int, int], int] = {}  # a drain's enqueue cursors at the first read (note_new_jobs)
-    last: PolledRead | None = None
     interruptions: list[tuple[float, str, int]] = []  # seconds into the wait, why, reconnection attempts
     failures: list[tuple[float, str]] = []  # a poll's failed tries: seconds into the wait, and why
 
     while True:
         failures.clear()
-        for dummy in attempts(delays, pause, until=deadline, clock=clock,
+        for dummy in attempts(pause, delays, until=deadline, clock=clock,
                               before=lambda number, delay: on_attempt(failures[-1][1], number - 1, delay)):
             try:
                 read = fetch()
@@ -341,15 +340,14 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
                 "login_host), run the wait again (in the role: the entry point wait, or --tags enqueue_shards_wait). "
                 "If a change ran just before, check its count there first - a failover to a standby that had not "
                 "received it loses it: give the wait committed and it says so.",
-                dict(last or {}, waited=True, polls=polls, duration=round(failures[-1][0], 3)))
+                {**(read if polls else {}), "waited": True, "polls": polls, "duration": round(failures[-1][0], 3)})
         elapsed = clock() - started
         if failures:
             interruptions.append((*failures[0], len(failures)))
         if wait == "drained":
             note_new_jobs(read, first)
-        polls, last = polls + 1, read
-        if on_poll is not None:
-            on_poll(read, elapsed)
+        polls += 1
+        on_poll(read, elapsed)
         if PREDICATES[wait](read) or deadline <= clock():
             break
         pause(min(sleep, deadline - clock()))
@@ -365,7 +363,7 @@ def poll_until(fetch: Callable[[], PolledRead], wait: str, timeout: float, sleep
 
 
 def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: float,
-                         on_poll: Callable[[PolledRead, float], None] | None = None, *,
+                         on_poll: Callable[[PolledRead, float], None] = lambda read, elapsed: None, *,
                          reconnect: Callable[[], Connection] | None = None, **options: Any) -> ShardsInfo:
     """Read until ``wait`` (converged, drained or restarted) holds; raise WaitTimeout with the last state otherwise.
 
@@ -380,7 +378,7 @@ def wait_for_shards_info(conn: Connection, wait: str, timeout: float, sleep: flo
 
 
 def wait_in_session(session: ReadSession, wait: str, timeout: float, sleep: float,
-                    on_poll: Callable[[PolledRead, float], None] | None = None, *,
+                    on_poll: Callable[[PolledRead, float], None] = lambda read, elapsed: None, *,
                     committed: dict[str, tuple[int, int | None]] | None = None, health: bool = False,
                     **read_args: Any) -> ShardsInfo:
     """wait_for_shards_info on the caller's ``session``, which it leaves on the connection the wait ended on (after a

@@ -17,7 +17,8 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, kind_lines, names_text
-from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import backlog_beyond, claim_rate, seconds_text
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import ready_beyond
+from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import claim_rate, seconds_text
 from ansible_collections.awa.operations.plugins.module_utils.info.result import QueueView, ShardsInfo
 
 # What preflight finds, as the kind each finding is said as.
@@ -76,7 +77,7 @@ def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], 
     ``watched`` (the read again, or a failed read's result)."""
     for name, shards in lowered.items():
         view, later = read["queues"][name], (watched.get("queues") or {}).get(name)
-        backlog = backlog_beyond(view, shards) or 0
+        backlog = ready_beyond(view.get("lanes", []), shards) or 0
         if view["paused"]:
             continue  # its note says it cannot drain while paused
         rate = claim_rate(view, read["read_at"], later, watched["read_at"]) if later else None
@@ -122,7 +123,7 @@ def preflight(read: ShardsInfo | dict[str, Any], watched: dict[str, Any] | None,
         f"enqueue_shards {'/'.join(map(str, counts))}; {len(read.get('runtimes', []))} runtime(s)"]
     found = [finding for entry, view in zip(queues, views) for finding in _queue_findings(entry, view, asked["repair"])]
     backlog = {entry["queue"]: int(entry["shards"]) for entry, view in zip(queues, views)
-               if _lowered(entry, view) and (backlog_beyond(view, int(entry["shards"])) or 0) > 0}
+               if _lowered(entry, view) and (ready_beyond(view.get("lanes", []), int(entry["shards"])) or 0) > 0}
     found += _drain_findings(read, watched or {}, backlog, float(asked["drain_timeout"]))
     said = {kind: [text for each, text in found if each == kind] for kind in (REFUSAL, NOTE, WARNING)}
     return {"lines": lines + kind_lines(list(read.get("findings", [])), "finding") + kind_lines(said[NOTE], NOTE)

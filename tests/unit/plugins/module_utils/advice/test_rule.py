@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.awa.operations.plugins.module_utils.advice import contention, gains, rule
+from ansible_collections.awa.operations.plugins.module_utils.advice import gains, load_window, rule
 from ansible_collections.awa.operations.plugins.module_utils.advice.rule import QueueLoad, advise, queue_load
-from ansible_collections.awa.operations.plugins.module_utils.advice.contention import ContentionTally
+from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import ContentionTally
 from ansible_collections.awa.operations.plugins.module_utils.advice.load_window import LoadWindow
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -34,7 +34,7 @@ def recorded(name: str, major: int) -> LoadWindow:
     keys = {(classid, objid): (kind, tuple(lane)) for classid, objid, kind, lane in data["lane_keys"]}
     tally = ContentionTally()
     for rows in data["samples"]:
-        tally.add([contention.classify(tuple(row), keys) for row in rows])
+        tally.add([load_window.classify(tuple(row), keys) for row in rows])
 
     def cursors(pairs):
         return {tuple(lane): tuple(values) for lane, values in pairs}
@@ -199,7 +199,7 @@ def test_hidden_backends_are_a_finding_that_names_the_grant():
 
 
 def test_without_visible_statements_the_load_is_the_waiters_plus_the_holder():
-    assert rule.observed_load(tally(peak=0), load(waiters=3.4)) == 4
+    assert advise(load(waiters=3.4), tally(peak=0), GAINFUL)["evidence"]["concurrent_enqueuers"] == 4
 
 
 def test_contention_without_a_measurement_of_the_path_keeps_the_count_and_says_so():
@@ -212,15 +212,15 @@ def test_contention_without_a_measurement_of_the_path_keeps_the_count_and_says_s
 
 
 def test_a_sample_row_is_named_by_its_wait_its_lock_and_its_lane():
-    keys = {(1, 2): (contention.RESERVATION, ("q", 2, 0))}
+    keys = {(1, 2): (load_window.RESERVATION, ("q", 2, 0))}
     row = ("active", "Lock", "advisory", "advisory", 5, 1, 2, "SELECT * FROM awa.insert_job_compat(")
-    assert contention.classify(row, keys) == contention.BackendSample(
-        "Lock:advisory", contention.RESERVATION, ("q", 2, 0), "insert")
-    notify = ("active", "Lock", "object", "object", 0, contention.PG_DATABASE_OID, 0, "COMMIT")
-    assert contention.classify(notify, keys).lock == contention.NOTIFY
+    assert load_window.classify(row, keys) == load_window.BackendSample(
+        "Lock:advisory", load_window.RESERVATION, ("q", 2, 0), "insert")
+    notify = ("active", "Lock", "object", "object", 0, load_window.PG_DATABASE_OID, 0, "COMMIT")
+    assert load_window.classify(notify, keys).lock == load_window.NOTIFY
     hidden = (None, None, None, None, None, None, None, "<insufficient privilege>")
-    assert contention.classify(hidden, keys) == contention.BackendSample(contention.HIDDEN)
-    assert contention.split_key(-1) == (0xFFFFFFFF, 0xFFFFFFFF)
+    assert load_window.classify(hidden, keys) == load_window.BackendSample(load_window.HIDDEN)
+    assert load_window.split_key(-1) == (0xFFFFFFFF, 0xFFFFFFFF)
 
 
 @pytest.mark.parametrize("major", MAJORS)

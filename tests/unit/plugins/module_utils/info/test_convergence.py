@@ -7,10 +7,9 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.info import convergence
 from ansible_collections.awa.operations.plugins.module_utils.info.convergence import (
-    depth_beyond_count,
-    is_drained,
     judge,
     queue_convergence,
+    ready_beyond,
 )
 from ansible_collections.awa.operations.plugins.module_utils.schema.runtimes import reported_shard_counts
 
@@ -44,14 +43,10 @@ def test_only_live_runtimes_count_and_each_straggler_is_named():
     assert {(s.runtime.instance_id, s.physical_queue) for s in result.stragglers} == {("old", "q#0"), ("old", "q#1")}
 
 
-def test_drained_needs_convergence_and_zero_readable_depth_beyond_the_count():
+def test_the_depth_beyond_the_count_sums_the_readable_lanes_beyond_and_is_unknown_if_one_is_unreadable():
     lanes = [{"beyond_count": False, "ready_depth": 5}, {"beyond_count": True, "ready_depth": 0}]
-    assert depth_beyond_count(lanes) == 0
-    converged = queue_convergence([runtime()], {"q": 8}, {"q": change()})
-    stale = queue_convergence([runtime("old")], {"q": 8}, {"q": change()})
-    assert is_drained(converged, 0) and not is_drained(stale, 0) and not is_drained(converged, 3)
-    assert depth_beyond_count(lanes + [{"beyond_count": True, "ready_depth": None}]) is None
-    assert not is_drained(converged, None)
+    assert ready_beyond(lanes) == 0
+    assert ready_beyond(lanes + [{"beyond_count": True, "ready_depth": None}]) is None
 
 
 @pytest.mark.parametrize("snapshot, expected", [

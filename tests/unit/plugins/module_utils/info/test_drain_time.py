@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from ansible_collections.awa.operations.plugins.module_utils.info import drain_time
+from ansible_collections.awa.operations.plugins.module_utils.info.convergence import ready_beyond
 from ansible_collections.awa.operations.plugins.module_utils.info.drain_time import (
     DrainHistory,
-    backlog_beyond,
     claim_rate,
     seconds_text,
 )
@@ -26,11 +27,12 @@ def test_a_duration_reads_in_the_unit_an_operator_would_say(seconds, text):
 
 
 def test_the_backlog_beyond_a_count_sums_the_lanes_at_and_above_it_and_is_unknown_if_one_is_unreadable():
-    view = {"lanes": [lane(0, 5), lane(1, 7), lane(2, 11), lane(3, 13, priority=1), lane(3, 17)]}
-    assert backlog_beyond(view, 2) == 41
-    assert backlog_beyond(view, 4) == 0
-    assert backlog_beyond({"lanes": view["lanes"] + [lane(2, None)]}, 2) is None
-    assert backlog_beyond({"lanes": view["lanes"] + [lane(2, None)]}, 3) == 30
+    lanes = [lane(0, 5), lane(1, 7), lane(2, 11), lane(3, 13, priority=1), lane(3, 17)]
+    assert ready_beyond(lanes, 2) == 41
+    assert ready_beyond(lanes, 4) == 0
+    assert ready_beyond(lanes, 0) == 53
+    assert ready_beyond(lanes + [lane(2, None)], 2) is None
+    assert ready_beyond(lanes + [lane(2, None)], 3) == 30
 
 
 def test_the_claim_rate_is_the_claim_cursors_moved_between_two_reads_over_the_database_time_between_them():
@@ -48,8 +50,9 @@ def poll(**depths) -> dict:
     return {"queues": {name: {"depth_beyond_count": depth} for name, depth in depths.items()}}
 
 
-def test_the_time_left_follows_the_slowest_queue_over_the_last_polls_against_the_timeout():
-    history = DrainHistory(polls=3)
+def test_the_time_left_follows_the_slowest_queue_over_the_last_polls_against_the_timeout(monkeypatch):
+    monkeypatch.setattr(drain_time, "RATE_POLLS", 3)
+    history = DrainHistory()
     history.add(poll(orders=400, mail=100), 0)
     assert history.time_left(0, 1800) == "", "one poll gives no rate"
     history.add(poll(orders=300, mail=90), 10)

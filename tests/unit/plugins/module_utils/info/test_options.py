@@ -7,10 +7,11 @@ import pytest
 
 from ansible_collections.awa.operations.plugins.module_utils.errors import InvalidRequest
 from ansible_collections.awa.operations.plugins.module_utils.info.options import (
+    argument_spec,
     selected_queues,
     validate_advice_options,
-    validate_lanes_option,
     validate_read_options,
+    validated,
 )
 
 
@@ -51,13 +52,27 @@ def test_a_read_covers_one_queue_several_once_each_none_or_every_queue():
         selected_queues(None, ["a", "b"], 2)
 
 
+def options(**given) -> dict:
+    """The public module's options at their defaults, with ``given``."""
+    return {**{name: option.get("default") for name, option in argument_spec().items()}, **given}
+
+
+def test_the_options_are_checked_with_the_rollouts_defaulted():
+    checked = validated(options(queue="orders"))
+    assert (checked["queue"], checked["known_runtimes"], checked["delay"]) == ("orders", [], 0.0)
+    with pytest.raises(InvalidRequest, match="wait_sleep must be between"):
+        validated(options(wait_sleep=0))
+    with pytest.raises(InvalidRequest, match="give advise or wait=converged, not both"):
+        validated(options(advise=True, wait="converged"))
+
+
 @pytest.mark.parametrize("wait", ["none", "converged", "restarted"])
 def test_a_read_without_lanes_serves_every_wait_that_needs_no_depth(wait):
-    validate_lanes_option(False, wait)
+    validated(options(lanes=False, wait=wait))
 
 
 def test_a_wait_until_drained_needs_the_lanes_and_says_so():
-    validate_lanes_option(True, "drained")
+    validated(options(wait="drained"))
     with pytest.raises(InvalidRequest, match="wait=drained waits for the ready jobs on the old shards, and "
                                              "lanes=false reads no lane depths"):
-        validate_lanes_option(False, "drained")
+        validated(options(lanes=False, wait="drained"))

@@ -49,7 +49,7 @@ def lowered_to_2(runtimes, ready=None, recorded_to=2, lanes=None, roles=(), read
     layout = resolve_stripes("orders", None, ["orders"])
     observed = state(lanes if lanes is not None else grid("orders", 4, 4), {"orders": 2})
     recorded = {"orders": change(to_shards=recorded_to, live_ids=("old",), queue="orders")}
-    return queue_view(layout, "orders", observed, depths("orders", 4, ready, readable), runtimes, recorded,
+    return queue_view(layout, "orders", observed, {"orders": depths("orders", 4, ready, readable)}, runtimes, recorded,
                       tuple(roles), MARGIN, lanes=read_lanes)
 
 
@@ -88,7 +88,7 @@ def test_a_queue_read_beside_others_reports_its_own_lanes_only():
     layout = resolve_stripes("orders", None, ["orders"])
     counts = {"events": 4, "orders": 2, "zebra": 4}
     observed = state(grid("events", 4, 2) + grid("orders", 2, 2) + grid("zebra", 4, 1), counts)
-    view = queue_view(layout, "orders", observed, depths("orders", 2), [runtime("new", 60)], {}, (), MARGIN)
+    view = queue_view(layout, "orders", observed, {"orders": depths("orders", 2)}, [runtime("new", 60)], {}, (), MARGIN)
     assert (view["lanes_complete"], view["lanes_missing"], view["findings"]) == (8, [], [])
     assert {lane["queue"] for lane in view["lanes"]} == {"orders"}
     assert [(row["queue"], row["shard"]) for row in view["shards"]] == [("orders", 0), ("orders", 1)]
@@ -98,6 +98,8 @@ def test_drained_is_not_claimed_before_every_runtime_converged():
     view = lowered_to_2([runtime("old", -60)], ready={})
     assert view["depth_beyond_count"] == 0
     assert (view["converged"], view["drained"]) == (False, False)
+    converged = lowered_to_2([runtime("new", 60)], ready={3: 3})
+    assert (converged["converged"], converged["drained"], converged["depth_beyond_count"]) == (True, False, 3)
 
 
 def test_a_count_changed_outside_the_module_is_a_finding_with_the_fix():
@@ -125,7 +127,7 @@ def test_missing_lanes_grants_and_runtime_owned_sequences_are_findings_naming_th
 def test_a_queue_the_database_has_never_seen_says_so_first_instead_of_advising_the_change_for_its_lanes():
     layout = resolve_stripes("ordres", None, [])
     said = never_seen("ordres", ["orders"])
-    view = queue_view(layout, "ordres", state(grid("ordres", 1, 0), {"ordres": 1}), [], [runtime("new", 60)], {}, (),
+    view = queue_view(layout, "ordres", state(grid("ordres", 1, 0), {"ordres": 1}), {}, [runtime("new", 60)], {}, (),
                       MARGIN, never_seen=said)
     assert view["known"] is False and view["lanes_missing"], "its lanes are missing, as for any queue without lanes"
     assert view["findings"] == [f"ordres: {said}"]
