@@ -65,6 +65,5 @@ def estimate(batches: int, timing: Mapping[str, Any], lowering: bool) -> dict[st
             if batches > MANY_BATCHES else "")
     return {"seconds": seconds, "least": pauses, "most": most, "line": (
         f"The window should take about {seconds_text(seconds)} ({batches} batch(es), {seconds_text(per_batch)} a "
-        f"batch{source}){many}; at least "
-        f"{seconds_text(pauses)} (the pauses), at most {seconds_text(most)} (the timeouts and pauses, a minute a batch "
-        "for its restarts and two for the rest)")}
+        f"batch{source}){many}; at least {seconds_text(pauses)} (the pauses), at most {seconds_text(most)} (the "
+        "timeouts and pauses, a minute a batch for its restarts and two for the rest)")}
