@@ -16,6 +16,7 @@ import json
 import os
 import statistics
 from collections.abc import Mapping
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +34,12 @@ MANY_BATCHES = 100
 def measured(report_dir: str) -> tuple[list[float], float | None]:
     """The batches' seconds and the rest of the window's, of the newest record in ``report_dir`` that has them."""
     for path in sorted(Path(report_dir).glob("enqueue_shards-*.json"), key=os.path.getmtime, reverse=True):
-        try:
+        # A record that cannot be read, or that lacks a figure, is passed over for the one before it.
+        with suppress(OSError, ValueError, KeyError, TypeError):
             report = json.loads(path.read_text(encoding="utf-8"))
             batches = [float(batch["seconds"]) for batch in report.get("batches") or [] if "seconds" in batch]
             if batches:
                 return batches, max(float(report["outcome"]["total_seconds"]) - sum(batches), 0.0)
-        except (OSError, ValueError, KeyError, TypeError):
-            continue
     return [], None
 
 
@@ -65,6 +65,5 @@ def estimate(batches: int, timing: Mapping[str, Any], lowering: bool) -> dict[st
             if batches > MANY_BATCHES else "")
     return {"seconds": seconds, "least": pauses, "most": most, "line": (
         f"The window should take about {seconds_text(seconds)} ({batches} batch(es), {seconds_text(per_batch)} a "
-        f"batch{source}){many}; at least "
-        f"{seconds_text(pauses)} (the pauses), at most {seconds_text(most)} (the timeouts and pauses, a minute a batch "
-        "for its restarts and two for the rest)")}
+        f"batch{source}){many}; at least {seconds_text(pauses)} (the pauses), at most {seconds_text(most)} (the "
+        "timeouts and pauses, a minute a batch for its restarts and two for the rest)")}

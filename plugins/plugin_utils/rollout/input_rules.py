@@ -48,9 +48,10 @@ ROLE_OPTIONS: dict[str, dict[str, Any]] = (
     yaml_load(SPEC.read_text(encoding="utf-8"))["argument_specs"]["main"]["options"])
 
 # What each entry point validates: the queues and the database always, the rollout and the waits when they run; last,
-# each scope's numbers that a module bounds (BOUNDS).
-SCOPES = {"queues": ("lock_timeout",), "rollout": ("restart_timeout", "wait_sleep"),
-          "wait": ("converge_timeout", "drain_timeout", "wait_sleep")}
+# each scope's numbers that a module bounds, each with the info module's option whose rule checks it
+# (validate_read_options' parameter).
+SCOPES = {"queues": {"lock_timeout": "lock_timeout"}, "rollout": {"restart_timeout": "timeout", "wait_sleep": "sleep"},
+          "wait": {"converge_timeout": "timeout", "drain_timeout": "timeout", "wait_sleep": "sleep"}}
 
 ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -58,10 +59,6 @@ ENVIRONMENT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # check (the variables' descriptions list them): the modules' own queue entries and connection options.
 KEYS = {"queues": ENTRY_KEYS, "connection": tuple(CONNECTION_OPTIONS)}
 CHOICES = {"pickup": ("restart", "refresh"), "restart_method": METHODS}
-
-# The numbers a module bounds, each the info module's option its rule checks (validate_read_options' parameter).
-BOUNDS = {"lock_timeout": "lock_timeout", "wait_sleep": "sleep",
-          **dict.fromkeys(("restart_timeout", "converge_timeout", "drain_timeout"), "timeout")}
 
 
 def _number(value: object) -> float | None:
@@ -99,7 +96,8 @@ PER_SERVICE: dict[str, tuple[str, Callable[[Any], bool], str]] = {
                          "a whole number of runtimes (0: it only enqueues, and is done once it started after the "
                          "change)")}
 
-# The variables the role checks itself, each with its rule and what to give instead (formatted with the value given).
+# The variables the role checks itself, each with its rule and what to give instead (formatted with the value given;
+# a choice's with the one meant).
 # A batch may be watched an hour before the next one: a canary soak longer than that is its own window.
 PAUSE = "must be seconds between 0 and 3600, got {!r}"
 GATE_LIMITS = ("max_deadlocks", "max_failed_jobs", "max_retried_jobs")
@@ -119,7 +117,9 @@ RULES: dict[str, tuple[Callable[[Any], object], str]] = {
         "must be a list of variable names (letters, digits, _), got {!r}"),
     # Not the value itself: it may hold the file's secrets.
     "environment": (lambda environment: isinstance(environment or {}, dict),
-                    "must be a dict of NAME: value, got a {.__class__.__name__}")}
+                    "must be a dict of NAME: value, got a {.__class__.__name__}"),
+    **{name: (choices.__contains__, f"must be one of {', '.join(choices)}, got {{!r}}")
+       for name, choices in CHOICES.items()}}
 
 # The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
 HOST_SETTINGS = ("services", "service_queues", "service_runtimes", "runtimes_per_service", "restart_method",
@@ -148,22 +148,29 @@ def _listing(problem: str, names: Iterable[object]) -> list[str]:
 
 
 def rule_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
-    """Each of ``names`` its rule (RULES) refuses, said with what to give instead."""
-    return [f"{PREFIX}{name} {RULES[name][1].format(given[name])}" for name in names if not RULES[name][0](given[name])]
+    """Each of ``names`` its rule (RULES) refuses, said with what to give instead (a misspelt choice with the one
+    meant)."""
+    return [f"{PREFIX}{name} {RULES[name][1].format(given[name])}"
+            f"{did_you_mean(str(given[name]), CHOICES.get(name, ()), limit=1)}"
+            for name in names if not RULES[name][0](given[name])]
 
 
-def bound_problems(given: dict[str, Any], names: Iterable[str]) -> list[str]:
-    """Each number of ``names`` checked with its module's rule (BOUNDS), the message naming the role's variable; a
-    value given that is no number is the type check's."""
-    problems, others = [], {"timeout": 0.0, "sleep": DEFAULT_WAIT_SLEEP, "lock_timeout": DEFAULT_LOCK_TIMEOUT}
-    for name in names:
-        number = _number(given[name])
-        try:
-            if given[name] is None or number is not None:
-                validate_read_options(**{**others, BOUNDS[name]: -1 if number is None else number})
-        except InvalidRequest as exc:
-            problems.append(f"{PREFIX}{name} {exc.message.split(' ', 1)[1]}")
-    return problems
+def _refusals(check: Callable[..., object], *args: Any, **kwargs: Any) -> list[str]:
+    """What a module's rule says when ``check`` refuses ``args`` and ``kwargs``: its message, or nothing."""
+    try:
+        check(*args, **kwargs)
+    except InvalidRequest as exc:
+        return [exc.message]
+    return []
+
+
+def bound_problems(given: dict[str, Any], bounds: dict[str, str]) -> list[str]:
+    """Each number of ``bounds`` checked with its module's rule (the option it maps to), the message naming the
+    role's variable; a value given that is no number is the type check's."""
+    others = {"timeout": 0.0, "sleep": DEFAULT_WAIT_SLEEP, "lock_timeout": DEFAULT_LOCK_TIMEOUT}
+    numbers = {name: -1 if given[name] is None else _number(given[name]) for name in bounds}
+    return [f"{PREFIX}{name} {refusal.split(' ', 1)[1]}" for name, number in numbers.items() if number is not None
+            for refusal in _refusals(validate_read_options, **{**others, bounds[name]: number})]
 
 
 def spec_problems(spec: dict[str, Any], given: dict[str, Any], secrets: list[str]) -> list[str]:
@@ -177,13 +184,6 @@ def unknown_key_problems(where: str, given: dict[Any, Any], known: tuple[str, ..
     """``where has no key shard (did you mean shards?)``: each key of a mapping variable it does not take."""
     return [f"{where} has no key {key}{did_you_mean(str(key), known, limit=1)}; it takes {', '.join(known)}"
             for key in given if key not in known]
-
-
-def choice_problems(given: dict[str, Any], name: str) -> list[str]:
-    """The variable ``name`` if it is not one of its CHOICES, with the one meant."""
-    value, choices = given[name], CHOICES[name]
-    return [] if value in choices else [f"{PREFIX}{name} must be one of {', '.join(choices)}, got {value!r}"
-                                        f"{did_you_mean(str(value), choices, limit=1)}"]
 
 
 def queue_problems(queues: object, runtime_roles: object) -> list[str]:
@@ -200,12 +200,10 @@ def queue_problems(queues: object, runtime_roles: object) -> list[str]:
             problems += unknown or [f"{where} needs queue and shards (stripes and new_queue are optional), got "
                                     f"{entry!r}"]
             continue
-        try:
-            validate_request(entry["queue"], _integer(entry["shards"]), _integer(entry.get("stripes")),
-                             runtime_roles or (), new_queue=False if entry.get("new_queue") is None else entry["new_queue"])
-            names.append(entry["queue"])
-        except InvalidRequest as exc:
-            problems.append(f"{where} ({entry['queue']!r}): {exc.message}")
+        refused = _refusals(validate_request, entry["queue"], _integer(entry["shards"]), _integer(entry.get("stripes")),
+                            runtime_roles, new_queue=False if entry.get("new_queue") is None else entry["new_queue"])
+        problems += [f"{where} ({entry['queue']!r}): {refusal}" for refusal in refused]
+        names += [] if refused else [entry["queue"]]
     return problems + _listing("enqueue_shards_queues names a queue more than once",
                                {repr(name) for name in names if names.count(name) > 1})
 
@@ -224,15 +222,12 @@ def connection_problems(connection: object, secrets: list[str]) -> list[str]:
         return unknown or [f"enqueue_shards_connection lacks {' and '.join(missing)}: name the role to connect as "
                            "(Awa's migrator, which owns the lane tables or is a member of their owner) and the "
                            "database holding the Awa schema"]
-    problems = spec_problems(connection_argument_spec(), connection, secrets)
-    if not problems:
-        # The hosts and ports as given, and a target the change accepts (the database host's environment is not
-        # known here: the modules check what comes from it when they connect). A host may quote a password.
-        try:
-            validate_targets(libpq_params(connection, writes=True, environ={}), writes=True, environ={})
-        except InvalidRequest as exc:
-            problems = [masked(exc.message, secrets)]
-    return [f"enqueue_shards_connection: {problem}" for problem in problems]
+    # Once its values pass: the hosts and ports as given, and a target the change accepts (the database host's
+    # environment is not known here: the modules check what comes from it when they connect). A host may quote a
+    # password.
+    problems = spec_problems(connection_argument_spec(), connection, secrets) or _refusals(
+        lambda: validate_targets(libpq_params(connection, writes=True, environ={}), writes=True, environ={}))
+    return [f"enqueue_shards_connection: {masked(problem, secrets)}" for problem in problems]
 
 
 def rollout_problems(given: dict[str, Any]) -> list[str]:
@@ -244,7 +239,7 @@ def rollout_problems(given: dict[str, Any]) -> list[str]:
     only once it answers: verdicts.reachability says it.
     """
     share = max_fail_percentage_problem(given["max_fail_percentage"])
-    problems = [*choice_problems(given, "pickup"), *filter(None, [batch_size_problem(given["batch_size"])]),
+    problems = [*rule_problems(given, ("pickup",)), *filter(None, [batch_size_problem(given["batch_size"])]),
                 *rule_problems(given, ("batch_pause", "canary_pause")), *([share] if isinstance(share, str) else []),
                 *rule_problems(given, [*GATE_LIMITS, "runtimes_per_service"])]
     services = given["services"] or []
@@ -270,7 +265,7 @@ def rollout_problems(given: dict[str, Any]) -> list[str]:
                      f"than one service: {command}" for name in ("restart_command", "status_command")
                      for command in [str(given[name] or "").strip()]
                      if command and SERVICE_PLACEHOLDER not in command and len(services) > 1]
-        problems += choice_problems(given, "restart_method")
+        problems += rule_problems(given, ("restart_method",))
     # The environment file: (the values are plain: null, text, a number, a list or a dict.)
     problems += rule_problems(given, ("env_file", "env_file_mode", "env_file_show", "environment"))
     environment = given["environment"] or {}
@@ -305,14 +300,13 @@ def input_problems(settings: dict[str, Any], scope: list[str]) -> list[str]:
     problems += [*queue_problems(given.get("queues"), given["runtime_roles"]),
                  *connection_problems(connection, secrets), *rule_problems(given, ("ledger_schema",)),
                  *(rollout_problems(given) if "rollout" in scope else []),
-                 *bound_problems(given, dict.fromkeys(name for each in scope for name in SCOPES[each]))]
-    # A variable of another type, unless a rule above said so in its own words.
+                 *bound_problems(given, {name: option for each in scope for name, option in SCOPES[each].items()})]
+    # A variable of another type (its declared type and elements alone), unless a rule above said so in its own words.
     declared = {name: {key: option[key] for key in ("type", "elements") if key in option}
                 for name, option in ROLE_OPTIONS.items()}
     named = set(re.findall(PREFIX + r"\w+", " ".join(problems)))
-    problems += [message for message in spec_problems(declared, {PREFIX + name: value for name, value in given.items()
-                                                                 if PREFIX + name in declared}, secrets)
-                 if not named & set(re.findall(PREFIX + r"\w+", message))]
+    typed = spec_problems(declared, {name: given.get(name.removeprefix(PREFIX)) for name in declared}, secrets)
+    problems += [message for message in typed if not named & set(re.findall(PREFIX + r"\w+", message))]
     return list(dict.fromkeys(problems))
 
 
@@ -325,40 +319,32 @@ def host_settings(settings: dict[str, Any], host: str, scope: list[str]) -> dict
     """
     given = given_values(settings)
     services = [str(name) for name in given["services"]] if isinstance(given["services"], list) else []
-    declared, runtimes = given["service_queues"], given["service_runtimes"]
+    maps = {name: given[name] if isinstance(given[name], dict) else {} for name in PER_SERVICE}
     # Each service's runtimes: its own (enqueue_shards_service_runtimes), else enqueue_shards_runtimes_per_service.
-    runtimes = {**dict.fromkeys(services, _integer(given["runtimes_per_service"])),
-                **(runtimes if isinstance(runtimes, dict) else {})}
+    runtimes = {**dict.fromkeys(services, _integer(given["runtimes_per_service"])), **maps["service_runtimes"]}
     carried = {name: "" if given[name] is None else str(given[name]) for name in HOST_SETTINGS[4:]}
     # The HOSTNAME its environment file gives the services' processes (none when the role writes no file).
     carried["runtime_hostname"] *= bool(given["env_file"])
-    return {"host": host, "problems": input_problems(settings, scope), "services": services,
-            "service_queues": declared if isinstance(declared, dict) else {},
+    return {"host": host, "problems": input_problems(settings, scope), "services": services, **maps,
             "service_runtimes": {name: count for name, count in runtimes.items()
                                  if _runtime_count(count) and name in services}, **carried}
 
 
 def input_verdict(hosts: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether every host's variables are valid; otherwise one message, hosts with the same problems together."""
-    by_problems: dict[tuple[str, ...], list[str]] = {}
-    for host in hosts:
-        by_problems.setdefault(tuple(host["problems"]), []).append(host["host"])
-    by_problems.pop((), None)  # the hosts without a problem
-    if not by_problems:
-        return {"ok": True, "message": f"The variables of {len(hosts)} producer host(s) are valid."}
-    return {"ok": False, "message": " || ".join(
+    by_problems = {tuple(host["problems"]): [other["host"] for other in hosts if other["problems"] == host["problems"]]
+                   for host in hosts if host["problems"]}
+    return {"ok": not by_problems, "message": " || ".join(
         f"Invalid input for {', '.join(names)}, nothing was changed: {' | '.join(problems)}"
-        for problems, names in by_problems.items())}
+        for problems, names in by_problems.items()) or f"The variables of {len(hosts)} producer host(s) are valid."}
 
 
 def producer_group_problem(groups: dict[str, Any], group: str) -> str:
     """Why the inventory group of the producer hosts would make the play do nothing; empty when it has hosts."""
     hosts = groups.get(group)
-    if hosts:
-        return ""
     others = sorted(name for name in groups if name not in ("all", "ungrouped"))
-    reason = "is empty" if hosts is not None else "is not in the inventory"
-    return (f"The inventory group {group} {reason}, so the change window would run on no producer host and change "
-            f"nothing: nothing was changed. Put the hosts that run the producer services in {group}"
-            + did_you_mean(group, others, limit=1)
-            + (f"; the inventory's groups: {', '.join(others)}" if others else "; the inventory has no groups") + ".")
+    return "" if hosts else (
+        f"The inventory group {group} {'is empty' if hosts is not None else 'is not in the inventory'}, so the change "
+        f"window would run on no producer host and change nothing: nothing was changed. Put the hosts that run the "
+        f"producer services in {group}{did_you_mean(group, others, limit=1)}"
+        + (f"; the inventory's groups: {', '.join(others)}" if others else "; the inventory has no groups") + ".")

@@ -53,8 +53,7 @@ def describe(spec: object, sizes: list[int]) -> str:
 
 def split(order: list[Any], spec: object) -> list[list[Any]]:
     """``order`` (the hosts) cut into batches of ``spec``; raises ValueError for a spec batch_size_problem refuses."""
-    problem = batch_size_problem(spec)
-    if problem:
+    if problem := batch_size_problem(spec):
         raise ValueError(problem)
     entries = spec if isinstance(spec, list) else [spec]
     batches: list[list[Any]] = []
