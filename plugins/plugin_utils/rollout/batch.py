@@ -84,9 +84,7 @@ def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[s
 def gates_of(rollout: Mapping[str, Any], read: dict[str, Any]) -> dict[str, Any]:
     """The health gates evaluated on a read (the rollout's ``gates`` hold the ``baseline``, the ``queues`` and the
     ``limits``)."""
-    gates = rollout["gates"]
-    return health_gates.evaluate(read.get("health"), baseline=gates["baseline"], queues=gates["queues"],
-                                 limits=gates["limits"])
+    return health_gates.evaluate(read.get("health"), **rollout["gates"])
 
 
 def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) -> int:
@@ -103,12 +101,11 @@ def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) 
 def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each host of the batch's state as its restart reported it (unreachable: every service unread)."""
     services = {state["host"]: state["services"] for state in rollout["hosts"]}
-    return {host: host_state({"host": host, "services": [service["service"] for service in services[host]],
-                              "service_queues": {service["service"]: service["queues"] for service in services[host]
-                                                 if service.get("queues") is not None},
-                              "service_runtimes": {service["service"]: service["runtimes"]
-                                                   for service in services[host]}}, result)
-            for host, result in restarts.items()}
+    # The settings host_state reads: the host's services, and what each declares (services._declared).
+    return {host: host_state({"host": host, "services": [service["service"] for service in services[host]], **{
+        setting: {service["service"]: service[key] for service in services[host]}
+        for setting, key in (("service_queues", "queues"), ("service_runtimes", "runtimes"))}}, result)
+        for host, result in restarts.items()}
 
 
 def updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:
