@@ -47,16 +47,14 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
     problems = [(service["state"] == MISSING, text) for service in probe.get("services", [])
                 for text in [service_problem(host, service, method)] if text]
     invalid = configured + [text for missing, text in problems if missing]
-    refusals = [f"Invalid input for {host}, nothing was changed: {' | '.join(invalid)}"] if invalid else []
-    if not restarts or configured:
-        return refusals
-    # The programs the module looked up before the restart it was asked to check, then each service it could not read.
-    cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
-                  for problem in probe.get("problems", [])] + [text for missing, text in problems if not missing]
-    if cannot_run:
-        refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
-                        + " | ".join(cannot_run))
-    return refusals
+    # Where the restart can be asked at all: the programs the module looked up before the restart it was asked to
+    # check, then each service it could not read.
+    cannot_run = [] if not restarts or configured else [
+        f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}" for problem in probe.get("problems", [])
+    ] + [text for missing, text in problems if not missing]
+    return ([f"Invalid input for {host}, nothing was changed: {' | '.join(invalid)}"] if invalid else []) + (
+        [f"{host} cannot restart its producer services as configured, nothing was changed: " + " | ".join(cannot_run)]
+        if cannot_run else [])
 
 
 def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], asked: Mapping[str, Any]) -> dict[str, Any]:
