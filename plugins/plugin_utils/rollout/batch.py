@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
@@ -66,19 +65,16 @@ def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[s
     """What the batch's wait waits for: the runtimes of each service that restarted - its new main pid, on a host
     whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
     counted (``expected_new_runtimes``)."""
-    services: list[RestartedService] = []
-    counted = 0
-    for host, state in _fresh_states(rollout, restarts).items():
-        # A host whose run failed restarted nothing; a service that only enqueues has no runtime to wait for.
-        for service in [service for service in state["services"] if state["reachable"]
-                        and service["service"] in restarts[host]["restarted"]]:
-            if host not in rollout["pid_hosts"]:
-                counted += service["runtimes"]
-            elif service["runtimes"] and service["reports_as"]:
-                services.append({**process(service), "runtimes": service["runtimes"]})
-            # Reporting nothing after its restart (it failed, or no process runs) no runtime can be told to be its
-            # own, and no other may stand in for it: the verdict says what its host reported.
-    return {"restarted_services": services, "expected_new_runtimes": counted}
+    # A host whose run failed restarted nothing.
+    restarted = [(host, service) for host, state in _fresh_states(rollout, restarts).items() if state["reachable"]
+                 for service in state["services"] if service["service"] in restarts[host]["restarted"]]
+    # A service that only enqueues has no runtime to wait for. One reporting nothing after its restart (it failed, or
+    # no process runs) has no runtime that can be told to be its own, and no other may stand in for it: the verdict
+    # says what its host reported.
+    return {"restarted_services": [{**process(service), "runtimes": service["runtimes"]} for host, service in restarted
+                                   if host in rollout["pid_hosts"] and service["runtimes"] and service["reports_as"]],
+            "expected_new_runtimes": sum(service["runtimes"] for host, service in restarted
+                                         if host not in rollout["pid_hosts"])}
 
 
 def gates_of(rollout: Mapping[str, Any], read: dict[str, Any]) -> dict[str, Any]:
