@@ -225,8 +225,7 @@ def _services_by_reason(lines: list[str], services: int) -> list[str]:
         return lines
     about_services = [line for line in lines if re.match(r"^\S+/\S+: ", line)]
     grouped: dict[str, list[str]] = {}
-    for line in about_services:
-        name, dummy, reason = line.partition(": ")
+    for name, dummy, reason in [line.partition(": ") for line in about_services]:
         grouped.setdefault(PID.sub("", reason), []).append(name)
     return [f"{counted(len(names), 'service')}: {reason} ({names_text(names, 3)})" for reason, names in grouped.items()] \
         + [line for line in lines if line not in about_services] \
