@@ -44,21 +44,18 @@ def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str,
     """What batch ``index``'s restarts did, from each host's run of awa_producer_services (``restarts``: host -> its
     result): the services ``restarted`` and those that ``failed`` (host/service -> why), and the hosts the run could
     not reach (``unreachable``), which restarted nothing."""
-    members = batch_services(rollout, index)
-    done: dict[str, Any] = {"restarted": [], "failed": {}, "unreachable": []}
-    for host, result in restarts.items():
-        error = read_error(result)
-        if error is not None and result.get("unreachable"):
-            done["unreachable"].append(host)
-            continue
-        # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
-        failures = [] if error is not None else [(failure["service"], failure["message"])
-                                                 for failure in result["restart_failures"]]
-        problems = [error] if error is not None else result["problems"]
-        done["failed"].update({f"{host}/{service}": message for service, message in failures
-                               + [(service, problem) for problem in problems for service in members[host]]})
-        done["restarted"] += [] if error is not None else [f"{host}/{service}" for service in result["restarted"]]
-    return done
+    members, errors = batch_services(rollout, index), {host: read_error(result) for host, result in restarts.items()}
+    ran = {host: result for host, result in restarts.items() if errors[host] is None}
+    unreachable = [host for host, result in restarts.items() if errors[host] is not None and result.get("unreachable")]
+    # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
+    problems = {host: result["problems"] if host in ran else [errors[host]] for host, result in restarts.items()
+                if host not in unreachable}
+    return {"restarted": [f"{host}/{service}" for host, result in ran.items() for service in result["restarted"]],
+            "failed": {**{f"{host}/{failure['service']}": failure["message"] for host, result in ran.items()
+                          for failure in result["restart_failures"]},
+                       **{f"{host}/{service}": problem for host, texts in problems.items() for problem in texts
+                          for service in members[host]}},
+            "unreachable": unreachable}
 
 
 def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, Any]:
