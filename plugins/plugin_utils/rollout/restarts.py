@@ -94,8 +94,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     # concerns every service: one that still enqueues with the old count would refill the old shards, and a
     # declaration cannot be checked.
     concerned = sorted(deadlines)
-    recorded = set(summary.lowered_queues(read))
-    lowered = [name for name in concerned if name in recorded or name in changed and any(
+    lowered = [name for name in concerned if summary.lowered(read["queues"][name]) or name in changed and any(
         previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
     matched = match.match(hosts, read.get("runtimes", []), queues=None if lowered else concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
