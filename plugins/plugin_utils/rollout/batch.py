@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.module_utils.info.service_runtimes import RestartedService
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
@@ -45,48 +44,40 @@ def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str,
     """What batch ``index``'s restarts did, from each host's run of awa_producer_services (``restarts``: host -> its
     result): the services ``restarted`` and those that ``failed`` (host/service -> why), and the hosts the run could
     not reach (``unreachable``), which restarted nothing."""
-    members = batch_services(rollout, index)
-    done: dict[str, Any] = {"restarted": [], "failed": {}, "unreachable": []}
-    for host, result in restarts.items():
-        error = read_error(result)
-        if error is not None and result.get("unreachable"):
-            done["unreachable"].append(host)
-            continue
-        # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
-        failures = [] if error is not None else [(failure["service"], failure["message"])
-                                                 for failure in result["restart_failures"]]
-        problems = [error] if error is not None else result["problems"]
-        done["failed"].update({f"{host}/{service}": message for service, message in failures
-                               + [(service, problem) for problem in problems for service in members[host]]})
-        done["restarted"] += [] if error is not None else [f"{host}/{service}" for service in result["restarted"]]
-    return done
+    members, errors = batch_services(rollout, index), {host: read_error(result) for host, result in restarts.items()}
+    ran = {host: result for host, result in restarts.items() if errors[host] is None}
+    unreachable = [host for host, result in restarts.items() if errors[host] is not None and result.get("unreachable")]
+    # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
+    problems = {host: result["problems"] if host in ran else [errors[host]] for host, result in restarts.items()
+                if host not in unreachable}
+    return {"restarted": [f"{host}/{service}" for host, result in ran.items() for service in result["restarted"]],
+            "failed": {**{f"{host}/{failure['service']}": failure["message"] for host, result in ran.items()
+                          for failure in result["restart_failures"]},
+                       **{f"{host}/{service}": problem for host, texts in problems.items() for problem in texts
+                          for service in members[host]}},
+            "unreachable": unreachable}
 
 
 def expectations(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, Any]:
     """What the batch's wait waits for: the runtimes of each service that restarted - its new main pid, on a host
     whose runtimes are told apart by pid (``restarted_services``) - and, for the others, as many new runtimes
     counted (``expected_new_runtimes``)."""
-    services: list[RestartedService] = []
-    counted = 0
-    for host, state in _fresh_states(rollout, restarts).items():
-        # A host whose run failed restarted nothing; a service that only enqueues has no runtime to wait for.
-        for service in [service for service in state["services"] if state["reachable"]
-                        and service["service"] in restarts[host]["restarted"]]:
-            if host not in rollout["pid_hosts"]:
-                counted += service["runtimes"]
-            elif service["runtimes"] and service["reports_as"]:
-                services.append({**process(service), "runtimes": service["runtimes"]})
-            # Reporting nothing after its restart (it failed, or no process runs) no runtime can be told to be its
-            # own, and no other may stand in for it: the verdict says what its host reported.
-    return {"restarted_services": services, "expected_new_runtimes": counted}
+    # A host whose run failed restarted nothing.
+    restarted = [(host, service) for host, state in _fresh_states(rollout, restarts).items() if state["reachable"]
+                 for service in state["services"] if service["service"] in restarts[host]["restarted"]]
+    # A service that only enqueues has no runtime to wait for. One reporting nothing after its restart (it failed, or
+    # no process runs) has no runtime that can be told to be its own, and no other may stand in for it: the verdict
+    # says what its host reported.
+    return {"restarted_services": [{**process(service), "runtimes": service["runtimes"]} for host, service in restarted
+                                   if host in rollout["pid_hosts"] and service["runtimes"] and service["reports_as"]],
+            "expected_new_runtimes": sum(service["runtimes"] for host, service in restarted
+                                         if host not in rollout["pid_hosts"])}
 
 
 def gates_of(rollout: Mapping[str, Any], read: dict[str, Any]) -> dict[str, Any]:
     """The health gates evaluated on a read (the rollout's ``gates`` hold the ``baseline``, the ``queues`` and the
     ``limits``)."""
-    gates = rollout["gates"]
-    return health_gates.evaluate(read.get("health"), baseline=gates["baseline"], queues=gates["queues"],
-                                 limits=gates["limits"])
+    return health_gates.evaluate(read.get("health"), **rollout["gates"])
 
 
 def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) -> int:
@@ -103,12 +94,11 @@ def pause_seconds(rollout: Mapping[str, Any], index: int, read: dict[str, Any]) 
 def _fresh_states(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Each host of the batch's state as its restart reported it (unreachable: every service unread)."""
     services = {state["host"]: state["services"] for state in rollout["hosts"]}
-    return {host: host_state({"host": host, "services": [service["service"] for service in services[host]],
-                              "service_queues": {service["service"]: service["queues"] for service in services[host]
-                                                 if service.get("queues") is not None},
-                              "service_runtimes": {service["service"]: service["runtimes"]
-                                                   for service in services[host]}}, result)
-            for host, result in restarts.items()}
+    # The settings host_state reads: the host's services, and what each declares (services._declared).
+    return {host: host_state({"host": host, "services": [service["service"] for service in services[host]], **{
+        setting: {service["service"]: service[key] for service in services[host]}
+        for setting, key in (("service_queues", "queues"), ("service_runtimes", "runtimes"))}}, result)
+        for host, result in restarts.items()}
 
 
 def updated_hosts(rollout: Mapping[str, Any], restarts: dict[str, Any]) -> list[dict[str, Any]]:

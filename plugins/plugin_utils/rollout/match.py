@@ -99,29 +99,24 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
     # Each service that runs Awa runtimes on a host that was read: (host, service) -> the service.
     active = {(host["host"], service["service"]): service for host in hosts if host["reachable"]
               for service in host["services"] if service["state"] == RUNNING and service.get("runtimes", 1) > 0}
-    # (host, service) -> the live runtimes that are its alone; and the services whose runtime another could claim.
+    # Each live runtime's one claimant (host, service), where only one service's processes show it; and the services
+    # whose runtime another could claim.
     running = [(owner, process(service)) for owner, service in active.items() if service.get("reports_as")]
-    claimed: dict[tuple[str, str], list[RuntimeView]] = {}
-    shared: set[tuple[str, str]] = set()
-    for runtime in live:
-        owners = [owner for owner, reported in running if is_runtime_view_of(reported, runtime)]
-        if len(owners) > 1:
-            shared.update(owners)
-        elif owners:
-            claimed.setdefault(owners[0], []).append(runtime)
-    # A service the change does not concern declares queues (enqueue_shards_service_queues) none of which it changes.
+    owners = {runtime["instance_id"]: [owner for owner, reported in running if is_runtime_view_of(reported, runtime)]
+              for runtime in live}
+    sole = {instance: found[0] for instance, found in owners.items() if len(found) == 1}
+    shared = {owner for found in owners.values() if len(found) > 1 for owner in found}
+    # A service the change does not concern declares queues (enqueue_shards_service_queues) none of which it changes:
+    # it is left out with the runtimes it claims.
     asked = [queue] if queue else queues
     untouched = sorted(f"{host['host']}/{service['service']}" for host in hosts for service in host["services"]
                        if service.get("queues") is not None and asked is not None
                        and not set(service["queues"]) & set(asked))
-    theirs = {runtime["instance_id"] for owner, owned in claimed.items() if "/".join(owner) in untouched
-              for runtime in owned}
-    live = [runtime for runtime in live if runtime["instance_id"] not in theirs]
-    by_pid_hosts = set(pid_hosts) | {host for host, dummy in claimed}
+    live = [runtime for runtime in live if "/".join(sole.get(runtime["instance_id"], ())) not in untouched]
+    by_pid_hosts = set(pid_hosts) | {host for host, dummy in sole.values()}
     by_pid = {owner for owner, dummy in running if owner[0] in by_pid_hosts and owner not in shared}
-    claimed = {owner: owned for owner, owned in claimed.items() if owner in by_pid}
-    claimed_ids = {runtime["instance_id"] for owned in claimed.values() for runtime in owned}
-    spare = [runtime for runtime in live if runtime["instance_id"] not in claimed_ids]
+    # Only a service judged by pid owns runtimes: the others' are spare, for the services judged by count.
+    spare = [runtime for runtime in live if sole.get(runtime["instance_id"]) not in by_pid]
     spare_on_count = [runtime for runtime in spare if runtime["converged"]]
     need = sum(service.get("runtimes", 1) for owner, service in active.items()
                if owner not in by_pid and "/".join(owner) not in untouched)
@@ -133,8 +128,8 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
             if "/".join(name) in untouched:
                 continue
             expected += per_service if service["state"] != STOPPED else 0
-            # Only a service judged by pid owns runtimes (claimed): for the others, fresh is 0.
-            owned = claimed.get(name, [])
+            # Only a service judged by pid owns runtimes: for the others, fresh is 0.
+            owned = [runtime for runtime in live if name in by_pid and sole.get(runtime["instance_id"]) == name]
             fresh = sum(1 for runtime in owned if runtime["converged"])
             on_count += min(fresh, per_service)
             judged = BY_START if per_service == 0 else BY_PID if name in by_pid else BY_COUNT

@@ -94,8 +94,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     # concerns every service: one that still enqueues with the old count would refill the old shards, and a
     # declaration cannot be checked.
     concerned = sorted(deadlines)
-    recorded = set(summary.lowered_queues(read))
-    lowered = [name for name in concerned if name in recorded or name in changed and any(
+    lowered = [name for name in concerned if summary.lowered(read["queues"][name]) or name in changed and any(
         previous > changed[name]["shards"] for previous in changed[name]["previous_shards"].values())]
     matched = match.match(hosts, read.get("runtimes", []), queues=None if lowered else concerned)
     status_of = {(entry["host"], entry["service"]): entry["status"] for entry in matched["services"]}
@@ -115,7 +114,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
             restart, why = _decision(service, host, status, own, read_at=db_time(read["read_at"]), matched=matched,
                                      by_start=bool(deadlines) or status == match.ENQUEUE_ONLY)
             lines.append(f"{name}: {why}")
-            chosen += [[service["host"], service["service"]]] if restart else []
+            chosen += [service] if restart else []
             if name not in matched["untouched"] and _ignores_environment(host, service):
                 lines.append(f"{name}: its processes do not show HOSTNAME={host['hostname']}, which its environment "
                              "file sets: it does not load the file (a systemd unit needs EnvironmentFile=), so its "
@@ -125,19 +124,18 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     if gone and len(gone) * 100 > max_fail_percentage * len(hosts):
         problems.append(unreachable_message(gone, len(hosts), max_fail_percentage))
     # Batches of hosts, as Ansible's serial cuts a play: each host restarts all of its services in its batch.
-    batches = [[member for host in batch for member in host]
+    batches = [[[service["host"], service["service"]] for host in batch for service in host]
                for batch in serial.split([chosen for chosen in members if chosen], settings["batch_size"])]
-    order = [tuple(member) for batch in batches for member in batch]
+    restarted = [service for chosen in members for service in chosen]
     stragglers: dict[str, StragglerView] = {} if check_mode else {
         straggler["instance_id"]: straggler for name in deadlines for straggler in read["queues"][name]["stragglers"]}
-    outside = len(stragglers) - sum(service.get("runtimes", 1) for host in hosts for service in host["services"]
-                                    if (service["host"], service["service"]) in order)
+    outside = len(stragglers) - sum(service.get("runtimes", 1) for service in restarted)
     if matched["outside_runtimes"]:
         lines.append(match.outside_text(matched, read.get("runtimes", [])))
-    elif stragglers and outside > 0:
+    elif outside > 0:
         listed = ", ".join(f"pid {s['pid']} (instance {s['instance_id']}, up {s['seconds_since_start']:.0f}s)"
                            for s in list(stragglers.values())[:5])
-        lines.append(f"{len(stragglers)} live runtime(s) run an older count but only {len(order)} service(s) of "
+        lines.append(f"{len(stragglers)} live runtime(s) run an older count but only {len(restarted)} service(s) of "
                      f"the inventory are restarted: at least {outside} runtime(s) run outside the inventory. "
                      f"On an older count: {listed}. Restart those outside yourselves, or add their hosts to "
                      "awa_producers; the wait names them until they run the count.")
@@ -226,8 +224,7 @@ def _services_by_reason(lines: list[str], services: int) -> list[str]:
         return lines
     about_services = [line for line in lines if re.match(r"^\S+/\S+: ", line)]
     grouped: dict[str, list[str]] = {}
-    for line in about_services:
-        name, dummy, reason = line.partition(": ")
+    for name, dummy, reason in [line.partition(": ") for line in about_services]:
         grouped.setdefault(PID.sub("", reason), []).append(name)
     return [f"{counted(len(names), 'service')}: {reason} ({names_text(names, 3)})" for reason, names in grouped.items()] \
         + [line for line in lines if line not in about_services] \

@@ -39,23 +39,6 @@ class Verdict(_Verdict, total=False):
     seconds: float
 
 
-class Gates(TypedDict):
-    """The health gates: each reading against the one before the change (``baseline``), and its limit."""
-
-    baseline: dict[str, Any] | None
-    queues: list[str]
-    limits: dict[str, Any]
-
-
-class Shown(TypedDict):
-    """What the plan prints (its task's message), says when it refuses, and what the window's report keeps."""
-
-    headline: str
-    lines: list[str]
-    detail: list[str]
-    refusal: str
-
-
 class _Asked(TypedDict):
     """What the rollout is asked that its state keeps for every batch: how many may fail, and how long to watch."""
 
@@ -70,7 +53,8 @@ class Rollout(_Asked):
     # The plan, fixed once made: whom each batch restarts ([host, service]) and its hosts, what stops the rollout
     # before any restart, the services of hosts left out, the hosts whose runtimes are told apart by pid, the queues
     # the change concerns and the services it leaves untouched, and what every batch reads: how long to watch it
-    # (_Asked), and its gates.
+    # (_Asked), and its health gates: each reading of the gates' ``queues`` against the one before the change
+    # (``baseline``), and its limit (``limits``).
     batches: list[list[list[str]]]
     batch_hosts: list[list[str]]
     problems: list[str]
@@ -78,7 +62,7 @@ class Rollout(_Asked):
     pid_hosts: list[str]
     concerned_queues: list[str]
     untouched: list[str]
-    gates: Gates
+    gates: dict[str, Any]
     # When the plan's read (the queues right after the change) was taken, by the database's clock.
     read: str
     backout: str
@@ -89,8 +73,9 @@ class Rollout(_Asked):
     gone: list[str]
     restarted: list[str]
     verdicts: list[Verdict]
-    # Only for display.
-    shown: Shown
+    # Only for display: what the plan prints (its task's message: ``headline`` and ``lines``), says when it refuses
+    # (``refusal``), and what the window's report keeps (``detail``).
+    shown: dict[str, Any]
 
 
 class RolloutSettings(_Asked):

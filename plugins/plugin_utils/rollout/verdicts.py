@@ -47,16 +47,14 @@ def _host_refusals(settings: dict[str, Any], probe: dict[str, Any], restarts: bo
     problems = [(service["state"] == MISSING, text) for service in probe.get("services", [])
                 for text in [service_problem(host, service, method)] if text]
     invalid = configured + [text for missing, text in problems if missing]
-    refusals = [f"Invalid input for {host}, nothing was changed: {' | '.join(invalid)}"] if invalid else []
-    if not restarts or configured:
-        return refusals
-    # The programs the module looked up before the restart it was asked to check, then each service it could not read.
-    cannot_run = [f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}"
-                  for problem in probe.get("problems", [])] + [text for missing, text in problems if not missing]
-    if cannot_run:
-        refusals.append(f"{host} cannot restart its producer services as configured, nothing was changed: "
-                        + " | ".join(cannot_run))
-    return refusals
+    # Where the restart can be asked at all: the programs the module looked up before the restart it was asked to
+    # check, then each service it could not read.
+    cannot_run = [] if not restarts or configured else [
+        f"{host} ({names_text(settings['services'])}): {problem}; {PROGRAM_FIX}" for problem in probe.get("problems", [])
+    ] + [text for missing, text in problems if not missing]
+    return ([f"Invalid input for {host}, nothing was changed: {' | '.join(invalid)}"] if invalid else []) + (
+        [f"{host} cannot restart its producer services as configured, nothing was changed: " + " | ".join(cannot_run)]
+        if cannot_run else [])
 
 
 def reachability(hosts: list[dict[str, Any]], probes: list[dict[str, Any]], asked: Mapping[str, Any]) -> dict[str, Any]:
@@ -164,18 +162,14 @@ def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], 
     expected = sum(state_of.get(name, {}).get("runtimes", 1) for name in done["restarted"])
     # The batch-wide check: as many new live, healthy runtimes as restarted services times runtimes each.
     new = read.get("new_runtimes")
-    healthy, wait_problem = len(new or []), None
-    if new is None:
-        wait_problem = f"the wait for the new runtimes failed: {read.get('msg', 'no result')}"
-    elif healthy < expected:
-        wait_problem = (f"{healthy} of {expected} restarted runtimes are live and healthy in Awa within "
-                        "enqueue_shards_restart_timeout (and any batch pause)")
+    healthy = len(new or [])
+    wait_problem = (f"the wait for the new runtimes failed: {read.get('msg', 'no result')}" if new is None
+                    else f"{healthy} of {expected} restarted runtimes are live and healthy in Awa within "
+                    "enqueue_shards_restart_timeout (and any batch pause)" if healthy < expected else None)
     problems = [problem for host, service in batch if host not in gone for name in [f"{host}/{service}"]
                 for problem in [_service_problem(name, done["failed"].get(name), state_of.get(name), status_of.get(name),
                                                  wait_problem is not None)] if problem]
-    if wait_problem:
-        problems.append(wait_problem)
-    problems += gates["crossed"]
+    problems += [*filter(None, [wait_problem]), *gates["crossed"]]
     readings = gates["text"]
     left_out = [f"{host}/{service}" for later in rollout["batches"][index:] for host, service in later if host in gone]
     if left_out:
@@ -189,11 +183,10 @@ def batch_verdict(rollout: Mapping[str, Any], index: int, done: dict[str, Any], 
     if not problems:
         return {"ok": True, "message": f"Batch {index + 1} of {count} is back: {healthy} of {expected} restarted "
                                        f"runtimes live and healthy; {readings}."}
-    advice = ("Fix the services named (systemctl status and journalctl -u on their hosts, or your service "
-              "manager's logs), or bring the hosts back, then " + RE_RUN)
-    if gates["crossed"]:
-        advice = ("The database shows what the change may be doing: look at the producers' logs and the failed "
-                  f"jobs, then back out, or once it is understood {RE_RUN}")
+    advice = ("The database shows what the change may be doing: look at the producers' logs and the failed jobs, "
+              f"then back out, or once it is understood {RE_RUN}" if gates["crossed"]
+              else "Fix the services named (systemctl status and journalctl -u on their hosts, or your service "
+              f"manager's logs), or bring the hosts back, then {RE_RUN}")
     members = ", ".join(f"{host}/{service}" for host, service in batch)
     message = (f"Rollout stopped at batch {index + 1} of {count} ({members}): " + "; ".join(problems) + ". "
                f"Health readings: {readings}. No later batch was restarted. {COMMITTED} {advice}. {rollout['backout']}")
