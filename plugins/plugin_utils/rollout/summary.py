@@ -141,11 +141,6 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
                        queue=queue, queues=inventory.get("concerned_queues"))
 
 
-def _single(values: Iterable[int]) -> int | None:
-    distinct = set(values)
-    return next(iter(distinct)) if len(distinct) == 1 else None
-
-
 def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
               matched: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any]]:
     """A queue's row of the table, and the facts the window's record keeps of it (record.QueueOutcome).
@@ -164,18 +159,17 @@ def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResul
     done = view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
                                                       and not matched["unreachable_hosts"]))
     now, beyond, drained = _counts_text(view["enqueue_shards"]), view.get("depth_beyond_count"), view.get("drained")
-    if check_mode and result is not None and switches(result):
-        expected = view["runtimes_live"] if matched is None else matched["expected"]
-        runtimes, verdict = f"0 of {expected} (they restart)" if expected else "0 of 0", "not yet (check mode)"
-    else:
-        # The "converged / drained" a read without the lanes does not know drained.
-        runtimes = (f"{view['runtimes_converged']} of {view['runtimes_live']}" if matched is None
-                    else match.inventory_text(matched))
-        verdict = f"{'yes' if done else 'no'} / {'yes' if drained and done else 'no'}"
+    # In check mode, a count the change would switch: every runtime restarts, none is on it yet.
+    restarts = check_mode and result is not None and switches(result)
+    expected = view["runtimes_live"] if matched is None else matched["expected"]
+    runtimes = (f"0 of {expected}{' (they restart)' if expected else ''}" if restarts else match.inventory_text(matched)
+                if matched else f"{view['runtimes_converged']} of {view['runtimes_live']}")
+    # The "converged / drained" a read without the lanes does not know drained.
+    verdict = "not yet (check mode)" if restarts else f"{'yes' if done else 'no'} / {'yes' if drained and done else 'no'}"
     counts = f"{now} -> {entry['shards']}" if check_mode else f"{_counts_text(before) or '?'} -> {now}"
     row = [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
-    return row, {"asked": int(entry["shards"]), "before": _single(before),
-                 "after": _single(view["enqueue_shards"].values()), "converged": done,
+    return row, {"asked": int(entry["shards"]), **{key: values[0] if len(set(values)) == 1 else None for key, values in (
+        ("before", before), ("after", list(view["enqueue_shards"].values())))}, "converged": done,
                  "drained": None if drained is None else drained and done,
                  "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
@@ -187,16 +181,13 @@ def inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list
              f"count; {match.how_judged(matched, brief=True)}"]
     if matched["outside_runtimes"]:
         lines.append("  " + match.outside_text(matched, runtimes))
-    if matched["unreachable_hosts"]:
-        skipped = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-                   if entry["status"] == match.NOT_READ]
-        lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(skipped)}")
-    missing = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-               if entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
-               or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped")]
-    if missing:
-        lines.append(f"  without a live runtime on the count: {', '.join(missing)}")
-    return lines
+    said = grouped(("skipped, not checked or restarted (host unreachable)" if entry["status"] == match.NOT_READ
+                    else "without a live runtime on the count", f"{entry['host']}/{entry['service']}")
+                   for entry in matched["services"] if entry["status"] == match.NOT_READ and matched["unreachable_hosts"]
+                   or entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
+                   or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped"))
+    # The services skipped, then those without a live runtime: the labels' order.
+    return lines + [f"  {label}: {', '.join(names)}" for label, names in sorted(said.items())]
 
 
 def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
@@ -234,19 +225,17 @@ def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
     verdicts.inventory_verdict; None without the producer hosts' services), and each queue is converged (and
     drained after a lowering)."""
     counts = count_problems(queues, views)
-    if counts:
-        return {"ok": False, "message": (
-            f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
-            "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
-            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}.")}
-    # The inventory's verdict names the services and hosts: it speaks first.
-    if inventory_verdict is not None and not inventory_verdict["ok"]:
+    # The inventory's verdict names the services and hosts: it speaks first, after a count not asked.
+    if not counts and inventory_verdict is not None and not inventory_verdict["ok"]:
         return inventory_verdict
-    waiting = [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
-               if not view["converged"] or lowered(view) and not view.get("drained")]
-    if waiting:
-        return {"ok": False, "message": (
-            f"{NOT_DONE}: {names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
+    waiting = [] if counts else [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
+                                 if not view["converged"] or lowered(view) and not view.get("drained")]
+    if counts or waiting:
+        return {"ok": False, "message": f"{NOT_DONE}: " + (
+            f"{'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
+            "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
+            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}." if counts else
+            f"{names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
             "the summary's table says where each stands. Run the wait: --tags enqueue_shards_wait,"
             "enqueue_shards_summary, or the role's wait entry point.")}
     return inventory_verdict or {"ok": True, "message": (
