@@ -197,8 +197,7 @@ def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
 def after_change(reads: WindowReads) -> dict[str, Any]:
     """The queues right after the change: the change's result carries them; the pickup's read stands in when no
     change ran before it (the rollout entry point); {} when neither ran."""
-    changed = reads.get("change") is not None
-    return dict(_read(reads, "change").get("observed") or {} if changed else _read(reads, "now"))
+    return dict(_read(reads, "now") if reads.get("change") is None else _read(reads, "change").get("observed") or {})
 
 
 def rollout_plan(reads: WindowReads, hosts: list[list[dict[str, Any]]], asked: RolloutSettings) -> Window:
@@ -231,15 +230,15 @@ def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple
     read, views = last_read(reads)
     served = {**cast(Mapping[str, Any], window["rollout"] or {}), "runtimes": read.get("runtimes") or []}
     backout = backout_command(asked["queues"], read, dict(context.CLIARGS), changes=reads.get("change") is not None)
-    change, check_mode = reads.get("change"), asked["check_mode"]
-    made = {}
+    change, check_mode, made = reads.get("change"), asked["check_mode"], {}
+    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
     for entry in asked["queues"]:
         name, view, matched = entry["queue"], views.get(entry["queue"]), summary.queue_inventory(entry["queue"], served)
         row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
                                "drained": None, "set_by": None}) if view is None else summary.queue_row(
             entry, view, change, check_mode, matched)
         made[name] = (row, cast(QueueOutcome, outcome), {
-            "requested": entry, "summary": None if row is None else dict(zip(summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER, row)),
+            "requested": entry, "summary": None if row is None else dict(zip(header, row)),
             "change": queue_changes(change).get(name), "read": view, "inventory": matched})
     return read, views, summary.queue_inventory(None, served), backout, made
 
@@ -263,8 +262,8 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -
     lines += [line for entry in queues if len(queues) <= DETAILED_QUEUES
               for line in views[entry["queue"]]["summary_lines"]]
     if check_mode:
-        note = f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."
-        return {"lines": lines + [note], "verdict": None}
+        return {"verdict": None, "lines": lines + [
+            f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."]}
     # A count this run did not set (it started past the change) is not this run's to back out.
     lines += ["", times_text(_read(reads, "before").get("read_at"), read.get("read_at"))] + (
         [backout] if backout and not summary.count_problems(queues, views) else [])
@@ -292,7 +291,6 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
         stopped = {"task": SUMMARY_TASK, "message": verdict["message"], "hosts": []}
-    done = bool(verdict) and not stopped and not check_mode
     message = (stopped["message"] if stopped else summary.CHECK_MODE_NOTE if check_mode else verdict["message"]
                if verdict else f"The window had run up to {last_step} when this record was written: if it ends here, "
                f"the window was interrupted. {summary.RESUME}." if step != END else
@@ -300,8 +298,8 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
                "(or the playbook's summary) to say.")
     started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
-        "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
-        "last_step": last_step, "message": message,
+        "done": bool(verdict) and not stopped and not check_mode, "check_mode": check_mode,
+        "stopped_at": stopped["task"] if stopped else None, "last_step": last_step, "message": message,
         "queues": {name: outcome for name, (dummy_row, outcome, dummy_kept) in made.items()},
         "services": services_outcome(rollout, matched), "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.

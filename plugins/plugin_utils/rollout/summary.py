@@ -162,14 +162,18 @@ def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResul
     # In check mode, a count the change would switch: every runtime restarts, none is on it yet.
     restarts = check_mode and result is not None and switches(result)
     expected = view["runtimes_live"] if matched is None else matched["expected"]
-    runtimes = (f"0 of {expected}{' (they restart)' if expected else ''}" if restarts else match.inventory_text(matched)
-                if matched else f"{view['runtimes_converged']} of {view['runtimes_live']}")
+    runtimes = ((f"0 of {expected} (they restart)" if expected else "0 of 0") if restarts
+                else match.inventory_text(matched) if matched
+                else f"{view['runtimes_converged']} of {view['runtimes_live']}")
     # The "converged / drained" a read without the lanes does not know drained.
-    verdict = "not yet (check mode)" if restarts else f"{'yes' if done else 'no'} / {'yes' if drained and done else 'no'}"
+    verdict = ("not yet (check mode)" if restarts
+               else " / ".join("yes" if ok else "no" for ok in (done, done and drained)))
     counts = f"{now} -> {entry['shards']}" if check_mode else f"{_counts_text(before) or '?'} -> {now}"
     row = [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
-    return row, {"asked": int(entry["shards"]), **{key: values[0] if len(set(values)) == 1 else None for key, values in (
-        ("before", before), ("after", list(view["enqueue_shards"].values())))}, "converged": done,
+    # The counts before and after, where the physical queues agree on one.
+    single = {key: values[0] if len(set(values)) == 1 else None
+              for key, values in (("before", before), ("after", list(view["enqueue_shards"].values())))}
+    return row, {"asked": int(entry["shards"]), **single, "converged": done,
                  "drained": None if drained is None else drained and done,
                  "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
@@ -181,11 +185,12 @@ def inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list
              f"count; {match.how_judged(matched, brief=True)}"]
     if matched["outside_runtimes"]:
         lines.append("  " + match.outside_text(matched, runtimes))
-    said = grouped(("skipped, not checked or restarted (host unreachable)" if entry["status"] == match.NOT_READ
-                    else "without a live runtime on the count", f"{entry['host']}/{entry['service']}")
-                   for entry in matched["services"] if entry["status"] == match.NOT_READ and matched["unreachable_hosts"]
-                   or entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
-                   or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped"))
+    said = grouped((
+        "skipped, not checked or restarted (host unreachable)" if entry["status"] == match.NOT_READ
+        else "without a live runtime on the count", f"{entry['host']}/{entry['service']}")
+        for entry in matched["services"] if matched["unreachable_hosts"] and entry["status"] == match.NOT_READ
+        or entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
+        or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped"))
     # The services skipped, then those without a live runtime: the labels' order.
     return lines + [f"  {label}: {', '.join(names)}" for label, names in sorted(said.items())]
 
