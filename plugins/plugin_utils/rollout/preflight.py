@@ -74,31 +74,28 @@ def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], 
     """Whether the backlog of each queue ``lowered`` (to its new count) beyond that count can drain within the drain
     timeout (a WARNING when it cannot, or may not), at the rate workers claimed the queue's jobs between the read and
     ``watched`` (the read again, or a failed read's result)."""
+    limit = f"enqueue_shards_drain_timeout ({seconds_text(drain_timeout)})"
+    why = str(watched.get("msg") or "a lane's sequences cannot be read").strip()
     for name, shards in lowered.items():
         view, later = read["queues"][name], (watched.get("queues") or {}).get(name)
-        backlog = backlog_beyond(view, shards) or 0
         if view["paused"]:
             continue  # its note says it cannot drain while paused
+        backlog = backlog_beyond(view, shards) or 0
         rate = claim_rate(view, read["read_at"], later, watched["read_at"]) if later else None
-        lowering = f"lowering {name} to {shards} leaves {backlog} ready jobs on shards {shards} and above"
-        limit = f"enqueue_shards_drain_timeout ({seconds_text(drain_timeout)})"
-        why = str(watched.get("msg") or "a lane's sequences cannot be read").strip()
-        if rate is None:
-            yield WARNING, (f"{lowering}; how long they take to drain is unknown: preflight could not read how fast "
-                            f"the queue's jobs are claimed ({why}), so it cannot tell whether they drain within "
-                            f"{limit}")
-        elif rate <= 0:
-            yield WARNING, (f"{lowering}, and none of its jobs was claimed while preflight watched it: no worker "
-                            f"serves it, so they cannot drain within {limit} and the drain wait would time out. Start "
-                            "its workers first, or raise enqueue_shards_drain_timeout")
-        elif backlog / rate > drain_timeout:
-            yield WARNING, (f"{lowering}: at the rate its jobs were claimed before the change ({rate:.1f} jobs/s, the "
-                            f"new shards' jobs among them) they need at least {seconds_text(backlog / rate)}, more "
-                            f"than {limit}, and the drain wait would time out. Raise enqueue_shards_drain_timeout, or "
-                            "give the queue more workers")
-        else:
-            yield NOTE, (f"{lowering}: about {seconds_text(backlog / rate)} to drain at the rate its jobs were claimed "
-                         f"before the change ({rate:.1f} jobs/s), within {limit}")
+        # Each says how long the backlog takes to drain at that rate (None: unknown; 0: no worker claims its jobs).
+        needs = backlog / rate if rate is not None and rate > 0 else None
+        said = (f"; how long they take to drain is unknown: preflight could not read how fast the queue's jobs are "
+                f"claimed ({why}), so it cannot tell whether they drain within {limit}" if rate is None else
+                f", and none of its jobs was claimed while preflight watched it: no worker serves it, so they cannot "
+                f"drain within {limit} and the drain wait would time out. Start its workers first, or raise "
+                "enqueue_shards_drain_timeout" if needs is None else
+                f": at the rate its jobs were claimed before the change ({rate:.1f} jobs/s, the new shards' jobs among "
+                f"them) they need at least {seconds_text(needs)}, more than {limit}, and the drain wait would time "
+                "out. Raise enqueue_shards_drain_timeout, or give the queue more workers" if needs > drain_timeout else
+                f": about {seconds_text(needs)} to drain at the rate its jobs were claimed before the change "
+                f"({rate:.1f} jobs/s), within {limit}")
+        yield (WARNING if needs is None or needs > drain_timeout else NOTE,
+               f"lowering {name} to {shards} leaves {backlog} ready jobs on shards {shards} and above{said}")
 
 
 def preflight(read: ShardsInfo | dict[str, Any], watched: dict[str, Any] | None,
