@@ -60,18 +60,15 @@ def set_by(result: QueueChange | None, view: QueueView | None) -> ChangeView | N
     return max(changes, key=lambda change: change["id"]) if changes else None
 
 
-def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | None = None) -> str:
-    if not result["changed"]:
-        earlier = set_by(result, view)
-        return "already so, nothing written" + (
-            f" - change #{earlier['id']} set it from {earlier['from_shards']} at {utc(earlier['changed_at']):%Y-%m-%d %H:%M:%S} UTC"
-            if earlier else "")
-    if check_mode:
-        return (f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants "
-                "in one transaction")
-    ledger = result.get("ledger")
-    return (f"changed in one transaction: {result['lanes_created']} lanes created, {result['grants_added']} grants "
-            f"added, recorded as change #{ledger['id'] if ledger else '-'}")
+def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | None) -> str:
+    earlier = set_by(result, view)
+    return (f"already so, nothing written - change #{earlier['id']} set it from {earlier['from_shards']} at "
+            f"{utc(earlier['changed_at']):%Y-%m-%d %H:%M:%S} UTC" if earlier else
+            "already so, nothing written" if not result["changed"] else
+            f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants in "
+            "one transaction" if check_mode else
+            f"changed in one transaction: {result['lanes_created']} lanes created, {result['grants_added']} grants "
+            f"added, recorded as change #{(result.get('ledger') or {}).get('id', '-')}")
 
 
 def grouped(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
