@@ -148,10 +148,9 @@ def stop(hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> StopRec
         return {"task": None, "hosts": [], "message": (
             "A host stopped answering during the window and Ansible stopped running tasks on it")}
     by_message = summary.grouped((_failure_text(result), host) for host, dummy, result in failed)
-    message = (next(iter(by_message)) if len(by_message) == 1 else
-               " | ".join(f"{names_text(names)}: {text}" for text, names in by_message.items()))
-    return {"task": str(failed[0][1].get("name") or "an unnamed task"), "message": message,
-            "hosts": [host for host, dummy_task, dummy_result in failed]}
+    return {"task": str(failed[0][1].get("name") or "an unnamed task"), "hosts": [each[0] for each in failed],
+            "message": next(iter(by_message)) if len(by_message) == 1 else " | ".join(
+                f"{names_text(names)}: {text}" for text, names in by_message.items())}
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
@@ -317,8 +316,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
             **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": matched,
-    }
+        "inventory": matched}
     # Where the report is, from its task's result (None, or skipped: no report was asked for).
     written = reads.get("written") or {}
     unwritten = bool(written) and not written.get("skipped") and "path" not in written

@@ -42,8 +42,7 @@ RESUME = ("To resume, run the same command again: it changes nothing already don
 
 
 def _counts_text(counts: dict[str, Any] | list[Any]) -> str:
-    values = counts.values() if isinstance(counts, dict) else counts
-    return "/".join(str(value) for value in sorted(set(values)))
+    return "/".join(str(value) for value in sorted(set(counts.values() if isinstance(counts, dict) else counts)))
 
 
 def switches(result: QueueChange) -> bool:
@@ -92,15 +91,14 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
             f"  ordering: {result['ordering']}")]
     kinds = grouped(((_counts_text(result["previous_shards"]), entry["shards"], "already so" if not result["changed"]
                       else "would change" if check_mode else "changed"), entry["queue"]) for entry, result in results)
-    lines = [f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
-             for (before, after, outcome), names in kinds.items()]
-    lines.append(("check mode: would create " if check_mode else "in one transaction per queue: created ")
-                 + f"{sum(result['lanes_created'] for dummy, result in results)} lanes and added "
-                 f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
-                 "has each queue)")
     orderings = grouped((result["ordering"], entry["queue"]) for entry, result in results)
-    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}"
-                    for ordering, names in orderings.items()]
+    totals = (("check mode: would create " if check_mode else "in one transaction per queue: created ")
+              + f"{sum(result['lanes_created'] for dummy, result in results)} lanes and added "
+              f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
+              "has each queue)")
+    return ([f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
+             for (before, after, outcome), names in kinds.items()] + [totals]
+            + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()])
 
 
 def utc(text: str) -> datetime.datetime:
@@ -122,9 +120,8 @@ def _ready_cell(view: QueueView) -> str:
     """The table's "ready jobs by shard": each physical queue's (``#n`` before each stripe's)."""
     if "shards" not in view:
         return "not read"
-    physical_queues = view["physical_queues"]
-    return " | ".join(text if len(physical_queues) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}"
-                      for physical in physical_queues
+    return " | ".join(text if len(view["physical_queues"]) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}"
+                      for physical in view["physical_queues"]
                       for text in [ready_by_shard(view["shards"], physical, SHARDS_LISTED)]) or "-"
 
 
