@@ -194,8 +194,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     cells = [list(header)] + rows
     widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
     lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "-" * (sum(widths) + 3 * (len(widths) - 1)))
-    return lines
+    return lines[:1] + ["-" * (sum(widths) + 3 * (len(widths) - 1))] + lines[1:]
 
 
 def grouped_rows(rows: list[list[str]]) -> list[list[str]]:
