@@ -331,9 +331,10 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
             said = (f"This run started past the window's first phases (--start-at-task), so '{stopped['task']}' "
                     f"lacked what they hand on ({said.rstrip('.')}). Nothing more was done. "
                     f"{summary.RESUME.replace('again', 'again without --start-at-task', 1)}.")
-        so_far = [f"{label}: {names_text(outcome['services'][key])}" for label, key in (
-            ("restarted", "restarted"), ("not done", "left"), ("skipped, not checked or restarted", "skipped"))
-            if outcome["services"][key]]
+        services = outcome["services"]
+        so_far = [f"{label}: {names_text(names)}" for label, names in (
+            ("restarted", services["restarted"]), ("not done", services["left"]),
+            ("skipped, not checked or restarted", services["skipped"])) if names]
         parts = [said if said.endswith(".") else said + ".", "So far " + "; ".join(so_far) + "." if so_far else "",
                  where, "" if counts_differ else backout]
         last = " ".join(part for part in parts if part)

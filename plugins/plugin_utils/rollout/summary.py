@@ -67,7 +67,7 @@ def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | Non
             f"check mode, would create {result['lanes_created']} lanes and add {result['grants_added']} grants in "
             "one transaction" if check_mode else
             f"changed in one transaction: {result['lanes_created']} lanes created, {result['grants_added']} grants "
-            f"added, recorded as change #{(result.get('ledger') or {}).get('id', '-')}")
+            f"added, recorded as change #{result['ledger']['id'] if result.get('ledger') else '-'}")
 
 
 def grouped(pairs: Iterable[tuple[Any, Any]]) -> dict[Any, list[Any]]:
