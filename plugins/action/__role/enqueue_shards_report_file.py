@@ -63,11 +63,9 @@ def write_report(report: object, directory: str, window: str) -> dict[str, Any]:
             f"The report's directory {os.path.dirname(path)} does not exist on the controller: create it or name "
             "another (the role's enqueue_shards_report_dir; an empty string there writes no report)")}
     try:
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+        with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="utf-8") as file:
             os.fchmod(file.fileno(), 0o600)
-            json.dump(report, file, indent=4, sort_keys=True)
-            file.write("\n")
+            file.write(json.dumps(report, indent=4, sort_keys=True) + "\n")
     except OSError as exc:
         return {"failed": True, "msg": f"Could not write the report {path}: {exc.strerror}"}
     return {"changed": True, "path": path}

@@ -75,6 +75,8 @@ def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], 
     """Whether the backlog of each queue ``lowered`` (to its new count) beyond that count can drain within the drain
     timeout (a WARNING when it cannot, or may not), at the rate workers claimed the queue's jobs between the read and
     ``watched`` (the read again, or a failed read's result)."""
+    limit = f"enqueue_shards_drain_timeout ({seconds_text(drain_timeout)})"
+    why = str(watched.get("msg") or "a lane's sequences cannot be read").strip()
     for name, shards in lowered.items():
         view, later = read["queues"][name], (watched.get("queues") or {}).get(name)
         backlog = ready_beyond(view.get("lanes", []), shards) or 0
@@ -82,8 +84,6 @@ def _drain_findings(read: ShardsInfo | dict[str, Any], watched: dict[str, Any], 
             continue  # its note says it cannot drain while paused
         rate = claim_rate(view, read["read_at"], later, watched["read_at"]) if later else None
         lowering = f"lowering {name} to {shards} leaves {backlog} ready jobs on shards {shards} and above"
-        limit = f"enqueue_shards_drain_timeout ({seconds_text(drain_timeout)})"
-        why = str(watched.get("msg") or "a lane's sequences cannot be read").strip()
         if rate is None:
             yield WARNING, (f"{lowering}; how long they take to drain is unknown: preflight could not read how fast "
                             f"the queue's jobs are claimed ({why}), so it cannot tell whether they drain within "

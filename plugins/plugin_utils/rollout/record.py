@@ -148,23 +148,9 @@ def stop(hosts: list[str], hostvars: Mapping[str, Mapping[str, Any]]) -> StopRec
         return {"task": None, "hosts": [], "message": (
             "A host stopped answering during the window and Ansible stopped running tasks on it")}
     by_message = summary.grouped((_failure_text(result), host) for host, dummy, result in failed)
-    message = (next(iter(by_message)) if len(by_message) == 1 else
-               " | ".join(f"{names_text(names)}: {text}" for text, names in by_message.items()))
-    return {"task": str(failed[0][1].get("name") or "an unnamed task"), "message": message,
-            "hosts": [host for host, dummy_task, dummy_result in failed]}
-
-
-def _queue(entry: dict[str, Any], view: QueueView | None, change: Any, check_mode: bool,
-           matched: dict[str, Any] | None) -> tuple[QueueOutcome, dict[str, Any]]:
-    """A queue at the window's end, as the summary's table says it (summary.queue_row), and as the report keeps it:
-    its entry, its row, its change, its last read and its inventory match."""
-    row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
-                           "drained": None, "set_by": None}) if view is None else summary.queue_row(
-        entry, view, change, check_mode, matched)
-    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
-    return cast(QueueOutcome, outcome), {"requested": entry, "summary": None if row is None else dict(zip(header, row)),
-                                         "change": queue_changes(change).get(entry["queue"]), "read": view,
-                                         "inventory": matched}
+    return {"task": str(failed[0][1].get("name") or "an unnamed task"), "hosts": [each[0] for each in failed],
+            "message": next(iter(by_message)) if len(by_message) == 1 else " | ".join(
+                f"{names_text(names)}: {text}" for text, names in by_message.items())}
 
 
 def services_outcome(rollout: Mapping[str, Any] | None, matched: dict[str, Any] | None) -> ServicesOutcome:
@@ -210,8 +196,7 @@ def _read(reads: WindowReads, name: str) -> Mapping[str, Any]:
 def after_change(reads: WindowReads) -> dict[str, Any]:
     """The queues right after the change: the change's result carries them; the pickup's read stands in when no
     change ran before it (the rollout entry point); {} when neither ran."""
-    changed = reads.get("change") is not None
-    return dict(_read(reads, "change").get("observed") or {} if changed else _read(reads, "now"))
+    return dict(_read(reads, "now") if reads.get("change") is None else _read(reads, "change").get("observed") or {})
 
 
 def rollout_plan(reads: WindowReads, hosts: list[list[dict[str, Any]]], asked: RolloutSettings) -> Window:
@@ -234,15 +219,27 @@ def last_read(reads: WindowReads) -> tuple[dict[str, Any], dict[str, QueueView]]
 
 
 def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple[
-        dict[str, Any], dict[str, QueueView], dict[str, Any], dict[str, Any] | None, str]:
-    """What the summary and the record are made of: the last read and each queue's (last_read), the inventory - the
-    producer hosts' services as the rollout last saw them (none without a rollout), with that read's runtimes - and
-    its match for every queue, and the back-out, with the options of the command line that runs the role (Ansible's
-    context.CLIARGS)."""
+        dict[str, Any], dict[str, QueueView], dict[str, Any] | None, str, dict[str, tuple[Any, QueueOutcome, Any]]]:
+    """What the summary and the record are made of: the last read and each queue's (last_read); the inventory's
+    match for every queue - the producer hosts' services as the rollout last saw them (none without a rollout), with
+    that read's runtimes; the back-out, with the options of the command line that runs the role (Ansible's
+    context.CLIARGS); and each queue at the window's end: its row of the summary's table (summary.queue_row; None
+    when it was not read), its QueueOutcome, and what the report keeps of it - its entry, its row, its change, its
+    last read and its inventory match."""
     read, views = last_read(reads)
     served = {**cast(Mapping[str, Any], window["rollout"] or {}), "runtimes": read.get("runtimes") or []}
     backout = backout_command(asked["queues"], read, dict(context.CLIARGS), changes=reads.get("change") is not None)
-    return read, views, served, summary.queue_inventory(None, served), backout
+    change, check_mode, made = reads.get("change"), asked["check_mode"], {}
+    header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
+    for entry in asked["queues"]:
+        name, view, matched = entry["queue"], views.get(entry["queue"]), summary.queue_inventory(entry["queue"], served)
+        row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
+                               "drained": None, "set_by": None}) if view is None else summary.queue_row(
+            entry, view, change, check_mode, matched)
+        made[name] = (row, cast(QueueOutcome, outcome), {
+            "requested": entry, "summary": None if row is None else dict(zip(header, row)),
+            "change": queue_changes(change).get(name), "read": view, "inventory": matched})
+    return read, views, summary.queue_inventory(None, served), backout, made
 
 
 def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -> dict[str, Any]:
@@ -255,18 +252,17 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -
     a row (summary.grouped_rows); past wording.DETAILED_QUEUES, each queue's
     own lines are left to the run's report.
     """
-    read, views, served, matched, backout = _ending(reads, window, asked)
+    read, views, matched, backout, made = _ending(reads, window, asked)
     queues, check_mode = asked["queues"], asked["check_mode"]
-    rows = [summary.queue_row(entry, views[entry["queue"]], reads.get("change"), check_mode,
-                              summary.queue_inventory(entry["queue"], served))[0] for entry in queues]
+    rows = [row for row, dummy_outcome, dummy_kept in made.values() if row is not None]
     lines = summary.table(summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER,
                           rows if len(rows) <= LISTED else summary.grouped_rows(rows)) + [""]
-    lines += [] if check_mode else summary.inventory_lines(matched, served["runtimes"])
+    lines += [] if check_mode else summary.inventory_lines(matched, read.get("runtimes") or [])
     lines += [line for entry in queues if len(queues) <= DETAILED_QUEUES
               for line in views[entry["queue"]]["summary_lines"]]
     if check_mode:
-        note = f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."
-        return {"lines": lines + [note], "verdict": None}
+        return {"verdict": None, "lines": lines + [
+            f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."]}
     # A count this run did not set (it started past the change) is not this run's to back out.
     lines += ["", times_text(_read(reads, "before").get("read_at"), read.get("read_at"))] + (
         [backout] if backout and not summary.count_problems(queues, views) else [])
@@ -284,29 +280,33 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
     rollout, and what stopped it: a batch's verdict, or a failure after the change) and what it was asked (its
     queues, check mode) say the rest; ``validated`` false: the run started past Validate (--start-at-task).
     """
-    read, views, served, matched, backout = _ending(reads, window, asked)
-    queues, check_mode, change = asked["queues"], asked["check_mode"], reads.get("change")
+    read, views, matched, backout, made = _ending(reads, window, asked)
+    queues, check_mode = asked["queues"], asked["check_mode"]
     rollout, stopped, verdict = window["rollout"] or None, window["stop"] or None, reads.get("verdict")
     step, preflight = reads.get("step") or END, reads.get("before")
     # A step as the record names it: a batch by its number among the batches.
     last_step = f"batch {len(rollout['verdicts'])} of {len(rollout['batches'])}" if step == BATCH and rollout else step
-    made = {entry["queue"]: _queue(entry, views.get(entry["queue"]), change, check_mode,
-                                   summary.queue_inventory(entry["queue"], served)) for entry in queues}
     counts_differ = bool(summary.count_problems(queues, views))
     if verdict and not verdict["ok"] and not stopped:
         # The summary's verdict: the window is not done, and ends as a stop does.
         stopped = {"task": SUMMARY_TASK, "message": verdict["message"], "hosts": []}
-    done = bool(verdict) and not stopped and not check_mode
-    message = (stopped["message"] if stopped else summary.CHECK_MODE_NOTE if check_mode else verdict["message"]
-               if verdict else f"The window had run up to {last_step} when this record was written: if it ends here, "
-               f"the window was interrupted. {summary.RESUME}." if step != END else
-               "The rollout ended without the wait: whether the count has taken effect is for the wait entry point "
-               "(or the playbook's summary) to say.")
+    if stopped:
+        message = stopped["message"]
+    elif check_mode:
+        message = summary.CHECK_MODE_NOTE
+    elif verdict:
+        message = verdict["message"]
+    elif step != END:
+        message = (f"The window had run up to {last_step} when this record was written: if it ends here, the window "
+                   f"was interrupted. {summary.RESUME}.")
+    else:
+        message = ("The rollout ended without the wait: whether the count has taken effect is for the wait entry "
+                   "point (or the playbook's summary) to say.")
     started, ended = (preflight or {}).get("read_at"), read.get("read_at")
     outcome: WindowOutcome = {
-        "done": done, "check_mode": check_mode, "stopped_at": stopped["task"] if stopped else None,
-        "last_step": last_step, "message": message,
-        "queues": {name: outcome for name, (outcome, dummy_kept) in made.items()},
+        "done": bool(verdict) and not stopped and not check_mode, "check_mode": check_mode,
+        "stopped_at": stopped["task"] if stopped else None, "last_step": last_step, "message": message,
+        "queues": {name: outcome for name, (dummy_row, outcome, dummy_kept) in made.items()},
         "services": services_outcome(rollout, matched), "backout": backout,
         # previous_counts keeps only queue, shards and stripes of each entry.
         "backout_queues": cast("list[BackoutQueue]", previous_counts(queues, read)[0]),
@@ -315,7 +315,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
         else None}
     report: WindowReport = {
         "check_mode": check_mode, "outcome": outcome, "stopped": stopped,
-        "queues": {name: kept for name, (dummy_outcome, kept) in made.items()},
+        "queues": {name: kept for name, (dummy_row, dummy_outcome, kept) in made.items()},
         "preflight": None if preflight is None else {key: preflight.get(key) for key in (
             "summary_lines", "findings", "health", "msg") if key in preflight},
         "plan": None if rollout is None else {
@@ -323,8 +323,7 @@ def window_record(reads: WindowReads, window: Window, asked: RolloutSettings) ->
             **{key: rollout.get(key) for key in ("batches", "skipped", "problems", "pid_hosts")}},
         "services": None if rollout is None else rollout.get("hosts"),
         "batches": None if rollout is None else rollout.get("verdicts"),
-        "inventory": matched,
-    }
+        "inventory": matched}
     # Where the report is, from its task's result (None, or skipped: no report was asked for).
     written = reads.get("written") or {}
     unwritten = bool(written) and not written.get("skipped") and "path" not in written

@@ -42,8 +42,7 @@ RESUME = ("To resume, run the same command again: it changes nothing already don
 
 
 def _counts_text(counts: dict[str, Any] | list[Any]) -> str:
-    values = counts.values() if isinstance(counts, dict) else counts
-    return "/".join(str(value) for value in sorted(set(values)))
+    return "/".join(str(value) for value in sorted(set(counts.values() if isinstance(counts, dict) else counts)))
 
 
 def switches(result: QueueChange) -> bool:
@@ -95,15 +94,14 @@ def change_lines(change: EnqueueShardsResult, queues: list[dict[str, Any]], chec
             f"  ordering: {result['ordering']}")]
     kinds = grouped(((_counts_text(result["previous_shards"]), entry["shards"], "already so" if not result["changed"]
                       else "would change" if check_mode else "changed"), entry["queue"]) for entry, result in results)
-    lines = [f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
-             for (before, after, outcome), names in kinds.items()]
-    lines.append(("check mode: would create " if check_mode else "in one transaction per queue: created ")
-                 + f"{sum(result['lanes_created'] for dummy, result in results)} lanes and added "
-                 f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
-                 "has each queue)")
     orderings = grouped((result["ordering"], entry["queue"]) for entry, result in results)
-    return lines + [f"  ordering of {counted(len(names), 'queue')}: {ordering}"
-                    for ordering, names in orderings.items()]
+    totals = (("check mode: would create " if check_mode else "in one transaction per queue: created ")
+              + f"{sum(result['lanes_created'] for dummy, result in results)} lanes and added "
+              f"{sum(result['grants_added'] for dummy, result in results)} grants in all (-v, or the run's report, "
+              "has each queue)")
+    return ([f"{counted(len(names), 'queue')} ({names_text(names, 3)}): enqueue_shards {before} -> {after} - {outcome}"
+             for (before, after, outcome), names in kinds.items()] + [totals]
+            + [f"  ordering of {counted(len(names), 'queue')}: {ordering}" for ordering, names in orderings.items()])
 
 
 def utc(text: str) -> datetime.datetime:
@@ -125,9 +123,8 @@ def _ready_cell(view: QueueView) -> str:
     """The table's "ready jobs by shard": each physical queue's (``#n`` before each stripe's)."""
     if "shards" not in view:
         return "not read"
-    physical_queues = view["physical_queues"]
-    return " | ".join(text if len(physical_queues) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}"
-                      for physical in physical_queues
+    return " | ".join(text if len(view["physical_queues"]) == 1 else f"#{physical.rsplit('#', 1)[-1]} {text}"
+                      for physical in view["physical_queues"]
                       for text in [ready_by_shard(view["shards"], physical, SHARDS_LISTED)]) or "-"
 
 
@@ -139,11 +136,6 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
         return None
     return match.match(inventory["hosts"], inventory["runtimes"], pid_hosts=inventory.get("pid_hosts", []),
                        queue=queue, queues=inventory.get("concerned_queues"))
-
-
-def _single(values: Iterable[int]) -> int | None:
-    distinct = set(values)
-    return next(iter(distinct)) if len(distinct) == 1 else None
 
 
 def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
@@ -164,18 +156,21 @@ def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResul
     done = view["converged"] and (matched is None or (matched["on_count"] >= matched["expected"]
                                                       and not matched["unreachable_hosts"]))
     now, beyond, drained = _counts_text(view["enqueue_shards"]), view.get("depth_beyond_count"), view.get("drained")
-    if check_mode and result is not None and switches(result):
-        expected = view["runtimes_live"] if matched is None else matched["expected"]
-        runtimes, verdict = f"0 of {expected} (they restart)" if expected else "0 of 0", "not yet (check mode)"
-    else:
-        # The "converged / drained" a read without the lanes does not know drained.
-        runtimes = (f"{view['runtimes_converged']} of {view['runtimes_live']}" if matched is None
-                    else match.inventory_text(matched))
-        verdict = f"{'yes' if done else 'no'} / {'yes' if drained and done else 'no'}"
+    # In check mode, a count the change would switch: every runtime restarts, none is on it yet.
+    restarts = check_mode and result is not None and switches(result)
+    expected = view["runtimes_live"] if matched is None else matched["expected"]
+    runtimes = ((f"0 of {expected} (they restart)" if expected else "0 of 0") if restarts
+                else match.inventory_text(matched) if matched
+                else f"{view['runtimes_converged']} of {view['runtimes_live']}")
+    # The "converged / drained" a read without the lanes does not know drained.
+    verdict = ("not yet (check mode)" if restarts
+               else " / ".join("yes" if ok else "no" for ok in (done, done and drained)))
     counts = f"{now} -> {entry['shards']}" if check_mode else f"{_counts_text(before) or '?'} -> {now}"
     row = [entry["queue"], counts, runtimes, _ready_cell(view), "unknown" if beyond is None else str(beyond), verdict]
-    return row, {"asked": int(entry["shards"]), "before": _single(before),
-                 "after": _single(view["enqueue_shards"].values()), "converged": done,
+    # The counts before and after, where the physical queues agree on one.
+    single = {key: values[0] if len(set(values)) == 1 else None
+              for key, values in (("before", before), ("after", list(view["enqueue_shards"].values())))}
+    return row, {"asked": int(entry["shards"]), **single, "converged": done,
                  "drained": None if drained is None else drained and done,
                  "set_by": None if earlier is None else {"id": earlier["id"], "changed_at": earlier["changed_at"]}}
 
@@ -204,8 +199,7 @@ def table(header: tuple[str, ...], rows: list[list[str]]) -> list[str]:
     cells = [list(header)] + rows
     widths = [max(len(row[column]) for row in cells) for column in range(len(header))]
     lines = [" | ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in cells]
-    lines.insert(1, "-" * (sum(widths) + 3 * (len(widths) - 1)))
-    return lines
+    return lines[:1] + ["-" * (sum(widths) + 3 * (len(widths) - 1))] + lines[1:]
 
 
 def grouped_rows(rows: list[list[str]]) -> list[list[str]]:
@@ -234,19 +228,17 @@ def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
     verdicts.inventory_verdict; None without the producer hosts' services), and each queue is converged (and
     drained after a lowering)."""
     counts = count_problems(queues, views)
-    if counts:
-        return {"ok": False, "message": (
-            f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
-            "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
-            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}.")}
-    # The inventory's verdict names the services and hosts: it speaks first.
-    if inventory_verdict is not None and not inventory_verdict["ok"]:
+    # The inventory's verdict names the services and hosts: it speaks first, after a count not asked.
+    if not counts and inventory_verdict is not None and not inventory_verdict["ok"]:
         return inventory_verdict
-    waiting = [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
-               if not view["converged"] or lowered(view) and not view.get("drained")]
-    if waiting:
-        return {"ok": False, "message": (
-            f"{NOT_DONE}: {names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
+    waiting = [] if counts else [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
+                                 if not view["converged"] or lowered(view) and not view.get("drained")]
+    if counts or waiting:
+        return {"ok": False, "message": f"{NOT_DONE}: " + (
+            f"{'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
+            "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
+            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}." if counts else
+            f"{names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
             "the summary's table says where each stands. Run the wait: --tags enqueue_shards_wait,"
             "enqueue_shards_summary, or the role's wait entry point.")}
     return inventory_verdict or {"ok": True, "message": (
