@@ -121,6 +121,10 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
     need = sum(service.get("runtimes", 1) for owner, service in active.items()
                if owner not in by_pid and "/".join(owner) not in untouched)
     by_count = COVERED_BY_COUNT if len(spare_on_count) >= need else SHORT_BY_COUNT
+    owned_by: dict[tuple[str, str], list[RuntimeView]] = {}
+    for runtime in live:
+        if sole.get(runtime["instance_id"]) in by_pid:
+            owned_by.setdefault(sole[runtime["instance_id"]], []).append(runtime)
     services, expected, on_count = [], 0, 0
     for host in hosts:
         for service in host["services"]:
@@ -129,7 +133,7 @@ def match(hosts: list[dict[str, Any]], runtimes: Sequence[RuntimeView], *, pid_h
                 continue
             expected += per_service if service["state"] != STOPPED else 0
             # Only a service judged by pid owns runtimes: for the others, fresh is 0.
-            owned = [runtime for runtime in live if name in by_pid and sole.get(runtime["instance_id"]) == name]
+            owned = owned_by.get(name, [])
             fresh = sum(1 for runtime in owned if runtime["converged"])
             on_count += min(fresh, per_service)
             judged = BY_START if per_service == 0 else BY_PID if name in by_pid else BY_COUNT

@@ -228,17 +228,19 @@ def window_verdict(queues: list[dict[str, Any]], *, views: dict[str, QueueView],
     verdicts.inventory_verdict; None without the producer hosts' services), and each queue is converged (and
     drained after a lowering)."""
     counts = count_problems(queues, views)
-    # The inventory's verdict names the services and hosts: it speaks first, after a count not asked.
-    if not counts and inventory_verdict is not None and not inventory_verdict["ok"]:
-        return inventory_verdict
-    waiting = [] if counts else [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
-                                 if not view["converged"] or lowered(view) and not view.get("drained")]
-    if counts or waiting:
-        return {"ok": False, "message": f"{NOT_DONE}: " + (
-            f"{'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
+    if counts:
+        return {"ok": False, "message": (
+            f"{NOT_DONE}: {'; '.join(counts)}. This run did not set it: it started past the change (--start-at-task, "
             "or --tags without enqueue_shards_change), or another change came after it. Nothing more was done. "
-            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}." if counts else
-            f"{names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
+            f"{RESUME.replace('again', 'again without --start-at-task (or those --tags)', 1)}.")}
+    # The inventory's verdict names the services and hosts: it speaks first.
+    if inventory_verdict is not None and not inventory_verdict["ok"]:
+        return inventory_verdict
+    waiting = [entry["queue"] for entry in queues for view in [views[entry["queue"]]]
+               if not view["converged"] or lowered(view) and not view.get("drained")]
+    if waiting:
+        return {"ok": False, "message": (
+            f"{NOT_DONE}: {names_text(waiting)} not converged (or not drained after a lowering) at the last read, "
             "the summary's table says where each stands. Run the wait: --tags enqueue_shards_wait,"
             "enqueue_shards_summary, or the role's wait entry point.")}
     return inventory_verdict or {"ok": True, "message": (
