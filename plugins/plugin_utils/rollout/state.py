@@ -149,8 +149,9 @@ def after_batch(window: Window, restarts_by_host: Mapping[str, Any], reads: Sequ
         rollout["known_runtimes"] + [runtime["instance_id"] for runtime in read.get("runtimes", [])])),
         "gone": sorted({*rollout["gone"], *done["unreachable"]}), "restarted": rollout["restarted"] + done["restarted"]}
     verdict = verdicts.batch_verdict(judged, index, done, read, batch.gates_of(rollout, read))
-    since = [restarts.db_time(time) for time in [rollout["read"], *(done.get("read_at") for done in rollout["verdicts"])]
-             if time]
+    # A batch's seconds count from the last read that judged a batch before it, or from the plan's read.
+    times = [rollout["read"], *(earlier.get("read_at") for earlier in rollout["verdicts"])]
+    since = [restarts.db_time(time) for time in times if time]
     if read.get("read_at") and since:
         verdict.update(read_at=read["read_at"], seconds=round(restarts.db_time(read["read_at"]) - since[-1], 3))
     stopped: StopRecord | None = None if verdict["ok"] else {"task": STOPPED_AT_BATCH, "message": verdict["message"],
