@@ -42,7 +42,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import schema_sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.errors import PreconditionFailed
 from ansible_collections.awa.operations.plugins.module_utils.schema.lanes import LANE_READABLE_JOINS
 from ansible_collections.awa.operations.plugins.module_utils.schema.installation import fetch_queue_storage_schema
@@ -176,7 +176,7 @@ WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()
 # shows split: split_key).
 LANE_LOCK_KEYS_SQL = """
 SELECT k.kind, h.queue, h.priority, h.enqueue_shard, k.key
-FROM {enqueue_heads} AS h
+FROM {queue_enqueue_heads} AS h
 CROSS JOIN LATERAL (VALUES
     (%(reservation)s, hashtextextended(format('%%I.%%I', %(schema)s::text, h.seq_name), 0)),
     (%(insert)s, hashtextextended(format('awa:%%s:%%s:%%s', h.queue, h.priority, h.enqueue_shard), 0))
@@ -187,10 +187,10 @@ WHERE h.queue = ANY(%(queues)s)
 # Every lane's two cursors (the next sequence values); NULL where this role may not read a sequence.
 LANE_CURSORS_SQL = """
 SELECT h.queue, h.priority, h.enqueue_shard,
-       CASE WHEN seqs.readable THEN {next_value}(h.seq_name) END,
-       CASE WHEN seqs.readable THEN {next_value}(c.seq_name) END
-FROM {enqueue_heads} AS h
-JOIN {claim_heads} AS c USING (queue, priority, enqueue_shard)
+       CASE WHEN seqs.readable THEN {sequence_next_value}(h.seq_name) END,
+       CASE WHEN seqs.readable THEN {sequence_next_value}(c.seq_name) END
+FROM {queue_enqueue_heads} AS h
+JOIN {queue_claim_heads} AS c USING (queue, priority, enqueue_shard)
 """ + LANE_READABLE_JOINS + """WHERE h.queue = ANY(%(queues)s)
 """
 
@@ -199,10 +199,7 @@ Cursors: TypeAlias = "dict[Lane, tuple[int | None, int | None]]"  # lane -> (enq
 
 def _lane_rows(conn: Connection, statement: str, schema: str, queues: list[str], **params: str) -> list[Row]:
     """The rows of a statement on the lane heads of ``queues`` (LANE_LOCK_KEYS_SQL, LANE_CURSORS_SQL)."""
-    return conn.execute(sql.SQL(statement).format(enqueue_heads=sql.Identifier(schema, "queue_enqueue_heads"),
-                                                  claim_heads=sql.Identifier(schema, "queue_claim_heads"),
-                                                  next_value=sql.Identifier(schema, "sequence_next_value")),
-                        {"schema": schema, "queues": queues, **params}).fetchall()
+    return conn.execute(schema_sql(schema, statement), {"schema": schema, "queues": queues, **params}).fetchall()
 
 
 def fetch_activity_sample(conn: Connection) -> list[Row]:

@@ -27,7 +27,7 @@ import datetime
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, sql, transaction
+from ansible_collections.awa.operations.plugins.module_utils.db.connection import one_row, schema_sql, transaction
 from ansible_collections.awa.operations.plugins.module_utils.info.result import PolledRead, QueueHealth, StateRead
 
 if TYPE_CHECKING:
@@ -41,14 +41,14 @@ FROM pg_stat_database WHERE datname = current_database()
 
 QUEUE_HEALTH_SQL = """
 SELECT q.queue,
-       (SELECT count(*) FROM {done} AS d
+       (SELECT count(*) FROM {done_entries} AS d
         WHERE d.queue = q.queue AND d.state = 'failed' AND d.finalized_at >= q.since)
-       + (SELECT count(*) FROM {dlq} AS x WHERE x.queue = q.queue AND x.dlq_at >= q.since),
+       + (SELECT count(*) FROM {dlq_entries} AS x WHERE x.queue = q.queue AND x.dlq_at >= q.since),
        (SELECT count(DISTINCT r.job_id) FROM (
-            SELECT job_id FROM {deferred}
+            SELECT job_id FROM {deferred_jobs}
             WHERE queue = q.queue AND state = 'retryable' AND finalized_at >= q.since
             UNION ALL
-            SELECT job_id FROM {ready} WHERE queue = q.queue AND attempt > 0 AND attempted_at >= q.since
+            SELECT job_id FROM {ready_entries} WHERE queue = q.queue AND attempt > 0 AND attempted_at >= q.since
         ) AS r)
 FROM unnest(%(queues)s::text[], %(since)s::timestamptz[]) AS q(queue, since)
 WHERE q.since IS NOT NULL
@@ -81,10 +81,8 @@ def add_health(conn: Connection, info: PolledRead, lock_timeout: float) -> None:
                      lock_timeout=lock_timeout, read_only=True):
         deadlocks, stats_reset, read_at, schema = one_row(conn.execute(DEADLOCKS_SQL))
         if schema is not None and any(moment is not None for moment in since.values()):
-            rows = conn.execute(sql.SQL(QUEUE_HEALTH_SQL).format(
-                done=sql.Identifier(schema, "done_entries"), dlq=sql.Identifier(schema, "dlq_entries"),
-                deferred=sql.Identifier(schema, "deferred_jobs"), ready=sql.Identifier(schema, "ready_entries"),
-            ), {"queues": list(since), "since": list(since.values())}).fetchall()
+            rows = conn.execute(schema_sql(schema, QUEUE_HEALTH_SQL),
+                                {"queues": list(since), "since": list(since.values())}).fetchall()
             counts = {queue: (failed, retried) for queue, failed, retried in rows}
     info["health"] = {"read_at": read_at.isoformat(), "deadlocks": deadlocks,
                       "stats_reset": stats_reset.isoformat() if stats_reset else None,
