@@ -122,9 +122,10 @@ RULES: dict[str, tuple[Callable[[Any], object], str]] = {
     **{name: (choices.__contains__, f"must be one of {', '.join(choices)}, got {{!r}}")
        for name, choices in CHOICES.items()}}
 
-# The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
-HOST_SETTINGS = ("services", "service_queues", "service_runtimes", "runtimes_per_service", "restart_method",
-                 "restart_command", "status_command", "runtime_hostname")
+# The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host):
+# the services and their runtimes, and those carried as text (CARRIED).
+CARRIED = ("restart_method", "restart_command", "status_command", "runtime_hostname")
+HOST_SETTINGS = ("services", *PER_SERVICE, "runtimes_per_service", *CARRIED)
 
 
 def given_values(settings: dict[str, Any]) -> dict[str, Any]:
@@ -323,7 +324,7 @@ def host_settings(settings: dict[str, Any], host: str, scope: list[str]) -> dict
     maps = {name: given[name] if isinstance(given[name], dict) else {} for name in PER_SERVICE}
     # Each service's runtimes: its own (enqueue_shards_service_runtimes), else enqueue_shards_runtimes_per_service.
     runtimes = {name: maps["service_runtimes"].get(name, _integer(given["runtimes_per_service"])) for name in services}
-    carried = {name: "" if given[name] is None else str(given[name]) for name in HOST_SETTINGS[4:]}
+    carried = {name: "" if given[name] is None else str(given[name]) for name in CARRIED}
     # The HOSTNAME its environment file gives the services' processes (none when the role writes no file).
     carried["runtime_hostname"] *= bool(given["env_file"])
     return {"host": host, "problems": input_problems(settings, scope), "services": services, **maps,
