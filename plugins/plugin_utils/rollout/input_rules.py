@@ -38,6 +38,7 @@ from ansible_collections.awa.operations.plugins.module_utils.producer.services i
 from ansible_collections.awa.operations.plugins.module_utils.change.request import ENTRY_KEYS, validate_request
 from ansible_collections.awa.operations.plugins.module_utils.info.options import DEFAULT_WAIT_SLEEP, validate_read_options
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.serial import batch_size_problem
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout.summary import grouped
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.verdicts import max_fail_percentage_problem
 
 PREFIX = "enqueue_shards_"
@@ -121,9 +122,10 @@ RULES: dict[str, tuple[Callable[[Any], object], str]] = {
     **{name: (choices.__contains__, f"must be one of {', '.join(choices)}, got {{!r}}")
        for name, choices in CHOICES.items()}}
 
-# The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host).
-HOST_SETTINGS = ("services", "service_queues", "service_runtimes", "runtimes_per_service", "restart_method",
-                 "restart_command", "status_command", "runtime_hostname")
+# The variables host_settings carries to the steps that run once for every host (validate.yml's _enqueue_shards_host):
+# the services and their runtimes, and those carried as text (CARRIED).
+CARRIED = ("restart_method", "restart_command", "status_command", "runtime_hostname")
+HOST_SETTINGS = ("services", *PER_SERVICE, "runtimes_per_service", *CARRIED)
 
 
 def given_values(settings: dict[str, Any]) -> dict[str, Any]:
@@ -268,8 +270,8 @@ def rollout_problems(given: dict[str, Any]) -> list[str]:
         problems += rule_problems(given, ("restart_method",))
     # The environment file: (the values are plain: null, text, a number, a list or a dict.)
     problems += rule_problems(given, ("env_file", "env_file_mode", "env_file_show", "environment"))
-    environment = given["environment"] or {}
-    return problems if not isinstance(environment, dict) else problems + _listing(
+    environment = given["environment"] if isinstance(given["environment"], dict) else {}
+    return problems + _listing(
         "enqueue_shards_environment names must be variable names (letters, digits, _)",
         (name for name in environment if not ENVIRONMENT_NAME.match(name))) + _listing(
         "enqueue_shards_environment values must be strings or numbers (null leaves a default out)",
@@ -321,19 +323,17 @@ def host_settings(settings: dict[str, Any], host: str, scope: list[str]) -> dict
     services = [str(name) for name in given["services"]] if isinstance(given["services"], list) else []
     maps = {name: given[name] if isinstance(given[name], dict) else {} for name in PER_SERVICE}
     # Each service's runtimes: its own (enqueue_shards_service_runtimes), else enqueue_shards_runtimes_per_service.
-    runtimes = {**dict.fromkeys(services, _integer(given["runtimes_per_service"])), **maps["service_runtimes"]}
-    carried = {name: "" if given[name] is None else str(given[name]) for name in HOST_SETTINGS[4:]}
+    runtimes = {name: maps["service_runtimes"].get(name, _integer(given["runtimes_per_service"])) for name in services}
+    carried = {name: "" if given[name] is None else str(given[name]) for name in CARRIED}
     # The HOSTNAME its environment file gives the services' processes (none when the role writes no file).
     carried["runtime_hostname"] *= bool(given["env_file"])
     return {"host": host, "problems": input_problems(settings, scope), "services": services, **maps,
-            "service_runtimes": {name: count for name, count in runtimes.items()
-                                 if _runtime_count(count) and name in services}, **carried}
+            "service_runtimes": {name: count for name, count in runtimes.items() if _runtime_count(count)}, **carried}
 
 
 def input_verdict(hosts: list[dict[str, Any]]) -> dict[str, Any]:
     """Whether every host's variables are valid; otherwise one message, hosts with the same problems together."""
-    by_problems = {tuple(host["problems"]): [other["host"] for other in hosts if other["problems"] == host["problems"]]
-                   for host in hosts if host["problems"]}
+    by_problems = grouped((tuple(host["problems"]), host["host"]) for host in hosts if host["problems"])
     return {"ok": not by_problems, "message": " || ".join(
         f"Invalid input for {', '.join(names)}, nothing was changed: {' | '.join(problems)}"
         for problems, names in by_problems.items()) or f"The variables of {len(hosts)} producer host(s) are valid."}
