@@ -229,16 +229,16 @@ def _ending(reads: WindowReads, window: Window, asked: RolloutSettings) -> tuple
     read, views = last_read(reads)
     served = {**cast(Mapping[str, Any], window["rollout"] or {}), "runtimes": read.get("runtimes") or []}
     backout = backout_command(asked["queues"], read, dict(context.CLIARGS), changes=reads.get("change") is not None)
-    change, check_mode, made = reads.get("change"), asked["check_mode"], {}
+    changes, check_mode, made = queue_changes(reads.get("change")), asked["check_mode"], {}
     header = summary.CHECK_MODE_HEADER if check_mode else summary.SUMMARY_HEADER
     for entry in asked["queues"]:
         name, view, matched = entry["queue"], views.get(entry["queue"]), summary.queue_inventory(entry["queue"], served)
         row, outcome = (None, {"asked": int(entry["shards"]), "before": None, "after": None, "converged": False,
                                "drained": None, "set_by": None}) if view is None else summary.queue_row(
-            entry, view, change, check_mode, matched)
+            entry, view, changes.get(name), check_mode, matched)
         made[name] = (row, cast(QueueOutcome, outcome), {
             "requested": entry, "summary": None if row is None else dict(zip(header, row)),
-            "change": queue_changes(change).get(name), "read": view, "inventory": matched})
+            "change": changes.get(name), "read": view, "inventory": matched})
     return read, views, summary.queue_inventory(None, served), backout, made
 
 
@@ -265,7 +265,7 @@ def window_summary(reads: WindowReads, window: Window, asked: RolloutSettings) -
             f"{summary.CHECK_MODE_NOTE} \"now\" is what runs now; \"planned\" is what the playbook would set."]}
     # A count this run did not set (it started past the change) is not this run's to back out.
     lines += ["", times_text(_read(reads, "before").get("read_at"), read.get("read_at"))] + (
-        [backout] if backout and not summary.count_problems(queues, views) else [])
+        [] if summary.count_problems(queues, views) else [backout])
     return {"lines": lines, "verdict": summary.window_verdict(
         queues, views=views, inventory_verdict=verdicts.inventory_verdict(matched, backout) if matched else None)}
 

@@ -19,11 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ansible_collections.awa.operations.plugins.module_utils.wording import DETAILED_QUEUES, counted, names_text
-from ansible_collections.awa.operations.plugins.module_utils.change.result import (
-    EnqueueShardsResult,
-    QueueChange,
-    queue_changes,
-)
+from ansible_collections.awa.operations.plugins.module_utils.change.result import EnqueueShardsResult, QueueChange
 from ansible_collections.awa.operations.plugins.module_utils.info.result import ChangeView, QueueView, StateRead
 from ansible_collections.awa.operations.plugins.module_utils.info.views import ready_by_shard
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout import match
@@ -59,7 +55,7 @@ def set_by(result: QueueChange | None, view: QueueView | None) -> ChangeView | N
     return max(changes, key=lambda change: change["id"]) if changes else None
 
 
-def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | None = None) -> str:
+def _change_outcome(result: QueueChange, check_mode: bool, view: QueueView | None) -> str:
     if not result["changed"]:
         earlier = set_by(result, view)
         return "already so, nothing written" + (
@@ -138,9 +134,10 @@ def queue_inventory(queue: str | None, inventory: dict[str, Any] | None) -> dict
                        queue=queue, queues=inventory.get("concerned_queues"))
 
 
-def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResult | None, check_mode: bool,
+def queue_row(entry: dict[str, Any], view: QueueView, result: QueueChange | None, check_mode: bool,
               matched: dict[str, Any] | None = None) -> tuple[list[str], dict[str, Any]]:
-    """A queue's row of the table, and the facts the window's record keeps of it (record.QueueOutcome).
+    """A queue's row of the table, and the facts the window's record keeps of it (record.QueueOutcome), from its
+    last read and its change's result (``result``; None when no change ran).
 
     The counts before are the window's whole move: where an earlier run of it
     (cut short) made the change this one found already so (set_by), the count
@@ -149,7 +146,6 @@ def queue_row(entry: dict[str, Any], view: QueueView, change: EnqueueShardsResul
     every expected runtime live on the count, no host left out. In check mode,
     a count the change would switch is "not yet" restarted.
     """
-    result = queue_changes(change).get(entry["queue"])
     earlier = set_by(result, view)
     before = ([earlier["from_shards"]] if earlier else list(result["previous_shards"].values()) if result
               else [recorded["from_shards"] for recorded in view["last_change"].values()])
