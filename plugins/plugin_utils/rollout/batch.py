@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates
+from ansible_collections.awa.operations.plugins.plugin_utils.rollout import health_gates, summary
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.match import process
 from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services import host_state, read_error
 
@@ -26,11 +26,8 @@ from ansible_collections.awa.operations.plugins.plugin_utils.rollout.services im
 def batch_services(rollout: Mapping[str, Any], index: int | None = None) -> dict[str, list[str]]:
     """Each host of batch ``index`` (by default the next: the first not judged yet) still in the rollout, with its
     services of the batch (a host not named restarts nothing in it)."""
-    services: dict[str, list[str]] = {}
-    for host, service in rollout["batches"][len(rollout["verdicts"]) if index is None else index]:
-        if host not in rollout["gone"]:
-            services.setdefault(host, []).append(service)
-    return services
+    members = rollout["batches"][len(rollout["verdicts"]) if index is None else index]
+    return summary.grouped((host, service) for host, service in members if host not in rollout["gone"])
 
 
 def next_batch(rollout: Mapping[str, Any], restarts: Mapping[str, Any] | None) -> tuple[int, dict[str, Any]]:
@@ -46,7 +43,7 @@ def restart_outcomes(rollout: Mapping[str, Any], index: int, restarts: dict[str,
     not reach (``unreachable``), which restarted nothing."""
     members, errors = batch_services(rollout, index), {host: read_error(result) for host, result in restarts.items()}
     ran = {host: result for host, result in restarts.items() if errors[host] is None}
-    unreachable = [host for host, result in restarts.items() if errors[host] is not None and result.get("unreachable")]
+    unreachable = [host for host, result in restarts.items() if result.get("unreachable")]
     # A run that failed fails each of the host's services of the batch; one that ran, those it reports.
     problems = {host: result["problems"] if host in ran else [errors[host]] for host, result in restarts.items()
                 if host not in unreachable}

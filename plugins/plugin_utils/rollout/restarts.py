@@ -103,8 +103,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
         chosen = []
         for service in host["services"]:
             name, status = f"{service['host']}/{service['service']}", status_of.get((service["host"], service["service"]))
-            problem = host["reachable"] and name not in matched["untouched"] and service_problem(
-                service["host"], service, host["method"])
+            # An unreachable host's services were not read: they have no problem (services.unreachable_state).
+            problem = name not in matched["untouched"] and service_problem(service["host"], service, host["method"])
             if problem:
                 problems.append(problem)
                 continue
@@ -148,8 +148,8 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     headline, batch_lines = _headline(batches, settings["batch_size"], check_mode)
     # The hosts of the plays of the batches: none in check mode, which restarts nothing.
     return {"batches": batches, "batch_hosts": [] if check_mode else batch_hosts(batches), "problems": problems,
-            "skipped": [f"{host['host']}/{service['service']}" for host in gone for service in host["services"]
-                        if f"{host['host']}/{service['service']}" not in matched["untouched"]],
+            "skipped": [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
+                        if entry["status"] == match.NOT_READ],
             "pid_hosts": matched["pid_hosts"], "concerned_queues": concerned, "untouched": matched["untouched"],
             "hosts": hosts, "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
             "gone": sorted(host["host"] for host in gone), "lowered": bool(lowered),
@@ -223,9 +223,8 @@ def _services_by_reason(lines: list[str], services: int) -> list[str]:
     if services <= LISTED:
         return lines
     about_services = [line for line in lines if re.match(r"^\S+/\S+: ", line)]
-    grouped: dict[str, list[str]] = {}
-    for name, dummy, reason in [line.partition(": ") for line in about_services]:
-        grouped.setdefault(PID.sub("", reason), []).append(name)
+    grouped = summary.grouped((PID.sub("", reason), name)
+                              for name, dummy, reason in [line.partition(": ") for line in about_services])
     return [f"{counted(len(names), 'service')}: {reason} ({names_text(names, 3)})" for reason, names in grouped.items()] \
         + [line for line in lines if line not in about_services] \
         + ["Every service's own line: -v, or the run's report file."]
