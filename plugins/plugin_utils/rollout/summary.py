@@ -182,9 +182,9 @@ def inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list
         skipped = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                    if entry["status"] == match.NOT_READ]
         lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(skipped)}")
+    # Not done, and neither unread (said above) nor stopped (it starts with the count whenever it is started).
     missing = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-               if entry["status"] in (match.NO_RUNTIME, match.STALE_RUNTIMES, match.SHORT_BY_COUNT)
-               or (entry["status"] == match.NOT_RUNNING and entry["state"] != "stopped")]
+               if entry["status"] not in (*match.DONE, match.NOT_READ) and entry["state"] != "stopped"]
     if missing:
         lines.append(f"  without a live runtime on the count: {', '.join(missing)}")
     return lines
