@@ -64,8 +64,9 @@ def _inline(value: str) -> dict[str, Any]:
 def inline_secrets(text: str) -> list[str]:
     """The secrets an inline extra variable gives: the passwords of enqueue_shards_connection, the values of
     enqueue_shards_environment the diff hides."""
-    connection, environment, show = map(_inline(text).get, (f"enqueue_shards_{name}"
-                                                            for name in ("connection", "environment", "env_file_show")))
+    given = _inline(text)
+    connection, environment, show = (given.get(f"enqueue_shards_{name}")
+                                     for name in ("connection", "environment", "env_file_show"))
     return [*(connection_secrets(connection) if isinstance(connection, dict) else []),
             *(hidden_values(environment, shown_variables(show if isinstance(show, list) else []))
               if isinstance(environment, dict) else [])]

@@ -178,6 +178,11 @@ def how_judged(matched: dict[str, Any], *, brief: bool = False) -> str:
     return text
 
 
+def not_read(matched: dict[str, Any]) -> list[str]:
+    """The services (``host/service``) whose host was not read: not checked or restarted."""
+    return [f"{entry['host']}/{entry['service']}" for entry in matched["services"] if entry["status"] == NOT_READ]
+
+
 def inventory_text(matched: dict[str, Any]) -> str:
     """``N of M`` against the inventory, with the runtimes outside it."""
     text = f"{matched['on_count']} of {matched['expected']}"

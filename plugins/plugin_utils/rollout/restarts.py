@@ -148,8 +148,7 @@ def restart_plan(hosts: list[dict[str, Any]], *, read: StateRead, change: Enqueu
     headline, batch_lines = _headline(batches, settings["batch_size"], check_mode)
     # The hosts of the plays of the batches: none in check mode, which restarts nothing.
     return {"batches": batches, "batch_hosts": [] if check_mode else batch_hosts(batches), "problems": problems,
-            "skipped": [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-                        if entry["status"] == match.NOT_READ],
+            "skipped": match.not_read(matched),
             "pid_hosts": matched["pid_hosts"], "concerned_queues": concerned, "untouched": matched["untouched"],
             "hosts": hosts, "known_runtimes": [runtime["instance_id"] for runtime in read.get("runtimes", [])],
             "gone": sorted(host["host"] for host in gone), "lowered": bool(lowered),

@@ -179,9 +179,7 @@ def inventory_lines(matched: dict[str, Any] | None, runtimes: list[Any]) -> list
     if matched["outside_runtimes"]:
         lines.append("  " + match.outside_text(matched, runtimes))
     if matched["unreachable_hosts"]:
-        skipped = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
-                   if entry["status"] == match.NOT_READ]
-        lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(skipped)}")
+        lines.append(f"  skipped, not checked or restarted (host unreachable): {', '.join(match.not_read(matched))}")
     # Not done, and neither unread (said above) nor stopped (it starts with the count whenever it is started).
     missing = [f"{entry['host']}/{entry['service']}" for entry in matched["services"]
                if entry["status"] not in (*match.DONE, match.NOT_READ) and entry["state"] != "stopped"]
